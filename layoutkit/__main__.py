@@ -1,0 +1,3 @@
+from layoutkit.cli import app
+
+app(prog_name="layoutkit")

@@ -1,0 +1,200 @@
+"""The ``layoutkit`` command line: parse, call the library, print. Nothing else.
+
+Every expected failure is a :class:`~layoutkit.errors.LayoutkitError`; it is printed as
+one plain sentence and the command exits with status 2 (1 for ``verify`` mismatches).
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from layoutkit.errors import LayoutkitError
+from layoutkit.options import format_size, parse_chunks, parse_compressor, parse_shards, parse_size, parse_workers
+
+app = typer.Typer(
+    name="layoutkit",
+    help="File-layout conversion and optimisation for scientific HDF5 data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+out = Console()
+
+
+class State:
+    quiet = False
+
+
+@app.callback()
+def main(
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summaries.")] = False,
+) -> None:
+    """File-layout conversion and optimisation for scientific HDF5 data."""
+    State.quiet = quiet
+
+
+def fail(exc: BaseException, code: int = 2) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _progress(total: int, label: str) -> Progress:
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=State.quiet or not console.is_terminal and total == 0,
+        transient=False,
+    )
+
+
+class ZarrFormat(StrEnum):
+    v2 = "2"
+    v3 = "3"
+
+
+@app.command()
+def sample(
+    out_path: Annotated[Path, typer.Argument(metavar="OUT.h5", help="The HDF5 file to write.")],
+    shots: Annotated[int, typer.Option(help="Number of shots.")] = 25,
+    signals: Annotated[int, typer.Option(help="Signals per shot.")] = 70,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed, same file).")] = 0,
+) -> None:
+    """Write a realistic synthetic shot archive (/shots/<SHOT>/signals/<SIGNAL>)."""
+    from layoutkit.sample import estimate_logical_bytes, write_sample
+
+    try:
+        total = estimate_logical_bytes(shots, signals, seed)
+        with _progress(total, "sample") as bar:
+            task = bar.add_task("write", total=total)
+            summary = write_sample(
+                out_path, shots=shots, signals=signals, seed=seed,
+                progress=lambda n: bar.advance(task, n),
+            )
+    except (LayoutkitError, ValueError, FileExistsError) as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted; nothing was written.", 130) from None
+    if not State.quiet:
+        out.print(
+            f"wrote {summary.path}: {summary.shots} shots x {summary.signals} signals, "
+            f"{summary.datasets} signal datasets, {summary.timebases} time bases, "
+            f"{format_size(summary.logical_bytes)} of data in {format_size(summary.file_bytes)}"
+        )
+
+
+@app.command()
+def convert(
+    src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
+    dst: Annotated[Path, typer.Argument(metavar="DST", help="Zarr store (a directory) to write.")],
+    zarr_format: Annotated[ZarrFormat, typer.Option("--zarr-format", help="Zarr format version.")] = ZarrFormat.v3,
+    chunks: Annotated[
+        str,
+        typer.Option(help="source (keep source chunks), auto (grow source chunks to --chunk-size), or a shape such as 1000,8 (-1 = whole axis)."),
+    ] = "auto",
+    chunk_size: Annotated[str, typer.Option(help="Target uncompressed chunk size for --chunks auto.")] = "4MiB",
+    compressor: Annotated[
+        str, typer.Option(help="none, zstd[:LEVEL], gzip[:LEVEL], lz4, blosc:CNAME:LEVEL:shuffle, with an optional shuffle+ prefix.")
+    ] = "zstd:3",
+    shards: Annotated[str, typer.Option(help="none, auto (64 MiB shards) or a target shard size such as 128MiB (Zarr v3 only).")] = "none",
+    consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Write consolidated metadata.")] = True,
+    workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
+    scheduler: Annotated[str, typer.Option(help="threads, processes (local dask cluster), serial, or a dask scheduler ADDRESS such as tcp://host:8786.")] = "threads",
+    memory_limit: Annotated[str, typer.Option(help="Memory budget for data in flight, e.g. 1GiB.")] = "1GiB",
+    overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new store is complete).")] = False,
+    skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
+) -> None:
+    """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
+    from layoutkit.convert import ConvertOptions, convert as run_convert, plan_convert
+    from layoutkit.execute import parse_scheduler
+
+    try:
+        options = ConvertOptions(
+            zarr_format=int(zarr_format.value),
+            chunks=parse_chunks(chunks),
+            chunk_bytes=parse_size(chunk_size, what="chunk size"),
+            compressor=parse_compressor(compressor),
+            shards=parse_shards(shards),
+            consolidate=consolidate,
+            workers=parse_workers(workers),
+            scheduler=parse_scheduler(scheduler),
+            memory_limit=parse_size(memory_limit, what="memory limit"),
+            overwrite=overwrite,
+            skip_unsupported=skip_unsupported,
+        )
+        if not dry_run:
+            from layoutkit.convert import check_destination
+
+            check_destination(dst, overwrite)
+        inventory, plan = plan_convert(src, dst, options)
+        if dry_run:
+            _print_plan(plan)
+            return
+        with _progress(plan.nbytes, "convert") as bar:
+            task = bar.add_task("copy", total=plan.nbytes)
+            summary = run_convert(src, dst, options, progress=lambda n: bar.advance(task, n), plan=(inventory, plan))
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted; the destination was not written.", 130) from None
+    if not State.quiet:
+        _print_summary(summary)
+
+
+def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
+    table = Table(title=f"convert plan: {plan.source} -> {plan.dest}")
+    for col in ("array", "shape", "dtype", "chunks", "shards", "codec", "read", "size"):
+        table.add_column(col, overflow="fold")
+    for a in plan.arrays:
+        table.add_row(
+            a.path, str(a.shape), a.dtype, str(a.chunks), str(a.shards or "-"),
+            str(a.compressor), a.read_mode, format_size(a.nbytes),
+        )
+    out.print(table)
+    out.print(
+        f"{len(plan.arrays)} arrays, {format_size(plan.nbytes)} of data, {len(plan.tasks)} tasks "
+        f"of at most {format_size(plan.task_bytes)}, Zarr v{plan.options.zarr_format}"
+    )
+    for path, reason in plan.skipped:
+        out.print(f"skipped {path}: {reason}")
+
+
+def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
+    out.print(
+        f"converted {s.source} -> {s.dest}: {s.arrays} arrays in {s.groups} groups, "
+        f"{format_size(s.logical_bytes)} of data, {format_size(s.source_bytes)} in -> "
+        f"{format_size(s.dest_bytes)} out (ratio {s.ratio:.2f}), {s.seconds:.1f} s, "
+        f"{format_size(s.throughput)}/s"
+    )
+    if s.links:
+        out.print(f"{s.links} links recorded in {s.dest}/layoutkit.json")
+    for path, reason in s.skipped:
+        out.print(f"skipped {path}: {reason}")
+
+
+def run() -> None:  # pragma: no cover - console entry point alias
+    app(prog_name="layoutkit")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

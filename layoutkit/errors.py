@@ -1,0 +1,84 @@
+"""Errors raised by layoutkit.
+
+Every error is a :class:`LayoutkitError` (itself a ``ValueError``) whose message is one
+plain sentence meant for the person at the terminal. Subclasses also inherit the builtin
+that fits, so callers can catch ``FileNotFoundError`` and friends as usual. Only
+``layoutkit.cli`` turns an error into a message and an exit code.
+"""
+
+from __future__ import annotations
+
+
+class LayoutkitError(ValueError):
+    """Base class of every error layoutkit raises on purpose."""
+
+
+class SourceNotFoundError(LayoutkitError, FileNotFoundError):
+    """The source path does not exist."""
+
+
+class SourceIsDirectoryError(LayoutkitError, IsADirectoryError):
+    """The source path is a directory where a file was expected."""
+
+
+class NotHDF5Error(LayoutkitError):
+    """The source is not an HDF5 file (netCDF-3, text, anything else)."""
+
+
+class CorruptSourceError(LayoutkitError):
+    """The source looks like HDF5 but cannot be read (truncated, damaged)."""
+
+
+class UnsupportedFeatureError(LayoutkitError):
+    """A dataset uses an HDF5 feature the target format cannot represent.
+
+    Parameters
+    ----------
+    dataset
+        Path of the dataset (or group, or link) inside the source.
+    feature
+        Short description of the feature, e.g. ``"variable-length integer arrays"``.
+    """
+
+    def __init__(self, dataset: str, feature: str, hint: str = "") -> None:
+        self.dataset = dataset
+        self.feature = feature
+        msg = f"Dataset {dataset!r} uses {feature}, which layoutkit cannot carry over"
+        msg += f"; {hint}" if hint else "; rerun with --skip-unsupported to leave it out."
+        super().__init__(msg)
+
+
+class MissingFilterError(LayoutkitError):
+    """A dataset is compressed with an HDF5 filter for which no plugin is available."""
+
+    def __init__(self, dataset: str, filter_id: int, name: str = "") -> None:
+        self.dataset = dataset
+        self.filter_id = filter_id
+        label = f"filter {filter_id}" + (f" ({name})" if name else "")
+        super().__init__(
+            f"Dataset {dataset!r} is compressed with HDF5 {label}, for which no plugin is "
+            "installed; install hdf5plugin (pip install hdf5plugin) or set HDF5_PLUGIN_PATH."
+        )
+
+
+class ChunkDecodeError(LayoutkitError):
+    """A chunk of the source could not be read or decoded."""
+
+    def __init__(self, dataset: str, chunk: tuple[int, ...], cause: str) -> None:
+        self.dataset = dataset
+        self.chunk = chunk
+        super().__init__(
+            f"Chunk at offset {tuple(chunk)} of dataset {dataset!r} could not be decoded: {cause}."
+        )
+
+
+class OutputExistsError(LayoutkitError, FileExistsError):
+    """The destination exists and ``--overwrite`` was not given."""
+
+
+class OutputNotWritableError(LayoutkitError, PermissionError):
+    """The destination cannot be written."""
+
+
+class InvalidOptionError(LayoutkitError):
+    """A user-supplied option value could not be parsed."""

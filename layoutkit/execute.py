@@ -1,0 +1,143 @@
+"""Run the tasks of a plan: serially, on threads, or on a dask.distributed cluster.
+
+All three engines share one contract: call ``fn(job, task)`` for every task, keep at
+most ``window`` tasks in flight (which is what bounds memory), report each finished
+task's bytes to ``progress`` and re-raise the first error. ``fn`` must be a module-level
+function so that dask can ship it to worker processes, each of which opens the source
+and the destination itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from layoutkit.errors import InvalidOptionError
+
+TaskFn = Callable[[Any, Any], int]
+
+
+def parse_scheduler(text: str) -> str:
+    """``serial``, ``threads``, ``processes`` or a dask scheduler address."""
+    raw = str(text).strip()
+    if raw in ("serial", "threads", "processes") or "://" in raw:
+        return raw
+    raise InvalidOptionError(
+        "Expected --scheduler threads, processes, serial, or a dask.distributed scheduler "
+        f"address such as tcp://host:8786. Got {text!r}."
+    )
+
+
+def run_serial(fn: TaskFn, job: Any, tasks: Sequence[Any], progress: Callable[[int], None]) -> None:
+    for task in tasks:
+        progress(fn(job, task))
+
+
+def run_threads(
+    fn: TaskFn, job: Any, tasks: Sequence[Any], workers: int, progress: Callable[[int], None]
+) -> None:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layoutkit") as pool:
+        pending: set[Future[int]] = set()
+        try:
+            for task in tasks:
+                if len(pending) >= workers:
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        progress(fut.result())
+                pending.add(pool.submit(fn, job, task))
+            for fut in _as_done(pending):
+                progress(fut.result())
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
+
+
+def _as_done(pending: Iterable[Future[int]]) -> Iterable[Future[int]]:
+    pending = set(pending)
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+        yield from done
+
+
+def run_distributed(
+    fn: TaskFn,
+    job: Any,
+    tasks: Sequence[Any],
+    workers: int,
+    progress: Callable[[int], None],
+    address: str | None = None,
+    cleanup: Callable[[], None] | None = None,
+) -> None:
+    """Run on a dask.distributed cluster: a LocalCluster of ``workers`` processes, or
+    the scheduler at ``address``. At most two tasks per worker are in flight."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        raise InvalidOptionError(
+            "The processes and distributed schedulers need dask.distributed: "
+            "pip install 'dask[distributed]'."
+        ) from None
+
+    cluster = None
+    if address is None:
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = Client(cluster)
+    else:
+        client = Client(address)
+    try:
+        nworkers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
+        window = 2 * nworkers
+        job_future = client.scatter(job, broadcast=True)
+        queue = list(tasks)
+        running = as_completed()
+        for task in queue[:window]:
+            running.add(client.submit(fn, job_future, task, pure=False))
+        next_index = window
+        for fut in running:
+            progress(fut.result())
+            if next_index < len(queue):
+                running.add(client.submit(fn, job_future, queue[next_index], pure=False))
+                next_index += 1
+        if cleanup is not None:
+            client.run(cleanup)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_tasks(
+    fn: TaskFn,
+    job: Any,
+    tasks: Sequence[Any],
+    *,
+    scheduler: str = "threads",
+    workers: int = 2,
+    progress: Callable[[int], None] | None = None,
+    cleanup: Callable[[], None] | None = None,
+) -> None:
+    """Run ``fn(job, task)`` for every task on the chosen engine.
+
+    Parameters
+    ----------
+    scheduler
+        ``serial``, ``threads``, ``processes`` (a local dask.distributed cluster of
+        ``workers`` processes) or a scheduler address.
+    cleanup
+        Called in every worker process after the last task (closes cached files).
+    """
+    report = progress or (lambda n: None)
+    if scheduler == "serial" or (scheduler == "threads" and workers == 1):
+        run_serial(fn, job, tasks, report)
+    elif scheduler == "threads":
+        run_threads(fn, job, tasks, workers, report)
+    elif scheduler == "processes":
+        run_distributed(fn, job, tasks, workers, report, cleanup=cleanup)
+    else:
+        run_distributed(fn, job, tasks, workers, report, address=scheduler, cleanup=cleanup)
+    if cleanup is not None:
+        cleanup()

@@ -1,0 +1,541 @@
+"""Walk an HDF5 source into plain frozen dataclasses.
+
+:func:`open_source` checks that a path is a readable HDF5 file and says plainly what is
+wrong when it is not; :func:`read_inventory` walks the whole hierarchy once (groups,
+datasets, attributes, links, dimension scales, filters, chunking) and returns an
+:class:`Inventory` that planning works from without touching the file again.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from layoutkit.errors import (
+    CorruptSourceError,
+    NotHDF5Error,
+    SourceIsDirectoryError,
+    SourceNotFoundError,
+)
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+NETCDF3_MAGICS = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
+
+# Attributes that HDF5 and netCDF-4 use for their own bookkeeping. Their meaning is
+# carried by structure (dimension names, coordinate arrays, fill values), not copied.
+DIMENSION_SCALE_ATTRS = frozenset({"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST"})
+NETCDF4_INTERNAL_ATTRS = frozenset(
+    {"_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict", "_NCProperties", "_IsNetcdf4"}
+)
+NETCDF_DIM_ONLY_PREFIX = "This is a netCDF dimension but not a netCDF variable"
+
+# HDF5 filter ids and names (https://portal.hdfgroup.org/documentation/hdf5-docs/registered_filter_plugins.html)
+FILTER_NAMES = {
+    1: "gzip",
+    2: "shuffle",
+    3: "fletcher32",
+    4: "szip",
+    5: "nbit",
+    6: "scaleoffset",
+    307: "bzip2",
+    32000: "lzf",
+    32001: "blosc",
+    32004: "lz4",
+    32008: "bitshuffle",
+    32013: "zfp",
+    32015: "zstd",
+    32017: "sz",
+    32026: "blosc2",
+}
+
+
+@dataclass(frozen=True)
+class FilterInfo:
+    """One stage of a dataset's HDF5 filter pipeline."""
+
+    id: int
+    name: str
+    options: tuple[int, ...]
+    available: bool
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """Everything planning needs to know about one HDF5 dataset.
+
+    ``kind`` is one of ``numeric``, ``bool``, ``string``, ``bytes``, ``compound``,
+    ``enum``, ``opaque``, ``reference``, ``vlen``; ``dims`` holds one dimension name per
+    axis (scale names, or ``phony_dim_N``).
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    kind: str
+    layout: str
+    chunks: tuple[int, ...] | None
+    filters: tuple[FilterInfo, ...]
+    fill_value: Any
+    attrs: dict[str, Any]
+    dims: tuple[str, ...]
+    dim_scales: tuple[tuple[str, ...], ...]
+    is_scale: bool
+    storage_bytes: int
+    enum_mapping: dict[str, int] | None = None
+    external: bool = False
+    dim_only: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    path: str
+    attrs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """A link that is not the first hard link to its object."""
+
+    path: str
+    kind: str  # "hard" | "soft" | "external"
+    target: str
+    target_file: str | None = None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The walked hierarchy of one HDF5 source."""
+
+    path: str
+    userblock_size: int
+    is_netcdf4: bool
+    groups: tuple[GroupInfo, ...]
+    arrays: tuple[ArrayInfo, ...]
+    links: tuple[LinkInfo, ...]
+    attr_notes: tuple[str, ...] = field(default=())
+
+    def array(self, path: str) -> ArrayInfo:
+        for a in self.arrays:
+            if a.path == path:
+                return a
+        raise KeyError(path)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+
+def _find_signature(path: Path) -> int | None:
+    """Return the offset of the HDF5 signature (0, 512, 1024, ...) or None."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        offset = 0
+        while offset + 8 <= size:
+            fh.seek(offset)
+            if fh.read(8) == HDF5_SIGNATURE:
+                return offset
+            offset = 512 if offset == 0 else offset * 2
+    return None
+
+
+def check_source(path: str | os.PathLike) -> Path:
+    """Check that ``path`` names a readable HDF5 file.
+
+    Raises
+    ------
+    SourceNotFoundError, SourceIsDirectoryError, NotHDF5Error, CorruptSourceError
+    """
+    p = Path(path)
+    if not p.exists():
+        raise SourceNotFoundError(f"Source {str(p)!r} does not exist.")
+    if p.is_dir():
+        raise SourceIsDirectoryError(f"Source {str(p)!r} is a directory, not an HDF5 file.")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+    except PermissionError:
+        raise CorruptSourceError(f"Source {str(p)!r} cannot be read (permission denied).") from None
+    if head[:4] in NETCDF3_MAGICS:
+        raise NotHDF5Error(
+            f"Source {str(p)!r} is a netCDF-3 classic file, not HDF5 or netCDF-4; "
+            "convert it first with: nccopy -k nc4 IN OUT."
+        )
+    if _find_signature(p) is None:
+        raise NotHDF5Error(f"Source {str(p)!r} is not an HDF5 file (no HDF5 signature found).")
+    return p
+
+
+def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
+    """Open an HDF5 source read-only after :func:`check_source`.
+
+    Keyword arguments go to :class:`h5py.File` (e.g. ``page_buf_size``).
+    """
+    p = check_source(path)
+    try:
+        return h5py.File(p, "r", **kwargs)
+    except OSError as exc:
+        raise CorruptSourceError(
+            f"Source {str(p)!r} has an HDF5 signature but cannot be opened "
+            f"(truncated or damaged: {_first_line(exc)})."
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0].rstrip(".") if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------
+# attributes
+
+
+def attr_to_json(value: Any, file: h5py.File | None = None) -> Any:
+    """Convert an HDF5 attribute value to a JSON-ready Python value.
+
+    Numbers and arrays become numbers and lists, bytes become text (base64 with a
+    ``base64:`` prefix when not UTF-8), object references become the referenced path,
+    compound values become dicts, empty attributes become ``None``.
+    """
+    if isinstance(value, h5py.Empty):
+        return None
+    if isinstance(value, (h5py.Reference, h5py.RegionReference)):
+        if not value or file is None:
+            return None
+        try:
+            return file[value].name
+        except (KeyError, ValueError, OSError):
+            return None
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            return "base64:" + base64.b64encode(value).decode()
+    if isinstance(value, np.ndarray):
+        if value.dtype.names:
+            if value.ndim == 0:
+                return attr_to_json(value[()], file)
+            return [attr_to_json(v, file) for v in value]
+        if value.dtype.kind in "SOUV":
+            return [attr_to_json(v, file) for v in value.reshape(-1)] if value.ndim else attr_to_json(value[()], file)
+        return _json_numbers(value.tolist())
+    if isinstance(value, np.void) and value.dtype.names:
+        return {k: attr_to_json(value[k], file) for k in value.dtype.names}
+    if isinstance(value, np.void):
+        return "base64:" + base64.b64encode(value.tobytes()).decode()
+    if isinstance(value, np.generic):
+        return _json_numbers(value.item())
+    if isinstance(value, (list, tuple)):
+        return [attr_to_json(v, file) for v in value]
+    return value
+
+
+def _json_numbers(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_json_numbers(x) for x in v]
+    if isinstance(v, complex):
+        return [v.real, v.imag]
+    if isinstance(v, bytes):
+        return attr_to_json(v)
+    return v
+
+
+def _read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in obj.attrs:
+        if name in NETCDF4_INTERNAL_ATTRS:
+            continue
+        if name in DIMENSION_SCALE_ATTRS and _is_scale_bookkeeping(obj, name):
+            continue
+        try:
+            raw = obj.attrs[name]
+        except (OSError, TypeError, ValueError) as exc:
+            notes.append(f"{obj.name}@{name}: unreadable attribute ({_first_line(exc)})")
+            continue
+        out[name] = raw
+    return out
+
+
+def _is_scale_bookkeeping(obj: h5py.HLObject, name: str) -> bool:
+    if name in ("DIMENSION_LIST", "REFERENCE_LIST"):
+        return True
+    if not isinstance(obj, h5py.Dataset):
+        return False
+    return bool(h5py.h5ds.is_scale(obj.id))
+
+
+# ---------------------------------------------------------------------------------
+# datasets
+
+
+def classify_dtype(dtype: np.dtype) -> str:
+    """Name the kind of an h5py dtype (see :class:`ArrayInfo`)."""
+    if h5py.check_enum_dtype(dtype) is not None:
+        return "enum"
+    if h5py.check_ref_dtype(dtype) is not None:
+        return "reference"
+    string_info = h5py.check_string_dtype(dtype)
+    if string_info is not None:
+        if string_info.length is None:
+            return "string" if string_info.encoding == "utf-8" else "bytes"
+        return "string" if dtype.kind == "U" else "fixed-bytes"
+    if h5py.check_vlen_dtype(dtype) is not None:
+        return "vlen"
+    if dtype.names:
+        return "compound"
+    if dtype.kind == "b":
+        return "bool"
+    if dtype.kind == "V":
+        return "opaque"
+    if dtype.kind in "iufc":
+        return "numeric"
+    if dtype.kind == "S":
+        return "fixed-bytes"
+    return "other"
+
+
+_LAYOUTS = {
+    h5py.h5d.COMPACT: "compact",
+    h5py.h5d.CONTIGUOUS: "contiguous",
+    h5py.h5d.CHUNKED: "chunked",
+    h5py.h5d.VIRTUAL: "virtual",
+}
+
+
+def _filters(ds: h5py.Dataset) -> tuple[FilterInfo, ...]:
+    plist = ds.id.get_create_plist()
+    out = []
+    for i in range(plist.get_nfilters()):
+        fid, _flags, opts, name = plist.get_filter(i)
+        label = FILTER_NAMES.get(fid) or (name.decode(errors="replace") if name else f"filter {fid}")
+        out.append(FilterInfo(fid, label, tuple(int(o) for o in opts), bool(h5py.h5z.filter_avail(fid))))
+    return tuple(out)
+
+
+def _fill_value(ds: h5py.Dataset) -> Any:
+    try:
+        fv = ds.fillvalue
+    except (OSError, TypeError, ValueError):
+        return None
+    return fv
+
+
+def _is_external(ds: h5py.Dataset) -> bool:
+    try:
+        return ds.id.get_create_plist().get_external_count() > 0
+    except (AttributeError, OSError):
+        return False
+
+
+# ---------------------------------------------------------------------------------
+# the walk
+
+
+def read_inventory(path: str | os.PathLike) -> Inventory:
+    """Walk an HDF5 file once and describe it.
+
+    Parameters
+    ----------
+    path
+        The HDF5 (or netCDF-4) file.
+
+    Returns
+    -------
+    Inventory
+        Groups, arrays (with dimension names), links and notes, in a stable order
+        (depth-first, names sorted as h5py lists them).
+
+    Raises
+    ------
+    SourceNotFoundError, NotHDF5Error, CorruptSourceError
+    """
+    with open_source(path) as f:
+        try:
+            return _walk(f, str(path))
+        except (OSError, RuntimeError) as exc:
+            raise CorruptSourceError(
+                f"Source {str(path)!r} is damaged and its structure cannot be read "
+                f"({_first_line(exc)})."
+            ) from None
+
+
+def _walk(f: h5py.File, path: str) -> Inventory:
+    notes: list[str] = []
+    groups: list[GroupInfo] = []
+    datasets: list[h5py.Dataset] = []
+    links: list[LinkInfo] = []
+    seen: dict[int, str] = {}
+    raw_attrs: dict[str, dict[str, Any]] = {}
+
+    def visit(group: h5py.Group) -> None:
+        raw_attrs[group.name] = _read_attrs(group, f, notes)
+        groups.append(GroupInfo(group.name, {}))
+        for name in group:
+            child_path = (group.name.rstrip("/") + "/" + name)
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.SoftLink):
+                links.append(LinkInfo(child_path, "soft", link.path))
+                continue
+            if isinstance(link, h5py.ExternalLink):
+                links.append(LinkInfo(child_path, "external", link.path, link.filename))
+                continue
+            try:
+                obj = group[name]
+            except (KeyError, OSError) as exc:
+                notes.append(f"{child_path}: unreadable object ({_first_line(exc)})")
+                continue
+            addr = h5py.h5o.get_info(obj.id).addr
+            if addr in seen:
+                links.append(LinkInfo(child_path, "hard", seen[addr]))
+                continue
+            seen[addr] = child_path
+            if isinstance(obj, h5py.Group):
+                visit(obj)
+            elif isinstance(obj, h5py.Dataset):
+                raw_attrs[child_path] = _read_attrs(obj, f, notes)
+                datasets.append(obj)
+            else:  # committed datatype
+                notes.append(f"{child_path}: committed datatype (recorded, not an array)")
+
+    visit(f)
+    is_netcdf4 = "_NCProperties" in f.attrs or any(
+        "_Netcdf4Dimid" in ds.attrs or "_Netcdf4Coordinates" in ds.attrs for ds in datasets[:50]
+    )
+    # Canonical paths of hard-linked objects: the first path the walk reached.
+    canonical = {addr: p for addr, p in seen.items()}
+    dims = _dimension_names(datasets, canonical)
+
+    arrays = []
+    for ds in datasets:
+        kind = classify_dtype(ds.dtype)
+        plist_layout = ds.id.get_create_plist().get_layout()
+        is_scale = bool(h5py.h5ds.is_scale(ds.id))
+        scale_name = _attr_text(ds, "NAME") if is_scale else ""
+        names, scales = dims[ds.name]
+        arrays.append(
+            ArrayInfo(
+                path=ds.name,
+                shape=tuple(int(s) for s in ds.shape) if ds.shape is not None else (),
+                dtype=ds.dtype,
+                kind=kind,
+                layout=_LAYOUTS.get(plist_layout, "other"),
+                chunks=tuple(ds.chunks) if ds.chunks else None,
+                filters=_filters(ds),
+                fill_value=_fill_value(ds),
+                attrs={k: attr_to_json(v, f) for k, v in raw_attrs[ds.name].items()},
+                dims=names,
+                dim_scales=scales,
+                is_scale=is_scale,
+                storage_bytes=int(ds.id.get_storage_size()),
+                enum_mapping=h5py.check_enum_dtype(ds.dtype),
+                external=_is_external(ds),
+                dim_only=is_netcdf4 and is_scale and scale_name.startswith(NETCDF_DIM_ONLY_PREFIX),
+            )
+        )
+    groups = [GroupInfo(g.path, {k: attr_to_json(v, f) for k, v in raw_attrs[g.path].items()}) for g in groups]
+    return Inventory(
+        path=str(path),
+        userblock_size=int(f.userblock_size),
+        is_netcdf4=is_netcdf4,
+        groups=tuple(groups),
+        arrays=tuple(arrays),
+        links=tuple(links),
+        attr_notes=tuple(notes),
+    )
+
+
+def _attr_text(obj: h5py.HLObject, name: str) -> str:
+    v = obj.attrs.get(name)
+    if isinstance(v, bytes):
+        return v.decode(errors="replace")
+    if isinstance(v, np.ndarray) and v.size == 1:
+        v = v.reshape(-1)[0]
+        return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+    return "" if v is None else str(v)
+
+
+def _dimension_names(
+    datasets: list[h5py.Dataset], canonical: dict[int, str]
+) -> dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]]:
+    """Name every axis of every dataset.
+
+    An axis with an attached dimension scale takes the scale's name (its basename, as
+    netCDF-4 and h5netcdf do); a dimension scale names its own first axis. Axes
+    without a scale get ``phony_dim_N`` numbered per group, as h5netcdf's
+    ``phony_dims="sort"`` does. Within one group a name always means one length:
+    a clash gets a ``_N`` suffix so xarray can open the group.
+    """
+    out: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
+    by_group: dict[str, list[h5py.Dataset]] = defaultdict(list)
+    for ds in datasets:
+        by_group[ds.name.rsplit("/", 1)[0] or "/"].append(ds)
+    # xarray's DataTree needs a name to mean one length in a group and all its
+    # ancestors, so phony names are numbered across the file and clashes are checked
+    # against what the ancestors already define.
+    visible: dict[str, dict[str, int]] = {}
+    counter = 0
+
+    def inherited(group_path: str) -> dict[str, int]:
+        parts = [p for p in group_path.split("/") if p]
+        for depth in range(len(parts) - 1, -1, -1):
+            ancestor = "/" + "/".join(parts[:depth])
+            if ancestor in visible:
+                return visible[ancestor]
+        return {}
+
+    for group_path in sorted(by_group, key=lambda g: (g.count("/") if g != "/" else 0, g)):
+        members = by_group[group_path]
+        group_sizes = dict(inherited(group_path))
+        phony: dict[int, list[str]] = defaultdict(list)
+        for ds in sorted(members, key=lambda d: d.name):
+            shape = ds.shape or ()
+            names: list[str] = []
+            scales: list[tuple[str, ...]] = []
+            used_sizes: dict[int, int] = defaultdict(int)
+            is_scale = bool(h5py.h5ds.is_scale(ds.id))
+            for axis, size in enumerate(shape):
+                attached: tuple[str, ...] = ()
+                if not is_scale and "DIMENSION_LIST" in ds.attrs:
+                    try:
+                        attached = tuple(
+                            canonical.get(h5py.h5o.get_info(s.id).addr, s.name) for s in ds.dims[axis].values()
+                        )
+                    except (OSError, RuntimeError, ValueError, KeyError):
+                        attached = ()
+                scales.append(attached)
+                if is_scale and axis == 0:
+                    name = ds.name.rsplit("/", 1)[-1]
+                elif attached:
+                    name = attached[0].rsplit("/", 1)[-1]
+                else:
+                    k = used_sizes[size]
+                    used_sizes[size] += 1
+                    if k < len(phony[size]):
+                        name = phony[size][k]
+                    else:
+                        name = f"phony_dim_{counter}"
+                        counter += 1
+                        phony[size].append(name)
+                base, n = name, 1
+                while (name in group_sizes and group_sizes[name] != size) or name in names:
+                    name = f"{base}_{n}"
+                    n += 1
+                group_sizes[name] = size
+                names.append(name)
+            out[ds.name] = (tuple(names), tuple(scales))
+        visible[group_path] = group_sizes
+    return out

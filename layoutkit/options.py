@@ -1,0 +1,217 @@
+"""Parse user-supplied option values at the edge.
+
+Each ``parse_*`` function takes the text a user typed (on the command line or in a
+recipe) and returns a plain value or a frozen dataclass, or raises
+:class:`~layoutkit.errors.InvalidOptionError` saying what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from layoutkit.errors import InvalidOptionError
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Parse a byte size such as ``"8MiB"``, ``"64MB"``, ``"4096"`` or ``"1.5GiB"``.
+
+    Decimal units (kB, MB, GB) are powers of 1000, binary ones (KiB, MiB, GiB) powers
+    of 1024, as in the IEC standard.
+
+    Raises
+    ------
+    InvalidOptionError
+        When the text is not a non-negative number with a known unit.
+    """
+    if isinstance(text, int):
+        if text < 0:
+            raise InvalidOptionError(f"Expected a {what} of 0 bytes or more. Got {text}.")
+        return text
+    m = _SIZE_RE.match(str(text))
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _SIZE_UNITS:
+        raise InvalidOptionError(
+            f"Expected a {what} such as 4MiB, 64MB or 1048576 "
+            f"(units: B, kB, MB, GB, KiB, MiB, GiB). Got {text!r}."
+        )
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def format_size(n: float) -> str:
+    """Format a byte count with a binary unit, e.g. ``8.0 MiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class CompressorSpec:
+    """A compressor choice, independent of the target format.
+
+    ``name`` is one of :data:`COMPRESSORS`; ``cname`` is blosc's inner codec.
+    """
+
+    name: str
+    level: int | None = None
+    cname: str | None = None
+    shuffle: bool = False
+
+    def __str__(self) -> str:
+        if self.name == "none":
+            return "none"
+        if self.name == "blosc":
+            return f"blosc:{self.cname}:{self.level}:{'shuffle' if self.shuffle else 'noshuffle'}"
+        prefix = "shuffle+" if self.shuffle else ""
+        return f"{prefix}{self.name}" + (f":{self.level}" if self.level is not None else "")
+
+
+COMPRESSORS = ("none", "zstd", "gzip", "lz4", "lzf", "blosc")
+_LEVELS = {"zstd": (1, 22, 3), "gzip": (0, 9, 4), "blosc": (0, 9, 5), "lz4": (None, None, None)}
+_BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "zlib", "zstd")
+
+
+def _parse_level(name: str, text: str | None) -> int | None:
+    lo, hi, default = _LEVELS.get(name, (None, None, None))
+    if text is None or text == "":
+        return default
+    if lo is None:
+        raise InvalidOptionError(f"Compressor {name} takes no level. Got {name}:{text}.")
+    try:
+        level = int(text)
+    except ValueError:
+        level = -1
+    if not lo <= level <= hi:
+        raise InvalidOptionError(
+            f"Expected a {name} compression level from {lo} to {hi}. Got {text}."
+        )
+    return level
+
+
+def parse_compressor(text: str) -> CompressorSpec:
+    """Parse a compressor such as ``zstd:3``, ``gzip:4``, ``shuffle+gzip:4``, ``lz4``,
+    ``lzf``, ``blosc:zstd:5:shuffle`` or ``none``.
+
+    Raises
+    ------
+    InvalidOptionError
+        For an unknown compressor or a level out of range; the message lists the choices.
+    """
+    raw = str(text).strip().lower()
+    shuffle = False
+    if raw.startswith("shuffle+"):
+        shuffle, raw = True, raw[len("shuffle+") :]
+    name, _, rest = raw.partition(":")
+    if name not in COMPRESSORS:
+        raise InvalidOptionError(
+            "Expected a compressor: none, zstd[:1-22], gzip[:0-9], lz4, lzf, "
+            f"blosc[:CNAME[:0-9[:shuffle|noshuffle]]], optionally prefixed shuffle+. Got {text!r}."
+        )
+    if name == "none":
+        if rest or shuffle:
+            raise InvalidOptionError(f"Compressor none takes no options. Got {text!r}.")
+        return CompressorSpec("none")
+    if name == "lzf":
+        if rest:
+            raise InvalidOptionError(f"Compressor lzf takes no level. Got {text!r}.")
+        return CompressorSpec("lzf", shuffle=shuffle)
+    if name == "blosc":
+        parts = rest.split(":") if rest else []
+        cname = parts[0] if parts else "lz4"
+        if cname not in _BLOSC_CNAMES:
+            raise InvalidOptionError(
+                f"Expected a blosc codec from {', '.join(_BLOSC_CNAMES)}. Got {cname!r}."
+            )
+        level = _parse_level("blosc", parts[1] if len(parts) > 1 else None)
+        mode = parts[2] if len(parts) > 2 else "shuffle"
+        if mode not in ("shuffle", "noshuffle") or len(parts) > 3:
+            raise InvalidOptionError(
+                f"Expected blosc:CNAME:LEVEL:shuffle|noshuffle. Got {text!r}."
+            )
+        return CompressorSpec("blosc", level, cname, mode == "shuffle" or shuffle)
+    return CompressorSpec(name, _parse_level(name, rest or None), shuffle=shuffle)
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """How to choose chunks: ``source``, ``auto`` (target bytes), or an explicit shape."""
+
+    mode: str  # "source" | "auto" | "shape"
+    shape: tuple[int, ...] | None = None
+
+
+def parse_chunks(text: str) -> ChunkSpec:
+    """Parse ``--chunks``: ``source``, ``auto`` or a shape such as ``1000,8``.
+
+    An explicit shape applies to arrays of the same rank; other arrays fall back to
+    ``auto``. A ``-1`` entry means the whole axis.
+    """
+    raw = str(text).strip().lower()
+    if raw in ("source", "auto"):
+        return ChunkSpec(raw)
+    try:
+        shape = tuple(int(p) for p in raw.replace("x", ",").split(",") if p.strip())
+    except ValueError:
+        shape = ()
+    if not shape or any(s == 0 or s < -1 for s in shape):
+        raise InvalidOptionError(
+            f"Expected --chunks source, auto, or a shape such as 1000,8 (-1 = whole axis). "
+            f"Got {text!r}."
+        )
+    return ChunkSpec("shape", shape)
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """How to shard Zarr v3 arrays: ``none``, ``auto`` or a target shard size in bytes."""
+
+    mode: str  # "none" | "auto" | "size"
+    target_bytes: int = 0
+
+
+AUTO_SHARD_BYTES = 64 * 1024**2
+
+
+def parse_shards(text: str) -> ShardSpec:
+    """Parse ``--shards``: ``none``, ``auto`` (64 MiB shards) or a size such as ``128MiB``."""
+    raw = str(text).strip().lower()
+    if raw == "none":
+        return ShardSpec("none")
+    if raw == "auto":
+        return ShardSpec("auto", AUTO_SHARD_BYTES)
+    try:
+        size = parse_size(raw, what="shard size")
+    except InvalidOptionError:
+        raise InvalidOptionError(
+            f"Expected --shards none, auto, or a target shard size such as 64MiB. Got {text!r}."
+        ) from None
+    if size <= 0:
+        raise InvalidOptionError(f"Expected a shard size above 0 bytes. Got {text!r}.")
+    return ShardSpec("size", size)
+
+
+def parse_workers(value: int) -> int:
+    """Check a worker count (1 or more)."""
+    if value < 1:
+        raise InvalidOptionError(f"Expected --workers of 1 or more. Got {value}.")
+    return value

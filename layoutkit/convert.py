@@ -191,8 +191,7 @@ def close_open_files() -> None:
 def copy_task(job: CopyJob, task: CopyTask) -> int:
     """Copy every region of ``task`` from the source to the store; return bytes copied."""
     reader, writer = _open(job)
-    for path, region in task.items:
-        writer.write(path, region, reader.read(path, region))
+    writer.write_many([(path, region, reader.read(path, region)) for path, region in task.items])
     return task.nbytes
 
 
@@ -275,12 +274,15 @@ def convert(
     try:
         writer = ZarrWriter(tmp, options.zarr_format)
         writer.create(inventory, list(cplan.arrays), _sidecar(inventory, cplan))
+        infos = {a.path: a for a in inventory.arrays}
         job = CopyJob(
             str(src_path.resolve()),
             str(tmp.resolve()),
             options.zarr_format,
-            {a.path: inventory.array(a.path) for a in cplan.arrays},
+            {a.path: infos[a.path] for a in cplan.arrays},
         )
+        # local threads share the writer that already holds every array open
+        _OPEN[(job.source, job.dest)] = (SourceReader(job.source, job.arrays), writer)
         run_tasks(
             copy_task,
             job,

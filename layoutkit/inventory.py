@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import h5py
+import hdf5plugin  # noqa: F401  (registers third-party HDF5 filters: zstd, lz4, bitshuffle, blosc...)
 import numpy as np
 
 from layoutkit.errors import (
@@ -91,6 +92,7 @@ class ArrayInfo:
     enum_mapping: dict[str, int] | None = None
     external: bool = False
     dim_only: bool = False
+    null_space: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -212,7 +214,8 @@ def attr_to_json(value: Any, file: h5py.File | None = None) -> Any:
     compound values become dicts, empty attributes become ``None``.
     """
     if isinstance(value, h5py.Empty):
-        return None
+        # netCDF writes an empty text attribute as a null-space string
+        return "" if value.dtype.kind in "SU" else None
     if isinstance(value, (h5py.Reference, h5py.RegionReference)):
         if not value or file is None:
             return None
@@ -290,9 +293,8 @@ def classify_dtype(dtype: np.dtype) -> str:
         return "reference"
     string_info = h5py.check_string_dtype(dtype)
     if string_info is not None:
-        if string_info.length is None:
-            return "string" if string_info.encoding == "utf-8" else "bytes"
-        return "string" if dtype.kind == "U" else "fixed-bytes"
+        # variable-length strings (utf-8 or ascii) become text; fixed-length stay bytes
+        return "string" if string_info.length is None or dtype.kind == "U" else "fixed-bytes"
     if h5py.check_vlen_dtype(dtype) is not None:
         return "vlen"
     if dtype.names:
@@ -301,7 +303,7 @@ def classify_dtype(dtype: np.dtype) -> str:
         return "bool"
     if dtype.kind == "V":
         return "opaque"
-    if dtype.kind in "iufc":
+    if dtype.kind in "iufcmM":  # datetime64/timedelta64: h5py's tagged opaque types
         return "numeric"
     if dtype.kind == "S":
         return "fixed-bytes"
@@ -328,10 +330,9 @@ def _filters(ds: h5py.Dataset) -> tuple[FilterInfo, ...]:
 
 def _fill_value(ds: h5py.Dataset) -> Any:
     try:
-        fv = ds.fillvalue
-    except (OSError, TypeError, ValueError):
+        return ds.fillvalue
+    except (OSError, TypeError, ValueError, RuntimeError):  # "fill value is undefined"
         return None
-    return fv
 
 
 def _is_external(ds: h5py.Dataset) -> bool:
@@ -376,16 +377,17 @@ def read_inventory(path: str | os.PathLike) -> Inventory:
 def _walk(f: h5py.File, path: str) -> Inventory:
     notes: list[str] = []
     groups: list[GroupInfo] = []
-    datasets: list[h5py.Dataset] = []
+    datasets: list[tuple[str, h5py.Dataset]] = []
     links: list[LinkInfo] = []
     seen: dict[int, str] = {}
     raw_attrs: dict[str, dict[str, Any]] = {}
 
-    def visit(group: h5py.Group) -> None:
-        raw_attrs[group.name] = _read_attrs(group, f, notes)
-        groups.append(GroupInfo(group.name, {}))
+    def visit(group: h5py.Group, group_path: str) -> None:
+        # paths are tracked here: h5py's .name asks HDF5 to search for one (slow)
+        raw_attrs[group_path] = _read_attrs(group, f, notes)
+        groups.append(GroupInfo(group_path, {}))
         for name in group:
-            child_path = (group.name.rstrip("/") + "/" + name)
+            child_path = group_path.rstrip("/") + "/" + name
             link = group.get(name, getlink=True)
             if isinstance(link, h5py.SoftLink):
                 links.append(LinkInfo(child_path, "soft", link.path))
@@ -404,39 +406,39 @@ def _walk(f: h5py.File, path: str) -> Inventory:
                 continue
             seen[addr] = child_path
             if isinstance(obj, h5py.Group):
-                visit(obj)
+                visit(obj, child_path)
             elif isinstance(obj, h5py.Dataset):
                 raw_attrs[child_path] = _read_attrs(obj, f, notes)
-                datasets.append(obj)
+                datasets.append((child_path, obj))
             else:  # committed datatype
                 notes.append(f"{child_path}: committed datatype (recorded, not an array)")
 
-    visit(f)
+    visit(f, "/")
     is_netcdf4 = "_NCProperties" in f.attrs or any(
-        "_Netcdf4Dimid" in ds.attrs or "_Netcdf4Coordinates" in ds.attrs for ds in datasets[:50]
+        "_Netcdf4Dimid" in ds.attrs or "_Netcdf4Coordinates" in ds.attrs for _, ds in datasets[:50]
     )
     # Canonical paths of hard-linked objects: the first path the walk reached.
     canonical = {addr: p for addr, p in seen.items()}
     dims = _dimension_names(datasets, canonical)
 
     arrays = []
-    for ds in datasets:
+    for path, ds in datasets:
         kind = classify_dtype(ds.dtype)
         plist_layout = ds.id.get_create_plist().get_layout()
         is_scale = bool(h5py.h5ds.is_scale(ds.id))
         scale_name = _attr_text(ds, "NAME") if is_scale else ""
-        names, scales = dims[ds.name]
+        names, scales = dims[path]
         arrays.append(
             ArrayInfo(
-                path=ds.name,
-                shape=tuple(int(s) for s in ds.shape) if ds.shape is not None else (),
+                path=path,
+                shape=tuple(int(s) for s in ds.shape) if ds.shape is not None else (0,),
                 dtype=ds.dtype,
                 kind=kind,
                 layout=_LAYOUTS.get(plist_layout, "other"),
                 chunks=tuple(ds.chunks) if ds.chunks else None,
                 filters=_filters(ds),
                 fill_value=_fill_value(ds),
-                attrs={k: attr_to_json(v, f) for k, v in raw_attrs[ds.name].items()},
+                attrs={k: attr_to_json(v, f) for k, v in raw_attrs[path].items()},
                 dims=names,
                 dim_scales=scales,
                 is_scale=is_scale,
@@ -444,6 +446,7 @@ def _walk(f: h5py.File, path: str) -> Inventory:
                 enum_mapping=h5py.check_enum_dtype(ds.dtype),
                 external=_is_external(ds),
                 dim_only=is_netcdf4 and is_scale and scale_name.startswith(NETCDF_DIM_ONLY_PREFIX),
+                null_space=ds.shape is None,
             )
         )
     groups = [GroupInfo(g.path, {k: attr_to_json(v, f) for k, v in raw_attrs[g.path].items()}) for g in groups]
@@ -469,7 +472,7 @@ def _attr_text(obj: h5py.HLObject, name: str) -> str:
 
 
 def _dimension_names(
-    datasets: list[h5py.Dataset], canonical: dict[int, str]
+    datasets: list[tuple[str, h5py.Dataset]], canonical: dict[int, str]
 ) -> dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]]:
     """Name every axis of every dataset.
 
@@ -480,9 +483,9 @@ def _dimension_names(
     a clash gets a ``_N`` suffix so xarray can open the group.
     """
     out: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
-    by_group: dict[str, list[h5py.Dataset]] = defaultdict(list)
-    for ds in datasets:
-        by_group[ds.name.rsplit("/", 1)[0] or "/"].append(ds)
+    by_group: dict[str, list[tuple[str, h5py.Dataset]]] = defaultdict(list)
+    for path, ds in datasets:
+        by_group[path.rsplit("/", 1)[0] or "/"].append((path, ds))
     # xarray's DataTree needs a name to mean one length in a group and all its
     # ancestors, so phony names are numbered across the file and clashes are checked
     # against what the ancestors already define.
@@ -501,24 +504,25 @@ def _dimension_names(
         members = by_group[group_path]
         group_sizes = dict(inherited(group_path))
         phony: dict[int, list[str]] = defaultdict(list)
-        for ds in sorted(members, key=lambda d: d.name):
-            shape = ds.shape or ()
+        for path, ds in sorted(members, key=lambda m: m[0]):
+            shape = ds.shape if ds.shape is not None else (0,)
             names: list[str] = []
             scales: list[tuple[str, ...]] = []
             used_sizes: dict[int, int] = defaultdict(int)
             is_scale = bool(h5py.h5ds.is_scale(ds.id))
+            dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
             for axis, size in enumerate(shape):
                 attached: tuple[str, ...] = ()
                 if not is_scale and "DIMENSION_LIST" in ds.attrs:
                     try:
                         attached = tuple(
-                            canonical.get(h5py.h5o.get_info(s.id).addr, s.name) for s in ds.dims[axis].values()
+                            canonical.get(h5py.h5o.get_info(s.id).addr) or s.name for s in ds.dims[axis].values()
                         )
                     except (OSError, RuntimeError, ValueError, KeyError):
                         attached = ()
                 scales.append(attached)
                 if is_scale and axis == 0:
-                    name = ds.name.rsplit("/", 1)[-1]
+                    name = path.rsplit("/", 1)[-1]
                 elif attached:
                     name = attached[0].rsplit("/", 1)[-1]
                 else:
@@ -534,8 +538,9 @@ def _dimension_names(
                 while (name in group_sizes and group_sizes[name] != size) or name in names:
                     name = f"{base}_{n}"
                     n += 1
-                group_sizes[name] = size
+                if not dim_only:  # a netCDF dimension without a variable binds no length
+                    group_sizes[name] = size
                 names.append(name)
-            out[ds.name] = (tuple(names), tuple(scales))
+            out[path] = (tuple(names), tuple(scales))
         visible[group_path] = group_sizes
     return out

@@ -200,8 +200,15 @@ def plan_tasks(arrays: Sequence[ArrayPlan], task_bytes: int) -> tuple[CopyTask, 
     return tuple(tasks)
 
 
+TASK_TARGET_BYTES = 16 * 1024**2
+
+
 def task_budget(memory_limit: int, workers: int) -> int:
-    """Bytes of source data one task may hold, so that all workers together stay within
-    ``memory_limit``: each task holds its raw chunks, the decoded block and the encoded
-    output at once, so allow about four copies per worker."""
-    return max(1 << 20, memory_limit // (4 * max(1, workers)))
+    """Bytes of source data one task may hold.
+
+    All workers together must stay within ``memory_limit``; a task holds its raw chunks,
+    the decoded block and the encoded output at once, and two tasks per worker can be in
+    flight, so allow eight copies per worker. Tasks are also kept near 16 MiB so that
+    reading, decoding and writing overlap across workers.
+    """
+    return max(1 << 20, min(TASK_TARGET_BYTES, memory_limit // (8 * max(1, workers))))

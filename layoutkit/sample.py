@@ -5,7 +5,9 @@ archive (Alcator C-Mod's MDSplus trees were the model)::
 
     /                                   title, machine, layoutkit_sample_version, seed
     /shots/<SHOT>/                      shot, date, comment, plasma_current_MA
-    /shots/<SHOT>/timebases/<CLOCK>     shared time bases (t_1khz ... t_2mhz), scales
+    /shots/<SHOT>/timebases/<CLOCK>     shared time bases: t_thomson (60 Hz), t_1khz,
+                                        t_5khz, t_10khz over the whole shot (about 2 s),
+                                        t_100khz and t_2mhz over short windows
     /shots/<SHOT>/timebases/<SIGNAL>_time      a signal's private copy of a shared
                                                time base (byte-identical content)
     /shots/<SHOT>/timebases/<SIGNAL>_channel   channel scale of a 2-D signal
@@ -20,7 +22,7 @@ catalogue, so they are the same in every shot and in every file; the waveforms, 
 per-shot durations and the few signals missing from some shots follow from the seed.
 
 The data is built to compress like measurements: smooth programmed waveforms, sawteeth,
-MHD oscillations and ELM-like bursts, plus noise of a few quantisation steps, quantised
+MHD oscillations and ELM-like bursts, plus noise of 10 to 20 quantisation steps, quantised
 to digitizer counts (int16) or to a power-of-two step (floats).
 """
 
@@ -171,11 +173,11 @@ _FAMILIES = (
             "t_2mhz", "fast_pickup", 5.0),
     _Family("h_alpha", False, r"\SPECTROSCOPY::TOP.HA_PHOT:H_ALPHA", "W/m^2/sr",
             "D-alpha brightness, midplane view", "f4", "t_100khz", "edge_emission", 50.0),
+    _Family("bolo", True, r"\SPECTROSCOPY::TOP.BOLOMETER.RESULTS.FOIL:BOLO{n:02d}", "W/m^2",
+            "Foil bolometer chord {n}", "f4", "t_5khz", "radiated_power", 5e4),
     _Family("prad", False, r"\SPECTROSCOPY::TOP.BOLOMETER.RESULTS:PRAD", "W",
             "Total radiated power", "f8", "t_1khz", "radiated_power", 1e6,
             private_time=True),
-    _Family("bolo", True, r"\SPECTROSCOPY::TOP.BOLOMETER.RESULTS.FOIL:BOLO{n:02d}", "W/m^2",
-            "Foil bolometer chord {n}", "f4", "t_5khz", "radiated_power", 5e4),
     _Family("probe_isat", True, r"\EDGE::TOP.PROBES.FMP:ISAT{n:02d}", "A",
             "Ion saturation current, flush-mounted probe {n}, raw digitizer counts", "i2",
             "t_100khz", "probe_current", 0.5, noise=0.01),
@@ -399,12 +401,12 @@ class _SignalLayout:
 @dataclass(frozen=True)
 class _ShotLayout:
     conditions: _ShotConditions
-    timebases: tuple[_TimebaseLayout | _ChannelScaleLayout, ...]
+    scales: tuple[_TimebaseLayout | _ChannelScaleLayout, ...]  # under timebases/
     signals: tuple[_SignalLayout, ...]
 
     @property
     def nbytes(self) -> int:
-        return sum(scale.nbytes for scale in self.timebases) + sum(
+        return sum(scale.nbytes for scale in self.scales) + sum(
             signal.nbytes for signal in self.signals
         )
 
@@ -421,37 +423,41 @@ def _plan_shot(
     absent: set[tuple[int, int]],
 ) -> _ShotLayout:
     """Every dataset of one shot with its shape, in writing order."""
-    shared: dict[str, _TimebaseLayout | _ChannelScaleLayout] = {}
-    private: list[_TimebaseLayout | _ChannelScaleLayout] = []
+    shared_timebases: dict[str, _TimebaseLayout] = {}
+    shared_channel_scales: dict[str, _ChannelScaleLayout] = {}
+    private_scales: list[_TimebaseLayout | _ChannelScaleLayout] = []
     signals = []
     for spec in catalogue:
         if (conditions.index, spec.index) in absent:
             continue
         family = spec.family
         clock = _CLOCKS[family.clock]
+        # The shared time base is written even when only private copies use it, so
+        # that every private copy has a byte-identical original in its shot.
+        if clock.name not in shared_timebases:
+            shared_timebases[clock.name] = _clock_timebase(clock, conditions, clock.name)
         if family.private_time:
             timebase = _clock_timebase(clock, conditions, f"{spec.name}_time")
-            private.append(timebase)
+            private_scales.append(timebase)
         else:
-            if clock.name not in shared:
-                shared[clock.name] = _clock_timebase(clock, conditions, clock.name)
-            timebase = shared[clock.name]
+            timebase = shared_timebases[clock.name]
         channel_scale = None
         if family.channels:
             if family.channel_scale in ("index", "radius"):
                 channel_scale = _ChannelScaleLayout(
                     f"{spec.name}_channel", family.channel_scale, family.channels
                 )
-                private.append(channel_scale)
+                private_scales.append(channel_scale)
             else:
-                if family.channel_scale not in shared:
-                    shared[family.channel_scale] = _ChannelScaleLayout(
+                if family.channel_scale not in shared_channel_scales:
+                    shared_channel_scales[family.channel_scale] = _ChannelScaleLayout(
                         family.channel_scale, "radius", family.channels
                     )
-                channel_scale = shared[family.channel_scale]
+                channel_scale = shared_channel_scales[family.channel_scale]
         shape = (timebase.samples, family.channels) if family.channels else (timebase.samples,)
-        signals.append(_SignalLayout(spec, timebase, channel_scale, shape))  # type: ignore[arg-type]
-    return _ShotLayout(conditions, (*shared.values(), *private), tuple(signals))
+        signals.append(_SignalLayout(spec, timebase, channel_scale, shape))
+    scales = (*shared_timebases.values(), *shared_channel_scales.values(), *private_scales)
+    return _ShotLayout(conditions, scales, tuple(signals))
 
 
 def _plan_archive(shots: int, signals: int, seed: int) -> Iterator[_ShotLayout]:
@@ -600,8 +606,12 @@ def _normalised_waveform(
         case "neutron_rate":
             return envelope**2 * (0.05 + heating) ** 2
         case "tile_temperature":
-            heat_load = np.clip(t, 0.0, shot.duration_s) * (0.5 + heating)
-            return gain * (0.1 + 0.3 * heat_load) * np.exp(-np.clip(t - shot.duration_s, 0.0, None))
+            # Tiles integrate the heat flux: ohmic all shot long, more while ICRF is on.
+            heating_s = shot.heating_off_s - shot.heating_on_s
+            energy = 0.5 * np.clip(t, 0.0, shot.duration_s) + shot.heating_fraction * np.clip(
+                t - shot.heating_on_s, 0.0, heating_s
+            )
+            return gain * (0.1 + 0.3 * energy)
         case "q95":
             return 0.8 / np.maximum(envelope * shot.plasma_current_ma, 0.15) + 0.3
         case "internal_inductance":
@@ -762,7 +772,7 @@ def _write_shot(
     group.attrs["plasma_current_MA"] = np.float64(conditions.plasma_current_ma)
 
     timebase_group = group.create_group("timebases")
-    scales = {scale.name: _write_scale(timebase_group, scale, progress) for scale in shot.timebases}
+    scales = {scale.name: _write_scale(timebase_group, scale, progress) for scale in shot.scales}
     signal_group = group.create_group("signals")
     for signal in shot.signals:
         _write_signal(signal_group, signal, conditions, seed, scales, progress)
@@ -844,8 +854,8 @@ def write_sample(
     try:
         with h5py.File(partial, "x") as archive:
             archive.attrs["title"] = (
-                f"Synthetic {MACHINE} shot archive: {shots} shots x {signals} signals, "
-                f"seed {seed}"
+                f"Synthetic tokamak shot archive (layoutkit sample): {shots} shots x "
+                f"{signals} signals, seed {seed}"
             )
             archive.attrs["machine"] = MACHINE
             archive.attrs["layoutkit_sample_version"] = np.int64(SAMPLE_VERSION)
@@ -854,7 +864,7 @@ def write_sample(
             for shot in _plan_archive(shots, signals, seed):
                 _write_shot(shots_group, shot, seed, count_progress)
                 written["datasets"] += len(shot.signals)
-                written["timebases"] += len(shot.timebases)
+                written["timebases"] += len(shot.scales)
         _publish_without_overwriting(partial, destination)
     except BaseException:
         partial.unlink(missing_ok=True)

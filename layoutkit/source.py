@@ -138,7 +138,7 @@ class SourceReader:
         """
         info = self.arrays[path]
         if not info.shape:
-            return np.asarray(self._dataset(path)[()], dtype=info.dtype)
+            return np.asarray(self._read_h5py(info, region))
         if can_read_raw(info):
             if info.layout == "contiguous":
                 return self._read_contiguous(info, region)

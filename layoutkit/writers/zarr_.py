@@ -7,15 +7,24 @@ consolidates the metadata. Worker processes reopen the store by path.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numcodecs
+import numcodecs.zarr3
 import numpy as np
 import zarr
+import zarr.api.asynchronous
 import zarr.codecs
+import zarr.storage
+from zarr.core.metadata.v2 import ArrayV2Metadata
+from zarr.core.metadata.v3 import ArrayV3Metadata
+from zarr.core.sync import sync
+from zarr.storage import StorePath
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.inventory import ArrayInfo, Inventory
@@ -110,7 +119,7 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: int, is_netcdf4: bool)
     # v2: xarray reads fill_value as the netCDF _FillValue (a mask), so only a real
     # _FillValue, or a deliberate non-default fill of a plain HDF5 file, goes there.
     if "_FillValue" in info.attrs:
-        return np.asarray(info.attrs["_FillValue"]).astype(dtype)[()]
+        return np.asarray(info.attrs["_FillValue"]).astype(dtype).reshape(-1)[0]
     if is_netcdf4 or fv is None or info.dtype.names:
         return None
     fv = np.asarray(fv).astype(dtype)[()]
@@ -134,83 +143,372 @@ class ZarrWriter:
         self.path = Path(path)
         self.zarr_format = zarr_format
         self._arrays: dict[str, zarr.Array] = {}
+        self._docs: dict[str, dict[str, Any]] = {}
+        self._local_store: zarr.storage.LocalStore | None = None
+        self._encoders: dict[str, _ChunkEncoder | None] = {}
 
     # -- creation ---------------------------------------------------------------
 
     def create(self, inventory: Inventory, plans: list[ArrayPlan], sidecar: dict[str, Any]) -> None:
-        """Create every group (with attributes) and every planned array (metadata only)."""
+        """Write the metadata of every group and planned array, and consolidate it.
+
+        zarr-python spends about 5 ms of Python per array it creates or opens, and a shot
+        archive has tens of thousands of arrays. So zarr builds one metadata document per
+        distinct (dtype, codecs, sharding, rank) - a template that carries zarr's own codec
+        configuration and fill-value encoding - and each array's document is that template
+        with its shape, chunks, fill value, attributes and dimension names put in.
+        Everything written is read back through zarr by the checks and the tests.
+        """
+        self.path.mkdir()
+        infos = {a.path: a for a in inventory.arrays}
+        docs: dict[str, dict[str, Any]] = {}  # node path -> {file name: JSON document}
+        for g in inventory.groups:
+            docs[g.path.strip("/")] = self._group_docs(_json_attrs(g.attrs))
+        templates = _Templates(self.zarr_format)
+        for plan in plans:
+            kwargs = self._array_kwargs(infos[plan.path], plan, inventory.is_netcdf4)
+            docs[plan.path.strip("/")] = templates.array_docs(kwargs, plan)
+        for node in list(docs):  # parents of arrays that are not in the inventory's groups
+            parent = node.rpartition("/")[0]
+            while parent and parent not in docs:
+                docs[parent] = self._group_docs({})
+                parent = parent.rpartition("/")[0]
+        # parents before children; file-system calls cost ~1 ms here and release the GIL
+        nodes = sorted(docs, key=lambda n: n.count("/"))
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            depth = -1
+            batch: list[str] = []
+            for node in nodes + [None]:
+                d = node.count("/") if node is not None else -2
+                if d != depth and batch:
+                    list(pool.map(lambda n: self._write_node(n, docs[n]), batch))
+                    batch = []
+                depth = d
+                if node is not None:
+                    batch.append(node)
+        self._docs = docs
+        (self.path / SIDECAR).write_text(json.dumps(sidecar, indent=2, default=str))
+
+    def _write_node(self, node: str, files: dict[str, dict[str, Any]]) -> None:
+        folder = self.path / node if node else self.path
+        folder.mkdir(exist_ok=True)
+        for filename, doc in files.items():
+            (folder / filename).write_text(json.dumps(doc, allow_nan=False))
+
+    def _group_docs(self, attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        if self.zarr_format == 3:
+            return {"zarr.json": {"zarr_format": 3, "node_type": "group", "attributes": attrs}}
+        return {".zgroup": {"zarr_format": 2}, ".zattrs": attrs}
+
+    def _consolidate_from_docs(self) -> None:
+        docs = self._docs
+        if self.zarr_format == 3:
+            inline = {}
+            for node, files in docs.items():
+                if not node:
+                    continue
+                doc = dict(files["zarr.json"])
+                if doc["node_type"] == "group":
+                    doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+                inline[node] = doc
+            root = dict(docs[""]["zarr.json"])
+            root["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": inline}
+            (self.path / "zarr.json").write_text(json.dumps(root, allow_nan=False))
+        else:
+            meta = {}
+            for node, files in docs.items():
+                for filename, doc in files.items():
+                    meta[f"{node}/{filename}" if node else filename] = doc
+            doc = {"metadata": meta, "zarr_consolidated_format": 1}
+            (self.path / ".zmetadata").write_text(json.dumps(doc, allow_nan=False))
+
+    def _array_kwargs(self, info: ArrayInfo, plan: ArrayPlan, is_netcdf4: bool) -> dict[str, Any]:
         from xarray.backends.zarr import FillValueCoder
 
-        root = zarr.open_group(self.path, mode="w-", zarr_format=self.zarr_format)
-        groups: dict[str, zarr.Group] = {"/": root}
-        for g in inventory.groups:
-            if g.path != "/":
-                groups[g.path] = root.require_group(g.path.lstrip("/"))
-            groups[g.path].attrs.update(_json_attrs(g.attrs))
-        infos = {a.path: a for a in inventory.arrays}
-        for plan in plans:
-            info = infos[plan.path]
-            parent_path, _, name = plan.path.rpartition("/")
-            parent = groups.get(parent_path or "/") or root.require_group(parent_path.lstrip("/"))
-            dtype = target_dtype(info)
-            np_dtype = np.dtype(dtype) if dtype is not str else np.dtype(object)
-            attrs = dict(info.attrs)
-            if info.kind == "enum" and info.enum_mapping:
-                attrs["hdf5_enum"] = {k: int(v) for k, v in info.enum_mapping.items()}
-            if info.kind == "reference":
-                attrs["hdf5_reference"] = "object references, stored as the referenced paths"
-            kwargs: dict[str, Any] = dict(
-                name=name,
-                shape=plan.shape,
-                dtype=dtype,
-                chunks=plan.chunks if plan.shape else "auto",
-                fill_value=_fill_value(info, dtype, self.zarr_format, inventory.is_netcdf4),
-                overwrite=False,
-            )
-            if self.zarr_format == 3:
-                if "_FillValue" in attrs and np_dtype.kind in "biufcS":
-                    fv = attrs["_FillValue"]
-                    fv = fv.encode() if np_dtype.kind == "S" and isinstance(fv, str) else fv
-                    attrs["_FillValue"] = FillValueCoder.encode(np.asarray(fv, np_dtype)[()].item(), np_dtype)
-                kwargs["dimension_names"] = list(info.dims) if info.dims else None
-                kwargs["compressors"] = _zarr3_compressors(plan.compressor, np_dtype.itemsize)
-                if plan.shards:
-                    kwargs["shards"] = plan.shards
-                if np_dtype.byteorder == ">" and np_dtype.kind in "iufc":
-                    kwargs["serializer"] = zarr.codecs.BytesCodec(endian="big")
-            else:
-                attrs.pop("_FillValue", None)
-                attrs["_ARRAY_DIMENSIONS"] = list(info.dims)
-                filters, compressor = _zarr2_codecs(plan.compressor, np_dtype.itemsize)
-                kwargs["filters"] = filters or None
-                kwargs["compressors"] = compressor
-            kwargs["attributes"] = _json_attrs(attrs)
-            parent.create_array(**kwargs)
-        (self.path / SIDECAR).write_text(json.dumps(sidecar, indent=2, default=str))
+        dtype = target_dtype(info)
+        np_dtype = np.dtype(dtype) if dtype is not str else np.dtype(object)
+        attrs = dict(info.attrs)
+        if info.kind == "enum" and info.enum_mapping:
+            attrs["hdf5_enum"] = {k: int(v) for k, v in info.enum_mapping.items()}
+        if info.null_space:
+            attrs["hdf5_null_dataspace"] = True
+        if info.kind == "reference":
+            attrs["hdf5_reference"] = "object references, stored as the referenced paths"
+        kwargs: dict[str, Any] = dict(
+            shape=plan.shape,
+            dtype=dtype,
+            chunks=plan.chunks if plan.shape else "auto",
+            fill_value=_fill_value(info, dtype, self.zarr_format, is_netcdf4),
+            overwrite=False,
+        )
+        if self.zarr_format == 3:
+            if "_FillValue" in attrs and np_dtype.kind in "biufcS":
+                fv = attrs["_FillValue"]
+                fv = fv.encode() if np_dtype.kind == "S" and isinstance(fv, str) else fv
+                fv = np.asarray(fv, np_dtype).reshape(-1)[0]  # netCDF stores a 1-element array
+                attrs["_FillValue"] = FillValueCoder.encode(fv.item(), np_dtype)
+            kwargs["dimension_names"] = list(info.dims) if info.dims else None
+            kwargs["compressors"] = _zarr3_compressors(plan.compressor, np_dtype.itemsize)
+            if plan.shards:
+                kwargs["shards"] = plan.shards
+            if np_dtype.byteorder == ">" and np_dtype.kind in "iufc":
+                kwargs["serializer"] = zarr.codecs.BytesCodec(endian="big")
+        else:
+            attrs.pop("_FillValue", None)
+            attrs["_ARRAY_DIMENSIONS"] = list(info.dims)
+            filters, compressor = _zarr2_codecs(plan.compressor, np_dtype.itemsize)
+            kwargs["filters"] = filters or "auto"  # auto adds the string codecs v2 needs
+            kwargs["compressors"] = compressor
+        kwargs["attributes"] = _json_attrs(attrs)
+        return kwargs
 
     # -- data -------------------------------------------------------------------
 
-    def _array(self, path: str) -> zarr.Array:
-        arr = self._arrays.get(path)
-        if arr is None:
-            arr = zarr.open_array(self.path / path.lstrip("/"), mode="r+", zarr_format=self.zarr_format)
-            self._arrays[path] = arr
-        return arr
-
     def write(self, path: str, region: Region, data: np.ndarray) -> None:
         """Write one whole block (chunk or shard) of ``path``."""
-        arr = self._array(path)
-        if not region:
-            arr[...] = data
+        self.write_many([(path, region, data)])
+
+    def write_many(self, blocks: list[tuple[str, Region, np.ndarray]]) -> None:
+        """Write several whole blocks, possibly of different arrays.
+
+        A block of an unsharded numeric array is one chunk: it is encoded here, on the
+        calling worker thread, with the numcodecs codecs zarr itself uses (so the bytes
+        are the ones zarr would write) and stored under its chunk key. zarr's own write
+        path costs about a millisecond of event-loop Python per chunk and runs on one
+        thread; this one runs on all workers. Everything else goes through zarr.
+        """
+        rest = []
+        for path, region, data in blocks:
+            encoder = self._encoder(path)
+            if encoder is None or not region:
+                rest.append((path, region, data))
+            else:
+                encoder.write(region, data)
+        if not rest:
+            return
+        missing = list(dict.fromkeys(p for p, _, _ in rest if p not in self._arrays))
+        if missing:
+
+            async def open_all() -> list[Any]:
+                return await asyncio.gather(*(self._open(p) for p in missing))
+
+            for path, arr in zip(missing, sync(open_all())):
+                self._arrays[path] = zarr.Array(arr)
+
+        async def write_all() -> None:
+            await asyncio.gather(
+                *(
+                    self._arrays[path]._async_array.setitem(
+                        tuple(slice(a, b) for a, b in region) if region else Ellipsis, data
+                    )
+                    for path, region, data in rest
+                )
+            )
+
+        sync(write_all())
+
+    def _encoder(self, path: str) -> _ChunkEncoder | None:
+        if path in self._encoders:
+            return self._encoders[path]
+        node = path.strip("/")
+        files = self._docs.get(node)
+        if files is None:
+            name = "zarr.json" if self.zarr_format == 3 else ".zarray"
+            try:
+                files = {name: json.loads((self.path / node / name).read_text())}
+            except (OSError, ValueError):
+                files = {}
+        encoder = _ChunkEncoder.from_metadata(self.path / node, files, self.zarr_format)
+        self._encoders[path] = encoder
+        return encoder
+
+    async def _open(self, path: str) -> Any:
+        node = path.strip("/")
+        files = self._docs.get(node)
+        if files is None:  # a worker process: read the metadata zarr wrote
+            return await zarr.api.asynchronous.open_array(
+                store=self._store, path=node, mode="r+", zarr_format=self.zarr_format
+            )
+        # the driver already holds the document; skip zarr's open (reads and checks)
+        if self.zarr_format == 3:
+            meta = ArrayV3Metadata.from_dict(json.loads(json.dumps(files["zarr.json"])))
         else:
-            arr[tuple(slice(a, b) for a, b in region)] = data
+            meta = ArrayV2Metadata.from_dict({**files[".zarray"], "attributes": files[".zattrs"]})
+        return zarr.AsyncArray(meta, StorePath(self._store, node))
+
+    @property
+    def _store(self) -> zarr.storage.LocalStore:
+        if self._local_store is None:
+            self._local_store = zarr.storage.LocalStore(str(self.path))
+        return self._local_store
 
     def finish(self, consolidate: bool) -> None:
         """Consolidate the metadata (one read to open the whole hierarchy)."""
         if consolidate:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                zarr.consolidate_metadata(self.path, zarr_format=self.zarr_format)
+            self._consolidate_from_docs()
+
+
+_BYTES_CODECS = {
+    "zstd": lambda c: numcodecs.Zstd(level=c["level"], checksum=c.get("checksum", False)),
+    "gzip": lambda c: numcodecs.GZip(level=c["level"]),
+    "blosc": lambda c: numcodecs.Blosc(
+        cname=c["cname"], clevel=c["clevel"], blocksize=c.get("blocksize", 0),
+        shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[c["shuffle"]] if isinstance(c["shuffle"], str) else c["shuffle"],
+    ),
+    "numcodecs.shuffle": lambda c: numcodecs.Shuffle(elementsize=c["elementsize"]),
+}
+_V2_CODECS = {"zstd", "gzip", "blosc", "shuffle"}
+
+
+class _ChunkEncoder:
+    """Encodes and stores whole chunks of one unsharded numeric array."""
+
+    def __init__(self, folder: Path, dtype: np.dtype, chunks: tuple[int, ...], fill: Any,
+                 codecs: list[Any], zarr_format: int, separator: str) -> None:
+        self.folder = folder
+        self.dtype = dtype
+        self.chunks = chunks
+        self.fill = fill
+        self.codecs = codecs
+        self.zarr_format = zarr_format
+        self.separator = separator
+
+    @classmethod
+    def from_metadata(cls, folder: Path, files: dict[str, Any], zarr_format: int) -> _ChunkEncoder | None:
+        try:
+            if zarr_format == 3:
+                return cls._from_v3(folder, files["zarr.json"])
+            return cls._from_v2(folder, files[".zarray"])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    @classmethod
+    def _from_v3(cls, folder: Path, doc: dict[str, Any]) -> _ChunkEncoder | None:
+        codecs = doc["codecs"]
+        if not codecs or codecs[0]["name"] != "bytes" or not isinstance(doc["data_type"], str):
+            return None  # sharded, strings, structured...
+        if doc["chunk_key_encoding"]["name"] != "default":
+            return None
+        try:
+            dtype = np.dtype(doc["data_type"])
+        except TypeError:
+            return None
+        if dtype.kind not in "biufc":
+            return None
+        endian = (codecs[0].get("configuration") or {}).get("endian", "little")
+        dtype = dtype.newbyteorder("<" if endian == "little" else ">")
+        chain = []
+        for c in codecs[1:]:
+            make = _BYTES_CODECS.get(c["name"])
+            if make is None:
+                return None
+            chain.append(make(c.get("configuration") or {}))
+        fill = _json_fill(doc["fill_value"], dtype)
+        separator = doc["chunk_key_encoding"].get("configuration", {}).get("separator", "/")
+        return cls(folder, dtype, tuple(doc["chunk_grid"]["configuration"]["chunk_shape"]), fill,
+                   chain, 3, separator)
+
+    @classmethod
+    def _from_v2(cls, folder: Path, doc: dict[str, Any]) -> _ChunkEncoder | None:
+        dtype = np.dtype(doc["dtype"])
+        if dtype.kind not in "biufc" or doc.get("order", "C") != "C":
+            return None
+        chain = []
+        for c in [*(doc.get("filters") or []), *([doc["compressor"]] if doc.get("compressor") else [])]:
+            if c["id"] not in _V2_CODECS:
+                return None
+            chain.append(numcodecs.get_codec(c))
+        fill = _json_fill(doc["fill_value"], dtype) if doc["fill_value"] is not None else 0
+        return cls(folder, dtype, tuple(doc["chunks"]), fill, chain, 2, doc.get("dimension_separator", "."))
+
+    def write(self, region: Region, data: np.ndarray) -> None:
+        index = tuple(a // c for (a, _), c in zip(region, self.chunks))
+        shape = tuple(b - a for a, b in region)
+        block = np.asarray(data).astype(self.dtype, copy=False)
+        if shape != self.chunks:  # an edge chunk: zarr stores it whole, padded with the fill value
+            full = np.full(self.chunks, self.fill, dtype=self.dtype)
+            full[tuple(slice(0, s) for s in shape)] = block
+            block = full
+        buf: Any = np.ascontiguousarray(block).tobytes()
+        for codec in self.codecs:
+            buf = codec.encode(buf)
+        key = self.separator.join(str(i) for i in index)
+        if self.zarr_format == 3:
+            key = "c" + self.separator + key
+        target = self.folder / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(buf)
+
+
+def _json_fill(value: Any, dtype: np.dtype) -> Any:
+    if isinstance(value, str):  # "NaN", "Infinity", "-Infinity", or hex bytes
+        special = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}
+        if value in special:
+            return special[value]
+        if value.startswith("0x"):
+            return np.frombuffer(bytes.fromhex(value[2:])[::-1], dtype=dtype.newbyteorder("<"))[0]
+        raise ValueError(value)
+    if isinstance(value, list):  # complex
+        return complex(value[0], value[1])
+    return value
+
+
+class _Templates:
+    """One zarr-built metadata document per kind of array, specialised per array."""
+
+    def __init__(self, zarr_format: int) -> None:
+        self.zarr_format = zarr_format
+        self._cache: dict[str, tuple[dict[str, Any], Any]] = {}
+
+    def array_docs(self, kwargs: dict[str, Any], plan: ArrayPlan) -> dict[str, dict[str, Any]]:
+        ndim = len(plan.shape)
+        sharded = bool(kwargs.get("shards"))
+        key = repr((kwargs["dtype"], kwargs.get("compressors"), kwargs.get("filters"),
+                    kwargs.get("serializer"), sharded, ndim))
+        if key not in self._cache:
+            self._cache[key] = self._template(kwargs, ndim, sharded)
+        template, zdtype = self._cache[key]
+        doc = json.loads(json.dumps(template))
+        fill = kwargs["fill_value"]
+        if fill is None and self.zarr_format == 3:
+            fill = zdtype.default_scalar()
+        fill_json = None if fill is None else zdtype.to_json_scalar(zdtype.cast_scalar(fill), zarr_format=self.zarr_format)
+        shape = list(plan.shape)
+        chunks = list(plan.chunks)
+        if self.zarr_format == 3:
+            doc["shape"] = shape
+            doc["fill_value"] = fill_json
+            doc["attributes"] = kwargs["attributes"]
+            if kwargs.get("dimension_names"):
+                doc["dimension_names"] = kwargs["dimension_names"]
+            else:
+                doc.pop("dimension_names", None)
+            if sharded:
+                doc["chunk_grid"]["configuration"]["chunk_shape"] = list(plan.shards or ())
+                doc["codecs"][0]["configuration"]["chunk_shape"] = chunks
+            else:
+                doc["chunk_grid"]["configuration"]["chunk_shape"] = chunks
+            return {"zarr.json": doc}
+        doc[".zarray"].update(shape=shape, chunks=chunks, fill_value=fill_json)
+        return {".zarray": doc[".zarray"], ".zattrs": kwargs["attributes"]}
+
+    def _template(self, kwargs: dict[str, Any], ndim: int, sharded: bool) -> tuple[dict[str, Any], Any]:
+        store: dict[str, Any] = {}
+        sample = dict(kwargs, attributes={}, dimension_names=None, fill_value=None)
+        sample.pop("overwrite", None)
+        if self.zarr_format == 2:
+            sample.pop("dimension_names")
+        sample["shape"] = (2,) * ndim
+        sample["chunks"] = (1,) * ndim if ndim else "auto"
+        if sharded:
+            sample["shards"] = (2,) * ndim
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            arr = zarr.create_array(zarr.storage.MemoryStore(store), zarr_format=self.zarr_format, **sample)
+        if self.zarr_format == 3:
+            return json.loads(store["zarr.json"].to_bytes()), arr.metadata.data_type
+        return {".zarray": json.loads(store[".zarray"].to_bytes())}, arr.metadata.dtype
 
 
 WRITERS = {"zarr": ZarrWriter}

@@ -204,6 +204,8 @@ def check_destination(dst: Path, overwrite: bool) -> None:
     parent = dst.parent if str(dst.parent) else Path(".")
     if not parent.exists():
         raise OutputNotWritableError(f"Destination folder {str(parent)!r} does not exist.")
+    if not parent.is_dir():
+        raise OutputNotWritableError(f"Destination parent {str(parent)!r} is not a folder.")
     if not os.access(parent, os.W_OK):
         raise OutputNotWritableError(f"Destination folder {str(parent)!r} is not writable.")
 
@@ -273,7 +275,12 @@ def convert(
     tmp = temporary_sibling(dst_path)
     try:
         writer = ZarrWriter(tmp, options.zarr_format)
-        writer.create(inventory, list(cplan.arrays), _sidecar(inventory, cplan))
+        try:
+            writer.create(inventory, list(cplan.arrays), _sidecar(inventory, cplan))
+        except OSError as exc:
+            raise OutputNotWritableError(
+                f"Destination {str(dst_path)!r} cannot be written ({exc.strerror or exc})."
+            ) from None
         infos = {a.path: a for a in inventory.arrays}
         job = CopyJob(
             str(src_path.resolve()),

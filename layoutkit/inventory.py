@@ -438,7 +438,7 @@ def _walk(f: h5py.File, path: str) -> Inventory:
                 chunks=tuple(ds.chunks) if ds.chunks else None,
                 filters=_filters(ds),
                 fill_value=_fill_value(ds),
-                attrs={k: attr_to_json(v, f) for k, v in raw_attrs[path].items()},
+                attrs=_convert_attrs(raw_attrs[path], f, is_netcdf4),
                 dims=names,
                 dim_scales=scales,
                 is_scale=is_scale,
@@ -449,7 +449,7 @@ def _walk(f: h5py.File, path: str) -> Inventory:
                 null_space=ds.shape is None,
             )
         )
-    groups = [GroupInfo(g.path, {k: attr_to_json(v, f) for k, v in raw_attrs[g.path].items()}) for g in groups]
+    groups = [GroupInfo(g.path, _convert_attrs(raw_attrs[g.path], f, is_netcdf4)) for g in groups]
     return Inventory(
         path=str(path),
         userblock_size=int(f.userblock_size),
@@ -459,6 +459,15 @@ def _walk(f: h5py.File, path: str) -> Inventory:
         links=tuple(links),
         attr_notes=tuple(notes),
     )
+
+
+def _convert_attrs(raw: dict[str, Any], f: h5py.File, is_netcdf4: bool) -> dict[str, Any]:
+    out = {k: attr_to_json(v, f) for k, v in raw.items()}
+    if is_netcdf4:
+        # netCDF attributes are 1-D arrays and a 1-element one is a scalar in its data
+        # model (ncdump, netCDF4-python and h5netcdf all show it so)
+        out = {k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in out.items()}
+    return out
 
 
 def _attr_text(obj: h5py.HLObject, name: str) -> str:

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numcodecs
-import numcodecs.zarr3
+
 import numpy as np
 import zarr
 import zarr.api.asynchronous
 import zarr.codecs
+import zarr.codecs.numcodecs
 import zarr.storage
 from zarr.core.metadata.v2 import ArrayV2Metadata
 from zarr.core.metadata.v3 import ArrayV3Metadata
@@ -55,7 +56,9 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
 
 
 def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
-    shuffle = [numcodecs.zarr3.Shuffle(elementsize=itemsize)] if spec.shuffle and spec.name != "blosc" else []
+    # byte shuffling only means something for fixed-size elements of 2 bytes or more
+    use_shuffle = spec.shuffle and spec.name != "blosc" and itemsize > 1
+    shuffle = [zarr.codecs.numcodecs.Shuffle(elementsize=itemsize)] if use_shuffle else []
     if spec.name == "none":
         return []
     if spec.name == "zstd":
@@ -77,7 +80,8 @@ def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
 
 
 def _zarr2_codecs(spec: CompressorSpec, itemsize: int) -> tuple[list[Any], Any]:
-    filters = [numcodecs.Shuffle(elementsize=itemsize)] if spec.shuffle and spec.name != "blosc" else []
+    use_shuffle = spec.shuffle and spec.name != "blosc" and itemsize > 1
+    filters = [numcodecs.Shuffle(elementsize=itemsize)] if use_shuffle else []
     if spec.name == "none":
         return filters, None
     if spec.name == "zstd":
@@ -227,6 +231,7 @@ class ZarrWriter:
 
         dtype = target_dtype(info)
         np_dtype = np.dtype(dtype) if dtype is not str else np.dtype(object)
+        element_size = 0 if dtype is str or np_dtype.names else np_dtype.itemsize
         attrs = dict(info.attrs)
         if info.kind == "enum" and info.enum_mapping:
             attrs["hdf5_enum"] = {k: int(v) for k, v in info.enum_mapping.items()}
@@ -248,7 +253,7 @@ class ZarrWriter:
                 fv = np.asarray(fv, np_dtype).reshape(-1)[0]  # netCDF stores a 1-element array
                 attrs["_FillValue"] = FillValueCoder.encode(fv.item(), np_dtype)
             kwargs["dimension_names"] = list(info.dims) if info.dims else None
-            kwargs["compressors"] = _zarr3_compressors(plan.compressor, np_dtype.itemsize)
+            kwargs["compressors"] = _zarr3_compressors(plan.compressor, element_size)
             if plan.shards:
                 kwargs["shards"] = plan.shards
             if np_dtype.byteorder == ">" and np_dtype.kind in "iufc":
@@ -256,7 +261,7 @@ class ZarrWriter:
         else:
             attrs.pop("_FillValue", None)
             attrs["_ARRAY_DIMENSIONS"] = list(info.dims)
-            filters, compressor = _zarr2_codecs(plan.compressor, np_dtype.itemsize)
+            filters, compressor = _zarr2_codecs(plan.compressor, element_size)
             kwargs["filters"] = filters or "auto"  # auto adds the string codecs v2 needs
             kwargs["compressors"] = compressor
         kwargs["attributes"] = _json_attrs(attrs)

@@ -1,0 +1,209 @@
+"""The command line: every bad input gives one plain sentence, a non-zero exit, no
+traceback, no destination left behind, and an untouched source."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+convert_module = importlib.import_module("layoutkit.convert")  # the package re-exports a function of that name
+from layoutkit.cli import app
+
+runner = CliRunner()
+
+
+def digest(path: Path) -> tuple[str, float]:
+    return hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mtime
+
+
+def leftovers(folder: Path, name: str) -> list[str]:
+    return [p.name for p in folder.iterdir() if name in p.name]
+
+
+def run(*args: str):
+    return runner.invoke(app, ["--quiet", *map(str, args)])
+
+
+def assert_refused(result, *words: str) -> None:
+    assert result.exit_code != 0, result.output
+    text = result.output
+    assert "Traceback" not in text
+    assert text.strip().startswith("error:"), text
+    assert len(text.strip().splitlines()) <= 3, text  # one sentence (may wrap)
+    for w in words:
+        assert w in text.replace("\n", " "), text
+
+
+@pytest.fixture
+def good_h5(tmp_path: Path) -> Path:
+    path = tmp_path / "good.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("x", data=np.arange(10000, dtype="f8"), chunks=(1000,), compression="gzip")
+        f.create_dataset("y", data=np.arange(10, dtype="i2"))
+    return path
+
+
+def test_convert_ok_prints_summary(good_h5: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["convert", str(good_h5), str(tmp_path / "out.zarr")])
+    assert result.exit_code == 0, result.output
+    assert "converted" in result.output and "2 arrays" in result.output
+    assert (tmp_path / "out.zarr" / "zarr.json").exists()
+
+
+def test_dry_run_prints_plan_and_writes_nothing(good_h5: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["convert", str(good_h5), str(tmp_path / "out.zarr"), "--dry-run", "--shards", "auto"])
+    assert result.exit_code == 0, result.output
+    assert "/x" in result.output and "zstd:3" in result.output and "raw" in result.output
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_missing_source(tmp_path: Path) -> None:
+    assert_refused(run("convert", tmp_path / "nope.h5", tmp_path / "out.zarr"), "does not exist")
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_directory_source(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    assert_refused(run("convert", tmp_path / "d", tmp_path / "out.zarr"), "is a directory")
+
+
+def test_text_file(tmp_path: Path) -> None:
+    src = tmp_path / "notes.h5"
+    src.write_text("shot,signal\n1,ip\n")
+    before = digest(src)
+    assert_refused(run("convert", src, tmp_path / "out.zarr"), "not an HDF5 file")
+    assert digest(src) == before
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_netcdf3(tmp_path: Path) -> None:
+    import netCDF4
+
+    src = tmp_path / "classic.nc"
+    with netCDF4.Dataset(src, "w", format="NETCDF3_CLASSIC") as nc:
+        nc.createDimension("x", 3)
+        nc.createVariable("v", "f4", ("x",))[:] = [1, 2, 3]
+    assert_refused(run("convert", src, tmp_path / "out.zarr"), "netCDF-3", "nccopy")
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.05], ids=["half", "header-only"])
+def test_truncated(good_h5: Path, tmp_path: Path, keep: float) -> None:
+    src = tmp_path / "cut.h5"
+    data = good_h5.read_bytes()
+    src.write_bytes(data[: int(len(data) * keep)])
+    before = digest(src)
+    result = run("convert", src, tmp_path / "out.zarr")
+    assert_refused(result, str(src))
+    assert "truncated" in result.output or "damaged" in result.output
+    assert digest(src) == before
+    assert not (tmp_path / "out.zarr").exists() and not leftovers(tmp_path, "out.zarr")
+
+
+def test_corrupt_chunk_names_dataset_and_chunk(good_h5: Path, tmp_path: Path) -> None:
+    with h5py.File(good_h5, "r") as f:
+        info = f["x"].id.get_chunk_info(3)
+    with open(good_h5, "r+b") as fh:  # garble the middle of chunk 3's deflate stream
+        fh.seek(info.byte_offset + 2)
+        fh.write(b"\xff" * min(64, info.size - 4))
+    result = run("convert", good_h5, tmp_path / "out.zarr")
+    assert_refused(result, "'/x'", f"({info.chunk_offset[0]},)")
+    assert not (tmp_path / "out.zarr").exists() and not leftovers(tmp_path, "out.zarr")
+
+
+def make_unknown_filter_file(path: Path) -> None:
+    """An LZF dataset whose filter id is patched to 32099, which no plugin provides.
+
+    The earliest file format has no object-header checksums, so the patch stays valid:
+    filter pipeline message v1 = id(u16), name length(u16), flags(u16), nvalues(u16), name.
+    """
+    with h5py.File(path, "w", libver="earliest") as f:
+        f.create_dataset("secret", data=np.arange(1000, dtype="f4"), chunks=(100,), compression="lzf")
+    data = bytearray(path.read_bytes())
+    at = data.find(b"lzf\x00")
+    assert at > 8 and data[at - 8 : at - 6] == (32000).to_bytes(2, "little")
+    data[at - 8 : at - 6] = (32099).to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+
+
+def test_unknown_filter(tmp_path: Path) -> None:
+    src = tmp_path / "filtered.h5"
+    make_unknown_filter_file(src)
+    assert_refused(run("convert", src, tmp_path / "out.zarr"), "'/secret'", "32099", "hdf5plugin")
+    assert not (tmp_path / "out.zarr").exists()
+
+
+def test_existing_destination(good_h5: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "out.zarr"
+    dst.mkdir()
+    (dst / "keep.txt").write_text("precious")
+    assert_refused(run("convert", good_h5, dst), "exists", "--overwrite")
+    assert (dst / "keep.txt").read_text() == "precious"
+    # with --overwrite the old store is replaced only once the new one is complete
+    assert run("convert", good_h5, dst, "--overwrite").exit_code == 0
+    assert not (dst / "keep.txt").exists() and (dst / "zarr.json").exists()
+
+
+def test_destination_not_writable(good_h5: Path, tmp_path: Path) -> None:
+    assert_refused(run("convert", good_h5, tmp_path / "missing-folder" / "out.zarr"), "does not exist")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert_refused(run("convert", good_h5, blocker / "out.zarr"), "not a folder")
+    # procfs refuses new folders even to root
+    assert_refused(run("convert", good_h5, "/proc/layoutkit-test.zarr"), "cannot be written")
+
+
+def test_interrupt_mid_way_leaves_nothing(good_h5: Path, tmp_path: Path, monkeypatch) -> None:
+    calls = {"n": 0}
+    real = convert_module.copy_task
+
+    def interrupting(job, task):
+        calls["n"] += 1
+        real(job, task)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(convert_module, "copy_task", interrupting)
+    before = digest(good_h5)
+    result = run("convert", good_h5, tmp_path / "out.zarr", "--chunk-size", "8KiB", "--workers", "1")
+    assert result.exit_code == 130
+    assert "interrupted" in result.output
+    assert calls["n"] == 1
+    assert not (tmp_path / "out.zarr").exists() and not leftovers(tmp_path, "out.zarr")
+    assert digest(good_h5) == before
+
+
+@pytest.mark.parametrize(
+    "option, value, expected",
+    [
+        ("--compressor", "zstd:99", "level from 1 to 22"),
+        ("--compressor", "snappy", "Expected a compressor"),
+        ("--chunks", "0,3", "Expected --chunks"),
+        ("--chunk-size", "4 parsecs", "Expected a chunk size"),
+        ("--shards", "many", "Expected --shards"),
+        ("--workers", "0", "1 or more"),
+        ("--scheduler", "mpi", "Expected --scheduler"),
+        ("--memory-limit", "-1", "Expected a memory limit"),
+    ],
+)
+def test_bad_option_values(good_h5: Path, tmp_path: Path, option: str, value: str, expected: str) -> None:
+    result = run("convert", good_h5, tmp_path / "out.zarr", option, value)
+    assert_refused(result, expected)
+    assert result.exit_code == 2
+
+
+def test_python_dash_m(good_h5: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "layoutkit", "convert", str(good_h5), str(tmp_path / "o.zarr"), "--dry-run"],
+        capture_output=True, text=True, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "/x" in out.stdout

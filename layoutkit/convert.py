@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +166,8 @@ class CopyJob:
     dest: str
     zarr_format: int
     arrays: dict[str, ArrayInfo]
+    # arrays whose Zarr fill value equals the HDF5 one: never-written regions are skipped
+    sparse_ok: frozenset[str] = frozenset()
 
 
 _OPEN: dict[tuple[str, str], tuple[SourceReader, ZarrWriter]] = {}
@@ -191,7 +193,12 @@ def close_open_files() -> None:
 def copy_task(job: CopyJob, task: CopyTask) -> int:
     """Copy every region of ``task`` from the source to the store; return bytes copied."""
     reader, writer = _open(job)
-    writer.write_many([(path, region, reader.read(path, region)) for path, region in task.items])
+    blocks = [
+        (path, region, reader.read(path, region))
+        for path, region in task.items
+        if path not in job.sparse_ok or reader.allocated(path, region)
+    ]
+    writer.write_many(blocks)
     return task.nbytes
 
 
@@ -287,6 +294,7 @@ def convert(
             str(tmp.resolve()),
             options.zarr_format,
             {a.path: infos[a.path] for a in cplan.arrays},
+            frozenset(p for p in writer.fill_matches_source(infos) if p in {a.path for a in cplan.arrays}),
         )
         # local threads share the writer that already holds every array open
         _OPEN[(job.source, job.dest)] = (SourceReader(job.source, job.arrays), writer)
@@ -326,7 +334,10 @@ def _sidecar(inventory: Inventory, plan: ConvertPlan) -> dict[str, Any]:
         "command": "convert",
         "source": os.path.basename(plan.source),
         "zarr_format": plan.options.zarr_format,
-        "options": {k: str(v) for k, v in asdict(plan.options).items()},
+        "options": {
+            f.name: (v if isinstance(v := getattr(plan.options, f.name), (bool, int)) else str(v))
+            for f in fields(plan.options)
+        },
         "userblock_size": inventory.userblock_size,
         "links": [asdict(link) for link in inventory.links],
         "netcdf_dimensions": {

@@ -159,6 +159,9 @@ class ChunkSpec:
     mode: str  # "source" | "auto" | "shape"
     shape: tuple[int, ...] | None = None
 
+    def __str__(self) -> str:
+        return ",".join(map(str, self.shape)) if self.mode == "shape" and self.shape else self.mode
+
 
 def parse_chunks(text: str) -> ChunkSpec:
     """Parse ``--chunks``: ``source``, ``auto`` or a shape such as ``1000,8``.
@@ -187,6 +190,9 @@ class ShardSpec:
 
     mode: str  # "none" | "auto" | "size"
     target_bytes: int = 0
+
+    def __str__(self) -> str:
+        return str(self.target_bytes) if self.mode == "size" else self.mode
 
 
 AUTO_SHARD_BYTES = 64 * 1024**2

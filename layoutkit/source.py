@@ -145,6 +145,19 @@ class SourceReader:
             return self._read_chunked(info, region)
         return self._read_h5py(info, region)
 
+    def allocated(self, path: str, region: Region) -> bool:
+        """False when no byte of ``region`` was ever written in the source (it reads as
+        the fill value), so a copy can skip it. Cheap: looks at the chunk index only."""
+        info = self.arrays[path]
+        if not region or not can_read_raw(info):
+            return True
+        if info.layout == "contiguous":
+            return self._dataset(path).id.get_offset() is not None
+        assert info.chunks is not None
+        index = self._index(info).entries
+        ranges = [range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)]
+        return any(origin in index for origin in itertools.product(*ranges))
+
     # -- paths --------------------------------------------------------------------
 
     def _dataset(self, path: str) -> h5py.Dataset:

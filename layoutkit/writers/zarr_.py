@@ -193,6 +193,20 @@ class ZarrWriter:
         self._docs = docs
         (self.path / SIDECAR).write_text(json.dumps(sidecar, indent=2, default=str))
 
+    def fill_matches_source(self, infos: dict[str, ArrayInfo]) -> list[str]:
+        """Paths of the arrays whose Zarr fill value equals the HDF5 fill value, so a
+        missing chunk reads back as the source's unwritten data."""
+        out = []
+        for path, info in infos.items():
+            encoder = self._encoder(path)
+            if encoder is None or info.fill_value is None:
+                continue
+            want = np.asarray(info.fill_value).astype(encoder.dtype)
+            got = np.asarray(encoder.fill, dtype=encoder.dtype)
+            if want.tobytes() == got.tobytes():
+                out.append(path)
+        return out
+
     def _write_node(self, node: str, files: dict[str, dict[str, Any]]) -> None:
         folder = self.path / node if node else self.path
         folder.mkdir(exist_ok=True)

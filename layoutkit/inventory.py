@@ -93,6 +93,7 @@ class ArrayInfo:
     external: bool = False
     dim_only: bool = False
     null_space: bool = False
+    offset: int | None = None  # file offset of contiguous raw data (None: never written)
 
     @property
     def nbytes(self) -> int:
@@ -318,8 +319,7 @@ _LAYOUTS = {
 }
 
 
-def _filters(ds: h5py.Dataset) -> tuple[FilterInfo, ...]:
-    plist = ds.id.get_create_plist()
+def _filters(plist: h5py.h5p.PropDCID) -> tuple[FilterInfo, ...]:
     out = []
     for i in range(plist.get_nfilters()):
         fid, _flags, opts, name = plist.get_filter(i)
@@ -335,9 +335,9 @@ def _fill_value(ds: h5py.Dataset) -> Any:
         return None
 
 
-def _is_external(ds: h5py.Dataset) -> bool:
+def _is_external(plist: h5py.h5p.PropDCID) -> bool:
     try:
-        return ds.id.get_create_plist().get_external_count() > 0
+        return plist.get_external_count() > 0
     except (AttributeError, OSError):
         return False
 
@@ -424,7 +424,8 @@ def _walk(f: h5py.File, path: str) -> Inventory:
     arrays = []
     for path, ds in datasets:
         kind = classify_dtype(ds.dtype)
-        plist_layout = ds.id.get_create_plist().get_layout()
+        plist = ds.id.get_create_plist()
+        plist_layout = plist.get_layout()
         is_scale = bool(h5py.h5ds.is_scale(ds.id))
         scale_name = _attr_text(ds, "NAME") if is_scale else ""
         names, scales = dims[path]
@@ -436,7 +437,7 @@ def _walk(f: h5py.File, path: str) -> Inventory:
                 kind=kind,
                 layout=_LAYOUTS.get(plist_layout, "other"),
                 chunks=tuple(ds.chunks) if ds.chunks else None,
-                filters=_filters(ds),
+                filters=_filters(plist),
                 fill_value=_fill_value(ds),
                 attrs=_convert_attrs(raw_attrs[path], f, is_netcdf4),
                 dims=names,
@@ -444,9 +445,10 @@ def _walk(f: h5py.File, path: str) -> Inventory:
                 is_scale=is_scale,
                 storage_bytes=int(ds.id.get_storage_size()),
                 enum_mapping=h5py.check_enum_dtype(ds.dtype),
-                external=_is_external(ds),
+                external=_is_external(plist),
                 dim_only=is_netcdf4 and is_scale and scale_name.startswith(NETCDF_DIM_ONLY_PREFIX),
                 null_space=ds.shape is None,
+                offset=ds.id.get_offset() if plist_layout == h5py.h5d.CONTIGUOUS else None,
             )
         )
     groups = [GroupInfo(g.path, _convert_attrs(raw_attrs[g.path], f, is_netcdf4)) for g in groups]

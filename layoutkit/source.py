@@ -152,7 +152,7 @@ class SourceReader:
         if not region or not can_read_raw(info):
             return True
         if info.layout == "contiguous":
-            return self._dataset(path).id.get_offset() is not None
+            return info.offset is not None
         assert info.chunks is not None
         index = self._index(info).entries
         ranges = [range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)]
@@ -187,7 +187,7 @@ class SourceReader:
     def _read_contiguous(self, info: ArrayInfo, region: Region) -> np.ndarray:
         out_shape = tuple(b - a for a, b in region)
         full_trailing = all(a == 0 and b == s for (a, b), s in zip(region[1:], info.shape[1:]))
-        offset = self._dataset(info.path).id.get_offset()
+        offset = info.offset
         if offset is None:  # never written: all fill value
             return np.full(out_shape, info.fill_value, dtype=info.dtype)
         if not full_trailing:

@@ -141,3 +141,20 @@ def test_peak_memory_is_bounded_by_the_limit_not_the_file(tmp_path: Path) -> Non
     peak = peak_rss(big, tmp_path / "big.zarr", "64MiB")
     assert peak - baseline < (64 << 20) + (96 << 20), (baseline, peak)
     assert peak - baseline < 160_000_000  # one dataset alone is 160 MB
+
+
+@pytest.mark.parametrize("dtype, value", [("f4", -999.0), ("f8", np.nan), ("i2", -32768), ("u1", 255),
+                                          ("S3", b"abc"), ("?", True), ("c8", 1 + 2j)])
+def test_fill_attr_encoding_matches_xarray(dtype, value):
+    """layoutkit encodes _FillValue itself (to avoid importing xarray); it must stay
+    byte-for-byte what xarray's zarr backend writes and reads."""
+    from xarray.backends.zarr import FillValueCoder
+
+    from layoutkit.writers.zarr_ import encode_fill_attr
+
+    dt = np.dtype(dtype)
+    ours = encode_fill_attr(np.asarray(value, dt)[()].item(), dt)
+    assert ours == FillValueCoder.encode(np.asarray(value, dt)[()].item(), dt)
+    if dt.kind != "S":  # xarray encodes byte-string fills but cannot decode them
+        decoded = FillValueCoder.decode(ours, dt)
+        assert np.asarray(decoded, dt).tobytes() == np.asarray(value, dt).tobytes()

@@ -67,6 +67,26 @@ def _progress(total: int, label: str) -> Progress:
     )
 
 
+def _plan_and_run(label, src, dst, options, plan_fn, run_fn, print_plan, dry_run):  # noqa: ANN001, ANN202
+    """Plan (print it on --dry-run), then run with a progress bar; errors become one line."""
+    from layoutkit.convert import check_destination
+
+    try:
+        if not dry_run:
+            check_destination(dst, options.overwrite)
+        inventory, plan = plan_fn(src, dst, options)
+        if dry_run:
+            print_plan(plan)
+            return None
+        with _progress(plan.nbytes, label) as bar:
+            task = bar.add_task(label, total=plan.nbytes)
+            return run_fn(src, dst, options, progress=lambda n: bar.advance(task, n), plan=(inventory, plan))
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted; the destination was not written.", 130) from None
+
+
 class ZarrFormat(StrEnum):
     v2 = "2"
     v3 = "3"
@@ -142,23 +162,83 @@ def convert(
             overwrite=overwrite,
             skip_unsupported=skip_unsupported,
         )
-        if not dry_run:
-            from layoutkit.convert import check_destination
-
-            check_destination(dst, overwrite)
-        inventory, plan = plan_convert(src, dst, options)
-        if dry_run:
-            _print_plan(plan)
-            return
-        with _progress(plan.nbytes, "convert") as bar:
-            task = bar.add_task("copy", total=plan.nbytes)
-            summary = run_convert(src, dst, options, progress=lambda n: bar.advance(task, n), plan=(inventory, plan))
     except LayoutkitError as exc:
         raise fail(exc) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted; the destination was not written.", 130) from None
+    summary = _plan_and_run("convert", src, dst, options, plan_convert, run_convert, _print_plan, dry_run)
+    if summary is None:
+        return
     if not State.quiet:
         _print_summary(summary)
+
+
+class Order(StrEnum):
+    shot = "shot"
+    signal = "signal"
+    group = "group"
+
+
+@app.command()
+def reorder(
+    src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
+    dst: Annotated[Path, typer.Argument(metavar="DST", help="HDF5 file to write.")],
+    by: Annotated[Order, typer.Option(help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = Order.shot,
+    template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
+    page_size: Annotated[str, typer.Option(help="File space page size. auto = 8 MiB, or the next power of two above the largest compressed chunk or the file's metadata size when either is larger.")] = "auto",
+    compressor: Annotated[str, typer.Option(help="gzip[:LEVEL], shuffle+gzip:N, zstd[:LEVEL], lzf, lz4, blosc:CNAME:LEVEL:shuffle, or none.")] = "gzip:4",
+    compress_threshold: Annotated[str, typer.Option(help="Compress datasets larger than this; smaller ones are stored uncompressed (contiguous, or compact when tiny).")] = "8KiB",
+    chunks: Annotated[str, typer.Option(help="source (keep source chunks; auto for unchunked sources), auto (grow to --chunk-size), or a shape such as 1000,8.")] = "source",
+    chunk_size: Annotated[str, typer.Option(help="Target uncompressed chunk size for --chunks auto.")] = "4MiB",
+    dedupe: Annotated[bool, typer.Option("--dedupe/--no-dedupe", help="Store dimension scales with identical content once per shot.")] = True,
+    workers: Annotated[int, typer.Option(help="Threads that read, decode and compress chunks.")] = 2,
+    memory_limit: Annotated[str, typer.Option(help="Memory budget for chunks in flight, e.g. 1GiB.")] = "1GiB",
+    overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new file is complete).")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
+) -> None:
+    """Rewrite an HDF5 file as paged-aggregation HDF5, its bytes ordered by shot, signal or group."""
+    from layoutkit.reorder import ReorderOptions, plan_reorder, reorder as run_reorder
+
+    try:
+        options = ReorderOptions(
+            by=by.value,
+            template=template,
+            page_size=None if page_size == "auto" else parse_size(page_size, what="page size"),
+            compressor=parse_compressor(compressor),
+            compress_threshold=parse_size(compress_threshold, what="compression threshold"),
+            chunks=parse_chunks(chunks),
+            chunk_bytes=parse_size(chunk_size, what="chunk size"),
+            dedupe=dedupe,
+            workers=parse_workers(workers),
+            memory_limit=parse_size(memory_limit, what="memory limit"),
+            overwrite=overwrite,
+        )
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    summary = _plan_and_run("reorder", src, dst, options, plan_reorder, run_reorder, _print_reorder_plan, dry_run)
+    if summary is None:
+        return
+    if not State.quiet:
+        s = summary
+        out.print(
+            f"reordered {s.source} -> {s.dest} by {s.by}: {s.arrays} datasets, "
+            f"{s.merged_scales} duplicate dimension scales merged, {s.raw_copied} chunks copied without "
+            f"re-encoding, page size {format_size(s.page_size)}, {format_size(s.logical_bytes)} of data, "
+            f"{format_size(s.source_bytes)} -> {format_size(s.dest_bytes)}, {s.seconds:.1f} s"
+        )
+
+
+def _print_reorder_plan(plan) -> None:  # noqa: ANN001 - ReorderPlan
+    table = Table(title=f"reorder plan ({plan.options.by}): {plan.source} -> {plan.dest}")
+    for col in ("#", "dataset", "layout", "chunks", "compressor", "copy"):
+        table.add_column(col, overflow="fold")
+    for i, path in enumerate(plan.order):
+        st = plan.storage[path]
+        table.add_row(str(i), path, st.layout, str(st.chunks or "-"), str(st.compressor),
+                      "raw" if st.raw_copy else ("encode" if st.direct else "hdf5"))
+    out.print(table)
+    out.print(
+        f"{len(plan.order)} datasets in write order, {plan.shots} shots x {plan.signals} signals, "
+        f"{len(plan.dedupe)} duplicate scales to merge, page size {format_size(plan.page_size)}"
+    )
 
 
 def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily

@@ -289,12 +289,13 @@ def convert(
                 f"Destination {str(dst_path)!r} cannot be written ({exc.strerror or exc})."
             ) from None
         infos = {a.path: a for a in inventory.arrays}
+        planned = {a.path: infos[a.path] for a in cplan.arrays}
         job = CopyJob(
             str(src_path.resolve()),
             str(tmp.resolve()),
             options.zarr_format,
-            {a.path: infos[a.path] for a in cplan.arrays},
-            frozenset(p for p in writer.fill_matches_source(infos) if p in {a.path for a in cplan.arrays}),
+            planned,
+            frozenset(writer.fill_matches_source(planned)),
         )
         # local threads share the writer that already holds every array open
         _OPEN[(job.source, job.dest)] = (SourceReader(job.source, job.arrays), writer)

@@ -141,3 +141,33 @@ def run_tasks(
         run_distributed(fn, job, tasks, workers, report, address=scheduler, cleanup=cleanup)
     if cleanup is not None:
         cleanup()
+
+
+def map_ordered(
+    fn: Callable[[Any], Any], items: Iterable[Any], workers: int, window: int | None = None
+) -> Iterable[Any]:
+    """Yield ``fn(item)`` for every item, in the items' order, computed on ``workers``
+    threads with at most ``window`` results pending (which bounds memory).
+
+    For pipelines whose last stage must run in order on one thread (HDF5 writes: h5py
+    holds one lock and the byte order in the file is the order of the writes) while the
+    expensive stage (decoding, compressing) runs in parallel.
+    """
+    window = window or 2 * workers
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    from collections import deque
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="layoutkit-ordered") as pool:
+        pending: deque[Future[Any]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= window:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for fut in pending:
+                fut.cancel()

@@ -158,6 +158,15 @@ class SourceReader:
         ranges = [range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)]
         return any(origin in index for origin in itertools.product(*ranges))
 
+    def read_raw_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes, int]:
+        """The stored (still encoded) bytes of the chunk at ``origin`` and its filter mask."""
+        info = self.arrays[path]
+        entry = self._index(info).entries.get(origin)
+        if entry is None:
+            raise ChunkDecodeError(path, origin, "the chunk is not allocated")
+        offset, size, mask = entry
+        return os.pread(self._fd, size, offset), mask
+
     # -- paths --------------------------------------------------------------------
 
     def _dataset(self, path: str) -> h5py.Dataset:

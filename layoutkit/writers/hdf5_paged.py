@@ -1,0 +1,294 @@
+"""Write a paged-aggregation HDF5 file that mirrors a source's hierarchy.
+
+Every group, dataset (metadata only), attribute, dimension scale and link is created
+first, so the file's metadata sits together in the first metadata pages; raw data is
+then written in the order the caller chooses, and HDF5 allocates it in that order.
+Compressed chunks arrive pre-encoded (``write_direct_chunk``) from parallel workers.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import h5py
+import hdf5plugin
+import numcodecs
+import numpy as np
+
+from layoutkit.errors import InvalidOptionError
+from layoutkit.inventory import ArrayInfo, Inventory
+from layoutkit.options import CompressorSpec
+
+FILTER_GZIP, FILTER_SHUFFLE, FILTER_ZSTD = 1, 2, 32015
+
+
+@dataclass(frozen=True)
+class StoragePlan:
+    """How one dataset is stored in the output file."""
+
+    path: str
+    layout: str  # "chunked" | "contiguous" | "compact" | "none" (no raw data)
+    chunks: tuple[int, ...] | None
+    compressor: CompressorSpec
+    raw_copy: bool  # chunks and filters as in the source: copy chunk bytes undecoded
+    direct: bool  # chunks encoded by layoutkit and written with write_direct_chunk
+
+
+def filter_kwargs(spec: CompressorSpec) -> dict[str, Any]:
+    """h5py ``create_dataset`` keywords for a compressor (HDF5 filters)."""
+    if spec.name == "none":
+        return {}
+    if spec.name == "gzip":
+        return {"compression": "gzip", "compression_opts": spec.level, "shuffle": spec.shuffle}
+    if spec.name == "lzf":
+        return {"compression": "lzf", "shuffle": spec.shuffle}
+    if spec.name == "zstd":
+        return {**hdf5plugin.Zstd(clevel=spec.level), "shuffle": spec.shuffle}
+    if spec.name == "lz4":
+        return {**hdf5plugin.LZ4(), "shuffle": spec.shuffle}
+    if spec.name == "blosc":
+        shuffle = hdf5plugin.Blosc.SHUFFLE if spec.shuffle else hdf5plugin.Blosc.NOSHUFFLE
+        return dict(hdf5plugin.Blosc(cname=spec.cname, clevel=spec.level, shuffle=shuffle))
+    raise InvalidOptionError(f"Unknown compressor {spec}.")
+
+
+def target_filter_ids(spec: CompressorSpec) -> tuple[tuple[int, int | None], ...]:
+    """The (filter id, level) pipeline a compressor gives, for comparing with a source."""
+    shuffle = ((FILTER_SHUFFLE, None),) if spec.shuffle and spec.name != "blosc" else ()
+    if spec.name == "gzip":
+        return (*shuffle, (FILTER_GZIP, spec.level))
+    if spec.name == "zstd":
+        return (*shuffle, (FILTER_ZSTD, spec.level))
+    if spec.name == "none":
+        return ()
+    return ((-1, None),)  # never equal to a source pipeline: always re-encode
+
+
+def source_filter_ids(info: ArrayInfo) -> tuple[tuple[int, int | None], ...]:
+    out = []
+    for f in info.filters:
+        level = f.options[0] if f.id in (FILTER_GZIP, FILTER_ZSTD) and f.options else None
+        out.append((f.id, level))
+    return tuple(out)
+
+
+def can_encode_directly(spec: CompressorSpec) -> bool:
+    """Compressors layoutkit encodes itself, byte-compatible with the HDF5 filters."""
+    return spec.name in ("gzip", "zstd", "none")
+
+
+class ChunkEncoder:
+    """Encodes one chunk as HDF5's filter pipeline would (shuffle, then deflate/zstd)."""
+
+    def __init__(self, spec: CompressorSpec, itemsize: int) -> None:
+        self.steps = []
+        if spec.shuffle and itemsize > 1:
+            shuffle = numcodecs.Shuffle(elementsize=itemsize)
+            self.steps.append(lambda b: bytes(shuffle.encode(b)))
+        if spec.name == "gzip":
+            level = spec.level
+            self.steps.append(lambda b: zlib.compress(b, level))
+        elif spec.name == "zstd":
+            zstd = numcodecs.Zstd(level=spec.level)
+            self.steps.append(lambda b: bytes(zstd.encode(b)))
+
+    def encode(self, data: bytes) -> bytes:
+        for step in self.steps:
+            data = step(data)
+        return data
+
+
+class PagedHDF5Writer:
+    """Creates the output file's structure, then takes raw data in write order.
+
+    Parameters
+    ----------
+    path
+        The output file (layoutkit writes to a temporary sibling and renames).
+    page_size
+        File space page size in bytes.
+    userblock_size
+        Bytes reserved at the start of the file (copied from the source afterwards).
+    """
+
+    name = "hdf5-paged"
+
+    def __init__(self, path: str | Path, page_size: int, userblock_size: int = 0) -> None:
+        self.path = Path(path)
+        kwargs: dict[str, Any] = {}
+        if userblock_size:
+            # with paged file space HDF5 aligns objects to pages and needs the user block
+            # to be whole pages; the source's user block bytes are copied to its start
+            kwargs["userblock_size"] = -(-userblock_size // page_size) * page_size
+        self.file = h5py.File(
+            self.path, "w", fs_strategy="page", fs_persist=True, fs_page_size=page_size,
+            # 1.8 format at least: dense attribute storage (attributes over 64 kB), as netCDF-C
+            track_order=True, libver=("v108", "latest"), **kwargs,
+        )
+        self.datasets: dict[str, h5py.Dataset] = {}
+
+    # -- structure ----------------------------------------------------------------
+
+    def create(
+        self,
+        inventory: Inventory,
+        source: h5py.File,
+        storage: dict[str, StoragePlan],
+        dedupe: dict[str, str],
+    ) -> None:
+        """Create groups, datasets (no data), attributes, scales and links.
+
+        ``dedupe`` maps a duplicate dimension scale to the copy that is kept; the
+        duplicate's path becomes a hard link to it, and datasets attached to the
+        duplicate are attached to the kept copy.
+        """
+        f = self.file
+        self._deferred_refs: list[tuple[str, str, Any, Any]] = []
+        for g in inventory.groups:
+            if g.path != "/":
+                f.create_group(g.path, track_order=True)
+            self._copy_attrs(source[g.path], f[g.path])
+        for info in inventory.arrays:
+            if info.path in dedupe:
+                continue
+            self.datasets[info.path] = self._create_dataset(info, source[info.path], storage[info.path])
+        for info in inventory.arrays:  # scales first, then attach
+            if info.is_scale and info.path not in dedupe:
+                name = source[info.path].attrs.get("NAME")
+                dsid = self.datasets[info.path].id
+                if isinstance(name, bytes):
+                    h5py.h5ds.set_scale(dsid, name)
+                elif isinstance(name, str):
+                    h5py.h5ds.set_scale(dsid, name.encode())
+                else:
+                    h5py.h5ds.set_scale(dsid)
+        self._attach_scales(inventory, source, dedupe)
+        for dup, kept in dedupe.items():
+            f[dup] = self.datasets[kept]
+        for link in inventory.links:
+            if link.kind == "hard":
+                f[link.path] = f[link.target]
+            elif link.kind == "soft":
+                f[link.path] = h5py.SoftLink(link.target)
+            elif link.kind == "external":
+                f[link.path] = h5py.ExternalLink(link.target_file, link.target)
+        self._remap_reference_attrs(source)
+
+    def _attach_scales(self, inventory: Inventory, source: h5py.File, dedupe: dict[str, str]) -> None:
+        """Attach scales in each scale's source REFERENCE_LIST order (so the lists read
+        back as in the source; tools such as h5diff compare them entry by entry), then
+        anything the datasets' own DIMENSION_LISTs add."""
+        addr_to_path = {h5py.h5o.get_info(source[a.path].id).addr: a.path for a in inventory.arrays}
+
+        def attach(path: str, scale: str, axis: int) -> None:
+            kept = dedupe.get(scale, scale)
+            if path in dedupe or path not in self.datasets or kept not in self.datasets:
+                return
+            dsid, sid = self.datasets[path].id, self.datasets[kept].id
+            if not h5py.h5ds.is_attached(dsid, sid, axis):
+                h5py.h5ds.attach_scale(dsid, sid, axis)
+
+        for info in inventory.arrays:
+            if not info.is_scale:
+                continue
+            entries = source[info.path].attrs.get("REFERENCE_LIST")
+            for entry in () if entries is None else entries:
+                try:
+                    target = addr_to_path.get(h5py.h5o.get_info(source[entry[0]].id).addr)
+                except (KeyError, ValueError, OSError):
+                    target = None
+                if target is not None:
+                    attach(target, info.path, int(entry[1]))
+        for info in inventory.arrays:
+            if info.is_scale:
+                continue
+            for axis, scales in enumerate(() if info.null_space else info.dim_scales):
+                for scale in scales:
+                    attach(info.path, scale, axis)
+
+    def _remap_reference_attrs(self, source: h5py.File) -> None:
+        """Object-reference attributes point at objects of the source; point them at the
+        objects at the same paths in the output (null or dangling ones stay null)."""
+        for path, name, dtype, value in self._deferred_refs:
+            refs = np.asarray(value, dtype=object)
+            out = np.empty(refs.shape, dtype=dtype)
+            for i, ref in np.ndenumerate(refs):
+                try:
+                    target = source[ref].name if ref else None
+                except (KeyError, ValueError, OSError):
+                    target = None
+                out[i] = self.file[target].ref if target and target in self.file else h5py.Reference()
+            self.file[path].attrs.create(name, out if refs.shape else out[()], dtype=dtype)
+    def _create_dataset(self, info: ArrayInfo, src: h5py.Dataset, plan: StoragePlan) -> h5py.Dataset:
+        kwargs: dict[str, Any] = {"dtype": src.dtype, "track_order": True}
+        if info.null_space:
+            kwargs["data"] = h5py.Empty(src.dtype)
+        else:
+            kwargs["shape"] = info.shape
+            maxshape = src.maxshape
+            if maxshape is not None and maxshape != info.shape:
+                kwargs["maxshape"] = maxshape  # unlimited dimensions (netCDF) stay unlimited
+        # only a fill value the source's writer set: HDF5's default needs no copy (and a
+        # default for a 64 kB string type would not even fit in an object header)
+        user_fill = src.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
+        if user_fill and info.fill_value is not None and not info.null_space and info.kind not in ("string", "reference"):
+            kwargs["fillvalue"] = info.fill_value
+        if plan.layout == "chunked" or "maxshape" in kwargs:
+            kwargs["chunks"] = plan.chunks or True
+            kwargs.update(filter_kwargs(plan.compressor))
+        if plan.layout == "compact":
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_layout(h5py.h5d.COMPACT)
+            kwargs["dcpl"] = dcpl  # h5py puts the fill value into it
+        ds = self.file.create_dataset(info.path, **kwargs)
+        self._copy_attrs(src, ds)
+        return ds
+
+    # -- data ---------------------------------------------------------------------
+
+    def write_chunk(self, path: str, offset: tuple[int, ...], data: bytes, filter_mask: int = 0) -> None:
+        self.datasets[path].id.write_direct_chunk(offset, data, filter_mask)
+
+    def write_region(self, path: str, region: tuple[tuple[int, int], ...], data: np.ndarray) -> None:
+        ds = self.datasets[path]
+        if h5py.check_ref_dtype(ds.dtype) is h5py.Reference:  # the reader gives referenced paths
+            paths = np.asarray(data, dtype=object)
+            data = np.empty(paths.shape, dtype=ds.dtype)
+            for i, p in np.ndenumerate(paths):
+                data[i] = self.file[p].ref if p and p in self.file else h5py.Reference()
+        if not region:
+            ds[()] = data
+        else:
+            ds[tuple(slice(a, b) for a, b in region)] = data
+
+    def close(self) -> None:
+        self.file.close()
+
+
+    def _copy_attrs(self, src: h5py.HLObject, dst: h5py.HLObject) -> None:
+        """Copy attributes with their exact HDF5 types, in the source's order.
+
+        Dimension-scale bookkeeping is recreated by set_scale/attach_scale (``CLASS`` and
+        ``NAME`` of a scale, every ``DIMENSION_LIST``/``REFERENCE_LIST``); object
+        references are remapped once every object exists (region references cannot be
+        and are left out).
+        """
+        is_scale = isinstance(src, h5py.Dataset) and h5py.h5ds.is_scale(src.id)
+        for name in src.attrs:
+            if name in ("DIMENSION_LIST", "REFERENCE_LIST") or (is_scale and name in ("CLASS", "NAME")):
+                continue
+            dtype = src.attrs.get_id(name).dtype
+            ref = h5py.check_ref_dtype(dtype)
+            if ref is h5py.Reference:
+                self._deferred_refs.append((dst.name, name, dtype, src.attrs[name]))
+                continue
+            if ref is not None:
+                continue
+            value = src.attrs[name]
+            if isinstance(value, h5py.Empty):
+                dst.attrs.create(name, value)
+            else:
+                dst.attrs.create(name, value, dtype=dtype)

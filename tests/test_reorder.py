@@ -1,0 +1,251 @@
+"""reorder: paged HDF5, ordered by shot, signal or hierarchy, faithful to the source."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+from typer.testing import CliRunner
+
+from conftest import HARD_CASES, realdata_params
+from layoutkit.cli import app
+from layoutkit.errors import ChunkDecodeError, InvalidOptionError, MissingFilterError, UnsupportedFeatureError
+from layoutkit.plan import match_template
+from layoutkit.reorder import ReorderOptions, plan_reorder, reorder
+from layoutkit.verify import compare_hdf5
+from layoutkit.verify.storage import CountingFile
+
+def h5diff(a: Path, b: Path) -> subprocess.CompletedProcess:
+    """h5diff -r, with hdf5plugin's filters (zstd, blosc, lz4, bitshuffle) available to it.
+    LZF is h5py's own filter with no HDF5 plugin, so h5diff cannot read it in the source:
+    that dataset is left to compare_hdf5."""
+    import os
+
+    import hdf5plugin
+
+    env = {**os.environ, "HDF5_PLUGIN_PATH": hdf5plugin.PLUGIN_PATH}
+    return subprocess.run(["h5diff", "-r", "--exclude-path", "/lzf", str(a), str(b)],
+                          capture_output=True, text=True, env=env)
+
+
+requires_h5tools = pytest.mark.skipif(shutil.which("h5diff") is None, reason="needs Debian's hdf5-tools")
+requires_ncdump = pytest.mark.skipif(shutil.which("ncdump") is None, reason="needs Debian's netcdf-bin")
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    """8 shots x 12 signals: enough shots for the ordering to matter."""
+    from layoutkit.sample import write_sample
+
+    path = tmp_path_factory.mktemp("reorder") / "archive.h5"
+    write_sample(path, shots=8, signals=12, seed=3)
+    return path
+
+
+PAGE = 1024 * 1024  # the sample is small: 1 MiB pages give each shot and signal a few pages
+
+
+@pytest.fixture(scope="module")
+def ordered(archive: Path, tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("ordered")
+    files = {}
+    for by in ("shot", "signal"):
+        files[by] = out / f"{by}.h5"
+        reorder(archive, files[by], ReorderOptions(by=by, page_size=PAGE))
+    return files
+
+
+@requires_h5tools
+@pytest.mark.parametrize("case", sorted(HARD_CASES))
+def test_h5diff_finds_no_difference(case: str, hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    dst = tmp_path / "out.h5"
+    reorder(hard_cases[case], dst, ReorderOptions(by="group", dedupe=False))
+    result = h5diff(hard_cases[case], dst)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert compare_hdf5(hard_cases[case], dst) == []
+
+
+@requires_h5tools
+def test_h5diff_on_archive_without_dedupe(archive: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "nodedupe.h5"
+    summary = reorder(archive, dst, ReorderOptions(by="signal", dedupe=False))
+    assert summary.merged_scales == 0
+    result = h5diff(archive, dst)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+@requires_h5tools
+@pytest.mark.parametrize("by", ["shot", "signal"])
+def test_paged_file_space(ordered: dict[str, Path], by: str) -> None:
+    out = subprocess.run(["h5stat", "-S", str(ordered[by])], capture_output=True, text=True, check=True).stdout
+    assert "H5F_FSPACE_STRATEGY_PAGE" in out
+    assert f"File space page size: {PAGE} bytes" in out
+
+
+@pytest.mark.parametrize("by", ["shot", "signal"])
+def test_merged_scales_keep_every_value(archive: Path, ordered: dict[str, Path], by: str) -> None:
+    inventory, plan = plan_reorder(archive, "unused.h5", ReorderOptions(by=by))
+    assert plan.dedupe, "the sample has per-signal copies of shared time bases"
+    assert compare_hdf5(archive, ordered[by], plan.dedupe, inventory) == []
+    with h5py.File(archive, "r") as fs, h5py.File(ordered[by], "r") as fv:
+        for path in match_template([a.path for a in inventory.arrays], "/shots/{shot}/signals/{signal}"):
+            np.testing.assert_array_equal(fv[path][...], fs[path][...])
+            for axis in range(fs[path].ndim):
+                want = [s[...] for s in fs[path].dims[axis].values()]
+                got = [s[...] for s in fv[path].dims[axis].values()]
+                assert len(got) == len(want)
+                for w, g in zip(want, got):
+                    np.testing.assert_array_equal(g, w)
+        # a merged copy is the same object as the kept one, at its own path
+        dup, kept = next(iter(plan.dedupe.items()))
+        assert h5py.h5o.get_info(fv[dup].id).addr == h5py.h5o.get_info(fv[kept].id).addr
+
+
+def byte_ranges(f: h5py.File, path: str) -> list[tuple[int, int]]:
+    ds = f[path]
+    if ds.chunks:
+        return [(i.byte_offset, i.size) for i in (ds.id.get_chunk_info(k) for k in range(ds.id.get_num_chunks()))]
+    offset = ds.id.get_offset()
+    return [] if offset is None else [(offset, ds.id.get_storage_size())]
+
+
+def pages(f: h5py.File, paths: list[str], page: int) -> set[int]:
+    out: set[int] = set()
+    for p in paths:
+        for offset, size in byte_ranges(f, p):
+            out.update(range(offset // page, (offset + size - 1) // page + 1))
+    return out
+
+
+def pattern_pages(path: Path, page: int, scales: bool) -> dict[str, list[tuple[int, int]]]:
+    """Per signal (all shots) and per shot (all signals): (pages touched, bound), with or
+    without the dimension scales attached to what is read."""
+    with h5py.File(path, "r") as f:
+        cells = match_template([n for n in _datasets(f)], "/shots/{shot}/signals/{signal}")
+        def with_scales(ps):
+            if not scales:
+                return ps
+            return sorted({q for p in ps for q in [p, *(s.name for ax in f[p].dims for s in ax.values())]})
+        out: dict[str, list[tuple[int, int]]] = {"signal": [], "shot": []}
+        for key, index in (("signal", 1), ("shot", 0)):
+            for value in sorted({c[index] for c in cells.values()}):
+                members = with_scales([p for p, c in cells.items() if c[index] == value])
+                nbytes = sum(size for p in members for _, size in byte_ranges(f, p))
+                out[key].append((len(pages(f, members, page)), math.ceil(nbytes / page) + 1))
+    return out
+
+
+def _datasets(f: h5py.File) -> list[str]:
+    names: list[str] = []
+    f.visititems(lambda n, o: names.append("/" + n) if isinstance(o, h5py.Dataset) else None)
+    return names
+
+
+def test_the_order_is_real(ordered: dict[str, Path]) -> None:
+    """Signal-ordered: one signal of every shot sits in ceil(bytes/page)+1 pages on
+    average; shot-ordered: one shot's signals and scales do. The opposite pairing touches
+    many more pages."""
+    by_signal = pattern_pages(ordered["signal"], PAGE, scales=False)
+    by_shot = pattern_pages(ordered["shot"], PAGE, scales=True)
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    assert mean([p for p, _ in by_signal["signal"]]) <= mean([b for _, b in by_signal["signal"]])
+    assert all(p <= b for p, b in by_shot["shot"])
+    # the worst case: signals read from the shot-ordered file, and vice versa
+    signals_from_shot_file = pattern_pages(ordered["shot"], PAGE, scales=False)["signal"]
+    shots_from_signal_file = pattern_pages(ordered["signal"], PAGE, scales=True)["shot"]
+    assert mean([p for p, _ in signals_from_shot_file]) >= 2 * mean([p for p, _ in by_signal["signal"]])
+    assert mean([p for p, _ in shots_from_signal_file]) >= 2 * mean([p for p, _ in by_shot["shot"]])
+
+
+def count_requests(path: Path, page_buf: int, read) -> int:
+    cf = CountingFile(path)
+    with h5py.File(cf, "r", page_buf_size=page_buf) if page_buf else h5py.File(cf, "r") as f:
+        cf.reset()
+        read(f)
+    return cf.requests
+
+
+def test_page_buffer_requests(archive: Path, ordered: dict[str, Path]) -> None:
+    def one_signal(f):
+        for shot in f["shots"]:
+            f[f"shots/{shot}/signals/ip"][...]
+
+    def one_shot(f):
+        shot = sorted(f["shots"])[2]
+        for name in f[f"shots/{shot}/signals"]:
+            f[f"shots/{shot}/signals/{name}"][...]
+
+    src_signal = count_requests(archive, 0, one_signal)
+    sig_signal = count_requests(ordered["signal"], 64 << 20, one_signal)
+    shot_signal = count_requests(ordered["shot"], 64 << 20, one_signal)
+    sig_shot = count_requests(ordered["signal"], 64 << 20, one_shot)
+    shot_shot = count_requests(ordered["shot"], 64 << 20, one_shot)
+    src_shot = count_requests(archive, 0, one_shot)
+    assert sig_signal < shot_signal < src_signal
+    assert shot_shot < sig_shot < src_shot
+
+
+def test_template_that_matches_nothing(hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(InvalidOptionError, match=r"template '/shots/\{shot\}/signals/\{signal\}' matches no dataset.*e\.g\. /"):
+        reorder(hard_cases["filters"], tmp_path / "o.h5", ReorderOptions(by="shot"))
+    result = CliRunner().invoke(app, ["reorder", str(hard_cases["filters"]), str(tmp_path / "o.h5"), "--by", "signal"])
+    assert result.exit_code == 2 and "--by group" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o.h5").exists()
+
+
+def test_custom_template(tmp_path: Path) -> None:
+    src = tmp_path / "custom.h5"
+    with h5py.File(src, "w") as f:
+        for shot in ("s1", "s2"):
+            for sig in ("a", "b"):
+                f[f"data/{shot}/{sig}"] = np.arange(10) + len(shot + sig)
+    inventory, plan = plan_reorder(src, tmp_path / "o.h5", ReorderOptions(by="signal", template="data/{shot}/{signal}"))
+    assert plan.order == ("/data/s1/a", "/data/s2/a", "/data/s1/b", "/data/s2/b")
+    _, by_shot = plan_reorder(src, tmp_path / "o.h5", ReorderOptions(by="shot", template="data/{shot}/{signal}"))
+    assert [p.split("/")[2] for p in by_shot.order] == ["s1", "s1", "s2", "s2"]
+
+
+@requires_ncdump
+def test_netcdf_stays_netcdf(hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    src = hard_cases["netcdf4"]
+    dst = tmp_path / "out.nc"
+    reorder(src, dst, ReorderOptions(by="group", compress_threshold=0))
+    header = lambda p: subprocess.run(["ncdump", "-h", str(p)], capture_output=True, text=True, check=True).stdout  # noqa: E731
+    assert header(dst).splitlines()[1:] == header(src).splitlines()[1:]
+    for group in ("/", "/sub"):
+        xr.testing.assert_identical(xr.open_dataset(src, engine="h5netcdf", group=group).load(),
+                                    xr.open_dataset(dst, engine="h5netcdf", group=group).load())
+
+
+def test_cli_reorder_summary(archive: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["reorder", str(archive), str(tmp_path / "o.h5"), "--by", "signal"])
+    assert result.exit_code == 0, result.output
+    assert "duplicate dimension scales merged" in result.output
+    dry = CliRunner().invoke(app, ["reorder", str(archive), str(tmp_path / "p.h5"), "--dry-run"])
+    assert dry.exit_code == 0 and "write order" in dry.output and not (tmp_path / "p.h5").exists()
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("src", realdata_params())
+def test_realdata_by_group(src: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "out.h5"
+    try:
+        reorder(src, dst, ReorderOptions(by="group"))
+    except (UnsupportedFeatureError, MissingFilterError, ChunkDecodeError) as exc:
+        assert exc.dataset in str(exc) and not dst.exists()
+        if isinstance(exc, ChunkDecodeError):
+            with h5py.File(src, "r") as f, pytest.raises(OSError):
+                f[exc.dataset][()]
+        return
+    _, plan = plan_reorder(src, "unused.h5", ReorderOptions(by="group"))
+    mismatches = compare_hdf5(src, dst, plan.dedupe)
+    assert not mismatches, "\n".join(map(str, mismatches[:10]))
+    if src.suffix == ".nc" and shutil.which("ncdump"):
+        h = lambda p: subprocess.run(["ncdump", "-h", str(p)], capture_output=True, text=True).stdout  # noqa: E731
+        assert h(dst).splitlines()[1:] == h(src).splitlines()[1:]

@@ -18,13 +18,17 @@ demo: $(STAMP)
 	$(VENV)/bin/layoutkit sample $(DEMO)/shots.h5 --shots $(SHOTS)
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/shots.zarr
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/shots-sharded.zarr --shards auto --compressor lz4
-	$(PY) examples/read_back.py $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr
+	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-shot.h5 --by shot
+	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-signal.h5 --by signal
+	$(PY) examples/compare_variants.py $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr \
+	    $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_convert.py
+	$(PY) benchmarks/bench_reorder.py
 
 clean:
 	rm -rf $(DEMO) .pytest_cache

@@ -374,13 +374,60 @@ def read_inventory(path: str | os.PathLike) -> Inventory:
             ) from None
 
 
-def _walk(f: h5py.File, path: str) -> Inventory:
+@dataclass
+class _Record:
+    """What the walk keeps of a dataset: everything, so the dataset can be closed at once
+    (an open HDF5 dataset costs tens of kB; archives have tens of thousands)."""
+
+    path: str
+    info: dict[str, Any]
+    raw_attrs: dict[str, Any]
+    is_scale: bool
+    dim_only: bool
+    shape: tuple[int, ...]
+    attached: tuple[tuple[int, ...], ...]  # object addresses of the scales on each axis
+
+
+def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str]) -> _Record:
+    plist = ds.id.get_create_plist()
+    layout = plist.get_layout()
+    is_scale = bool(h5py.h5ds.is_scale(ds.id))
+    shape = tuple(int(n) for n in ds.shape) if ds.shape is not None else (0,)
+    attached: list[tuple[int, ...]] = []
+    if not is_scale and "DIMENSION_LIST" in ds.attrs:
+        for axis in range(len(shape) if ds.shape is not None else 0):
+            try:
+                attached.append(tuple(h5py.h5o.get_info(sc.id).addr for sc in ds.dims[axis].values()))
+            except (OSError, RuntimeError, ValueError, KeyError):
+                attached.append(())
+    info = dict(
+        path=path,
+        shape=shape,
+        dtype=ds.dtype,
+        kind=classify_dtype(ds.dtype),
+        layout=_LAYOUTS.get(layout, "other"),
+        chunks=tuple(ds.chunks) if ds.chunks else None,
+        filters=_filters(plist),
+        fill_value=_fill_value(ds),
+        is_scale=is_scale,
+        storage_bytes=int(ds.id.get_storage_size()),
+        enum_mapping=h5py.check_enum_dtype(ds.dtype),
+        external=_is_external(plist),
+        null_space=ds.shape is None,
+        offset=ds.id.get_offset() if layout == h5py.h5d.CONTIGUOUS else None,
+    )
+    dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
+    return _Record(path, info, _read_attrs(ds, f, notes), is_scale, dim_only, shape, tuple(attached))
+
+
+def _walk(f: h5py.File, source_path: str) -> Inventory:
     notes: list[str] = []
     groups: list[GroupInfo] = []
-    datasets: list[tuple[str, h5py.Dataset]] = []
+    records: list[_Record] = []
     links: list[LinkInfo] = []
     seen: dict[int, str] = {}
     raw_attrs: dict[str, dict[str, Any]] = {}
+    netcdf_hints = ["_NCProperties" in f.attrs]
 
     def visit(group: h5py.Group, group_path: str) -> None:
         # paths are tracked here: h5py's .name asks HDF5 to search for one (slow)
@@ -408,52 +455,31 @@ def _walk(f: h5py.File, path: str) -> Inventory:
             if isinstance(obj, h5py.Group):
                 visit(obj, child_path)
             elif isinstance(obj, h5py.Dataset):
-                raw_attrs[child_path] = _read_attrs(obj, f, notes)
-                datasets.append((child_path, obj))
+                if len(records) < 50 and ("_Netcdf4Dimid" in obj.attrs or "_Netcdf4Coordinates" in obj.attrs):
+                    netcdf_hints.append(True)
+                records.append(_record(obj, child_path, f, notes))
             else:  # committed datatype
                 notes.append(f"{child_path}: committed datatype (recorded, not an array)")
 
     visit(f, "/")
-    is_netcdf4 = "_NCProperties" in f.attrs or any(
-        "_Netcdf4Dimid" in ds.attrs or "_Netcdf4Coordinates" in ds.attrs for _, ds in datasets[:50]
-    )
-    # Canonical paths of hard-linked objects: the first path the walk reached.
-    canonical = {addr: p for addr, p in seen.items()}
-    dims = _dimension_names(datasets, canonical)
-
+    is_netcdf4 = any(netcdf_hints)
+    # canonical paths of hard-linked objects: the first path the walk reached
+    dims = _dimension_names(records, seen)
     arrays = []
-    for path, ds in datasets:
-        kind = classify_dtype(ds.dtype)
-        plist = ds.id.get_create_plist()
-        plist_layout = plist.get_layout()
-        is_scale = bool(h5py.h5ds.is_scale(ds.id))
-        scale_name = _attr_text(ds, "NAME") if is_scale else ""
-        names, scales = dims[path]
+    for rec in records:
+        names, scales = dims[rec.path]
         arrays.append(
             ArrayInfo(
-                path=path,
-                shape=tuple(int(s) for s in ds.shape) if ds.shape is not None else (0,),
-                dtype=ds.dtype,
-                kind=kind,
-                layout=_LAYOUTS.get(plist_layout, "other"),
-                chunks=tuple(ds.chunks) if ds.chunks else None,
-                filters=_filters(plist),
-                fill_value=_fill_value(ds),
-                attrs=_convert_attrs(raw_attrs[path], f, is_netcdf4),
+                **rec.info,
+                attrs=_convert_attrs(rec.raw_attrs, f, is_netcdf4),
                 dims=names,
                 dim_scales=scales,
-                is_scale=is_scale,
-                storage_bytes=int(ds.id.get_storage_size()),
-                enum_mapping=h5py.check_enum_dtype(ds.dtype),
-                external=_is_external(plist),
-                dim_only=is_netcdf4 and is_scale and scale_name.startswith(NETCDF_DIM_ONLY_PREFIX),
-                null_space=ds.shape is None,
-                offset=ds.id.get_offset() if plist_layout == h5py.h5d.CONTIGUOUS else None,
+                dim_only=is_netcdf4 and rec.dim_only,
             )
         )
     groups = [GroupInfo(g.path, _convert_attrs(raw_attrs[g.path], f, is_netcdf4)) for g in groups]
     return Inventory(
-        path=str(path),
+        path=str(source_path),
         userblock_size=int(f.userblock_size),
         is_netcdf4=is_netcdf4,
         groups=tuple(groups),
@@ -483,7 +509,7 @@ def _attr_text(obj: h5py.HLObject, name: str) -> str:
 
 
 def _dimension_names(
-    datasets: list[tuple[str, h5py.Dataset]], canonical: dict[int, str]
+    records: list[_Record], canonical: dict[int, str]
 ) -> dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]]:
     """Name every axis of every dataset.
 
@@ -494,9 +520,9 @@ def _dimension_names(
     a clash gets a ``_N`` suffix so xarray can open the group.
     """
     out: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
-    by_group: dict[str, list[tuple[str, h5py.Dataset]]] = defaultdict(list)
-    for path, ds in datasets:
-        by_group[path.rsplit("/", 1)[0] or "/"].append((path, ds))
+    by_group: dict[str, list[_Record]] = defaultdict(list)
+    for rec in records:
+        by_group[rec.path.rsplit("/", 1)[0] or "/"].append(rec)
     # xarray's DataTree needs a name to mean one length in a group and all its
     # ancestors, so phony names are numbered across the file and clashes are checked
     # against what the ancestors already define.
@@ -515,22 +541,14 @@ def _dimension_names(
         members = by_group[group_path]
         group_sizes = dict(inherited(group_path))
         phony: dict[int, list[str]] = defaultdict(list)
-        for path, ds in sorted(members, key=lambda m: m[0]):
-            shape = ds.shape if ds.shape is not None else (0,)
+        for rec in sorted(members, key=lambda r: r.path):
+            path, shape, is_scale, dim_only = rec.path, rec.shape, rec.is_scale, rec.dim_only
             names: list[str] = []
             scales: list[tuple[str, ...]] = []
             used_sizes: dict[int, int] = defaultdict(int)
-            is_scale = bool(h5py.h5ds.is_scale(ds.id))
-            dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
             for axis, size in enumerate(shape):
-                attached: tuple[str, ...] = ()
-                if not is_scale and "DIMENSION_LIST" in ds.attrs:
-                    try:
-                        attached = tuple(
-                            canonical.get(h5py.h5o.get_info(s.id).addr) or s.name for s in ds.dims[axis].values()
-                        )
-                    except (OSError, RuntimeError, ValueError, KeyError):
-                        attached = ()
+                addrs = rec.attached[axis] if axis < len(rec.attached) else ()
+                attached = tuple(canonical[a] for a in addrs if a in canonical)
                 scales.append(attached)
                 if is_scale and axis == 0:
                     name = path.rsplit("/", 1)[-1]

@@ -1,0 +1,79 @@
+"""Helpers shared by the benchmarks: a sample archive, timed child processes, sizes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+
+
+def sample(work: Path, shots: int, signals: int) -> tuple[Path, int]:
+    """The sample archive (written once per size), read once so that every method
+    starts with it in the page cache; returns its path and logical bytes."""
+    from layoutkit.sample import estimate_logical_bytes
+
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / f"sample-{shots}x{signals}.h5"
+    if not src.exists():
+        print(f"writing {src} ...", flush=True)
+        subprocess.run([PY, "-m", "layoutkit", "-q", "sample", str(src), "--shots", str(shots),
+                        "--signals", str(signals)], check=True)
+    with open(src, "rb") as fh:
+        while fh.read(64 << 20):
+            pass
+    return src, estimate_logical_bytes(shots, signals)
+
+
+def measure(cmd: list[str], target: Path, logical: int) -> dict:
+    """Run ``cmd`` in a fresh process (after removing ``target``); wall time, peak RSS
+    of its process tree, output size and MB/s of logical data."""
+    if target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
+    out = subprocess.run([PY, str(HERE / "measure.py"), "--", *cmd], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["returncode"] != 0:
+        raise SystemExit(f"{cmd[0]} failed: {result['stderr']}")
+    result["out_bytes"] = du(target)
+    result["mb_per_s"] = logical / result["seconds"] / 1e6
+    return result
+
+
+def du(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def report(title: str, results: dict[str, dict], reference: str, logical: int, name: str) -> None:
+    """Print a markdown table (ratios against ``reference``), write JSON and a PNG."""
+    base = results[reference]
+    print(f"\n{title}\n")
+    print(f"| method | seconds | MB/s | speed vs {reference} | peak RSS | output |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for method, r in results.items():
+        print(f"| {method} | {r['seconds']:.1f} | {r['mb_per_s']:.0f} | {base['seconds'] / r['seconds']:.2f}x | "
+              f"{r['peak_rss'] / 2**20:.0f} MiB | {r['out_bytes'] / 1e6:.0f} MB |")
+    out = HERE / "out"
+    out.mkdir(exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps({"title": title, "logical_bytes": logical, "results": results}, indent=2))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.2))
+    methods = list(results)
+    ax1.barh(methods, [results[m]["mb_per_s"] for m in methods], color="tab:blue")
+    ax1.set_xlabel("MB/s of logical data (higher is better)")
+    ax2.barh(methods, [results[m]["peak_rss"] / 2**20 for m in methods], color="tab:orange")
+    ax2.set_xlabel("peak RSS, MiB")
+    ax2.set_yticks([])
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out / f"{name}.png", dpi=120)
+    print(f"\nwrote {out / (name + '.json')} and {out / (name + '.png')}")

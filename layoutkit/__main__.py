@@ -1,3 +1,4 @@
 from layoutkit.cli import app
 
-app(prog_name="layoutkit")
+if __name__ == "__main__":  # spawned worker processes import this module too
+    app(prog_name="layoutkit")

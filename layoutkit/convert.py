@@ -19,7 +19,6 @@ from typing import Any
 
 from layoutkit import __version__
 from layoutkit.errors import (
-    LayoutkitError,
     MissingFilterError,
     OutputExistsError,
     OutputNotWritableError,
@@ -138,7 +137,7 @@ def plan_convert(
     src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions, inventory: Inventory | None = None
 ) -> tuple[Inventory, ConvertPlan]:
     """Walk the source and plan the whole conversion (no writing)."""
-    inventory = inventory or read_inventory(src)
+    inventory = inventory or read_inventory(src, workers=options.workers)
     budget = task_budget(options.memory_limit, options.workers)
     plans: list[ArrayPlan] = []
     skipped: list[tuple[str, str]] = []
@@ -349,4 +348,4 @@ def _sidecar(inventory: Inventory, plan: ConvertPlan) -> dict[str, Any]:
     }
 
 
-__all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "convert", "plan_convert", "LayoutkitError"]
+__all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "convert", "plan_convert"]

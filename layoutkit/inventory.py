@@ -346,13 +346,18 @@ def _is_external(plist: h5py.h5p.PropDCID) -> bool:
 # the walk
 
 
-def read_inventory(path: str | os.PathLike) -> Inventory:
+def read_inventory(path: str | os.PathLike, workers: int = 1) -> Inventory:
     """Walk an HDF5 file once and describe it.
 
     Parameters
     ----------
     path
         The HDF5 (or netCDF-4) file.
+    workers
+        Processes that read dataset properties and attributes. HDF5 serialises every
+        call in a process, and a shot archive has tens of thousands of datasets (about
+        a millisecond each), so files with many datasets are shared out to spawned
+        processes that each open the file themselves.
 
     Returns
     -------
@@ -366,7 +371,7 @@ def read_inventory(path: str | os.PathLike) -> Inventory:
     """
     with open_source(path) as f:
         try:
-            return _walk(f, str(path))
+            return _walk(f, str(path), workers)
         except (OSError, RuntimeError) as exc:
             raise CorruptSourceError(
                 f"Source {str(path)!r} is damaged and its structure cannot be read "
@@ -381,14 +386,14 @@ class _Record:
 
     path: str
     info: dict[str, Any]
-    raw_attrs: dict[str, Any]
+    attrs: dict[str, Any]
     is_scale: bool
     dim_only: bool
     shape: tuple[int, ...]
     attached: tuple[tuple[int, ...], ...]  # object addresses of the scales on each axis
 
 
-def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str]) -> _Record:
+def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netcdf4: bool) -> _Record:
     plist = ds.id.get_create_plist()
     layout = plist.get_layout()
     is_scale = bool(h5py.h5ds.is_scale(ds.id))
@@ -417,13 +422,36 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str]) -> _Rec
         offset=ds.id.get_offset() if layout == h5py.h5d.CONTIGUOUS else None,
     )
     dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
-    return _Record(path, info, _read_attrs(ds, f, notes), is_scale, dim_only, shape, tuple(attached))
+    attrs = _convert_attrs(_read_attrs(ds, f, notes), f, is_netcdf4)
+    return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
 
 
-def _walk(f: h5py.File, source_path: str) -> Inventory:
+PARALLEL_MIN_DATASETS = 3000
+
+
+def _records(source: str, paths: list[str], is_netcdf4: bool) -> tuple[list[_Record], list[str]]:
+    """Records of ``paths``, in order, read in this process (a worker's whole job)."""
+    notes: list[str] = []
+    with h5py.File(source, "r") as f:
+        return [_record(f[p], p, f, notes, is_netcdf4) for p in paths], notes
+
+
+def _records_parallel(source: str, paths: list[str], is_netcdf4: bool, workers: int) -> tuple[list[_Record], list[str]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    step = -(-len(paths) // (workers * 4))
+    parts = [paths[i : i + step] for i in range(0, len(paths), step)]
+    # spawn, not fork: the parent holds the file open in HDF5, which is not fork-safe
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(_records, [source] * len(parts), parts, [is_netcdf4] * len(parts)))
+    return [r for part, _ in results for r in part], [n for _, notes in results for n in notes]
+
+
+def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
     notes: list[str] = []
     groups: list[GroupInfo] = []
-    records: list[_Record] = []
+    dataset_paths: list[str] = []
     links: list[LinkInfo] = []
     seen: dict[int, str] = {}
     raw_attrs: dict[str, dict[str, Any]] = {}
@@ -455,14 +483,20 @@ def _walk(f: h5py.File, source_path: str) -> Inventory:
             if isinstance(obj, h5py.Group):
                 visit(obj, child_path)
             elif isinstance(obj, h5py.Dataset):
-                if len(records) < 50 and ("_Netcdf4Dimid" in obj.attrs or "_Netcdf4Coordinates" in obj.attrs):
+                if len(dataset_paths) < 50 and ("_Netcdf4Dimid" in obj.attrs or "_Netcdf4Coordinates" in obj.attrs):
                     netcdf_hints.append(True)
-                records.append(_record(obj, child_path, f, notes))
+                dataset_paths.append(child_path)
             else:  # committed datatype
                 notes.append(f"{child_path}: committed datatype (recorded, not an array)")
 
     visit(f, "/")
     is_netcdf4 = any(netcdf_hints)
+    if workers > 1 and len(dataset_paths) >= PARALLEL_MIN_DATASETS:
+        records, more_notes = _records_parallel(str(source_path), dataset_paths, is_netcdf4, workers)
+    else:
+        records = [_record(f[p], p, f, notes, is_netcdf4) for p in dataset_paths]
+        more_notes = []
+    notes.extend(more_notes)
     # canonical paths of hard-linked objects: the first path the walk reached
     dims = _dimension_names(records, seen)
     arrays = []
@@ -471,7 +505,7 @@ def _walk(f: h5py.File, source_path: str) -> Inventory:
         arrays.append(
             ArrayInfo(
                 **rec.info,
-                attrs=_convert_attrs(rec.raw_attrs, f, is_netcdf4),
+                attrs=rec.attrs,
                 dims=names,
                 dim_scales=scales,
                 dim_only=is_netcdf4 and rec.dim_only,

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import h5py
 import numpy as np
 
 from layoutkit.convert import check_destination, remove_path, replace_path, temporary_sibling
@@ -163,7 +162,7 @@ def plan_reorder(
     src: str | os.PathLike, dst: str | os.PathLike, options: ReorderOptions, inventory: Inventory | None = None
 ) -> tuple[Inventory, ReorderPlan]:
     """Walk the source and plan the whole reorder (no writing)."""
-    inventory = inventory or read_inventory(src)
+    inventory = inventory or read_inventory(src, workers=options.workers)
     paths = [a.path for a in inventory.arrays]
     matches = match_template(paths, options.template)
     if options.by in ("shot", "signal") and not matches:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 from pathlib import Path
 
 import h5py
@@ -207,3 +206,33 @@ def test_python_dash_m(good_h5: Path, tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "/x" in out.stdout
+
+
+@pytest.mark.parametrize("command", ["convert", "reorder"])
+def test_both_commands_refuse_bad_sources_alike(command: str, tmp_path: Path) -> None:
+    text = tmp_path / "notes.h5"
+    text.write_text("not hdf5")
+    dst = tmp_path / ("out.zarr" if command == "convert" else "out.h5")
+    assert_refused(run(command, tmp_path / "missing.h5", dst), "does not exist")
+    assert_refused(run(command, text, dst, *(["--by", "group"] if command == "reorder" else [])), "not an HDF5 file")
+    assert not dst.exists() and not leftovers(tmp_path, dst.name)
+
+
+def test_reorder_existing_destination_and_interrupt(good_h5: Path, tmp_path: Path, monkeypatch) -> None:
+    dst = tmp_path / "out.h5"
+    dst.write_bytes(b"precious")
+    assert_refused(run("reorder", good_h5, dst, "--by", "group"), "exists", "--overwrite")
+    assert dst.read_bytes() == b"precious"
+    reorder_module = importlib.import_module("layoutkit.reorder")
+    real = reorder_module._make_piece
+
+    def interrupting(*args):
+        real(*args)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(reorder_module, "_make_piece", interrupting)
+    before = digest(good_h5)
+    result = run("reorder", good_h5, tmp_path / "new.h5", "--by", "group", "--workers", "1")
+    assert result.exit_code == 130 and "interrupted" in result.output
+    assert not (tmp_path / "new.h5").exists() and not leftovers(tmp_path, "new.h5")
+    assert digest(good_h5) == before

@@ -158,3 +158,17 @@ def test_fill_attr_encoding_matches_xarray(dtype, value):
     if dt.kind != "S":  # xarray encodes byte-string fills but cannot decode them
         decoded = FillValueCoder.decode(ours, dt)
         assert np.asarray(decoded, dt).tobytes() == np.asarray(value, dt).tobytes()
+
+
+def test_scheduler_address_runs_on_an_existing_cluster(shot_file: Path, tmp_path: Path) -> None:
+    """--scheduler ADDRESS: tasks go to a running dask.distributed scheduler."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        dst = tmp_path / "remote.zarr"
+        convert(shot_file, dst, ConvertOptions(scheduler=cluster.scheduler_address, chunk_bytes=64 << 10))
+        with Client(cluster) as client:  # the workers did the copying: they opened the source
+            # (sys.modules: the package attribute layoutkit.convert is the function)
+            opened = client.run(lambda: sorted(k[0] for k in __import__("sys").modules["layoutkit.convert"]._OPEN))
+        assert all(v == [] for v in opened.values())  # and closed it again (cleanup ran)
+    assert compare_zarr(shot_file, dst) == []

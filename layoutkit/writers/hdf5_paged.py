@@ -128,7 +128,10 @@ class PagedHDF5Writer:
             # 1.8 format at least: dense attribute storage (attributes over 64 kB), as netCDF-C
             track_order=True, libver=("v108", "latest"), **kwargs,
         )
-        self.datasets: dict[str, h5py.Dataset] = {}
+        # paths only: an open HDF5 dataset costs tens of kB and there may be 10^5 of them;
+        # writes arrive dataset by dataset, so only the current one is kept open
+        self.datasets: set[str] = set()
+        self._current: tuple[str, h5py.Dataset] | None = None
 
     # -- structure ----------------------------------------------------------------
 
@@ -154,11 +157,12 @@ class PagedHDF5Writer:
         for info in inventory.arrays:
             if info.path in dedupe:
                 continue
-            self.datasets[info.path] = self._create_dataset(info, source[info.path], storage[info.path])
+            self._create_dataset(info, source[info.path], storage[info.path])
+            self.datasets.add(info.path)
         for info in inventory.arrays:  # scales first, then attach
             if info.is_scale and info.path not in dedupe:
                 name = source[info.path].attrs.get("NAME")
-                dsid = self.datasets[info.path].id
+                dsid = f[info.path].id
                 if isinstance(name, bytes):
                     h5py.h5ds.set_scale(dsid, name)
                 elif isinstance(name, str):
@@ -167,7 +171,7 @@ class PagedHDF5Writer:
                     h5py.h5ds.set_scale(dsid)
         self._attach_scales(inventory, source, dedupe)
         for dup, kept in dedupe.items():
-            f[dup] = self.datasets[kept]
+            f[dup] = f[kept]
         for link in inventory.links:
             if link.kind == "hard":
                 f[link.path] = f[link.target]
@@ -183,11 +187,16 @@ class PagedHDF5Writer:
         anything the datasets' own DIMENSION_LISTs add."""
         addr_to_path = {h5py.h5o.get_info(source[a.path].id).addr: a.path for a in inventory.arrays}
 
+        opened: dict[str, Any] = {}  # the scale being attached (entries arrive scale by scale)
+
         def attach(path: str, scale: str, axis: int) -> None:
             kept = dedupe.get(scale, scale)
             if path in dedupe or path not in self.datasets or kept not in self.datasets:
                 return
-            dsid, sid = self.datasets[path].id, self.datasets[kept].id
+            if kept not in opened:
+                opened.clear()
+                opened[kept] = self.file[kept].id
+            dsid, sid = self.file[path].id, opened[kept]
             if not h5py.h5ds.is_attached(dsid, sid, axis):
                 h5py.h5ds.attach_scale(dsid, sid, axis)
 
@@ -208,6 +217,7 @@ class PagedHDF5Writer:
             for axis, scales in enumerate(() if info.null_space else info.dim_scales):
                 for scale in scales:
                     attach(info.path, scale, axis)
+        opened.clear()
 
     def _remap_reference_attrs(self, source: h5py.File) -> None:
         """Object-reference attributes point at objects of the source; point them at the
@@ -222,7 +232,7 @@ class PagedHDF5Writer:
                     target = None
                 out[i] = self.file[target].ref if target and target in self.file else h5py.Reference()
             self.file[path].attrs.create(name, out if refs.shape else out[()], dtype=dtype)
-    def _create_dataset(self, info: ArrayInfo, src: h5py.Dataset, plan: StoragePlan) -> h5py.Dataset:
+    def _create_dataset(self, info: ArrayInfo, src: h5py.Dataset, plan: StoragePlan) -> None:
         kwargs: dict[str, Any] = {"dtype": src.dtype, "track_order": True}
         if info.null_space:
             kwargs["data"] = h5py.Empty(src.dtype)
@@ -245,15 +255,14 @@ class PagedHDF5Writer:
             kwargs["dcpl"] = dcpl  # h5py puts the fill value into it
         ds = self.file.create_dataset(info.path, **kwargs)
         self._copy_attrs(src, ds)
-        return ds
 
     # -- data ---------------------------------------------------------------------
 
     def write_chunk(self, path: str, offset: tuple[int, ...], data: bytes, filter_mask: int = 0) -> None:
-        self.datasets[path].id.write_direct_chunk(offset, data, filter_mask)
+        self._dataset(path).id.write_direct_chunk(offset, data, filter_mask)
 
     def write_region(self, path: str, region: tuple[tuple[int, int], ...], data: np.ndarray) -> None:
-        ds = self.datasets[path]
+        ds = self._dataset(path)
         if h5py.check_ref_dtype(ds.dtype) is h5py.Reference:  # the reader gives referenced paths
             paths = np.asarray(data, dtype=object)
             data = np.empty(paths.shape, dtype=ds.dtype)
@@ -264,7 +273,13 @@ class PagedHDF5Writer:
         else:
             ds[tuple(slice(a, b) for a, b in region)] = data
 
+    def _dataset(self, path: str) -> h5py.Dataset:
+        if self._current is None or self._current[0] != path:
+            self._current = (path, self.file[path])
+        return self._current[1]
+
     def close(self) -> None:
+        self._current = None
         self.file.close()
 
 

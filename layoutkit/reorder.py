@@ -107,7 +107,6 @@ def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
     size = math.prod(info.shape) if info.shape else 1
     if info.null_space or size == 0:
         return StoragePlan(info.path, "none", None, none, False, False)
-    unlimited = info.chunks is not None and info.layout == "chunked" and info.nbytes <= options.compress_threshold
     if info.nbytes > options.compress_threshold and info.shape:
         chunks = plan_chunks(info.shape, info.dtype.itemsize, info.chunks, options.chunks, options.chunk_bytes)
         raw = (
@@ -118,8 +117,6 @@ def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
         )
         direct = can_read_raw(info) and can_encode_directly(options.compressor)
         return StoragePlan(info.path, "chunked", chunks, options.compressor, raw, direct)
-    if unlimited:  # small, chunked in the source (e.g. netCDF unlimited): keep chunks, no filter
-        return StoragePlan(info.path, "chunked", info.chunks, none, False, False)
     if info.nbytes <= COMPACT_MAX_BYTES and info.kind in ("numeric", "bool"):
         return StoragePlan(info.path, "compact", None, none, False, False)
     return StoragePlan(info.path, "contiguous", None, none, False, False)

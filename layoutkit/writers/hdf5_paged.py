@@ -247,7 +247,8 @@ class PagedHDF5Writer:
         if user_fill and info.fill_value is not None and not info.null_space and info.kind not in ("string", "reference"):
             kwargs["fillvalue"] = info.fill_value
         if plan.layout == "chunked" or "maxshape" in kwargs:
-            kwargs["chunks"] = plan.chunks or True
+            # unlimited dimensions need chunks even when small: keep the source's
+            kwargs["chunks"] = plan.chunks or info.chunks or True
             kwargs.update(filter_kwargs(plan.compressor))
         if plan.layout == "compact":
             dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)

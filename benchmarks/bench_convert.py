@@ -12,20 +12,13 @@ benchmarks/out/). Run it on a quiet machine: it measures wall time.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-from pathlib import Path
 
-from common import HERE, PY, measure, report, sample
+from common import parse_args, HERE, PY, measure, report, sample
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shots", type=int, default=250)
-    parser.add_argument("--signals", type=int, default=70)
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
     src, logical = sample(args.workdir, args.shots, args.signals)
     work = args.workdir
     runs = {

@@ -10,20 +10,13 @@ benchmarks/out/). Run it on a quiet machine: it measures wall time.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-from pathlib import Path
 
-from common import PY, measure, report, sample
+from common import parse_args, PY, measure, report, sample
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shots", type=int, default=250)
-    parser.add_argument("--signals", type=int, default=70)
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
     if not shutil.which("h5repack"):
         raise SystemExit("h5repack is needed as the reference: apt-get install hdf5-tools")
     src, logical = sample(args.workdir, args.shots, args.signals)

@@ -12,6 +12,18 @@ HERE = Path(__file__).resolve().parent
 PY = sys.executable
 
 
+def parse_args(doc: str):  # noqa: ANN201 - argparse.Namespace
+    """The options every benchmark takes: sample size, working folder, workers."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--shots", type=int, default=250)
+    parser.add_argument("--signals", type=int, default=70)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
+    parser.add_argument("--workers", type=int, default=2)
+    return parser.parse_args()
+
+
 def sample(work: Path, shots: int, signals: int) -> tuple[Path, int]:
     """The sample archive (written once per size), read once so that every method
     starts with it in the page cache; returns its path and logical bytes."""

@@ -115,29 +115,28 @@ def compare_zarr(
     def miss(path: str, what: str, detail: str) -> None:
         found.append(Mismatch(name, path, what, detail))
 
-    for g in inventory.groups:
+    def node(path: str, kind: type) -> Any:
+        """The store's node at ``path`` if it is of ``kind``, else report it and None."""
+        what = "group" if kind is zarr.Group else "array"
         try:
-            zg = root if g.path == "/" else root[g.path.lstrip("/")]
+            found_node = root if path == "/" else root[path.lstrip("/")]
         except KeyError:
-            miss(g.path, "missing", "group not in the store")
-            continue
-        if not isinstance(zg, zarr.Group):
-            miss(g.path, "group", "is an array in the store")
-            continue
-        _compare_attrs(g.path, _json_attrs(g.attrs), dict(zg.attrs), miss)
+            miss(path, "missing", f"{what} not in the store")
+            return None
+        if not isinstance(found_node, kind):
+            miss(path, "missing", f"the store has something else than a {what} there")
+            return None
+        return found_node
+
+    for g in inventory.groups:
+        if (zg := node(g.path, zarr.Group)) is not None:
+            _compare_attrs(g.path, _json_attrs(g.attrs), dict(zg.attrs), miss)
 
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
     with SourceReader(source, {a.path: a for a in arrays}) as reader:
         for info in arrays:
-            try:
-                z = root[info.path.lstrip("/")]
-            except KeyError:
-                miss(info.path, "missing", "array not in the store")
-                continue
-            if not isinstance(z, zarr.Array):
-                miss(info.path, "missing", "is a group in the store")
-                continue
-            _compare_array(info, z, zfmt, reader, miss)
+            if (z := node(info.path, zarr.Array)) is not None:
+                _compare_array(info, z, zfmt, reader, miss)
     return found
 
 

@@ -1,0 +1,80 @@
+"""The comparators the conformance tests rely on must catch what they claim to catch:
+a suite of `== []` checks is only as honest as the comparator behind it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import zarr
+
+from layoutkit.convert import convert
+from layoutkit.reorder import ReorderOptions, reorder
+from layoutkit.verify import compare_hdf5, compare_zarr
+
+
+def kinds(mismatches) -> set[tuple[str, str]]:
+    return {(m.path, m.what) for m in mismatches}
+
+
+def test_compare_zarr_catches_values_attributes_missing_and_dims(hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    src = hard_cases["scales"]
+    good = tmp_path / "good.zarr"
+    convert(src, good)
+    assert compare_zarr(src, good) == []
+    bad = tmp_path / "bad.zarr"
+    shutil.copytree(good, bad)
+    root = zarr.open_group(bad, mode="r+", use_consolidated=False)
+    root["shot/signals/a"][3, 1] = 42.0                      # one value
+    root["shot/time"].attrs["units"] = "s"                  # an attribute that is not in the source
+    nan_fill = root["top"]
+    nan_fill[0] = np.nan                                      # NaN where the source has 0
+    shutil.rmtree(bad / "shot" / "signals" / "b")             # a whole array
+    found = kinds(compare_zarr(src, bad))
+    assert ("/shot/signals/a", "values") in found
+    assert ("/shot/time", "attribute") in found
+    assert ("/top", "values") in found
+    assert ("/shot/signals/b", "missing") in found
+
+
+def test_compare_zarr_names_the_first_differing_index(hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    src = hard_cases["filters"]
+    dst = tmp_path / "f.zarr"
+    convert(src, dst)
+    zarr.open_group(dst, mode="r+", use_consolidated=False)["edge_chunks"][1000, 6] = -1
+    (m,) = compare_zarr(src, dst)
+    assert m.path == "/edge_chunks" and "(1000, 6)" in m.detail
+
+
+def test_compare_hdf5_catches_values_attributes_missing_and_scales(hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    src = hard_cases["scales"]
+    dst = tmp_path / "r.h5"
+    reorder(src, dst, ReorderOptions(by="group", dedupe=False))
+    assert compare_hdf5(src, dst) == []
+    with h5py.File(dst, "r+") as f:
+        f["shot/signals/a"][0, 0] = 5.0
+        f["shot/signals/a"].attrs["added"] = 1
+        f["shot/signals/b"].dims[1].detach_scale(f["shot/channel"])
+        del f["top"]
+    found = kinds(compare_hdf5(src, dst))
+    assert ("/shot/signals/a", "values") in found
+    assert ("/shot/signals/a", "attribute") in found
+    assert ("/shot/signals/b", "dims") in found
+    assert ("/top", "missing") in found
+
+
+def test_compare_hdf5_checks_exact_types(tmp_path: Path) -> None:
+    src, dst = tmp_path / "a.h5", tmp_path / "b.h5"
+    with h5py.File(src, "w") as f:
+        f["x"] = np.arange(4, dtype="<i4")
+        f["x"].attrs["scale"] = np.float32(0.5)
+    with h5py.File(dst, "w") as f:
+        f["x"] = np.arange(4, dtype="<i8")  # same values, wider type
+        f["x"].attrs["scale"] = np.float64(0.5)
+    assert ("/x", "dtype") in kinds(compare_hdf5(src, dst))
+    with h5py.File(dst, "w") as f:
+        f["x"] = np.arange(4, dtype="<i4")
+        f["x"].attrs["scale"] = np.float64(0.5)  # same value, other type
+    assert ("/x", "attribute") in kinds(compare_hdf5(src, dst))

@@ -1,30 +1,102 @@
-"""Simulated storage: count (and later delay) every read a reader makes.
+"""Simulated object storage: count every read a reader makes, and optionally delay it.
 
-:class:`CountingFile` is a file object that h5py can open (``h5py.File(fileobj)``), so
-every read HDF5 makes, metadata or data, with or without its page buffer, is one
-request here, the way each would be one ranged GET on object storage.
+One model for both formats, so HDF5 and Zarr variants are measured alike:
+
+- :class:`CountingFile` is a file object h5py can open (``h5py.File(fileobj)``): every
+  read HDF5 makes, metadata or data, with or without its page buffer, is one request.
+- :class:`CountingStore` wraps a Zarr store: every ``get`` (whole object or byte range)
+  and every range of a ``get_partial_values`` is one request.
+
+Each request costs ``latency + bytes / bandwidth`` seconds when a :class:`LatencyModel`
+is given, the way a ranged GET does on object storage. Requests and bytes are counted
+whether or not there is a delay.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
+
+from zarr.storage import WrapperStore
+
+from layoutkit.errors import InvalidOptionError
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """Seconds one request costs: ``latency + nbytes / bandwidth`` (bandwidth in bytes/s,
+    0 = unlimited)."""
+
+    latency: float = 0.0
+    bandwidth: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.latency < 0:
+            raise InvalidOptionError(f"Expected a latency of 0 or more. Got {self.latency}.")
+        if self.bandwidth < 0:
+            raise InvalidOptionError(f"Expected a bandwidth of 0 (unlimited) or more. Got {self.bandwidth}.")
+
+    def cost(self, nbytes: int) -> float:
+        return self.latency + (nbytes / self.bandwidth if self.bandwidth else 0.0)
+
+
+@dataclass
+class Counter:
+    """Requests and bytes, safe to update from several threads."""
+
+    requests: int = 0
+    bytes: int = 0
+    delayed: float = 0.0  # seconds of simulated transfer
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, nbytes: int, delay: float) -> None:
+        with self._lock:
+            self.requests += 1
+            self.bytes += nbytes
+            self.delayed += delay
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests, self.bytes, self.delayed = 0, 0, 0.0
 
 
 class CountingFile(io.RawIOBase):
-    """A read-only file that counts requests and bytes.
+    """A read-only file that counts (and optionally delays) every read.
 
     Parameters
     ----------
     path
         The file to read.
+    model
+        Latency and bandwidth to simulate; None for no delay.
+    sleep
+        The function that waits (tests pass one that records instead of sleeping).
     """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        model: LatencyModel | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._fh = open(path, "rb", buffering=0)  # noqa: SIM115 - closed in close()
-        self.requests = 0
-        self.bytes = 0
+        self.model = model
+        self.counter = Counter()
+        self._sleep = sleep
+
+    @property
+    def requests(self) -> int:
+        return self.counter.requests
+
+    @property
+    def bytes(self) -> int:
+        return self.counter.bytes
 
     def readable(self) -> bool:
         return True
@@ -39,15 +111,64 @@ class CountingFile(io.RawIOBase):
         return self._fh.tell()
 
     def readinto(self, buffer: Any) -> int:
-        n = self._fh.readinto(buffer)
-        self.requests += 1
-        self.bytes += n or 0
-        return n or 0
+        n = self._fh.readinto(buffer) or 0
+        delay = self.model.cost(n) if self.model else 0.0
+        self.counter.add(n, delay)
+        if delay:
+            self._sleep(delay)
+        return n
 
     def close(self) -> None:
         self._fh.close()
         super().close()
 
     def reset(self) -> None:
-        self.requests = 0
-        self.bytes = 0
+        self.counter.reset()
+
+
+class CountingStore(WrapperStore):
+    """A Zarr store wrapper that counts (and optionally delays) every read.
+
+    Parameters
+    ----------
+    store
+        The store to wrap.
+    model
+        Latency and bandwidth to simulate; None for no delay.
+    counter
+        Where to count (shared by the copies zarr makes of a store, e.g. read-only ones).
+    sleep
+        An async function that waits (tests pass one that records instead of sleeping).
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        model: LatencyModel | None = None,
+        counter: Counter | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        super().__init__(store)
+        self.model = model
+        self.counter = counter or Counter()
+        self._sleep = sleep
+
+    def _with_store(self, store: Any) -> CountingStore:
+        return type(self)(store, self.model, self.counter, self._sleep)
+
+    async def _account(self, nbytes: int) -> None:
+        delay = self.model.cost(nbytes) if self.model else 0.0
+        self.counter.add(nbytes, delay)
+        if delay:
+            await self._sleep(delay)
+
+    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        buf = await self._store.get(key, prototype, byte_range)
+        await self._account(len(buf) if buf is not None else 0)
+        return buf
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Iterable[tuple[str, Any]]) -> list[Any]:
+        key_ranges = list(key_ranges)
+        bufs = await self._store.get_partial_values(prototype, key_ranges)
+        await asyncio.gather(*(self._account(len(b) if b is not None else 0) for b in bufs))
+        return bufs

@@ -27,7 +27,10 @@ from layoutkit.inventory import ArrayInfo, open_source
 from layoutkit.plan import Region
 
 FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD = 1, 2, 32004, 32001, 32015
-RAW_DECODABLE = frozenset({FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD})
+FILTER_LZF, FILTER_BITSHUFFLE = 32000, 32008
+RAW_DECODABLE = frozenset(
+    {FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD, FILTER_LZF, FILTER_BITSHUFFLE}
+)
 RAW_KINDS = frozenset({"numeric", "bool", "fixed-bytes", "enum", "opaque", "compound"})
 
 
@@ -39,7 +42,13 @@ def can_read_raw(info: ArrayInfo) -> bool:
         return not info.filters
     if info.layout != "chunked":
         return False
-    return all(f.id in RAW_DECODABLE for f in info.filters)
+    for f in info.filters:
+        if f.id not in RAW_DECODABLE:
+            return False
+        # bitshuffle: plain, or with LZ4 blocks (4); its zstd mode (3) goes through h5py
+        if f.id == FILTER_BITSHUFFLE and len(f.options) > 4 and f.options[4] not in (0, 2):
+            return False
+    return True
 
 
 def _unlz4_hdf5(buf: bytes) -> bytes:
@@ -59,7 +68,37 @@ def _unlz4_hdf5(buf: bytes) -> bytes:
     return bytes(out)
 
 
-def _decoder(fid: int, options: tuple[int, ...], itemsize: int) -> Callable[[bytes], bytes]:
+def _unbitshuffle_hdf5(buf: bytes, options: tuple[int, ...], itemsize: int, chunk_bytes: int) -> bytes:
+    # bitshuffle's HDF5 filter (bshuf_h5filter.c): with LZ4 (options[4] == 2) a 12-byte
+    # header (u64 BE total bytes, u32 BE block bytes), then per block a u32 BE compressed
+    # size and an LZ4 block of bit-shuffled data; the elements past the last multiple of
+    # 8 are stored as they are. Without compression the whole chunk is bit-shuffled.
+    import imagecodecs
+
+    elem = options[2] if len(options) > 2 and options[2] else itemsize
+    if len(options) <= 4 or options[4] == 0:
+        block = options[3] if len(options) > 3 else 0
+        return bytes(imagecodecs.bitshuffle_decode(buf, itemsize=elem, blocksize=block))
+    total, block_bytes = struct.unpack(">QI", buf[:12])
+    block_elems = block_bytes // elem
+    nelem = total // elem
+    out = bytearray()
+    pos = 12
+    done = 0
+    while nelem - done >= 8:
+        n = min(block_elems, nelem - done)
+        n -= n % 8
+        (csize,) = struct.unpack(">I", buf[pos : pos + 4])
+        pos += 4
+        shuffled = imagecodecs.lz4_decode(buf[pos : pos + csize], header=False, out=n * elem)
+        pos += csize
+        out += imagecodecs.bitshuffle_decode(shuffled, itemsize=elem, blocksize=n)
+        done += n
+    out += buf[pos : pos + (nelem - done) * elem]  # the leftover elements, unshuffled
+    return bytes(out)
+
+
+def _decoder(fid: int, options: tuple[int, ...], itemsize: int, chunk_bytes: int = 0) -> Callable[[bytes], bytes]:
     if fid == FILTER_GZIP:
         return zlib.decompress
     if fid == FILTER_SHUFFLE:
@@ -74,6 +113,13 @@ def _decoder(fid: int, options: tuple[int, ...], itemsize: int) -> Callable[[byt
         return lambda b: bytes(blosc.decode(b))
     if fid == FILTER_LZ4:
         return _unlz4_hdf5
+    if fid == FILTER_LZF:
+        import imagecodecs
+
+        # h5py's LZF filter stores raw LZF; the output size is the (shuffled) chunk's
+        return lambda b: bytes(imagecodecs.lzf_decode(b, header=False, out=chunk_bytes))
+    if fid == FILTER_BITSHUFFLE:
+        return lambda b: _unbitshuffle_hdf5(b, options, itemsize, chunk_bytes)
     raise AssertionError(f"no raw decoder for filter {fid}")
 
 
@@ -221,7 +267,8 @@ class SourceReader:
         pipe = self._pipelines.get(info.path)
         if pipe is None:
             itemsize = info.dtype.itemsize
-            pipe = [(i, _decoder(f.id, f.options, itemsize)) for i, f in enumerate(info.filters)]
+            chunk_bytes = int(np.prod(info.chunks or (), dtype=np.int64)) * itemsize
+            pipe = [(i, _decoder(f.id, f.options, itemsize, chunk_bytes)) for i, f in enumerate(info.filters)]
             self._pipelines[info.path] = pipe
         return pipe
 

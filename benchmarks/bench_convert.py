@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 
-from common import parse_args, HERE, PY, measure, report, sample
+from common import parse_args, HERE, PY, report, run_all, sample
 
 
 def main() -> None:
@@ -30,10 +30,7 @@ def main() -> None:
     if shutil.which("h5repack"):
         runs["h5repack -S PAGE -G 8388608"] = (
             ["h5repack", "-S", "PAGE", "-G", "8388608", str(src), str(work / "repack.h5")], work / "repack.h5")
-    results = {}
-    for method, (cmd, target) in runs.items():
-        print(f"running {method} ...", flush=True)
-        results[method] = measure(cmd, target, logical)
+    results = run_all(runs, logical)
     report(f"convert: {src.name}, {logical / 1e9:.2f} GB of data, {args.workers} workers",
            results, "plain h5py->zarr loop", logical, "convert")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 
-from common import parse_args, PY, measure, report, sample
+from common import parse_args, PY, report, run_all, sample
 
 
 def main() -> None:
@@ -30,10 +30,7 @@ def main() -> None:
             ["h5repack", "-S", "PAGE", "-G", "8388608", "-f", "GZIP=4", str(src), str(work / "repack-gzip.h5")],
             work / "repack-gzip.h5"),
     }
-    results = {}
-    for method, (cmd, target) in runs.items():
-        print(f"running {method} ...", flush=True)
-        results[method] = measure(cmd, target, logical)
+    results = run_all(runs, logical)
     report(f"reorder: {src.name}, {logical / 1e9:.2f} GB of data, {args.workers} workers",
            results, "h5repack -S PAGE -G 8388608 -f GZIP=4", logical, "reorder")
 

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from layoutkit.convert import du
+
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
 
@@ -57,8 +59,13 @@ def measure(cmd: list[str], target: Path, logical: int) -> dict:
     return result
 
 
-def du(path: Path) -> int:
-    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+def run_all(runs: dict[str, tuple[list[str], Path]], logical: int) -> dict[str, dict]:
+    """Measure every ``method: (command, output)`` in turn, each in a fresh process."""
+    results = {}
+    for method, (cmd, target) in runs.items():
+        print(f"running {method} ...", flush=True)
+        results[method] = measure(cmd, target, logical)
+    return results
 
 
 def report(title: str, results: dict[str, dict], reference: str, logical: int, name: str) -> None:

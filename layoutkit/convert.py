@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -172,14 +173,16 @@ class CopyJob:
 _OPEN: dict[tuple[str, str], tuple[SourceReader, ZarrWriter]] = {}
 
 
+_OPEN_LOCK = threading.Lock()
+
+
 def _open(job: CopyJob) -> tuple[SourceReader, ZarrWriter]:
+    # one reader per source and process: threads of a worker share it (and none leaks)
     key = (job.source, job.dest)
-    pair = _OPEN.get(key)
-    if pair is None:
-        pair = (SourceReader(job.source, job.arrays), ZarrWriter(job.dest, job.zarr_format))
-        _OPEN.setdefault(key, pair)
-        pair = _OPEN[key]
-    return pair
+    with _OPEN_LOCK:
+        if key not in _OPEN:
+            _OPEN[key] = (SourceReader(job.source, job.arrays), ZarrWriter(job.dest, job.zarr_format))
+        return _OPEN[key]
 
 
 def close_open_files() -> None:

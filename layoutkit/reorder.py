@@ -322,9 +322,9 @@ def reorder(
 
 
 def _largest_piece(plan: ReorderPlan, infos: dict[str, ArrayInfo]) -> int:
+    """Bytes of the largest unit written at once: a chunk, or a whole unchunked dataset."""
     sizes = [
-        (math.prod(s.chunks) if s.chunks else max(1, infos[p].nbytes // max(1, infos[p].dtype.itemsize)))
-        * infos[p].dtype.itemsize
+        math.prod(s.chunks) * infos[p].dtype.itemsize if s.chunks else infos[p].nbytes
         for p, s in plan.storage.items()
         if s.layout != "none"
     ]

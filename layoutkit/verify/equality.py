@@ -282,8 +282,8 @@ def compare_hdf5(
                     miss(path, "dims", "dimension-scale status differs")
                 for axis, scales in enumerate(() if info.null_space else info.dim_scales):
                     want = sorted(merged.get(s, s) for s in scales)
-                    got = sorted(_canonical(fv, v) for v in ds_v.dims[axis].values())
-                    want_c = sorted(_canonical(fv, fv[w]) for w in want if w in fv)
+                    got = sorted(_address(v) for v in ds_v.dims[axis].values())
+                    want_c = sorted(_address(fv[w]) for w in want if w in fv)
                     if got != want_c:
                         miss(path, "dims", f"axis {axis} has scales {got}, expected {want}")
                 if ds_s.shape is None or info.kind in ("vlen",):
@@ -303,7 +303,7 @@ def compare_hdf5(
     return found
 
 
-def _canonical(f: Any, obj: Any) -> int:
+def _address(obj: Any) -> int:
     import h5py
 
     return h5py.h5o.get_info(obj.id).addr

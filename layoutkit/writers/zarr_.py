@@ -300,10 +300,6 @@ class ZarrWriter:
 
     # -- data -------------------------------------------------------------------
 
-    def write(self, path: str, region: Region, data: np.ndarray) -> None:
-        """Write one whole block (chunk or shard) of ``path``."""
-        self.write_many([(path, region, data)])
-
     def write_many(self, blocks: list[tuple[str, Region, np.ndarray]]) -> None:
         """Write several whole blocks, possibly of different arrays.
 

@@ -347,6 +347,12 @@ def _sidecar(inventory: Inventory, plan: ConvertPlan) -> dict[str, Any]:
             a.path: a.shape[0] if a.shape else 0 for a in inventory.arrays if a.dim_only
         },
         "skipped": [{"path": p, "reason": r} for p, r in plan.skipped],
+        # where each axis's coordinates live, for readers that are not xarray
+        "dimension_scales": {
+            a.path: [list(s) for s in a.dim_scales]
+            for a in inventory.arrays
+            if not a.dim_only and any(a.dim_scales)
+        },
         "notes": list(inventory.attr_notes),
     }
 

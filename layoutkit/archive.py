@@ -1,0 +1,521 @@
+"""One reader for every layout layoutkit reads or writes.
+
+``layoutkit.open(path)`` returns an :class:`Archive` over an HDF5 source, a ``reorder``
+output (paged HDF5 in any order) or a Zarr store from ``convert``. Whatever the layout,
+it offers the same view of a shot archive (``shots``, ``signals``, ``read``, ``shot``,
+``signal``) and of arrays in general (``arrays``, ``get``, ``blocks``), so that the
+read patterns of ``layoutkit verify`` run the same code on every variant.
+
+Every read goes through :mod:`layoutkit.verify.storage`: a :class:`CountingFile` under
+h5py, a :class:`CountingStore` under zarr. Requests and bytes are always counted;
+latency and bandwidth are simulated when a :class:`LatencyModel` is given.
+
+Layouts are a registry: a Zarr store says which layout it holds in its root attribute
+``layoutkit_layout`` (``{"name": ..., "version": ...}``); a store without it is the
+mirror of the HDF5 hierarchy that ``convert`` writes (``shot-major``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import h5py
+import numpy as np
+import xarray as xr
+import zarr
+
+from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError
+from layoutkit.inventory import attr_to_json
+from layoutkit.plan import DEFAULT_TEMPLATE, iter_blocks
+from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
+
+Selection = tuple[slice | int, ...]
+SCAN_BLOCK_BYTES = 16 * 1024**2  # contiguous datasets are scanned in blocks of this size
+LAYOUT_ATTR = "layoutkit_layout"
+SIDECAR = "layoutkit.json"
+# HDF5 bookkeeping attributes a reader does not show as data attributes
+_HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})
+_HIDDEN_SCALE_ATTRS = frozenset({"CLASS", "NAME"})
+_HIDDEN_ZARR_ATTRS = frozenset({"_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace"})
+
+
+class NotAnArchiveError(LayoutkitError, FileNotFoundError):
+    """The path is neither an HDF5 file nor a Zarr store."""
+
+
+class Archive:
+    """A shot archive (or any array hierarchy) in one layout.
+
+    Subclasses implement the layout; the public methods are the same for all.
+    Attributes: ``path``, ``format`` ("hdf5" or "zarr"), ``layout`` (e.g. "hdf5",
+    "hdf5-paged", "shot-major"), ``template`` and ``counter`` (requests and bytes read).
+    """
+
+    format: ClassVar[str] = ""
+    layout: str = ""
+
+    def __init__(self, path: Path, template: str) -> None:
+        self.path = path
+        self.template = "/" + template.strip("/")
+        self.counter = Counter()
+        parts = self.template.strip("/").split("/")
+        if parts.count("{shot}") != 1 or parts.count("{signal}") != 1:
+            raise InvalidOptionError(
+                f"Expected a template with one {{shot}} and one {{signal}} component, such as "
+                f"{DEFAULT_TEMPLATE}. Got {template!r}."
+            )
+        self._parts = parts
+
+    # -- what a layout implements --------------------------------------------------
+
+    def _children(self, group: str) -> list[str]:
+        """Names of the members of a group ([] when it does not exist)."""
+        raise NotImplementedError
+
+    def _exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Every stored array, with its shape and dtype (what ``open`` lists)."""
+        raise NotImplementedError
+
+    def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        """Read ``selection`` of the array at ``path`` (a path of the source)."""
+        raise NotImplementedError
+
+    def blocks(self) -> list[tuple[str, Selection]]:
+        """The stored arrays cut into the units the layout stores (chunks, shards,
+        ~16 MiB blocks of contiguous data): the plan of a full scan."""
+        raise NotImplementedError
+
+    def read_block(self, path: str, selection: Selection) -> np.ndarray:
+        """Read one unit of :meth:`blocks`."""
+        return self.get(path, selection)
+
+    def _variable(self, path: str) -> xr.DataArray:
+        """The array at ``path`` with its dimension scales as coordinates."""
+        raise NotImplementedError
+
+    def page_buffer_stats(self) -> dict[str, float] | None:
+        """Hit rates of the HDF5 page buffer, when there is one."""
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.layout} {self.path}>"
+
+    # -- the shot archive view, built on the above ---------------------------------
+
+    def _expand(self, fixed: dict[str, str]) -> Iterator[tuple[str, str, str]]:
+        """Walk the template: yield (shot, signal, path) for every path that exists,
+        listing groups only where a placeholder is not fixed."""
+
+        def walk(i: int, prefix: str, bound: dict[str, str]) -> Iterator[tuple[str, str, str]]:
+            if i == len(self._parts):
+                yield bound["shot"], bound["signal"], prefix
+                return
+            part = self._parts[i]
+            key = part[1:-1] if part in ("{shot}", "{signal}") else None
+            if key is None or key in fixed:
+                name = fixed[key] if key else part
+                path = f"{prefix}/{name}"
+                if i + 1 < len(self._parts) or self._exists(path):
+                    yield from walk(i + 1, path, {**bound, key: name} if key else bound)
+                return
+            for name in sorted(self._children(prefix or "/"), key=_natural):
+                yield from walk(i + 1, f"{prefix}/{name}", {**bound, key: name})
+
+        yield from walk(0, "", {})
+
+    @property
+    def shots(self) -> list[str]:
+        """Every shot that has at least one signal, in natural order."""
+        return sorted({shot for shot, _, _ in self._expand({})}, key=_natural)
+
+    @property
+    def signals(self) -> list[str]:
+        """Every signal name found in any shot, in natural order."""
+        return sorted({sig for _, sig, _ in self._expand({})}, key=_natural)
+
+    def path_of(self, shot: str, signal: str) -> str:
+        return self.template.format(shot=shot, signal=signal)
+
+    def read(self, shot: str | int, signal: str) -> xr.DataArray:
+        """One signal of one shot, with its dimension scales as coordinates.
+
+        Raises
+        ------
+        KeyError
+            When the shot has no such signal.
+        """
+        path = self.path_of(str(shot), signal)
+        if not self._exists(path):
+            raise KeyError(f"shot {shot} has no signal {signal!r} ({path} is not in {self.path})")
+        return self._variable(path).rename(signal)
+
+    def shot(self, shot: str | int) -> xr.DataTree:
+        """Every signal of one shot: a DataTree with one node per signal (signals keep
+        their own time bases, so they are not forced onto shared dimensions)."""
+        shot = str(shot)
+        nodes = {
+            f"/{sig}": xr.Dataset({sig: self._variable(path).rename(sig)})
+            for _, sig, path in self._expand({"shot": shot})
+        }
+        return xr.DataTree.from_dict(nodes, name=shot)
+
+    def signal(self, signal: str) -> dict[str, xr.DataArray]:
+        """One signal for every shot that has it: shot -> DataArray."""
+        return {shot: self._variable(path).rename(signal) for shot, _, path in self._expand({"signal": signal})}
+
+
+def _natural(name: str) -> tuple[int, int | str]:
+    return (0, int(name)) if name.isdigit() else (1, name)
+
+
+def _plain_attrs(attrs: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in attrs.items() if k not in hidden}
+
+
+def _scan_grid(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None) -> tuple[int, ...]:
+    if chunks:
+        return chunks
+    if not shape:
+        return ()
+    row = max(1, math.prod(shape[1:]) * itemsize)
+    return (max(1, min(shape[0], SCAN_BLOCK_BYTES // row)),) + tuple(shape[1:])
+
+
+def _selections(shape: tuple[int, ...], grid: tuple[int, ...]) -> Iterator[Selection]:
+    if not shape:
+        yield ()
+        return
+    if 0 in shape:
+        return
+    for region in iter_blocks(shape, grid):
+        yield tuple(slice(a, b) for a, b in region)
+
+
+# -- HDF5 -----------------------------------------------------------------------------
+
+
+class HDF5Archive(Archive):
+    """An HDF5 file (a source or a ``reorder`` output) read through h5py.
+
+    Parameters
+    ----------
+    page_buffer
+        Bytes of HDF5 page buffer (``page_buf_size``); only for files written with
+        paged aggregation (HDF5 refuses it for others).
+    """
+
+    format = "hdf5"
+
+    def __init__(
+        self,
+        path: Path,
+        template: str = DEFAULT_TEMPLATE,
+        model: LatencyModel | None = None,
+        page_buffer: int = 0,
+        sleep: Any = None,
+    ) -> None:
+        super().__init__(path, template)
+        self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
+        self._file.counter = self.counter
+        self.page_buffer = page_buffer
+        try:
+            self.f = h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {}))
+        except OSError as exc:
+            self._file.close()
+            if page_buffer and not is_paged(path):
+                raise InvalidOptionError(
+                    f"{path} was not written with paged aggregation, so it cannot have a page buffer."
+                ) from None
+            raise NotAnArchiveError(f"{path} cannot be opened as HDF5: {exc}.") from None
+        strategy = self.f.id.get_create_plist().get_file_space_strategy()[0]
+        self.layout = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
+        recorded = _recorded_layout(self.f.attrs.get("layoutkit"))
+        if recorded:
+            self.layout = recorded
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+        finally:
+            self._file.close()
+
+    def _children(self, group: str) -> list[str]:
+        g = self.f.get(group)
+        return list(g.keys()) if isinstance(g, h5py.Group) else []
+
+    def _exists(self, path: str) -> bool:
+        return path in self.f
+
+    def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset):
+                out["/" + name] = (tuple(obj.shape or ()), obj.dtype)
+
+        self.f.visititems(visit)
+        return out
+
+    def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        ds = self.f[path]
+        if ds.shape is None:
+            return np.empty(0, ds.dtype)
+        return np.asarray(ds[selection] if selection else ds[()])
+
+    def blocks(self) -> list[tuple[str, Selection]]:
+        out: list[tuple[str, Selection]] = []
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset) and obj.shape is not None:
+                grid = _scan_grid(tuple(obj.shape), obj.dtype.itemsize, obj.chunks)
+                out.extend(("/" + name, sel) for sel in _selections(tuple(obj.shape), grid))
+
+        self.f.visititems(visit)
+        return out
+
+    def _variable(self, path: str) -> xr.DataArray:
+        ds = self.f[path]
+        data = np.asarray(ds[()])
+        dims, coords = [], {}
+        for axis, dim in enumerate(ds.dims):
+            scales = dim.values()
+            if scales:
+                scale = scales[0]
+                name = scale.name.rsplit("/", 1)[-1]
+                coords[name] = (name, np.asarray(scale[()]), self._attrs(scale, True))
+                dims.append(name)
+            else:
+                dims.append(f"dim_{axis}")
+        return xr.DataArray(data, dims=dims, coords=coords, attrs=self._attrs(ds, h5py.h5ds.is_scale(ds.id)))
+
+    def _attrs(self, obj: Any, is_scale: bool) -> dict[str, Any]:
+        hidden = _HIDDEN_ATTRS | (_HIDDEN_SCALE_ATTRS if is_scale else frozenset())
+        return {k: attr_to_json(obj.attrs[k], self.f) for k in obj.attrs if k not in hidden}
+
+    def page_buffer_stats(self) -> dict[str, float] | None:
+        if not self.page_buffer:
+            return None
+        stats = self.f.id.get_page_buffering_stats()
+        meta, raw = stats.meta, stats.raw
+        return {
+            "meta_hit_rate": meta.hits / meta.accesses if meta.accesses else 0.0,
+            "raw_hit_rate": raw.hits / raw.accesses if raw.accesses else 0.0,
+            "meta_accesses": meta.accesses,
+            "raw_accesses": raw.accesses,
+            "evictions": meta.evictions + raw.evictions,
+            "bypasses": meta.bypasses + raw.bypasses,
+        }
+
+
+def is_paged(path: str | os.PathLike) -> bool:
+    """True when an HDF5 file was written with the PAGE file space strategy."""
+    with h5py.File(path, "r") as f:
+        return f.id.get_create_plist().get_file_space_strategy()[0] == h5py.h5f.FSPACE_STRATEGY_PAGE
+
+
+def _recorded_layout(raw: Any) -> str | None:
+    """``hdf5-paged-shot`` etc. from the provenance attribute ``layoutkit``, if any."""
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
+        recipe = doc.get("recipe", doc)
+        by = recipe.get("by") or recipe.get("order")
+    except (ValueError, AttributeError):
+        return None
+    if doc.get("command") == "reorder" and by:
+        return f"hdf5-paged-{by}"
+    return None
+
+
+# -- Zarr -----------------------------------------------------------------------------
+
+
+class ZarrArchive(Archive):
+    """A Zarr store from ``convert`` (the mirror of the HDF5 hierarchy: shot-major).
+
+    Metadata comes from the consolidated copy when there is one, so listing and opening
+    arrays cost no requests beyond the root document.
+    """
+
+    format = "zarr"
+    layout = "shot-major"
+
+    def __init__(
+        self,
+        path: Path,
+        template: str = DEFAULT_TEMPLATE,
+        model: LatencyModel | None = None,
+        sleep: Any = None,
+        root: zarr.Group | None = None,
+    ) -> None:
+        super().__init__(path, template)
+        local = zarr.storage.LocalStore(path, read_only=True)
+        self.store = CountingStore(local, model, self.counter, **({"sleep": sleep} if sleep else {}))
+        self.root = root if root is not None else zarr.open_group(self.store, mode="r")
+        self._nodes = self._list_nodes()
+        self._scales: dict[str, list[list[str]]] | None = None
+
+    def _list_nodes(self) -> dict[str, Any]:
+        """Every node below the root: path -> metadata."""
+        meta = self.root.metadata.consolidated_metadata
+        if meta is not None:
+            flat = meta.flattened_metadata
+        else:
+            flat = {name: node.metadata for name, node in self.root.members(max_depth=None)}
+        return {"/" + k.strip("/"): v for k, v in flat.items()}
+
+    def _children(self, group: str) -> list[str]:
+        prefix = "/" if group in ("", "/") else group.rstrip("/") + "/"
+        return [p[len(prefix) :] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix) :]]
+
+    def _exists(self, path: str) -> bool:
+        return path in self._nodes
+
+    def _array(self, path: str) -> zarr.Array:
+        node = self.root[path.strip("/")]
+        if not isinstance(node, zarr.Array):
+            raise KeyError(f"{path} is a group in {self.path}, not an array")
+        return node
+
+    def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        out = {}
+        for p, m in self._nodes.items():
+            if getattr(m, "node_type", None) == "array" or hasattr(m, "shape"):
+                out[p] = (tuple(m.shape), _zarr_dtype(m))
+        return out
+
+    def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        a = self._array(path)
+        return np.asarray(a[selection] if selection else a[...])
+
+    def blocks(self) -> list[tuple[str, Selection]]:
+        out: list[tuple[str, Selection]] = []
+        for p in sorted(self.arrays()):
+            a = self._array(p)
+            grid = a.shards or a.chunks
+            out.extend((p, sel) for sel in _selections(tuple(a.shape), tuple(grid)))
+        return out
+
+    def _scale_paths(self, path: str) -> list[list[str]]:
+        """The dimension scales of each axis, as ``convert`` recorded them in its sidecar;
+        else found by dimension name in the array's group or an ancestor's subgroups."""
+        if self._scales is None:
+            try:
+                self._scales = json.loads((self.path / SIDECAR).read_text()).get("dimension_scales", {})
+            except (OSError, ValueError):
+                self._scales = {}
+        if path in self._scales:
+            return self._scales[path]
+        a = self._array(path)
+        names = a.metadata.dimension_names if a.metadata.zarr_format == 3 else a.attrs.get("_ARRAY_DIMENSIONS")
+        return [self._find_scale(path, n) if n and not n.startswith("phony_dim_") else [] for n in names or ()]
+
+    def _find_scale(self, path: str, name: str) -> list[str]:
+        group = path.rsplit("/", 1)[0]
+        while group:
+            for candidate in [f"{group}/{name}"] + [f"{group}/{c}/{name}" for c in sorted(self._children(group))]:
+                if candidate != path and candidate in self._nodes and hasattr(self._nodes[candidate], "shape"):
+                    return [candidate]
+            group = group.rsplit("/", 1)[0]
+        return []
+
+    def _variable(self, path: str) -> xr.DataArray:
+        a = self._array(path)
+        data = np.asarray(a[...])
+        dims, coords = [], {}
+        for axis, scales in enumerate(self._scale_paths(path) or [[]] * a.ndim):
+            if scales:
+                name = scales[0].rsplit("/", 1)[-1]
+                scale = self._array(scales[0])
+                coords[name] = (name, np.asarray(scale[...]), _plain_attrs(dict(scale.attrs), _HIDDEN_ZARR_ATTRS))
+                dims.append(name)
+            else:
+                dims.append(f"dim_{axis}")
+        return xr.DataArray(data, dims=dims, coords=coords, attrs=_plain_attrs(dict(a.attrs), _HIDDEN_ZARR_ATTRS))
+
+
+def _zarr_dtype(meta: Any) -> np.dtype:
+    dt = getattr(meta, "data_type", None) or getattr(meta, "dtype", None)
+    try:
+        return np.dtype(dt.to_native_dtype() if hasattr(dt, "to_native_dtype") else dt)
+    except TypeError:
+        return np.dtype(object)
+
+
+# -- the registry and the entry point -------------------------------------------------
+
+ZARR_LAYOUTS: dict[str, type[ZarrArchive]] = {"shot-major": ZarrArchive}
+
+
+def open_archive(
+    path: str | os.PathLike,
+    *,
+    template: str = DEFAULT_TEMPLATE,
+    model: LatencyModel | None = None,
+    page_buffer: int = 0,
+    sleep: Any = None,
+) -> Archive:
+    """Open any layout layoutkit knows as an :class:`Archive`.
+
+    Parameters
+    ----------
+    path
+        An HDF5 file (source or ``reorder`` output) or a Zarr store directory.
+    template
+        Where signals live, e.g. ``/shots/{shot}/signals/{signal}``.
+    model
+        Simulated object-store latency and bandwidth (None: no delay; reads are
+        counted either way in ``archive.counter``).
+    page_buffer
+        HDF5 page buffer bytes, for paged HDF5 files.
+    sleep
+        Replaces the wait (tests record instead of sleeping).
+
+    Raises
+    ------
+    NotAnArchiveError
+        When the path does not exist or is neither HDF5 nor Zarr.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise SourceNotFoundError(f"{p} does not exist.")
+    if p.is_dir():
+        if not ((p / "zarr.json").exists() or (p / ".zgroup").exists()):
+            raise NotAnArchiveError(f"{p} is a directory but not a Zarr store (no zarr.json or .zgroup).")
+        local = zarr.storage.LocalStore(p, read_only=True)
+        try:
+            root = zarr.open_group(local, mode="r")
+        except (ValueError, KeyError, OSError) as exc:
+            raise NotAnArchiveError(f"{p} is not a readable Zarr store: {exc}.") from None
+        layout = root.attrs.get(LAYOUT_ATTR, {}) or {}
+        name = layout.get("name", "shot-major") if isinstance(layout, dict) else "shot-major"
+        if name not in ZARR_LAYOUTS:
+            raise NotAnArchiveError(
+                f"{p} holds the Zarr layout {name!r}, which this layoutkit cannot read "
+                f"(it knows {', '.join(sorted(ZARR_LAYOUTS))})."
+            )
+        return ZARR_LAYOUTS[name](p, template, model, sleep)
+    if not h5py.is_hdf5(p):
+        raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.")
+    return HDF5Archive(p, template, model, page_buffer, sleep)
+
+
+__all__ = ["Archive", "HDF5Archive", "NotAnArchiveError", "ZarrArchive", "ZARR_LAYOUTS", "is_paged", "open_archive"]

@@ -318,7 +318,9 @@ class HDF5Archive(Archive):
             "meta_hit_rate": meta.hits / meta.accesses if meta.accesses else 0.0,
             "raw_hit_rate": raw.hits / raw.accesses if raw.accesses else 0.0,
             "meta_accesses": meta.accesses,
+            "meta_hits": meta.hits,
             "raw_accesses": raw.accesses,
+            "raw_hits": raw.hits,
             "evictions": meta.evictions + raw.evictions,
             "bypasses": meta.bypasses + raw.bypasses,
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 import zarr
 
+from layoutkit.errors import LayoutkitError
 from layoutkit.inventory import ArrayInfo, Inventory, read_inventory
 from layoutkit.plan import iter_blocks
 from layoutkit.source import SourceReader
@@ -88,6 +90,7 @@ def compare_zarr(
     store: str | Path,
     inventory: Inventory | None = None,
     skipped: frozenset[str] = frozenset(),
+    workers: int = 2,
 ) -> list[Mismatch]:
     """Compare a Zarr store written by ``convert`` with its HDF5 source.
 
@@ -99,6 +102,8 @@ def compare_zarr(
         The Zarr store.
     skipped
         Paths left out on purpose (``--skip-unsupported``); not reported as missing.
+    workers
+        Arrays compared at the same time.
 
     Returns
     -------
@@ -133,10 +138,23 @@ def compare_zarr(
             _compare_attrs(g.path, _json_attrs(g.attrs), dict(zg.attrs), miss)
 
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
-    with SourceReader(source, {a.path: a for a in arrays}) as reader:
-        for info in arrays:
-            if (z := node(info.path, zarr.Array)) is not None:
-                _compare_array(info, z, zfmt, reader, miss)
+
+    def one(info: ArrayInfo) -> list[Mismatch]:
+        own: list[Mismatch] = []
+        try:
+            z = root[info.path.lstrip("/")]
+        except KeyError:
+            return [Mismatch(name, info.path, "missing", "array not in the store")]
+        if not isinstance(z, zarr.Array):
+            return [Mismatch(name, info.path, "missing", "the store has something else than an array there")]
+        _compare_array(info, z, zfmt, reader, lambda p, w, d: own.append(Mismatch(name, p, w, d)))
+        return own
+
+    # arrays are compared in parallel: zarr decodes and our source reader decodes
+    # outside the GIL; each array is streamed one write block at a time
+    with SourceReader(source, {a.path: a for a in arrays}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+        for own in pool.map(one, arrays):
+            found.extend(own)
     return found
 
 
@@ -325,3 +343,42 @@ def _compare_raw_attrs(path: str, a: dict[str, Any], b: dict[str, Any], miss: An
     for key in b:
         if key not in a:
             miss(path, "attribute", f"{key!r} is not in the source")
+
+
+class DifferentSourceError(LayoutkitError):
+    """A variant that does not come from the source it is compared with."""
+
+
+def compare_variant(
+    source: str | Path, variant: str | Path, inventory: Inventory | None = None, workers: int = 2
+) -> list[Mismatch]:
+    """Compare any variant layoutkit writes (a Zarr store in any layout, a paged HDF5
+    file) with its source.
+
+    Raises
+    ------
+    DifferentSourceError
+        When at least half of the source's arrays are missing from the variant: it was
+        made from another file, and listing every array as missing would bury that.
+    """
+    inventory = inventory or read_inventory(source)
+    path = Path(variant)
+    if path.is_dir():
+        layout = zarr.open_group(path, mode="r").attrs.get("layoutkit_layout") or {}
+        compare = _ZARR_COMPARATORS.get(layout.get("name") if isinstance(layout, dict) else None, compare_zarr)
+        found = compare(source, path, inventory=inventory, workers=workers)
+    else:
+        found = compare_hdf5(source, path, inventory=inventory)
+    arrays = [a for a in inventory.arrays if not a.dim_only]
+    missing = [m for m in found if m.what == "missing" and m.path in {a.path for a in arrays}]
+    if arrays and len(missing) * 2 >= len(arrays) and len(arrays) > 1:
+        raise DifferentSourceError(
+            f"{variant} does not hold the arrays of {source} ({len(missing)} of {len(arrays)} are missing, "
+            f"such as {missing[0].path}): was it made from another file?"
+        )
+    return found
+
+
+# layouts that need their own comparator, by the name in the root attribute layoutkit_layout
+_ZARR_COMPARATORS: dict[Any, Any] = {}
+

@@ -1,0 +1,183 @@
+"""The standard read patterns: what each one reads, drawn once from the source so every
+variant is asked for the same data, and the code that performs the reads.
+
+=========  ============================================================================
+open       open the variant and list every array with shape and dtype
+shot       every signal of K random shots, with their dimension scales
+signal     K random signals for every shot, with their dimension scales
+scan       every stored array once, in the units the variant stores (chunk, shard or
+           16 MiB block), summed as it goes: one unit per worker in memory
+subset     4K random hyperslabs (random start and extent on every axis, so they cut
+           chunks and cover several chunks of a shard)
+axis       for K random arrays of 2 or more dimensions, a line along each axis at a
+           random point (the time series at one place) and, from 3 dimensions, the
+           plane across each axis at a random index (the map at one time)
+=========  ============================================================================
+
+Shot archives default to open, shot, signal, scan and subset; other files to open,
+scan, subset and axis. The plans are plain tuples, so they travel to worker processes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from layoutkit.archive import Archive, Selection
+from layoutkit.errors import InvalidOptionError
+
+PATTERNS = ("open", "shot", "signal", "scan", "subset", "axis")
+SHOT_ARCHIVE_PATTERNS = ("open", "shot", "signal", "scan", "subset")
+ARRAY_PATTERNS = ("open", "scan", "subset", "axis")
+SUBSETS_PER_SAMPLE = 4
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What one pattern reads. ``items`` are shots, signals or ``(path, selection)``
+    pairs; the scan is planned per variant (``per_variant``), from its own storage."""
+
+    pattern: str
+    items: tuple[Any, ...]
+    per_variant: bool = False
+
+
+def parse_patterns(text: str, available: Sequence[str]) -> tuple[str, ...]:
+    """Parse ``--patterns`` (comma-separated, or ``all``) against what applies to the
+    source."""
+    if text.strip() in ("", "all"):
+        return tuple(available)
+    names = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    for name in names:
+        if name not in PATTERNS:
+            raise InvalidOptionError(f"Expected patterns from {', '.join(PATTERNS)} (or all). Got {name!r}.")
+        if name not in available:
+            raise InvalidOptionError(
+                f"The pattern {name!r} does not apply to this source; it has {', '.join(available)}."
+            )
+    return names
+
+
+def available_patterns(source: Archive) -> tuple[str, ...]:
+    """The patterns that apply: shot and signal need the template to match."""
+    return SHOT_ARCHIVE_PATTERNS if source.shots else ARRAY_PATTERNS
+
+
+def _readable(shape: tuple[int, ...], dtype: np.dtype) -> bool:
+    return len(shape) >= 1 and int(np.prod(shape)) > 1 and dtype.kind in "biufcSV?"
+
+
+def plan_reads(pattern: str, source: Archive, sample: int, seed: int) -> ReadPlan:
+    """Draw the reads of one pattern from the source (the same for every variant).
+
+    Parameters
+    ----------
+    pattern
+        One of :data:`PATTERNS`.
+    source
+        The source, opened as an archive.
+    sample
+        K: shots, signals or arrays drawn (4K hyperslabs for ``subset``).
+    seed
+        The random seed; the same seed draws the same reads.
+    """
+    rng = random.Random(f"{seed}:{pattern}")
+    if pattern == "open":
+        return ReadPlan(pattern, (None,))
+    if pattern == "scan":
+        return ReadPlan(pattern, (), per_variant=True)
+    if pattern in ("shot", "signal"):
+        names = source.shots if pattern == "shot" else source.signals
+        return ReadPlan(pattern, tuple(rng.sample(names, min(sample, len(names)))))
+    arrays = {p: v for p, v in sorted(source.arrays().items()) if _readable(*v)}
+    if pattern == "subset":
+        items = []
+        paths = sorted(arrays)
+        for _ in range(SUBSETS_PER_SAMPLE * sample if paths else 0):
+            path = rng.choice(paths)
+            shape = arrays[path][0]
+            sel = []
+            for n in shape:
+                extent = rng.randint(max(1, n // 8), max(1, (3 * n) // 4))
+                start = rng.randint(0, n - extent)
+                sel.append(slice(start, start + extent))
+            items.append((path, tuple(sel)))
+        return ReadPlan(pattern, tuple(items))
+    if pattern == "axis":
+        multi = sorted(p for p, (shape, _) in arrays.items() if len(shape) >= 2)
+        items = []
+        for path in rng.sample(multi, min(sample, len(multi))):
+            shape = arrays[path][0]
+            point = [rng.randrange(n) for n in shape]
+            for axis in range(len(shape)):
+                line = tuple(slice(None) if i == axis else point[i] for i in range(len(shape)))
+                items.append((path, line))
+                if len(shape) >= 3:
+                    plane = tuple(point[i] if i == axis else slice(None) for i in range(len(shape)))
+                    items.append((path, plane))
+        return ReadPlan(pattern, tuple(items))
+    raise InvalidOptionError(f"Expected patterns from {', '.join(PATTERNS)}. Got {pattern!r}.")
+
+
+def split(items: Sequence[Any], workers: int) -> list[list[Any]]:
+    """Deal the items round-robin into at most ``workers`` non-empty shares."""
+    shares = [list(items[i::workers]) for i in range(workers)]
+    return [s for s in shares if s] or [[]]
+
+
+def _nbytes(obj: Any) -> int:
+    if isinstance(obj, xr.DataTree):
+        return sum(_nbytes(node.dataset) for node in obj.subtree)
+    if isinstance(obj, xr.Dataset):
+        return sum(int(v.nbytes) for v in obj.variables.values())
+    if isinstance(obj, xr.DataArray):
+        return int(obj.nbytes) + sum(int(c.nbytes) for c in obj.coords.values())
+    return int(np.asarray(obj).nbytes)
+
+
+def _reduce(block: np.ndarray) -> None:
+    # consume the data as an analysis would, so a lazy read cannot skip it
+    if block.dtype.kind in "biufc" and block.size:
+        block.sum()
+
+
+def run_reads(archive: Archive, pattern: str, items: Sequence[Any]) -> int:
+    """Perform one share of a pattern on an open archive; returns the logical bytes
+    delivered (data and coordinates, uncompressed)."""
+    total = 0
+    if pattern == "open":
+        return sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in archive.arrays().values())
+    for item in items:
+        if pattern == "shot":
+            total += _nbytes(archive.shot(item))
+        elif pattern == "signal":
+            total += sum(_nbytes(v) for v in archive.signal(item).values())
+        elif pattern == "scan":
+            block = archive.read_block(*item)
+            _reduce(block)
+            total += block.nbytes
+        else:
+            path, selection = item
+            block = archive.get(path, selection)
+            _reduce(block)
+            total += block.nbytes
+    return total
+
+
+__all__ = [
+    "ARRAY_PATTERNS",
+    "PATTERNS",
+    "ReadPlan",
+    "SHOT_ARCHIVE_PATTERNS",
+    "Selection",
+    "available_patterns",
+    "parse_patterns",
+    "plan_reads",
+    "run_reads",
+    "split",
+]

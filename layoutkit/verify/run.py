@@ -1,0 +1,517 @@
+"""Run the read patterns on every variant under every condition, and time them.
+
+A *condition* is one point of the sweep: engine, workers, HDF5 page buffer, cache
+state, simulated latency and bandwidth. For each variant x pattern x condition the plan
+of reads is dealt evenly to the workers; each worker opens the variant itself (through
+:func:`layoutkit.open`, so every read is counted), performs its share and reports
+requests, bytes and page-buffer statistics. The wall time from handing out the shares
+to the last result is one repetition; ``repeat`` repetitions give the median and the
+spread.
+
+Engines: ``serial`` (one worker, in this process), ``threads`` (a thread per worker),
+``processes`` (a ``dask.distributed.LocalCluster`` of single-threaded worker
+processes) and ``distributed`` (the cluster at ``--scheduler``, or such a LocalCluster
+when none is given). Clusters are started once per worker count, before timing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from layoutkit.archive import open_archive
+from layoutkit.errors import InvalidOptionError
+from layoutkit.options import parse_size
+from layoutkit.verify.patterns import ReadPlan, run_reads, split
+from layoutkit.verify.storage import LatencyModel
+
+ENGINES = ("serial", "threads", "processes", "distributed")
+CACHES = ("cold", "warm")
+
+
+# -- parsing the sweeps ------------------------------------------------------------------
+
+
+def _items(text: str) -> list[str]:
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+def parse_choices(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
+    """A comma-separated list of names from ``allowed``."""
+    names = tuple(dict.fromkeys(_items(text)))
+    bad = [n for n in names if n not in allowed]
+    if bad or not names:
+        raise InvalidOptionError(f"Expected {what} from {', '.join(allowed)}. Got {text!r}.")
+    return names
+
+
+def parse_counts(text: str, what: str) -> tuple[int, ...]:
+    """A comma-separated list of integers of 1 or more, e.g. ``1,2,4``."""
+    out = []
+    for t in _items(text) or [""]:
+        try:
+            n = int(t)
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InvalidOptionError(f"Expected {what} as whole numbers of 1 or more, such as 1,2,4. Got {t!r}.")
+        out.append(n)
+    return tuple(dict.fromkeys(out))
+
+
+_DURATION = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+)\s*(ms|s|us)?\s*$")
+
+
+def parse_durations(text: str) -> tuple[float, ...]:
+    """Latencies such as ``0,10ms,0.05s`` (a bare number is seconds) -> seconds."""
+    out = []
+    for t in _items(text) or [""]:
+        m = _DURATION.match(t)
+        if not m or float(m.group(1)) < 0:
+            raise InvalidOptionError(f"Expected latencies of 0 or more, such as 0,10ms,0.05s. Got {t!r}.")
+        out.append(float(m.group(1)) * {"ms": 1e-3, "us": 1e-6}.get(m.group(2) or "s", 1.0))
+    return tuple(dict.fromkeys(out))
+
+
+def parse_bandwidths(text: str) -> tuple[float, ...]:
+    """Bandwidths such as ``100MB/s`` (0 = unlimited) -> bytes per second."""
+    out = []
+    for t in _items(text) or [""]:
+        body = t[:-2] if t.endswith("/s") else t
+        try:
+            out.append(float(parse_size(body, what="bandwidth")))
+        except InvalidOptionError:
+            raise InvalidOptionError(
+                f"Expected bandwidths such as 100MB/s, 1GiB/s or 0 (unlimited). Got {t!r}."
+            ) from None
+    return tuple(dict.fromkeys(out))
+
+
+def parse_sizes(text: str, what: str) -> tuple[int, ...]:
+    """Sizes such as ``0,64MiB,256MiB``."""
+    return tuple(dict.fromkeys(parse_size(t, what=what) for t in _items(text) or [""]))
+
+
+# -- conditions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One point of the sweep. ``page_buffer`` is None where it does not apply."""
+
+    engine: str
+    workers: int
+    page_buffer: int | None
+    cache: str
+    latency: float
+    bandwidth: float
+
+    @property
+    def model(self) -> LatencyModel | None:
+        return LatencyModel(self.latency, self.bandwidth) if self.latency or self.bandwidth else None
+
+
+def conditions_for(
+    archive_kind: str,
+    engines: Sequence[str],
+    workers: Sequence[int],
+    page_buffers: Sequence[int],
+    caches: Sequence[str],
+    latencies: Sequence[float],
+    bandwidths: Sequence[float],
+) -> list[Condition]:
+    """The sweep for one variant. ``archive_kind`` is "hdf5-paged", "hdf5" or "zarr":
+    page buffers apply to paged HDF5 only, and ``serial`` runs one worker."""
+    buffers: Sequence[int | None] = (
+        page_buffers if archive_kind == "hdf5-paged" else (0,) if archive_kind == "hdf5" else (None,)
+    )
+    out = []
+    for engine, w, pb, cache, lat, bw in itertools.product(engines, workers, buffers, caches, latencies, bandwidths):
+        c = Condition(engine, 1 if engine == "serial" else w, pb, cache, lat, bw)
+        if c not in out:
+            out.append(c)
+    return out
+
+
+# -- engines ------------------------------------------------------------------------------
+
+
+def read_share(
+    path: str, template: str, pattern: str, items: list[Any], latency: float, bandwidth: float, page_buffer: int
+) -> dict[str, Any]:
+    """One worker's part of a run: open the variant, read, report the counts."""
+    model = LatencyModel(latency, bandwidth) if latency or bandwidth else None
+    with open_archive(path, template=template, model=model, page_buffer=page_buffer) as archive:
+        logical = run_reads(archive, pattern, items)
+        return {
+            "requests": archive.counter.requests,
+            "bytes": archive.counter.bytes,
+            "logical": logical,
+            "page_buffer": archive.page_buffer_stats(),
+        }
+
+
+class Engine:
+    """Runs shares in parallel; ``map`` returns their results in order."""
+
+    def __init__(self, kind: str, workers: int, scheduler: str | None = None) -> None:
+        self.kind, self.workers = kind, workers
+        self._pool: ThreadPoolExecutor | None = None
+        self._client: Any = None
+        self._cluster: Any = None
+        if kind == "threads":
+            self._pool = ThreadPoolExecutor(max_workers=workers)
+        elif kind in ("processes", "distributed"):
+            from dask.distributed import Client, LocalCluster
+
+            if kind == "distributed" and scheduler:
+                self._client = Client(scheduler, timeout="10s")
+            else:
+                self._cluster = LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                )
+                self._client = Client(self._cluster)
+
+    def map(self, fn: Callable[..., Any], shares: list[tuple[Any, ...]]) -> list[Any]:
+        if self._pool is not None:
+            return [f.result() for f in [self._pool.submit(fn, *s) for s in shares]]
+        if self._client is not None:
+            futures = [self._client.submit(fn, *s, pure=False) for s in shares]
+            return self._client.gather(futures)
+        return [fn(*s) for s in shares]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+        if self._client is not None:
+            self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+# -- the OS page cache --------------------------------------------------------------------
+
+
+def files_of(path: Path) -> Iterator[Path]:
+    """Every file of a variant (one HDF5 file, or all files of a store)."""
+    if path.is_dir():
+        for root, _, names in os.walk(path):
+            for name in names:
+                yield Path(root) / name
+    else:
+        yield path
+
+
+def evict(path: Path) -> None:
+    """Drop the variant's files from the OS page cache (cold reads)."""
+    for f in files_of(path):
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def warm(path: Path) -> None:
+    """Read the variant's files once so they sit in the OS page cache (warm reads)."""
+    for f in files_of(path):
+        with open(f, "rb", buffering=0) as fh:
+            while fh.read(8 << 20):
+                pass
+
+
+# -- the sweep ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A variant to measure (the source is measured as one too)."""
+
+    name: str
+    path: Path
+    format: str
+    layout: str
+    kind: str  # "hdf5", "hdf5-paged" or "zarr": decides which conditions apply
+    equal: bool | None  # None for the source itself
+
+
+def describe(path: Path, name: str, equal: bool | None, template: str) -> Variant:
+    with open_archive(path, template=template) as a:
+        kind = "zarr" if a.format == "zarr" else ("hdf5-paged" if a.layout.startswith("hdf5-paged") else "hdf5")
+        return Variant(name, path, a.format, a.layout, kind, equal)
+
+
+@dataclass
+class Result:
+    """One row of the report: a variant, a pattern and a condition."""
+
+    variant: str
+    format: str
+    layout: str
+    pattern: str
+    engine: str
+    workers: int
+    page_buffer: int | None
+    cache: str
+    latency: float
+    bandwidth: float
+    seconds: float
+    seconds_min: float
+    seconds_max: float
+    repeats: int
+    requests: int
+    bytes_read: int
+    logical_bytes: int
+    mb_per_s: float
+    meta_hit_rate: float | None
+    raw_hit_rate: float | None
+    equal: bool | None
+    times: list[float] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _hit_rates(stats: list[dict[str, Any] | None]) -> tuple[float | None, float | None]:
+    stats = [s for s in stats if s]
+    if not stats:
+        return None, None
+    meta_a = sum(s["meta_accesses"] for s in stats)
+    raw_a = sum(s["raw_accesses"] for s in stats)
+    meta_h = sum(s["meta_hits"] for s in stats)
+    raw_h = sum(s["raw_hits"] for s in stats)
+    return (meta_h / meta_a if meta_a else 0.0), (raw_h / raw_a if raw_a else 0.0)
+
+
+def scan_plan(variant: Path, template: str) -> tuple[Any, ...]:
+    with open_archive(variant, template=template) as a:
+        return tuple(a.blocks())
+
+
+def measure(
+    variants: Sequence[Variant],
+    plans: Sequence[ReadPlan],
+    conditions: Callable[[Variant], list[Condition]],
+    repeat: int = 3,
+    template: str = "/shots/{shot}/signals/{signal}",
+    scheduler: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[Result]:
+    """Run every plan on every variant under each of its conditions.
+
+    Parameters
+    ----------
+    variants
+        What to measure (the source first, by convention).
+    plans
+        One :class:`ReadPlan` per pattern, drawn from the source.
+    conditions
+        The sweep for a variant (see :func:`conditions_for`).
+    repeat
+        Repetitions per row; the row holds their median, minimum and maximum.
+    progress
+        Called with a label after each repetition.
+    """
+    if repeat < 1:
+        raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {repeat}.")
+    engines: dict[tuple[str, int], Engine] = {}
+    results = []
+    try:
+        for v in variants:
+            scan_items: tuple[Any, ...] | None = None
+            for plan in plans:
+                items = plan.items
+                if plan.per_variant:
+                    scan_items = scan_items if scan_items is not None else scan_plan(v.path, template)
+                    items = scan_items
+                for c in conditions(v):
+                    key = (c.engine, c.workers)
+                    if key not in engines:
+                        engines[key] = Engine(c.engine, c.workers, scheduler)
+                    shares = [
+                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0)
+                        for share in split(items, c.workers)
+                    ]
+                    if c.cache == "warm":
+                        warm(v.path)
+                    times, outs = [], []
+                    for _ in range(repeat):
+                        if c.cache == "cold":
+                            evict(v.path)
+                        t0 = time.perf_counter()
+                        outs = engines[key].map(read_share, shares)
+                        times.append(time.perf_counter() - t0)
+                        progress(f"{v.name} {plan.pattern}")
+                    median = statistics.median(times)
+                    logical = sum(o["logical"] for o in outs)
+                    meta_rate, raw_rate = _hit_rates([o["page_buffer"] for o in outs])
+                    results.append(
+                        Result(
+                            variant=v.name,
+                            format=v.format,
+                            layout=v.layout,
+                            pattern=plan.pattern,
+                            engine=c.engine,
+                            workers=c.workers,
+                            page_buffer=c.page_buffer,
+                            cache=c.cache,
+                            latency=c.latency,
+                            bandwidth=c.bandwidth,
+                            seconds=median,
+                            seconds_min=min(times),
+                            seconds_max=max(times),
+                            repeats=repeat,
+                            requests=sum(o["requests"] for o in outs),
+                            bytes_read=sum(o["bytes"] for o in outs),
+                            logical_bytes=logical,
+                            mb_per_s=logical / median / 1e6 if median else 0.0,
+                            meta_hit_rate=meta_rate,
+                            raw_hit_rate=raw_rate,
+                            equal=v.equal,
+                            times=times,
+                        )
+                    )
+    finally:
+        for e in engines.values():
+            e.close()
+    return results
+
+
+def count_runs(
+    variants: Sequence[Variant],
+    plans: Sequence[ReadPlan],
+    conditions: Callable[[Variant], list[Condition]],
+    repeat: int,
+) -> int:
+    return sum(len(conditions(v)) for v in variants) * len(plans) * repeat
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """Everything ``layoutkit verify`` takes, parsed (see the ``parse_*`` functions)."""
+
+    patterns: str = "all"
+    sample: int = 10
+    seed: int = 0
+    engines: tuple[str, ...] = ("threads",)
+    workers: tuple[int, ...] = (1,)
+    page_buffers: tuple[int, ...] = (64 * 1024**2,)
+    caches: tuple[str, ...] = ("cold",)
+    latencies: tuple[float, ...] = (0.0,)
+    bandwidths: tuple[float, ...] = (0.0,)
+    repeat: int = 3
+    template: str = "/shots/{shot}/signals/{signal}"
+    scheduler: str | None = None
+    check: bool = True
+    check_workers: int = 2
+
+
+@dataclass
+class VerifyReport:
+    variants: list[Variant]
+    mismatches: dict[str, list[Any]]
+    results: list[Result]
+    patterns: tuple[str, ...]
+
+
+def _names(paths: Sequence[Path]) -> list[str]:
+    names = [p.name for p in paths]
+    return [str(p) if names.count(p.name) > 1 else p.name for p in paths]
+
+
+def verify(
+    source: str | os.PathLike,
+    variants: Sequence[str | os.PathLike],
+    options: VerifyOptions = VerifyOptions(),
+    on_check: Callable[[str], None] = lambda _: None,
+    on_total: Callable[[int], None] = lambda _: None,
+    on_run: Callable[[str], None] = lambda _: None,
+) -> VerifyReport:
+    """Prove every variant equal to the source, then measure the read patterns.
+
+    Parameters
+    ----------
+    source
+        The HDF5 file the variants were made from.
+    variants
+        Zarr stores and HDF5 files written by ``convert`` and ``reorder``.
+    options
+        Patterns, sample, and the sweep of conditions.
+    on_check, on_total, on_run
+        Progress: a variant compared; the number of timed runs; a run done.
+
+    Raises
+    ------
+    LayoutkitError
+        On a missing or unreadable source or variant, a variant from another source, or
+        a bad option. Mismatches are not errors: they are in the report.
+    """
+    from layoutkit.inventory import check_source, read_inventory
+    from layoutkit.verify.equality import compare_variant
+    from layoutkit.verify.patterns import available_patterns, parse_patterns, plan_reads
+
+    if options.sample < 1:
+        raise InvalidOptionError(f"Expected --sample of 1 or more. Got {options.sample}.")
+    if options.repeat < 1:
+        raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {options.repeat}.")
+    src = check_source(source)
+    paths = [Path(v) for v in variants]
+    names = _names(paths)
+    described = [describe(p, n, None, options.template) for p, n in zip(paths, names)]  # raises on bad input
+    mismatches: dict[str, list[Any]] = {n: [] for n in names}
+    if options.check:
+        inventory = read_inventory(src, workers=options.check_workers)
+        for p, n in zip(paths, names):
+            mismatches[n] = compare_variant(src, p, inventory, workers=options.check_workers)
+            on_check(n)
+    checked = [
+        Variant(v.name, v.path, v.format, v.layout, v.kind, not mismatches[v.name] if options.check else None)
+        for v in described
+    ]
+    with open_archive(src, template=options.template) as source_archive:
+        patterns = parse_patterns(options.patterns, available_patterns(source_archive))
+        plans = [plan_reads(p, source_archive, options.sample, options.seed) for p in patterns]
+    measured = [describe(src, src.name, None, options.template), *checked]
+
+    def conditions(v: Variant) -> list[Condition]:
+        return conditions_for(
+            v.kind, options.engines, options.workers, options.page_buffers, options.caches,
+            options.latencies, options.bandwidths,
+        )  # fmt: skip
+
+    on_total(count_runs(measured, plans, conditions, options.repeat))
+    results = measure(measured, plans, conditions, options.repeat, options.template, options.scheduler, on_run)
+    return VerifyReport(measured, mismatches, results, patterns)
+
+
+__all__ = [
+    "VerifyOptions",
+    "VerifyReport",
+    "verify",
+    "CACHES",
+    "Condition",
+    "ENGINES",
+    "Engine",
+    "Result",
+    "Variant",
+    "conditions_for",
+    "count_runs",
+    "describe",
+    "evict",
+    "measure",
+    "parse_bandwidths",
+    "parse_choices",
+    "parse_counts",
+    "parse_durations",
+    "parse_sizes",
+    "read_share",
+    "warm",
+]

@@ -19,10 +19,11 @@ import io
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from zarr.abc.store import Store
 from zarr.storage import WrapperStore
 
 from layoutkit.errors import InvalidOptionError
@@ -172,3 +173,18 @@ class CountingStore(WrapperStore):
         bufs = await self._store.get_partial_values(prototype, key_ranges)
         await asyncio.gather(*(self._account(len(b) if b is not None else 0) for b in bufs))
         return bufs
+
+    async def get_ranges(
+        self, key: str, byte_ranges: Sequence[Any], *, prototype: Any, **kwargs: Any
+    ) -> AsyncIterator[Sequence[tuple[int, Any]]]:
+        # zarr reads the inner chunks of a partial shard with get_ranges; WrapperStore
+        # forwards it to the wrapped store, which would not be counted. Store's own
+        # version coalesces the ranges and fetches each merged range with self.get:
+        # one request per merged range, as on object storage.
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        async for group in Store.get_ranges(self, key, byte_ranges, prototype=prototype, **kwargs):
+            yield group
+
+    @property
+    def _supports_sync_io(self) -> bool:
+        return False  # zarr's synchronous fast path would read past get() uncounted

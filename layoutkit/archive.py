@@ -371,7 +371,9 @@ class ZarrArchive(Archive):
         super().__init__(path, template)
         local = zarr.storage.LocalStore(path, read_only=True)
         self.store = CountingStore(local, model, self.counter, **({"sleep": sleep} if sleep else {}))
-        self.root = root if root is not None else zarr.open_group(self.store, mode="r")
+        # naming the format saves the requests for the other format's documents
+        zarr_format = 3 if (path / "zarr.json").exists() else 2
+        self.root = root if root is not None else zarr.open_group(self.store, mode="r", zarr_format=zarr_format)
         self._nodes = self._list_nodes()
         self._scales: dict[str, list[list[str]]] | None = None
 

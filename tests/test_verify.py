@@ -1,0 +1,314 @@
+"""`layoutkit verify`: equality is proven or the difference named (exit 1), bad input
+is refused (exit 2), and the read patterns count what they read."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+from typer.testing import CliRunner
+
+from layoutkit.archive import open_archive
+from layoutkit.cli import app
+from layoutkit.errors import InvalidOptionError
+from layoutkit.verify.patterns import plan_reads, run_reads, split
+from layoutkit.verify.run import (
+    Condition,
+    conditions_for,
+    evict,
+    parse_bandwidths,
+    parse_counts,
+    parse_durations,
+    read_share,
+    warm,
+)
+from layoutkit.verify.storage import LatencyModel
+
+runner = CliRunner()
+FAST = ["--repeat", "1", "--sample", "2"]
+
+
+def cli(*args: object):
+    return runner.invoke(app, ["--quiet", *map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def variants(shot_file: Path, tmp_path_factory) -> dict[str, Path]:
+    """A shot archive and its three kinds of variant, written by the commands."""
+    root = tmp_path_factory.mktemp("variants")
+    out = {"zarr": root / "shots.zarr", "by-shot": root / "by-shot.h5", "by-signal": root / "by-signal.h5"}
+    for args in (
+        ("convert", shot_file, out["zarr"]),
+        ("reorder", shot_file, out["by-shot"], "--by", "shot"),
+        ("reorder", shot_file, out["by-signal"], "--by", "signal"),
+    ):
+        result = cli(*args)
+        assert result.exit_code == 0, result.output
+    return out
+
+
+def copy_of(path: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    dst = tmp_path / path.name
+    (shutil.copytree if path.is_dir() else shutil.copy)(path, dst)
+    return dst
+
+
+def test_good_variants_are_equal_and_every_row_is_reported(shot_file, variants, tmp_path):
+    out = tmp_path / "report"
+    result = cli("verify", shot_file, *variants.values(), *FAST, "--page-buffer", "0,64MiB", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "all 3 variants hold exactly the data" in result.output
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    patterns = ["open", "shot", "signal", "scan", "subset"]
+    # the source and the Zarr store have one condition each; paged files two page buffers
+    assert len(rows) == len(patterns) * (1 + 1 + 2 + 2)
+    assert {r["pattern"] for r in rows} == set(patterns)
+    for r in rows:
+        assert int(r["requests"]) > 0 and int(r["bytes_read"]) > 0, r
+        assert r["equal"] in ("True", ""), r
+    paged = [r for r in rows if r["variant"] == "by-shot.h5" and r["pattern"] == "shot"]
+    with_pb = next(r for r in paged if r["page_buffer"] != "0")
+    without = next(r for r in paged if r["page_buffer"] == "0")
+    assert float(with_pb["meta_hit_rate"]) > 0.5
+    assert int(with_pb["requests"]) < int(without["requests"])
+    # the shot and signal patterns read the same logical bytes from every variant
+    for pattern in ("shot", "signal", "subset"):
+        logical = {r["logical_bytes"] for r in rows if r["pattern"] == pattern}
+        assert len(logical) == 1, (pattern, logical)
+    doc = json.loads((out / "results.json").read_text())
+    assert len(doc["results"]) == len(rows) and doc["mismatches"] == {}
+    for png in ("time_vs_workers.png", "requests.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert any(line.startswith("shot: fastest is") for line in result.output.splitlines())
+
+
+def flip_first_chunk_zarr(store: Path) -> str:
+    arr = zarr.open_group(store, mode="r")["shots"]
+    shot = sorted(arr.group_keys())[0]
+    chunk = next((store / "shots" / shot / "signals" / "ip" / "c").rglob("*"))
+    while chunk.is_dir():
+        chunk = next(chunk.iterdir())
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    return f"/shots/{shot}/signals/ip"
+
+
+def test_a_flipped_byte_in_a_zarr_chunk_is_named(shot_file, tmp_path):
+    store = tmp_path / "raw.zarr"
+    assert cli("convert", shot_file, store, "--compressor", "none").exit_code == 0
+    path = flip_first_chunk_zarr(store)
+    result = cli("verify", shot_file, store, *FAST, "--patterns", "signal")
+    assert result.exit_code == 1, result.output
+    assert f"{path}: values: first difference at index" in result.output.replace("\n", "")
+    assert "NO" in result.output  # the measurements still ran, marked unequal
+
+
+def test_a_chunk_that_no_longer_decodes_is_named(shot_file, variants, tmp_path):
+    store = copy_of(variants["zarr"], tmp_path)  # zstd: a flipped byte breaks the frame
+    path = flip_first_chunk_zarr(store)
+    result = cli("verify", shot_file, store, *FAST, "--patterns", "open")
+    assert result.exit_code == 1, result.output
+    assert f"{path}: values:" in result.output
+
+
+def test_a_flipped_byte_in_an_hdf5_chunk_is_named(shot_file, variants, tmp_path):
+    variant = copy_of(variants["by-signal"], tmp_path)
+    with h5py.File(variant, "r") as f:
+        path = "/" + next(n for n in _datasets(f) if "/signals/" in n and f[n].chunks)
+        info = f[path].id.get_chunk_info(0)
+    with open(variant, "r+b") as fh:
+        fh.seek(info.byte_offset + info.size // 2)
+        b = fh.read(1)
+        fh.seek(info.byte_offset + info.size // 2)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    result = cli("verify", shot_file, variant, *FAST, "--patterns", "open")
+    assert result.exit_code == 1, result.output
+    assert f"{path}: values:" in result.output
+
+
+def _datasets(f: h5py.File) -> list[str]:
+    names: list[str] = []
+    f.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+    return sorted(names)
+
+
+def test_a_changed_attribute_is_named(shot_file, variants, tmp_path):
+    variant = copy_of(variants["by-shot"], tmp_path)
+    with h5py.File(variant, "r+") as f:
+        path = "/" + next(n for n in _datasets(f) if n.endswith("/signals/ip"))
+        f[path].attrs["units"] = "kA"
+    result = cli("verify", shot_file, variant, *FAST, "--patterns", "open")
+    assert result.exit_code == 1, result.output
+    assert f"{path}: attribute: 'units'" in result.output
+
+
+def test_a_missing_array_is_named(shot_file, variants, tmp_path):
+    variant = copy_of(variants["by-shot"], tmp_path)
+    with h5py.File(variant, "r+") as f:
+        path = "/" + next(n for n in _datasets(f) if n.endswith("/signals/ne_bar"))
+        del f[path]
+    result = cli("verify", shot_file, variant, *FAST, "--patterns", "open")
+    assert result.exit_code == 1, result.output
+    assert f"{path}: missing" in result.output
+
+
+def test_a_missing_zarr_array_is_named(shot_file, variants, tmp_path):
+    import shutil
+
+    store = copy_of(variants["zarr"], tmp_path)
+    shot = sorted(p.name for p in (store / "shots").iterdir() if p.is_dir())[-1]
+    shutil.rmtree(store / "shots" / shot / "signals" / "h_alpha")
+    result = cli("verify", shot_file, store, *FAST, "--patterns", "open")
+    assert result.exit_code == 1, result.output
+    assert f"/shots/{shot}/signals/h_alpha: missing" in result.output
+
+
+def assert_refused(result, *words: str) -> None:
+    assert result.exit_code == 2, result.output
+    text = result.output
+    assert "Traceback" not in text and text.strip().startswith("error:"), text
+    assert len(text.strip().splitlines()) <= 3, text
+    for w in words:
+        assert w in text.replace("\n", " "), text
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        pytest.param(["--workers", "0"], ["--workers", "1 or more", "'0'"], id="workers-0"),
+        pytest.param(["--latency", "-1"], ["latencies of 0 or more", "'-1'"], id="latency-negative"),
+        pytest.param(["--patterns", "shot,everything"], ["open, shot, signal, scan, subset, axis", "everything"], id="pattern"),
+        pytest.param(["--engine", "gpu"], ["serial, threads, processes, distributed", "gpu"], id="engine"),
+        pytest.param(["--cache", "lukewarm"], ["cold, warm"], id="cache"),
+        pytest.param(["--bandwidth", "fast"], ["100MB/s", "fast"], id="bandwidth"),
+        pytest.param(["--page-buffer", "lots"], ["page buffer size", "lots"], id="page-buffer"),
+        pytest.param(["--repeat", "0"], ["--repeat of 1 or more"], id="repeat"),
+        pytest.param(["--patterns", "axis"], ["does not apply", "open, shot, signal, scan, subset"], id="axis-on-shots"),
+    ],
+)
+def test_bad_options_are_refused_with_what_is_allowed(shot_file, variants, args, words):
+    assert_refused(cli("verify", shot_file, variants["zarr"], *args), *words)
+
+
+def test_bad_variants_are_refused(shot_file, variants, tmp_path, hard_cases):
+    assert_refused(cli("verify", shot_file, tmp_path / "nope.zarr"), "nope.zarr", "does not exist")
+    text = tmp_path / "notes.txt"
+    text.write_text("not data")
+    assert_refused(cli("verify", shot_file, text), "notes.txt", "not an HDF5 file or a Zarr store")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    assert_refused(cli("verify", shot_file, folder), "not a Zarr store")
+    # a variant of another file: every array missing is one clear error, not a list
+    other = tmp_path / "other.zarr"
+    assert cli("convert", hard_cases["dtypes"], other).exit_code == 0
+    assert_refused(cli("verify", shot_file, other, *FAST), "other.zarr", "another file")
+
+
+# -- the parts, by counts rather than by timing --------------------------------------
+
+
+def test_request_counts_match_a_hand_count(tmp_path):
+    # a Zarr store with consolidated metadata: opening reads the root document only
+    # (1 request); a scan reads each of the 4 chunk objects once
+    store = tmp_path / "tiny.zarr"
+    root = zarr.open_group(store, mode="w")
+    a = root.create_array("x", shape=(40,), chunks=(10,), dtype="i4", compressors=None)
+    a[:] = np.arange(40)
+    zarr.consolidate_metadata(store)
+    assert read_share(str(store), "/{shot}/{signal}", "open", [None], 0, 0, 0)["requests"] == 1
+    with open_archive(store) as archive:
+        blocks = archive.blocks()
+    assert blocks == [("/x", (slice(0, 10),)), ("/x", (slice(10, 20),)), ("/x", (slice(20, 30),)), ("/x", (slice(30, 40),))]
+    out = read_share(str(store), "/{shot}/{signal}", "scan", blocks, 0, 0, 0)
+    assert out["requests"] == 1 + 4
+    assert out["bytes"] - read_share(str(store), "/{shot}/{signal}", "open", [None], 0, 0, 0)["bytes"] == 160
+    assert out["logical"] == 160
+
+
+def test_latency_is_charged_per_request_and_byte(shot_file, variants):
+    slept: list[float] = []
+    model = LatencyModel(latency=0.010, bandwidth=1e6)
+    for path in (variants["by-signal"], variants["zarr"]):
+        slept.clear()
+
+        async def record_async(s: float) -> None:
+            slept.append(s)
+
+        sleep = record_async if path.is_dir() else slept.append
+        with open_archive(path, model=model, sleep=sleep, page_buffer=0) as archive:
+            run_reads(archive, "signal", ["ip"])
+            requests, nbytes = archive.counter.requests, archive.counter.bytes
+        assert len(slept) == requests > 3
+        assert sum(slept) == pytest.approx(requests * 0.010 + nbytes / 1e6)
+
+
+def test_plans_are_the_same_for_the_same_seed_and_stay_in_bounds(shot_file):
+    with open_archive(shot_file) as source:
+        a = plan_reads("subset", source, 5, seed=3)
+        b = plan_reads("subset", source, 5, seed=3)
+        c = plan_reads("subset", source, 5, seed=4)
+        shapes = source.arrays()
+        shots = plan_reads("shot", source, 2, seed=0).items
+        assert set(shots) <= set(source.shots) and len(shots) == 2
+    assert a == b and a != c and len(a.items) == 20
+    for path, sel in a.items:
+        for s, n in zip(sel, shapes[path][0]):
+            assert 0 <= s.start < s.stop <= n
+    assert split(list(range(5)), 2) == [[0, 2, 4], [1, 3]]
+    assert split([], 3) == [[]]
+
+
+def test_axis_reads_a_line_along_every_axis(hard_cases):
+    with open_archive(hard_cases["scales"]) as source:
+        plan = plan_reads("axis", source, 10, seed=0)
+        arrays = source.arrays()
+    assert plan.items
+    for path, sel in plan.items:
+        ndim = len(arrays[path][0])
+        assert ndim >= 2 and len(sel) == ndim
+        assert sum(isinstance(s, slice) for s in sel) in (1, ndim - 1)
+
+
+def test_conditions_collapse_where_they_do_not_apply():
+    pb = (0, 64 << 20)
+    assert {c.page_buffer for c in conditions_for("hdf5-paged", ["threads"], [1], pb, ["cold"], [0], [0])} == set(pb)
+    assert [c.page_buffer for c in conditions_for("hdf5", ["threads"], [1], pb, ["cold"], [0], [0])] == [0]
+    assert [c.page_buffer for c in conditions_for("zarr", ["threads"], [1], pb, ["cold"], [0], [0])] == [None]
+    serial = conditions_for("zarr", ["serial", "threads"], [1, 2], pb, ["cold"], [0, 0.01], [0])
+    assert {(c.engine, c.workers) for c in serial} == {("serial", 1), ("threads", 1), ("threads", 2)}
+    assert len(serial) == 3 * 2
+    assert Condition("threads", 1, None, "cold", 0.01, 0).model == LatencyModel(0.01, 0)
+
+
+def test_sweep_parsers():
+    assert parse_durations("0,10ms,0.5s,250us") == (0.0, 0.01, 0.5, 0.00025)
+    assert parse_bandwidths("100MB/s,0") == (1e8, 0.0)
+    assert parse_counts("1,2,2,4", "--workers") == (1, 2, 4)
+    with pytest.raises(InvalidOptionError):
+        parse_counts("1,x", "--workers")
+
+
+def test_cache_control_runs_on_files_and_stores(variants):
+    for path in variants.values():
+        warm(path)
+        evict(path)  # posix_fadvise(DONTNEED) on every file; must not raise
+
+
+def test_processes_count_the_same_requests_as_threads(shot_file, variants, tmp_path):
+    out = {}
+    for engine in ("threads", "processes"):
+        result = cli(
+            "verify", shot_file, variants["by-signal"], "--no-check", *FAST, "--patterns", "signal",
+            "--engine", engine, "--workers", "2", "--page-buffer", "64MiB", "--out", tmp_path / engine,
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        out[engine] = {(r["variant"], r["pattern"]): r["requests"] for r in csv.DictReader(open(tmp_path / engine / "results.csv"))}
+    assert out["threads"] == out["processes"]

@@ -20,8 +20,8 @@ demo: $(STAMP)
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/shots-sharded.zarr --shards auto --compressor lz4
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-shot.h5 --by shot
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-signal.h5 --by signal
-	$(PY) examples/compare_variants.py $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr \
-	    $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5
+	$(VENV)/bin/layoutkit verify $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr \
+	    $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5 --page-buffer 0,64MiB --repeat 1 --out $(DEMO)/report
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q
@@ -29,6 +29,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_convert.py
 	$(PY) benchmarks/bench_reorder.py
+	$(PY) benchmarks/bench_verify.py
 
 clean:
 	rm -rf $(DEMO) .pytest_cache

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 
-from common import parse_args, HERE, PY, report, run_all, sample
+from common import HERE, PY, parse_args, report, run_all, sample
 
 
 def main() -> None:

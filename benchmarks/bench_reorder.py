@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 
-from common import parse_args, PY, report, run_all, sample
+from common import PY, parse_args, report, run_all, sample
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ HERE = Path(__file__).resolve().parent
 PY = sys.executable
 
 
-def parse_args(doc: str):  # noqa: ANN201 - argparse.Namespace
+def parse_args(doc: str, extra=None):  # noqa: ANN001, ANN201 - argparse.Namespace
     """The options every benchmark takes: sample size, working folder, workers."""
     import argparse
 
@@ -23,6 +23,8 @@ def parse_args(doc: str):  # noqa: ANN201 - argparse.Namespace
     parser.add_argument("--signals", type=int, default=70)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
     parser.add_argument("--workers", type=int, default=2)
+    if extra is not None:
+        extra(parser)
     return parser.parse_args()
 
 

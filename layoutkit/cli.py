@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.options import format_size, parse_chunks, parse_compressor, parse_shards, parse_size, parse_workers
+from layoutkit.options import format_size
 
 app = typer.Typer(
     name="layoutkit",
@@ -87,6 +87,32 @@ def _plan_and_run(label, src, dst, options, plan_fn, run_fn, print_plan, dry_run
         raise fail("interrupted; the destination was not written.", 130) from None
 
 
+RECIPE_HELP = (
+    "A named recipe (`layoutkit recipes` lists them) or a recipe TOML file; "
+    "options given here override it."
+)
+# arguments and switches that are not options of the layout or of the run
+_NOT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run"})
+
+
+def _build_options(ctx: typer.Context, command: str, recipe: str | None):  # noqa: ANN202
+    """Options from the command line over the recipe over the defaults: only what was
+    typed (not typer's defaults) overrides the recipe."""
+    from layoutkit.recipes import build_options
+
+    typed = {
+        name: getattr(value, "value", value)  # StrEnum choices as their text
+        for name, value in ctx.params.items()
+        if name not in _NOT_OPTIONS
+        # by name: typer >= 0.20 ships its own copy of click, with its own enum
+        and getattr(ctx.get_parameter_source(name), "name", "") in ("COMMANDLINE", "ENVIRONMENT")
+    }
+    try:
+        return build_options(command, recipe, typed)
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+
+
 class ZarrFormat(StrEnum):
     v2 = "2"
     v3 = "3"
@@ -124,8 +150,10 @@ def sample(
 
 @app.command()
 def convert(
+    ctx: typer.Context,
     src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
     dst: Annotated[Path, typer.Argument(metavar="DST", help="Zarr store (a directory) to write.")],
+    recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     zarr_format: Annotated[ZarrFormat, typer.Option("--zarr-format", help="Zarr format version.")] = ZarrFormat.v3,
     chunks: Annotated[
         str,
@@ -145,25 +173,10 @@ def convert(
     dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
-    from layoutkit.convert import ConvertOptions, convert as run_convert, plan_convert
-    from layoutkit.execute import parse_scheduler
+    from layoutkit.convert import convert as run_convert
+    from layoutkit.convert import plan_convert
 
-    try:
-        options = ConvertOptions(
-            zarr_format=int(zarr_format.value),
-            chunks=parse_chunks(chunks),
-            chunk_bytes=parse_size(chunk_size, what="chunk size"),
-            compressor=parse_compressor(compressor),
-            shards=parse_shards(shards),
-            consolidate=consolidate,
-            workers=parse_workers(workers),
-            scheduler=parse_scheduler(scheduler),
-            memory_limit=parse_size(memory_limit, what="memory limit"),
-            overwrite=overwrite,
-            skip_unsupported=skip_unsupported,
-        )
-    except LayoutkitError as exc:
-        raise fail(exc) from None
+    options = _build_options(ctx, "convert", recipe)
     summary = _plan_and_run("convert", src, dst, options, plan_convert, run_convert, _print_plan, dry_run)
     if summary is None:
         return
@@ -179,8 +192,10 @@ class Order(StrEnum):
 
 @app.command()
 def reorder(
+    ctx: typer.Context,
     src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
     dst: Annotated[Path, typer.Argument(metavar="DST", help="HDF5 file to write.")],
+    recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     by: Annotated[Order, typer.Option(help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = Order.shot,
     template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
     page_size: Annotated[str, typer.Option(help="File space page size. auto = 8 MiB, or the next power of two above the largest compressed chunk or the file's metadata size when either is larger.")] = "auto",
@@ -195,24 +210,10 @@ def reorder(
     dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
 ) -> None:
     """Rewrite an HDF5 file as paged-aggregation HDF5, its bytes ordered by shot, signal or group."""
-    from layoutkit.reorder import ReorderOptions, plan_reorder, reorder as run_reorder
+    from layoutkit.reorder import plan_reorder
+    from layoutkit.reorder import reorder as run_reorder
 
-    try:
-        options = ReorderOptions(
-            by=by.value,
-            template=template,
-            page_size=None if page_size == "auto" else parse_size(page_size, what="page size"),
-            compressor=parse_compressor(compressor),
-            compress_threshold=parse_size(compress_threshold, what="compression threshold"),
-            chunks=parse_chunks(chunks),
-            chunk_bytes=parse_size(chunk_size, what="chunk size"),
-            dedupe=dedupe,
-            workers=parse_workers(workers),
-            memory_limit=parse_size(memory_limit, what="memory limit"),
-            overwrite=overwrite,
-        )
-    except LayoutkitError as exc:
-        raise fail(exc) from None
+    options = _build_options(ctx, "reorder", recipe)
     summary = _plan_and_run("reorder", src, dst, options, plan_reorder, run_reorder, _print_reorder_plan, dry_run)
     if summary is None:
         return
@@ -270,6 +271,58 @@ def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
         out.print(f"{s.links} links recorded in {s.dest}/layoutkit.json")
     for path, reason in s.skipped:
         out.print(f"skipped {path}: {reason}")
+
+
+recipes_app = typer.Typer(
+    help="Named layouts for convert and reorder: list them, show one, or read one back from a variant.",
+    add_completion=False,
+)
+app.add_typer(recipes_app, name="recipes")
+
+
+@recipes_app.callback(invoke_without_command=True)
+def recipes(ctx: typer.Context) -> None:
+    """List the shipped recipes and when to use each (`recipes show NAME` prints one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from layoutkit.recipes import load_recipe, shipped_recipes
+
+    table = Table(title="layoutkit recipes: convert/reorder SRC DST --recipe NAME", show_lines=True)
+    for col in ("recipe", "command", "when to use it"):
+        table.add_column(col, overflow="fold")
+    for name in shipped_recipes():
+        recipe = load_recipe(name)
+        table.add_row(name, recipe.command, recipe.description)
+    out.print(table)
+
+
+@recipes_app.command("show")
+def recipes_show(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="A shipped recipe's name, or a recipe file.")],
+) -> None:
+    """Check a recipe and print its TOML."""
+    from layoutkit.recipes import find_recipe, parse_recipe
+
+    try:
+        found, text = find_recipe(name)
+        parse_recipe(text, name=found, source=name)
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    typer.echo(text, nl=not text.endswith("\n"))
+
+
+@recipes_app.command("from")
+def recipes_from(
+    variant: Annotated[Path, typer.Argument(metavar="VARIANT", help="A Zarr store or HDF5 file layoutkit wrote.")],
+) -> None:
+    """Print the recipe a variant was written with, as TOML that --recipe takes."""
+    from layoutkit.recipes import recipe_toml
+
+    try:
+        text = recipe_toml(variant)
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    typer.echo(text, nl=False)
 
 
 def run() -> None:  # pragma: no cover - console entry point alias

@@ -36,6 +36,7 @@ from layoutkit.options import (
     parse_shards,
 )
 from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards, plan_tasks, task_budget
+from layoutkit.recipes import provenance_attrs
 from layoutkit.source import SourceReader, can_read_raw
 from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
 
@@ -285,7 +286,7 @@ def convert(
     try:
         writer = ZarrWriter(tmp, options.zarr_format)
         try:
-            writer.create(inventory, list(cplan.arrays), _sidecar(inventory, cplan))
+            writer.create(inventory, list(cplan.arrays), _sidecar(inventory, cplan), provenance_attrs("convert", options))
         except OSError as exc:
             raise OutputNotWritableError(
                 f"Destination {str(dst_path)!r} cannot be written ({exc.strerror or exc})."

@@ -82,3 +82,11 @@ class OutputNotWritableError(LayoutkitError, PermissionError):
 
 class InvalidOptionError(LayoutkitError):
     """A user-supplied option value could not be parsed."""
+
+
+class RecipeError(InvalidOptionError):
+    """A recipe cannot be found, read or validated, or is for the other command."""
+
+
+class RecipeNotFoundError(RecipeError, FileNotFoundError):
+    """No recipe file at the path, and no shipped recipe of that name."""

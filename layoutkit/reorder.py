@@ -36,6 +36,7 @@ from layoutkit.plan import (
     region_size,
     write_order,
 )
+from layoutkit.recipes import provenance_attrs
 from layoutkit.source import SourceReader, can_read_raw
 from layoutkit.writers.hdf5_paged import (
     ChunkEncoder,
@@ -277,7 +278,7 @@ def reorder(
         writer = PagedHDF5Writer(tmp, rplan.page_size, inventory.userblock_size)
         try:
             with open_source(src_path) as source:
-                writer.create(inventory, source, rplan.storage, rplan.dedupe)
+                writer.create(inventory, source, rplan.storage, rplan.dedupe, provenance_attrs("reorder", options))
             encoders = {
                 p: ChunkEncoder(s.compressor, infos[p].dtype.itemsize)
                 for p, s in rplan.storage.items() if s.direct

@@ -191,3 +191,17 @@ def shot_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("sample") / "shots.h5"
     write_sample(path, shots=3, signals=12, seed=1)
     return path
+
+
+def without_provenance(variant: Path) -> Path:
+    """A copy of an HDF5 variant without the one root attribute layoutkit adds (its
+    recipe), for tools that compare whole files with the source (h5diff, ncdump -h)."""
+    import shutil
+
+    from layoutkit.recipes import PROVENANCE_ATTR
+
+    copy = variant.with_name(f"{variant.stem}-without-provenance{variant.suffix}")
+    shutil.copyfile(variant, copy)
+    with h5py.File(copy, "a") as f:
+        del f.attrs[PROVENANCE_ATTR]
+    return copy

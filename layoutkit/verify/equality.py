@@ -22,6 +22,7 @@ import zarr
 from layoutkit.errors import LayoutkitError
 from layoutkit.inventory import ArrayInfo, Inventory, read_inventory
 from layoutkit.plan import iter_blocks
+from layoutkit.recipes import PROVENANCE_ATTR
 from layoutkit.source import SourceReader
 from layoutkit.writers.zarr_ import _json_attrs, target_dtype
 
@@ -135,7 +136,7 @@ def compare_zarr(
 
     for g in inventory.groups:
         if (zg := node(g.path, zarr.Group)) is not None:
-            _compare_attrs(g.path, _json_attrs(g.attrs), dict(zg.attrs), miss)
+            _compare_attrs(g.path, *_without_provenance(g.path, _json_attrs(g.attrs), dict(zg.attrs)), miss)
 
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
 
@@ -156,6 +157,14 @@ def compare_zarr(
         for own in pool.map(one, arrays):
             found.extend(own)
     return found
+
+
+def _without_provenance(path: str, *attrs: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Leave out the one root attribute layoutkit adds to every variant (the recipe it was
+    written with), on both sides; every other attribute is compared."""
+    if path != "/":
+        return attrs
+    return tuple({k: v for k, v in a.items() if k != PROVENANCE_ATTR} for a in attrs)
 
 
 def _compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], miss: Any) -> None:
@@ -275,7 +284,7 @@ def compare_hdf5(
             if g.path not in fv:
                 miss(g.path, "missing", "group not in the variant")
                 continue
-            _compare_raw_attrs(g.path, _raw_attrs(fs[g.path]), _raw_attrs(fv[g.path]), miss)
+            _compare_raw_attrs(g.path, *_without_provenance(g.path, _raw_attrs(fs[g.path]), _raw_attrs(fv[g.path])), miss)
         infos = {a.path: a for a in inventory.arrays}
         with SourceReader(source, infos) as rs:
             for info in inventory.arrays:

@@ -141,12 +141,14 @@ class PagedHDF5Writer:
         source: h5py.File,
         storage: dict[str, StoragePlan],
         dedupe: dict[str, str],
+        root_attrs: dict[str, str] | None = None,
     ) -> None:
         """Create groups, datasets (no data), attributes, scales and links.
 
         ``dedupe`` maps a duplicate dimension scale to the copy that is kept; the
         duplicate's path becomes a hard link to it, and datasets attached to the
-        duplicate are attached to the kept copy.
+        duplicate are attached to the kept copy. ``root_attrs`` (text) are added to the
+        root group's attributes, replacing any of the same name (layoutkit's provenance).
         """
         f = self.file
         self._deferred_refs: list[tuple[str, str, Any, Any]] = []
@@ -180,6 +182,8 @@ class PagedHDF5Writer:
             elif link.kind == "external":
                 f[link.path] = h5py.ExternalLink(link.target_file, link.target)
         self._remap_reference_attrs(source)
+        for name, text in (root_attrs or {}).items():
+            f.attrs.create(name, text, dtype=h5py.string_dtype())
 
     def _attach_scales(self, inventory: Inventory, source: h5py.File, dedupe: dict[str, str]) -> None:
         """Attach scales in each scale's source REFERENCE_LIST order (so the lists read

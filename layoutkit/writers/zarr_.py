@@ -172,8 +172,11 @@ class ZarrWriter:
 
     # -- creation ---------------------------------------------------------------
 
-    def create(self, inventory: Inventory, plans: list[ArrayPlan], sidecar: dict[str, Any]) -> None:
+    def create(
+        self, inventory: Inventory, plans: list[ArrayPlan], sidecar: dict[str, Any], root_attrs: dict[str, Any] | None = None
+    ) -> None:
         """Write the metadata of every group and planned array, and consolidate it.
+        ``root_attrs`` are added to the root group's attributes (layoutkit's provenance).
 
         zarr-python spends about 5 ms of Python per array it creates or opens, and a shot
         archive has tens of thousands of arrays. So zarr builds one metadata document per
@@ -191,6 +194,9 @@ class ZarrWriter:
         for plan in plans:
             kwargs = self._array_kwargs(infos[plan.path], plan, inventory.is_netcdf4)
             docs[plan.path.strip("/")] = templates.array_docs(kwargs, plan)
+        if root_attrs:
+            root = docs.setdefault("", self._group_docs({}))
+            (root["zarr.json"]["attributes"] if self.zarr_format == 3 else root[".zattrs"]).update(root_attrs)
         for node in list(docs):  # parents of arrays that are not in the inventory's groups
             parent = node.rpartition("/")[0]
             while parent and parent not in docs:

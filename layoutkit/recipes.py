@@ -1,0 +1,403 @@
+"""Recipes: named layouts, one TOML file each, for ``convert`` and ``reorder``.
+
+A recipe states its target (``zarr`` for ``convert``, ``hdf5-paged`` for ``reorder``), a
+description of when to use it, and the layout choices the command takes, under the
+names of the command's options (``--chunk-size`` is ``chunk_size``). :func:`load_recipe`
+checks every key with the same ``parse_*`` functions the command line uses, and
+:func:`build_options` turns a recipe plus the options typed on the command line into
+the very dataclass the command runs with: command line over recipe over defaults.
+
+Every variant records its effective recipe as one root attribute, :data:`PROVENANCE_ATTR`,
+whose value is the JSON document :func:`provenance` writes; :func:`recipe_from_variant`
+reads it back, and :func:`recipe_toml` prints it as a recipe that writes the same layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from layoutkit import __version__
+from layoutkit.errors import InvalidOptionError, RecipeError, RecipeNotFoundError
+from layoutkit.execute import parse_scheduler
+from layoutkit.options import (
+    ShardSpec,
+    parse_chunks,
+    parse_compressor,
+    parse_shards,
+    parse_size,
+    parse_workers,
+)
+
+PROVENANCE_ATTR = "layoutkit"
+"""The one root attribute layoutkit adds to every variant it writes."""
+
+COMMANDS = {"zarr": "convert", "hdf5-paged": "reorder"}  # target -> the command that writes it
+TARGETS = {command: target for target, command in COMMANDS.items()}
+META_KEYS = ("target", "description")
+SHIPPED = resources.files("layoutkit") / "recipes_data"
+
+
+# -- value parsers and printers ---------------------------------------------------
+
+
+def _exact_size(n: int) -> str | int:
+    """A byte count as the shortest exact size text: 8388608 -> "8MiB", 8000 -> "8kB"."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)):
+        if n and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return n
+
+
+def _size(what: str) -> Callable[[Any], int]:
+    return lambda text: parse_size(text, what=what)
+
+
+def _choice(option: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(text: Any) -> str:
+        value = str(text).strip().lower()
+        if value not in choices:
+            raise InvalidOptionError(f"Expected {option} {' or '.join(choices)}. Got {text!r}.")
+        return value
+
+    return parse
+
+
+def _parse_zarr_format(text: Any) -> int:
+    if str(text).strip() not in ("2", "3"):
+        raise InvalidOptionError(f"Expected --zarr-format 2 or 3. Got {text!r}.")
+    return int(str(text).strip())
+
+
+def _parse_template(text: Any) -> str:
+    from layoutkit.plan import compile_template
+
+    compile_template(str(text))  # raises with what was expected
+    return str(text)
+
+
+def _parse_page_size(text: Any) -> int | None:
+    return None if str(text).strip().lower() == "auto" else parse_size(text, what="page size")
+
+
+def _show_shards(spec: ShardSpec) -> str | int:
+    return _exact_size(spec.target_bytes) if spec.mode == "size" else spec.mode
+
+
+def _parse_bool(text: Any) -> bool:
+    if not isinstance(text, bool):
+        raise InvalidOptionError(f"Expected true or false. Got {text!r}.")
+    return text
+
+
+@dataclass(frozen=True)
+class RecipeKey:
+    """One layout choice: its key in a recipe (the command's option name with ``_`` for
+    ``-``), the options-dataclass field it sets, how to parse it and how to print it."""
+
+    name: str
+    field: str
+    parse: Callable[[Any], Any]
+    show: Callable[[Any], Any]
+    example: str  # what a good value looks like, for type errors
+    types: tuple[type, ...] = (str,)  # the TOML types accepted
+
+    def value(self, raw: Any) -> Any:
+        """Parse a raw value (TOML or command line); raises InvalidOptionError."""
+        if isinstance(raw, bool) and bool not in self.types or not isinstance(raw, self.types):
+            kind = type(raw).__name__
+            raise InvalidOptionError(f"Expected {self.example}. Got {raw!r} (a {kind}).")
+        if isinstance(raw, list):  # chunks = [1000, 8]
+            if not all(isinstance(n, int) and not isinstance(n, bool) for n in raw):
+                raise InvalidOptionError(f"Expected {self.example}. Got {raw!r}.")
+            raw = ",".join(map(str, raw))
+        return self.parse(raw)
+
+
+_STR_OR_INT = (str, int)
+_CHUNKS = RecipeKey("chunks", "chunks", parse_chunks, str, "source, auto or a shape such as \"1000,8\"", (str, list))
+_CHUNK_SIZE = RecipeKey("chunk_size", "chunk_bytes", _size("chunk size"), _exact_size, "a size such as \"4MiB\"", _STR_OR_INT)
+_COMPRESSOR = RecipeKey("compressor", "compressor", parse_compressor, str, "a compressor such as \"zstd:3\"")
+_TEMPLATE = RecipeKey("template", "template", _parse_template, str, "a template such as \"/shots/{shot}/signals/{signal}\"")
+
+KEYS: dict[str, tuple[RecipeKey, ...]] = {
+    "zarr": (
+        RecipeKey("zarr_format", "zarr_format", _parse_zarr_format, int, "2 or 3", _STR_OR_INT),
+        RecipeKey("order", "order", _choice("--order", ("shot", "signal")), str, "\"shot\" or \"signal\""),
+        _TEMPLATE,
+        _CHUNKS,
+        _CHUNK_SIZE,
+        _COMPRESSOR,
+        RecipeKey("shards", "shards", parse_shards, _show_shards, "none, auto or a size such as \"64MiB\"", _STR_OR_INT),
+        RecipeKey("consolidate", "consolidate", _parse_bool, bool, "true or false", (bool,)),
+    ),
+    "hdf5-paged": (
+        RecipeKey("by", "by", _choice("--by", ("shot", "signal", "group")), str, "\"shot\", \"signal\" or \"group\""),
+        _TEMPLATE,
+        RecipeKey("page_size", "page_size", _parse_page_size, lambda v: "auto" if v is None else _exact_size(v),
+                  "auto or a size such as \"8MiB\"", _STR_OR_INT),
+        _COMPRESSOR,
+        RecipeKey("compress_threshold", "compress_threshold", _size("compression threshold"), _exact_size,
+                  "a size such as \"8KiB\"", _STR_OR_INT),
+        _CHUNKS,
+        _CHUNK_SIZE,
+        RecipeKey("dedupe", "dedupe", _parse_bool, bool, "true or false", (bool,)),
+    ),
+}
+
+# Machine resources, not layout: the command line sets them, recipes do not.
+RUNTIME: dict[str, Callable[[Any], Any]] = {
+    "workers": parse_workers,
+    "memory_limit": _size("memory limit"),
+    "scheduler": parse_scheduler,
+    "overwrite": bool,
+    "skip_unsupported": bool,
+}
+
+
+def _options_class(target: str) -> type:
+    if target == "zarr":
+        from layoutkit.convert import ConvertOptions
+
+        return ConvertOptions
+    from layoutkit.reorder import ReorderOptions
+
+    return ReorderOptions
+
+
+def recipe_keys(target: str) -> tuple[RecipeKey, ...]:
+    """The layout keys a recipe for ``target`` may set (``zarr`` or ``hdf5-paged``)."""
+    return KEYS[target]
+
+
+# -- recipes --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A validated recipe: ``values`` holds the parsed value of every key the file sets."""
+
+    name: str
+    target: str
+    description: str
+    values: Mapping[str, Any]
+    source: str
+
+    @property
+    def command(self) -> str:
+        return COMMANDS[self.target]
+
+
+def shipped_recipes() -> list[str]:
+    """Names of the recipes that ship with layoutkit, sorted."""
+    return sorted(p.name[: -len(".toml")] for p in SHIPPED.iterdir() if p.name.endswith(".toml"))
+
+
+def find_recipe(name_or_path: str | os.PathLike) -> tuple[str, str]:
+    """Return ``(name, TOML text)`` of a recipe file path, or else of a shipped recipe.
+
+    Raises
+    ------
+    RecipeNotFoundError
+        Neither a file nor a shipped recipe; the message lists the shipped names.
+    """
+    path = Path(name_or_path)
+    if path.is_file():
+        return path.stem, path.read_text(encoding="utf-8")
+    shipped = SHIPPED / f"{name_or_path}.toml"
+    if "/" not in str(name_or_path) and shipped.is_file():
+        return str(name_or_path), shipped.read_text(encoding="utf-8")
+    raise RecipeNotFoundError(
+        f"No recipe file {str(name_or_path)!r} and no shipped recipe of that name; "
+        f"shipped recipes: {', '.join(shipped_recipes())}."
+    )
+
+
+def load_recipe(name_or_path: str | os.PathLike) -> Recipe:
+    """Find, read and validate a recipe (see :func:`parse_recipe`)."""
+    name, text = find_recipe(name_or_path)
+    return parse_recipe(text, name=name, source=str(name_or_path))
+
+
+def parse_recipe(text: str, name: str = "recipe", source: str = "") -> Recipe:
+    """Validate recipe TOML with the command line's parsers.
+
+    Raises
+    ------
+    RecipeError
+        Not TOML; no or an unknown target; an unknown key (the message lists the valid
+        ones); a bad value (what was expected and what came).
+    """
+    label = f"Recipe {source or name!r}"
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{label} is not valid TOML: {exc}.") from None
+    target = doc.get("target")
+    if target not in COMMANDS:
+        raise RecipeError(f"{label}: expected target = \"zarr\" or \"hdf5-paged\". Got {target!r}.")
+    keys = {k.name: k for k in recipe_keys(target)}
+    unknown = [k for k in doc if k not in keys and k not in META_KEYS]
+    if unknown:
+        hint = " (a machine resource: pass it on the command line)" if unknown[0] in RUNTIME else ""
+        raise RecipeError(
+            f"{label}: unknown key {unknown[0]!r}{hint}; valid keys for target {target!r}: "
+            f"{', '.join((*META_KEYS, *keys))}."
+        )
+    description = doc.get("description", "")
+    if not isinstance(description, str):
+        raise RecipeError(f"{label}: expected description to be text. Got {description!r}.")
+    values = {}
+    for key, raw in doc.items():
+        if key in keys:
+            try:
+                values[key] = keys[key].value(raw)
+            except InvalidOptionError as exc:
+                raise RecipeError(f"{label}, key {key!r}: {exc}") from None
+    return Recipe(name, target, " ".join(description.split()), values, source or name)
+
+
+def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed: Mapping[str, Any]) -> Any:
+    """Build the options of ``convert`` or ``reorder``: command line over recipe over defaults.
+
+    Parameters
+    ----------
+    command
+        ``"convert"`` or ``"reorder"``.
+    recipe
+        A :class:`Recipe`, a recipe name or path, or None.
+    typed
+        The options given on the command line, by recipe key name (``chunk_size``,
+        ``workers``...), as typed: text, numbers, booleans.
+
+    Returns
+    -------
+    ConvertOptions or ReorderOptions
+
+    Raises
+    ------
+    RecipeError
+        The recipe is invalid or is for the other command.
+    InvalidOptionError
+        A value typed on the command line is invalid.
+    """
+    target = TARGETS[command]
+    if recipe is not None and not isinstance(recipe, Recipe):
+        recipe = load_recipe(recipe)
+    if recipe is not None and recipe.target != target:
+        other = COMMANDS[recipe.target]
+        raise RecipeError(
+            f"Recipe {recipe.source!r} is for `layoutkit {other}` (target {recipe.target!r}), "
+            f"not `layoutkit {command}`; run `layoutkit {other} --recipe {recipe.source}`."
+        )
+    keys = {k.name: k for k in recipe_keys(target)}
+    unknown = set(typed) - set(keys) - set(RUNTIME)
+    if unknown:
+        raise TypeError(f"build_options does not know the option(s) {sorted(unknown)}")
+    kwargs: dict[str, Any] = {}
+    for name, key in keys.items():
+        if name in typed:
+            kwargs[key.field] = key.value(typed[name])
+        elif recipe is not None and name in recipe.values:
+            kwargs[key.field] = recipe.values[name]
+    have = {f.name for f in fields(_options_class(target))}
+    for name, parse in RUNTIME.items():
+        if name in typed and name in have:
+            kwargs[name] = parse(typed[name])
+    return _options_class(target)(**kwargs)
+
+
+def recipe_of(options: Any) -> dict[str, Any]:
+    """The full effective recipe of an options dataclass: target and every layout key."""
+    target = next(t for t in COMMANDS if isinstance(options, _options_class(t)))
+    out: dict[str, Any] = {"target": target}
+    for key in recipe_keys(target):
+        out[key.name] = key.show(getattr(options, key.field))
+    return out
+
+
+def provenance(command: str, options: Any) -> str:
+    """The JSON value of the :data:`PROVENANCE_ATTR` root attribute of a variant."""
+    return json.dumps({"version": __version__, "command": command, "recipe": recipe_of(options)})
+
+
+def provenance_attrs(command: str, options: Any) -> dict[str, str]:
+    """The root attributes a writer adds to a variant: just :data:`PROVENANCE_ATTR`."""
+    return {PROVENANCE_ATTR: provenance(command, options)}
+
+
+# -- reading a variant's recipe back ----------------------------------------------
+
+
+def read_provenance(variant: str | os.PathLike) -> dict[str, Any]:
+    """The provenance document of a variant (a Zarr store or an HDF5 file).
+
+    Raises
+    ------
+    RecipeError
+        The variant carries no layoutkit provenance attribute.
+    """
+    path = Path(variant)
+    text = None
+    if path.is_dir():
+        for doc_name, get in (("zarr.json", lambda d: d.get("attributes", {})), (".zattrs", lambda d: d)):
+            if (path / doc_name).is_file():
+                text = get(json.loads((path / doc_name).read_text())).get(PROVENANCE_ATTR)
+                break
+    else:
+        from layoutkit.inventory import open_source
+
+        with open_source(path) as f:
+            text = f.attrs.get(PROVENANCE_ATTR)
+    if isinstance(text, bytes):
+        text = text.decode()
+    try:
+        doc = json.loads(text) if isinstance(text, str) else None
+    except json.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict) or not isinstance(doc.get("recipe"), dict):
+        raise RecipeError(
+            f"{str(variant)!r} has no {PROVENANCE_ATTR!r} root attribute with a recipe: it was not "
+            "written by layoutkit convert or reorder."
+        )
+    return doc
+
+
+def recipe_toml(variant: str | os.PathLike) -> str:
+    """A variant's recorded recipe as TOML that ``--recipe`` takes to write the same layout."""
+    import tomli_w
+
+    doc = read_provenance(variant)
+    recipe = dict(doc["recipe"])
+    name = Path(variant).name
+    recipe = {
+        "target": recipe.pop("target", None),
+        "description": (
+            f"The layout of {name}, as recorded by layoutkit {doc.get('version', '?')} "
+            f"`{doc.get('command', '?')}` in its {PROVENANCE_ATTR!r} root attribute."
+        ),
+        **recipe,
+    }
+    parse_recipe(tomli_w.dumps(recipe), name=name)  # what we print must load
+    return tomli_w.dumps(recipe)
+
+
+__all__ = [
+    "PROVENANCE_ATTR",
+    "Recipe",
+    "build_options",
+    "load_recipe",
+    "parse_recipe",
+    "provenance",
+    "provenance_attrs",
+    "read_provenance",
+    "recipe_of",
+    "recipe_toml",
+    "shipped_recipes",
+]

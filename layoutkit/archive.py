@@ -21,6 +21,7 @@ import json
 import math
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,8 +32,9 @@ import zarr
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError
 from layoutkit.inventory import attr_to_json
-from layoutkit.plan import DEFAULT_TEMPLATE, iter_blocks
+from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template
 from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
+from layoutkit.writers.zarr_signal import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
 
 Selection = tuple[slice | int, ...]
 SCAN_BLOCK_BYTES = 16 * 1024**2  # contiguous datasets are scanned in blocks of this size
@@ -61,8 +63,11 @@ class Archive:
 
     def __init__(self, path: Path, template: str) -> None:
         self.path = path
-        self.template = "/" + template.strip("/")
         self.counter = Counter()
+        self._set_template(template)
+
+    def _set_template(self, template: str) -> None:
+        self.template = "/" + template.strip("/")
         parts = self.template.strip("/").split("/")
         if parts.count("{shot}") != 1 or parts.count("{signal}") != 1:
             raise InvalidOptionError(
@@ -100,6 +105,10 @@ class Archive:
     def _variable(self, path: str) -> xr.DataArray:
         """The array at ``path`` with its dimension scales as coordinates."""
         raise NotImplementedError
+
+    def _group_attrs(self, path: str) -> dict[str, Any]:
+        """The attributes of the group at ``path`` ({} when there is none)."""
+        return {}
 
     def page_buffer_stats(self) -> dict[str, float] | None:
         """Hit rates of the HDF5 page buffer, when there is one."""
@@ -153,6 +162,10 @@ class Archive:
     def path_of(self, shot: str, signal: str) -> str:
         return self.template.format(shot=shot, signal=signal)
 
+    def shot_path(self, shot: str) -> str:
+        """The group of one shot (the template up to its shot component)."""
+        return self.template[: self.template.index("{shot}")] + shot
+
     def read(self, shot: str | int, signal: str) -> xr.DataArray:
         """One signal of one shot, with its dimension scales as coordinates.
 
@@ -168,13 +181,16 @@ class Archive:
 
     def shot(self, shot: str | int) -> xr.DataTree:
         """Every signal of one shot: a DataTree with one node per signal (signals keep
-        their own time bases, so they are not forced onto shared dimensions)."""
+        their own time bases, so they are not forced onto shared dimensions) and the
+        shot group's attributes."""
         shot = str(shot)
         nodes = {
             f"/{sig}": xr.Dataset({sig: self._variable(path).rename(sig)})
             for _, sig, path in self._expand({"shot": shot})
         }
-        return xr.DataTree.from_dict(nodes, name=shot)
+        tree = xr.DataTree.from_dict(nodes, name=shot)
+        tree.attrs = self._group_attrs(self.shot_path(shot))
+        return tree
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         """One signal for every shot that has it: shot -> DataArray."""
@@ -277,6 +293,7 @@ class HDF5Archive(Archive):
         ds = self.f[path]
         if ds.shape is None:
             return np.empty(0, ds.dtype)
+        ds = _text(ds)
         return np.asarray(ds[selection] if selection else ds[()])
 
     def blocks(self) -> list[tuple[str, Selection]]:
@@ -292,7 +309,7 @@ class HDF5Archive(Archive):
 
     def _variable(self, path: str) -> xr.DataArray:
         ds = self.f[path]
-        data = np.asarray(ds[()])
+        data = np.asarray(_text(ds)[()])
         dims, coords = [], {}
         for axis, dim in enumerate(ds.dims):
             scales = dim.values()
@@ -304,6 +321,10 @@ class HDF5Archive(Archive):
             else:
                 dims.append(f"dim_{axis}")
         return xr.DataArray(data, dims=dims, coords=coords, attrs=self._attrs(ds, h5py.h5ds.is_scale(ds.id)))
+
+    def _group_attrs(self, path: str) -> dict[str, Any]:
+        g = self.f.get(path)
+        return self._attrs(g, False) if isinstance(g, h5py.Group) else {}
 
     def _attrs(self, obj: Any, is_scale: bool) -> dict[str, Any]:
         hidden = _HIDDEN_ATTRS | (_HIDDEN_SCALE_ATTRS if is_scale else frozenset())
@@ -324,6 +345,12 @@ class HDF5Archive(Archive):
             "evictions": meta.evictions + raw.evictions,
             "bypasses": meta.bypasses + raw.bypasses,
         }
+
+
+def _text(ds: h5py.Dataset) -> Any:
+    # variable-length strings as text, as Zarr stores give them (h5py gives bytes)
+    info = h5py.check_string_dtype(ds.dtype)
+    return ds.asstr() if info is not None and ds.dtype.kind == "O" else ds
 
 
 def is_paged(path: str | os.PathLike) -> bool:
@@ -392,6 +419,12 @@ class ZarrArchive(Archive):
 
     def _exists(self, path: str) -> bool:
         return path in self._nodes
+
+    def _group_attrs(self, path: str) -> dict[str, Any]:
+        meta = self._nodes.get(path)
+        if meta is None or hasattr(meta, "shape"):
+            return {}
+        return _plain_attrs(dict(meta.attributes), _HIDDEN_ZARR_ATTRS)
 
     def _array(self, path: str) -> zarr.Array:
         node = self.root[path.strip("/")]
@@ -464,9 +497,239 @@ def _zarr_dtype(meta: Any) -> np.dtype:
         return np.dtype(object)
 
 
+@dataclass(frozen=True)
+class _Row:
+    """Where one shot's dataset lies in a packed array."""
+
+    data: str  # the packed array
+    start: int
+    length: int
+    attrs: dict[str, Any]  # the attributes of this shot's dataset beyond the array's own
+    dims: tuple[tuple[str, ...], ...]  # per axis, the scales (paths relative to the shot)
+
+
+@dataclass(frozen=True)
+class _Series:
+    group: str  # "/signals/ip", "/scales/timebases/t_1khz"
+    rows: dict[str, _Row]  # shot -> row
+    same_as: dict[str, str]  # shot -> the source path (relative to the shot) of an equal scale
+
+
+class SignalMajorArchive(ZarrArchive):
+    """A signal-major Zarr store from ``convert --order signal``: every shot of a
+    signal packed in one array (:mod:`layoutkit.writers.zarr_signal` has the layout).
+
+    The per-shot index comes with the metadata (the series groups' attributes), so
+    finding a shot costs no request: ``signal`` reads each packed array once and slices
+    it per shot, ``shot`` reads one slice of each signal's array (a partial shard read).
+    Source paths (``/shots/<SHOT>/signals/<SIGNAL>``, or a scale's) work in ``get``
+    as well as the stored arrays' paths; arrays the packing does not carry are mirrored
+    at their source paths and read as in a shot-major store.
+    """
+
+    layout = "signal-major"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # the parameters of ZarrArchive
+        super().__init__(*args, **kwargs)
+        meta = self.root.attrs.get(LAYOUT_ATTR) or {}
+        if int(meta.get("version", 0)) > LAYOUT_VERSION:
+            raise NotAnArchiveError(
+                f"{self.path} holds version {meta.get('version')} of the signal-major layout; this layoutkit "
+                f"reads version {LAYOUT_VERSION} and older."
+            )
+        self._set_template(meta.get("template", self.template))  # the store is packed by its own template
+        _, self._prefix = compile_template(self.template)
+        self._series: dict[str, _Series] = {}  # by source path relative to the shot
+        self._signal_series: dict[str, _Series] = {}  # by signal name
+        for group, node in self._nodes.items():
+            doc = None if hasattr(node, "shape") else dict(node.attributes).get(SERIES_ATTR)
+            if not doc:
+                continue
+            series = self._read_series(group, doc)
+            self._series[doc["source"]] = series
+            if group.startswith(f"/{SIGNALS_GROUP}/"):
+                self._signal_series[group.rsplit("/", 1)[-1]] = series
+        self._tree: dict[str, set[str]] | None = None
+
+    def _read_series(self, group: str, doc: dict[str, Any]) -> _Series:
+        rows = {}
+        for part in doc.get("parts", ()):
+            data = f"{group}/{DATA}{part['suffix']}"
+            common = _plain_attrs(dict(self._nodes[data].attributes), _HIDDEN_ZARR_ATTRS)
+            dims = tuple(tuple(axis) for axis in part["dims"])
+            for shot, start, length in zip(part["shots"], part["starts"], part["lengths"]):
+                attrs = {**common, **part.get("shot_attrs", {}).get(shot, {})}
+                rows[shot] = _Row(data, int(start), int(length), attrs, dims)
+        same_as = {shot: other for other, shots in doc.get("same_as", {}).items() for shot in shots}
+        return _Series(group, rows, same_as)
+
+    # -- source paths -> packed rows -----------------------------------------------
+
+    def _locate(self, path: str) -> _Row | None:
+        """The packed row holding the source dataset at ``path``, or None."""
+        m = self._prefix.match(path)
+        if m is None:
+            return None
+        shot, rel = m.group("shot"), path[m.end() :]
+        series = self._series.get(rel)
+        if series is None:
+            return None
+        if shot in series.rows:
+            return series.rows[shot]
+        kept = self._series.get(series.same_as.get(shot, ""))  # a scale stored once per shot
+        return kept.rows.get(shot) if kept else None
+
+    def _scale_source(self, shot: str, ref: str) -> str:
+        return ref if ref.startswith("/") else f"{self.shot_path(shot)}/{ref}"
+
+    def _is_stored_array(self, path: str) -> bool:
+        return hasattr(self._nodes.get(path), "shape")
+
+    def _virtual_tree(self) -> dict[str, set[str]]:
+        """Group -> member names of the source hierarchy the packed rows stand for."""
+        if self._tree is None:
+            tree: dict[str, set[str]] = {}
+            for rel, series in self._series.items():
+                for shot in {*series.rows, *series.same_as}:
+                    path = f"{self.shot_path(shot)}/{rel}"
+                    while path.count("/") > 0 and path != "/":
+                        parent, _, name = path.rpartition("/")
+                        tree.setdefault(parent or "/", set()).add(name)
+                        path = parent
+            self._tree = tree
+        return self._tree
+
+    def _children(self, group: str) -> list[str]:
+        key = "/" if group in ("", "/") else group.rstrip("/")
+        return sorted(set(super()._children(group)) | self._virtual_tree().get(key, set()))
+
+    def _exists(self, path: str) -> bool:
+        return path in self._nodes or self._locate(path) is not None or path in self._virtual_tree()
+
+    def _mirrored_signals(self) -> dict[str, tuple[str, str]]:
+        stored = [p for p in self._nodes if self._is_stored_array(p)]
+        return match_template(stored, self.template)
+
+    @property
+    def shots(self) -> list[str]:
+        found = {shot for s in self._signal_series.values() for shot in s.rows}
+        found |= {shot for shot, _ in self._mirrored_signals().values()}
+        return sorted(found, key=_natural)
+
+    @property
+    def signals(self) -> list[str]:
+        found = {name for name, s in self._signal_series.items() if s.rows}
+        found |= {sig for _, sig in self._mirrored_signals().values()}
+        return sorted(found, key=_natural)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        if self._is_stored_array(path):
+            return super().get(path, selection)
+        row = self._locate(path)
+        if row is None:
+            raise KeyError(f"{path} is not in {self.path}")
+        a = self._array(row.data)
+        if not selection:
+            return np.asarray(a[row.start : row.start + row.length])
+        first, rest = selection[0], tuple(selection[1:])
+        if isinstance(first, slice):
+            lo, hi, step = first.indices(row.length)
+            if step == 1:
+                return np.asarray(a[(slice(row.start + lo, row.start + max(lo, hi)), *rest)])
+            return np.asarray(a[(slice(row.start, row.start + row.length), *rest)])[first]
+        index = int(first) + (row.length if int(first) < 0 else 0)
+        if not 0 <= index < row.length:
+            raise IndexError(f"index {first} is out of bounds for axis 0 of {path}, of length {row.length}")
+        return np.asarray(a[(row.start + index, *rest)])
+
+    def _read_rows(self, rows: list[_Row]) -> list[np.ndarray]:
+        """The data of several rows, reading each packed array once (the range that
+        covers its rows)."""
+        spans: dict[str, tuple[int, int]] = {}
+        for r in rows:
+            lo, hi = spans.get(r.data, (r.start, r.start + r.length))
+            spans[r.data] = (min(lo, r.start), max(hi, r.start + r.length))
+        blocks = {p: (lo, np.asarray(self._array(p)[lo:hi])) for p, (lo, hi) in spans.items()}
+        return [blocks[r.data][1][r.start - blocks[r.data][0] : r.start - blocks[r.data][0] + r.length] for r in rows]
+
+    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+        """Several source datasets with their coordinates; each packed array is read
+        once for all of them, and so is each scale's."""
+        located = {p: self._locate(p) for p in paths}
+        packed = [p for p in paths if located[p] is not None]
+        datas = dict(zip(packed, self._read_rows([located[p] for p in packed])))
+        scales: dict[str, str] = {}  # the first scale of each axis
+        for p in packed:
+            shot = self._prefix.match(p).group("shot")
+            for axis in located[p].dims:
+                if axis:
+                    scales.setdefault(self._scale_source(shot, axis[0]), "")
+        for p in paths:
+            if p not in located or located[p] is None:
+                for axis in self._scale_paths(p):
+                    if axis:
+                        scales.setdefault(axis[0], "")
+        coords = self._coordinates(list(scales))
+        out = []
+        for p in paths:
+            row = located[p]
+            if row is None:  # mirrored: as a shot-major store holds it
+                data = super().get(p)
+                attrs = _plain_attrs(dict(self._nodes[p].attributes), _HIDDEN_ZARR_ATTRS)
+                axes = [axis[:1] for axis in self._scale_paths(p)]
+            else:
+                data, attrs = datas[p], row.attrs
+                shot = self._prefix.match(p).group("shot")
+                axes = [[self._scale_source(shot, axis[0])] if axis else [] for axis in row.dims]
+            dims, coord = [], {}
+            for axis in range(data.ndim):
+                scale = axes[axis][0] if axis < len(axes) and axes[axis] else None
+                if scale is None:
+                    dims.append(f"dim_{axis}")
+                    continue
+                name = scale.rsplit("/", 1)[-1]
+                coord[name] = (name, *coords[scale])
+                dims.append(name)
+            out.append(xr.DataArray(data, dims=dims, coords=coord, attrs=dict(attrs)))
+        return out
+
+    def _coordinates(self, scales: list[str]) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
+        located = {s: self._locate(s) for s in scales}
+        packed = [s for s in scales if located[s] is not None]
+        out = {s: (v, dict(located[s].attrs)) for s, v in zip(packed, self._read_rows([located[s] for s in packed]))}
+        for s in scales:
+            if s not in out:
+                out[s] = (super().get(s), _plain_attrs(dict(self._nodes[s].attributes), _HIDDEN_ZARR_ATTRS))
+        return out
+
+    def _variable(self, path: str) -> xr.DataArray:
+        if self._locate(path) is None and not self._is_stored_array(path):
+            raise KeyError(f"{path} is not an array in {self.path}")
+        return self._variables([path])[0]
+
+    def shot(self, shot: str | int) -> xr.DataTree:
+        shot = str(shot)
+        names = [sig for sig in self.signals if self._exists(self.path_of(shot, sig))]
+        arrays = self._variables([self.path_of(shot, sig) for sig in names])
+        nodes = {f"/{sig}": xr.Dataset({sig: a.rename(sig)}) for sig, a in zip(names, arrays)}
+        tree = xr.DataTree.from_dict(nodes, name=shot)
+        tree.attrs = self._group_attrs(self.shot_path(shot))
+        return tree
+
+    def signal(self, signal: str) -> dict[str, xr.DataArray]:
+        series = self._signal_series.get(signal)
+        shots = set(series.rows) if series else set()
+        shots |= {shot for shot, sig in self._mirrored_signals().values() if sig == signal}
+        ordered = sorted(shots, key=_natural)
+        arrays = self._variables([self.path_of(shot, signal) for shot in ordered])
+        return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}
+
+
 # -- the registry and the entry point -------------------------------------------------
 
-ZARR_LAYOUTS: dict[str, type[ZarrArchive]] = {"shot-major": ZarrArchive}
+ZARR_LAYOUTS: dict[str, type[ZarrArchive]] = {"shot-major": ZarrArchive, "signal-major": SignalMajorArchive}
 
 
 def open_archive(
@@ -522,4 +785,13 @@ def open_archive(
     return HDF5Archive(p, template, model, page_buffer, sleep)
 
 
-__all__ = ["Archive", "HDF5Archive", "NotAnArchiveError", "ZarrArchive", "ZARR_LAYOUTS", "is_paged", "open_archive"]
+__all__ = [
+    "Archive",
+    "HDF5Archive",
+    "NotAnArchiveError",
+    "SignalMajorArchive",
+    "ZarrArchive",
+    "ZARR_LAYOUTS",
+    "is_paged",
+    "open_archive",
+]

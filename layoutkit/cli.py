@@ -118,6 +118,11 @@ class ZarrFormat(StrEnum):
     v3 = "3"
 
 
+class ConvertOrder(StrEnum):
+    shot = "shot"
+    signal = "signal"
+
+
 @app.command()
 def sample(
     out_path: Annotated[Path, typer.Argument(metavar="OUT.h5", help="The HDF5 file to write.")],
@@ -155,6 +160,10 @@ def convert(
     dst: Annotated[Path, typer.Argument(metavar="DST", help="Zarr store (a directory) to write.")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     zarr_format: Annotated[ZarrFormat, typer.Option("--zarr-format", help="Zarr format version.")] = ZarrFormat.v3,
+    order: Annotated[
+        ConvertOrder,
+        typer.Option(help="shot: mirror the hierarchy (one array per shot and signal); signal: pack each signal of every shot into one array (signal-major, for shot archives; best with --shards auto)."),
+    ] = ConvertOrder.shot,
     chunks: Annotated[
         str,
         typer.Option(help="source (keep source chunks), auto (grow source chunks to --chunk-size), or a shape such as 1000,8 (-1 = whole axis)."),

@@ -20,6 +20,7 @@ from typing import Any
 
 from layoutkit import __version__
 from layoutkit.errors import (
+    InvalidOptionError,
     MissingFilterError,
     OutputExistsError,
     OutputNotWritableError,
@@ -35,7 +36,15 @@ from layoutkit.options import (
     parse_compressor,
     parse_shards,
 )
-from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards, plan_tasks, task_budget
+from layoutkit.plan import (
+    DEFAULT_TEMPLATE,
+    ArrayPlan,
+    CopyTask,
+    plan_chunks,
+    plan_shards,
+    plan_tasks,
+    task_budget,
+)
 from layoutkit.recipes import provenance_attrs
 from layoutkit.source import SourceReader, can_read_raw
 from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
@@ -59,6 +68,9 @@ class ConvertOptions:
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     overwrite: bool = False
     skip_unsupported: bool = False
+    # "shot": mirror the hierarchy; "signal": pack each signal of every shot (layoutkit.signal_major)
+    order: str = "shot"
+    template: str = DEFAULT_TEMPLATE  # where shots and signals are, for --order signal
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,12 @@ class ConvertSummary:
     @property
     def throughput(self) -> float:
         return self.logical_bytes / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _check_order(options: ConvertOptions) -> str:
+    if options.order not in ("shot", "signal"):
+        raise InvalidOptionError(f"Expected --order shot or signal. Got {options.order!r}.")
+    return options.order
 
 
 def _check_filters(info: ArrayInfo) -> None:
@@ -138,7 +156,12 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
 def plan_convert(
     src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions, inventory: Inventory | None = None
 ) -> tuple[Inventory, ConvertPlan]:
-    """Walk the source and plan the whole conversion (no writing)."""
+    """Walk the source and plan the whole conversion (no writing). With
+    ``options.order == "signal"`` the plan is a :class:`~layoutkit.signal_major.SignalMajorPlan`."""
+    if _check_order(options) == "signal":
+        from layoutkit.signal_major import plan_signal_major
+
+        return plan_signal_major(src, dst, options, inventory)  # type: ignore[return-value]
     inventory = inventory or read_inventory(src, workers=options.workers)
     budget = task_budget(options.memory_limit, options.workers)
     plans: list[ArrayPlan] = []
@@ -278,6 +301,10 @@ def convert(
         For every expected failure (bad source, existing destination, unsupported feature).
     """
     options = options or ConvertOptions()
+    if _check_order(options) == "signal":
+        from layoutkit.signal_major import convert_signal_major
+
+        return convert_signal_major(src, dst, options, progress, plan)  # type: ignore[arg-type]
     src_path, dst_path = Path(src), Path(dst)
     check_destination(dst_path, options.overwrite)
     inventory, cplan = plan or plan_convert(src_path, dst_path, options)

@@ -205,3 +205,32 @@ def without_provenance(variant: Path) -> Path:
     with h5py.File(copy, "a") as f:
         del f.attrs[PROVENANCE_ATTR]
     return copy
+
+
+def assert_same_reads(source: Archive, variant: Archive, slices: bool = True) -> None:  # noqa: F821
+    """``layoutkit.open`` gives the same of both: every read of the shot-archive view,
+    and every array of the source read by its path (whole, and sliced on its first axis)."""
+    import xarray as xr
+
+    assert variant.shots == source.shots
+    assert variant.signals == source.signals
+    for shot in source.shots:
+        for sig in source.signals:
+            try:
+                want = source.read(shot, sig)
+            except KeyError:
+                with pytest.raises(KeyError):
+                    variant.read(shot, sig)
+                continue
+            xr.testing.assert_identical(variant.read(shot, sig), want)
+        xr.testing.assert_identical(variant.shot(shot), source.shot(shot))
+    for sig in source.signals:
+        want, got = source.signal(sig), variant.signal(sig)
+        assert list(got) == list(want)
+        for shot in want:
+            xr.testing.assert_identical(got[shot], want[shot])
+    for path, (shape, _) in source.arrays().items():
+        np.testing.assert_array_equal(variant.get(path), source.get(path))
+        if slices and shape and shape[0] > 3:
+            for sel in [(slice(1, 3),), (-1,), (slice(None, None, 2),), (slice(2, 1),)]:
+                np.testing.assert_array_equal(variant.get(path, sel), source.get(path, sel))

@@ -5,8 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
+from conftest import assert_same_reads
 
+import layoutkit
+from layoutkit.archive import NotAnArchiveError
+from layoutkit.convert import ConvertOptions, convert
+from layoutkit.options import parse_shards
+from layoutkit.reorder import ReorderOptions, reorder
 from layoutkit.verify.storage import Counter, CountingStore
 
 
@@ -22,3 +29,72 @@ def test_counting_store_counts_the_inner_chunks_of_a_partial_shard_read(tmp_path
     # the shard index, then the three inner chunks as one coalesced range
     assert counter.requests == 2
     assert counter.bytes > 3 * 100 * 4 * 0.1
+
+
+@pytest.fixture(scope="module")
+def four_layouts(shot_file: Path, tmp_path_factory) -> dict[str, Path]:
+    """The sample in every layout layoutkit writes."""
+    root = tmp_path_factory.mktemp("layouts")
+    out = {"source": shot_file}
+    # without dedupe: a merged scale is one object under two names, and h5py names it by
+    # the first path it finds, so a signal's coordinate could take the other copy's name
+    reorder(shot_file, root / "by-signal.h5", ReorderOptions(by="signal", dedupe=False))
+    out["reorder"] = root / "by-signal.h5"
+    convert(shot_file, root / "shot.zarr")
+    out["shot-major"] = root / "shot.zarr"
+    convert(shot_file, root / "signal.zarr", ConvertOptions(order="signal", shards=parse_shards("auto")))
+    out["signal-major"] = root / "signal.zarr"
+    return out
+
+
+def test_open_gives_the_same_archive_over_every_layout(four_layouts: dict[str, Path]) -> None:
+    kinds = {}
+    with layoutkit.open(four_layouts["source"]) as source:
+        for name, path in four_layouts.items():
+            with layoutkit.open(path) as variant:
+                kinds[name] = (type(variant).__name__, variant.layout)
+                if name != "source":
+                    assert_same_reads(source, variant, slices=name == "signal-major")
+    assert kinds == {
+        "source": ("HDF5Archive", "hdf5"),
+        "reorder": ("HDF5Archive", "hdf5-paged-signal"),
+        "shot-major": ("ZarrArchive", "shot-major"),
+        "signal-major": ("SignalMajorArchive", "signal-major"),
+    }
+
+
+def test_shot_keeps_the_shot_attributes(four_layouts: dict[str, Path]) -> None:
+    for path in four_layouts.values():
+        with layoutkit.open(path) as archive:
+            tree = archive.shot(archive.shots[0])
+            assert tree.attrs["shot"] == int(archive.shots[0]) and "comment" in tree.attrs
+
+
+def test_every_stored_array_scans(four_layouts: dict[str, Path]) -> None:
+    """blocks() covers every stored array once, and read_block reads each unit."""
+    with layoutkit.open(four_layouts["signal-major"]) as archive:
+        arrays = archive.arrays()
+        blocks = archive.blocks()
+        assert {p for p, _ in blocks} == {p for p, (shape, _) in arrays.items() if 0 not in shape}
+        assert "/signals/ip/data" in arrays and "/shots/1160930001/signals/ip" not in arrays
+        total = sum(archive.read_block(p, sel).size for p, sel in blocks)
+        assert total == sum(int(np.prod(shape)) for shape, _ in arrays.values())
+
+
+def test_open_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        layoutkit.open(tmp_path / "nothing")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(NotAnArchiveError, match="not a Zarr store"):
+        layoutkit.open(tmp_path / "folder")
+    (tmp_path / "text.h5").write_text("not hdf5")
+    with pytest.raises(NotAnArchiveError):
+        layoutkit.open(tmp_path / "text.h5")
+    future = tmp_path / "future.zarr"
+    zarr.open_group(future, mode="w").attrs["layoutkit_layout"] = {"name": "signal-major", "version": 99}
+    with pytest.raises(NotAnArchiveError, match="version 99"):
+        layoutkit.open(future)
+    other = tmp_path / "other.zarr"
+    zarr.open_group(other, mode="w").attrs["layoutkit_layout"] = {"name": "diagonal", "version": 1}
+    with pytest.raises(NotAnArchiveError, match="diagonal"):
+        layoutkit.open(other)

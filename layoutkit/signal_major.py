@@ -1,0 +1,481 @@
+"""``layoutkit convert --order signal``: a shot archive as signal-major Zarr.
+
+Planned in full first (:func:`plan_signal_major`, which ``--dry-run`` prints), then run
+by :func:`convert_signal_major` with the pieces ``convert`` uses: the inventory, the raw
+chunk reader, :class:`ZarrWriter`'s metadata templates and chunk encoders, the task
+engines and the temporary-sibling-then-rename destination handling.
+
+Every dataset that matches the template and holds fixed-size numbers is packed with the
+same signal of every other shot (:mod:`layoutkit.writers.zarr_signal` describes the
+layout); so is every dimension scale inside a shot, once per content within the shot.
+Everything else (arrays outside the template, text or compound signals, groups with
+attributes) is mirrored at its own path, as ``--order shot`` writes it, so nothing of
+the source is lost. Each task writes whole shards (or chunks) of a packed array,
+assembled from the parts of the shots' datasets that fall in them, so memory stays
+within the budget however large a signal is.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layoutkit.archive import LAYOUT_ATTR
+from layoutkit.convert import (
+    _OPEN,
+    ConvertOptions,
+    ConvertSummary,
+    CopyJob,
+    _open,
+    _sidecar,
+    check_destination,
+    close_open_files,
+    du,
+    plan_array,
+    remove_path,
+    replace_path,
+    temporary_sibling,
+)
+from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
+from layoutkit.execute import run_tasks
+from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory, read_inventory
+from layoutkit.options import ShardSpec
+from layoutkit.plan import (
+    ArrayPlan,
+    CopyTask,
+    _natural,
+    compile_template,
+    match_template,
+    plan_packed_chunks,
+    plan_shards,
+    plan_tasks,
+    task_budget,
+)
+from layoutkit.recipes import provenance_attrs
+from layoutkit.reorder import find_duplicate_scales
+from layoutkit.source import SourceReader
+from layoutkit.writers.zarr_signal import (
+    DATA,
+    LAYOUT_NAME,
+    LAYOUT_VERSION,
+    PER_SHOT_ONLY_ATTRS,
+    SCALES_GROUP,
+    SIGNALS_GROUP,
+    PackedPart,
+    PackedRow,
+    PackedSeries,
+    SignalMajorWriter,
+    assemble_block,
+    packed_arrays,
+)
+
+
+@dataclass(frozen=True)
+class SignalMajorPlan:
+    """The whole signal-major conversion; ``arrays`` and ``tasks`` as in a ConvertPlan."""
+
+    source: str
+    dest: str
+    options: ConvertOptions
+    arrays: tuple[ArrayPlan, ...]  # mirrored arrays (source paths), then packed ones (store paths)
+    skipped: tuple[tuple[str, str], ...]
+    tasks: tuple[CopyTask, ...]
+    task_bytes: int
+    series: tuple[PackedSeries, ...]
+    groups: tuple[GroupInfo, ...]  # source groups written (the root, and groups with attributes)
+    layout: dict[str, Any]
+    merged_scales: int
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+    @property
+    def shots(self) -> int:
+        return len({r.shot for s in self.series for p in s.parts for r in p.rows})
+
+
+def packable(info: ArrayInfo) -> bool:
+    """Datasets of fixed-size numbers (or booleans) with at least one axis."""
+    return (
+        info.kind in ("numeric", "bool")
+        and info.dtype.kind in "biufc"
+        and len(info.shape) >= 1
+        and not info.null_space
+        and not info.dim_only
+    )
+
+
+def _refuse_non_archive(src: str, template: str, inventory: Inventory) -> None:
+    paths = [a.path for a in inventory.arrays]
+    examples = ", ".join(paths[:6]) or "(no datasets)"
+    raise InvalidOptionError(
+        f"--order signal needs a shot archive, and the template {template!r} matches no dataset "
+        f"in {src!r}; it has {len(paths)} datasets, e.g. {examples}. Signals must sit at paths "
+        "that match the template; convert other files with --order shot."
+    )
+
+
+def _common_attrs(rows: list[ArrayInfo]) -> dict[str, Any]:
+    first = rows[0].attrs
+    return {
+        k: v for k, v in first.items()
+        if k not in PER_SHOT_ONLY_ATTRS and all(k in r.attrs and _same(r.attrs[k], v) for r in rows[1:])
+    }
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b  # NaN differs from itself: kept per shot, still exact
+
+
+def _part_key(info: ArrayInfo, dims: tuple[tuple[str, ...], ...]) -> tuple[Any, ...]:
+    fill = None if info.fill_value is None else np.asarray(info.fill_value, info.dtype).tobytes()
+    return (info.dtype.str, info.shape[1:], fill, dims)
+
+
+def _build_series(
+    group: str, source: str, members: list[tuple[str, ArrayInfo, tuple[tuple[str, ...], ...]]],
+    same_as: dict[str, tuple[str, ...]],
+) -> PackedSeries:
+    """Split a series' shots into parts of alike datasets and pack each part."""
+    by_key: dict[tuple[Any, ...], list[tuple[str, ArrayInfo, tuple[tuple[str, ...], ...]]]] = {}
+    for member in sorted(members, key=lambda m: _natural(m[0])):
+        by_key.setdefault(_part_key(member[1], member[2]), []).append(member)
+    parts = []
+    for n, rows in enumerate(by_key.values()):
+        infos = [info for _, info, _ in rows]
+        common = _common_attrs(infos)
+        packed, start = [], 0
+        for shot, info, _ in rows:
+            packed.append(PackedRow(shot, info.path, start, info.shape[0]))
+            start += info.shape[0]
+        first = infos[0]
+        parts.append(
+            PackedPart(
+                suffix=f"_{n}" if n else "",
+                dtype=first.dtype,
+                kind=first.kind,
+                trailing=first.shape[1:],
+                fill_value=first.fill_value,
+                dims=rows[0][2],
+                attrs=common,
+                shot_attrs={
+                    shot: extra for shot, info, _ in rows
+                    if (extra := {k: v for k, v in info.attrs.items() if k not in common})
+                },
+                rows=tuple(packed),
+            )
+        )
+    return PackedSeries(group, source, tuple(parts), same_as)
+
+
+def _packed_plans(series: PackedSeries, options: ConvertOptions, budget: int) -> list[ArrayPlan]:
+    target = min(options.chunk_bytes, budget)
+    sharded = options.zarr_format == 3 and options.shards.mode != "none"
+    plans = []
+    for info in packed_arrays(series):
+        is_data = info.path.rsplit("/", 1)[-1].startswith(DATA)
+        itemsize = info.dtype.itemsize if info.kind != "string" else 16
+        if is_data:
+            part = next(p for p in series.parts if series.array(p, DATA) == info.path)
+            chunks = plan_packed_chunks(info.shape, itemsize, part.lengths, options.chunks, target, sharded)
+            shards = None
+            if sharded:
+                spec = ShardSpec(options.shards.mode, min(options.shards.target_bytes, budget))
+                shards = plan_shards(info.shape, chunks, itemsize, spec)
+        else:
+            chunks, shards = (max(1, info.shape[0]),), None
+        plans.append(
+            ArrayPlan(
+                path=info.path,
+                shape=info.shape,
+                dtype=str(info.dtype) if info.kind != "string" else "str",
+                itemsize=itemsize,
+                chunks=chunks,
+                shards=shards,
+                compressor=options.compressor,
+                read_mode="pack" if is_data else "index",
+                nbytes=math.prod(info.shape) * itemsize,
+            )
+        )
+    return plans
+
+
+def plan_signal_major(
+    src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions, inventory: Inventory | None = None
+) -> tuple[Inventory, SignalMajorPlan]:
+    """Walk the source and plan the signal-major store (no writing).
+
+    Raises
+    ------
+    InvalidOptionError
+        The file is not a shot archive under ``options.template``, or it has paths the
+        layout reserves (``/signals``, ``/scales``).
+    UnsupportedFeatureError
+        A dataset cannot be carried (as in ``convert``), or a signal's dimension scale
+        lives in another shot.
+    """
+    template = "/" + options.template.strip("/")
+    _, prefix = compile_template(template)
+    if template.index("{shot}") > template.index("{signal}"):
+        raise InvalidOptionError(
+            f"--order signal needs {{shot}} before {{signal}} in the template (the signals of a shot "
+            f"lie under the shot). Got {template!r}."
+        )
+    inventory = inventory or read_inventory(src, workers=options.workers)
+    arrays = [a for a in inventory.arrays if not a.dim_only]
+    signals = match_template([a.path for a in arrays], template)
+    if not signals:
+        _refuse_non_archive(str(src), template, inventory)
+    budget = task_budget(options.memory_limit, options.workers)
+    skipped: list[tuple[str, str]] = []
+
+    def carried(info: ArrayInfo) -> ArrayPlan | None:
+        try:
+            return plan_array(info, options, budget)
+        except (UnsupportedFeatureError, MissingFilterError) as exc:
+            if not options.skip_unsupported:
+                raise
+            skipped.append((info.path, str(exc)))
+            return None
+
+    packed_signals: dict[str, ArrayInfo] = {}
+    packed_scales: dict[str, ArrayInfo] = {}
+    mirrored: list[ArrayPlan] = []
+    for info in arrays:
+        plan = carried(info)
+        if plan is None:
+            continue
+        if info.path in signals and packable(info):
+            packed_signals[info.path] = info
+        elif info.is_scale and prefix.match(info.path) and packable(info):
+            packed_scales[info.path] = info
+        else:
+            mirrored.append(plan)
+    _check_reserved(mirrored, inventory)
+
+    def shot_and_rel(path: str) -> tuple[str, str]:
+        m = prefix.match(path)
+        assert m is not None
+        return m.group("shot"), path[m.end():]
+
+    def refs(info: ArrayInfo, shot: str) -> tuple[tuple[str, ...], ...]:
+        out = []
+        for axis in info.dim_scales:
+            axis_refs = []
+            for scale in axis:
+                m = prefix.match(scale)
+                if m is None:
+                    axis_refs.append(scale)  # outside every shot: mirrored, referenced by path
+                elif m.group("shot") != shot:
+                    raise UnsupportedFeatureError(
+                        info.path, f"a dimension scale in another shot ({scale})",
+                        "convert it with --order shot.",
+                    )
+                else:
+                    axis_refs.append(scale[m.end():])
+            out.append(tuple(axis_refs))
+        return tuple(out)
+
+    members: dict[tuple[str, str], list[tuple[str, ArrayInfo, tuple[tuple[str, ...], ...]]]] = {}
+    uses: dict[str, int] = {}  # signals per scale (relative path) over the archive
+    for path, (shot, name) in signals.items():
+        if path in packed_signals:
+            info = packed_signals[path]
+            dims = refs(info, shot)
+            members.setdefault((f"{SIGNALS_GROUP}/{name}", shot_and_rel(path)[1]), []).append((shot, info, dims))
+            for rel in {r for axis in dims for r in axis}:
+                uses[rel] = uses.get(rel, 0) + 1
+    dupes = _keep_most_used(
+        find_duplicate_scales(str(src), _only(inventory, packed_scales), template), packed_scales,
+        lambda p: uses.get(shot_and_rel(p)[1], 0),
+    )
+    same_as: dict[str, dict[str, list[str]]] = {}
+    for path, info in packed_scales.items():
+        shot, rel = shot_and_rel(path)
+        members.setdefault((f"{SCALES_GROUP}/{rel}", rel), [])
+        if path in dupes:
+            same_as.setdefault(rel, {}).setdefault(shot_and_rel(dupes[path])[1], []).append(shot)
+        else:
+            members[(f"{SCALES_GROUP}/{rel}", rel)].append((shot, info, ((),) * len(info.shape)))
+    series = [
+        _build_series(group, rel, rows, {k: tuple(sorted(v, key=_natural)) for k, v in same_as.get(rel, {}).items()})
+        for (group, rel), rows in sorted(members.items())
+        if group.startswith(SIGNALS_GROUP + "/") or rel in same_as or rows
+    ]
+    packed_plans = [p for s in series for p in _packed_plans(s, options, budget)]
+    packed_sources = set(packed_signals) | set(packed_scales)
+    implied = {p.rsplit("/", i)[0] or "/" for p in packed_sources for i in range(1, p.count("/") + 1)}
+    groups = tuple(g for g in inventory.groups if g.path == "/" or g.attrs or g.path not in implied)
+    _check_reserved_groups(groups)
+    if "/" in {g.path for g in groups} and LAYOUT_ATTR in next(g for g in groups if g.path == "/").attrs:
+        raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
+    tasks = plan_tasks([*mirrored, *(p for p in packed_plans if p.read_mode == "pack")], budget)
+    layout = {
+        "name": LAYOUT_NAME,
+        "version": LAYOUT_VERSION,
+        "order": "signal",
+        "template": template,
+        "signals": SIGNALS_GROUP,
+        "scales": SCALES_GROUP,
+    }
+    plan = SignalMajorPlan(
+        source=str(src), dest=str(dst), options=options, arrays=(*mirrored, *packed_plans),
+        skipped=tuple(skipped), tasks=tasks, task_bytes=budget, series=tuple(series), groups=groups,
+        layout=layout, merged_scales=len(dupes),
+    )
+    return inventory, plan
+
+
+def _keep_most_used(dupes: dict[str, str], packed: dict[str, ArrayInfo], uses: Any) -> dict[str, str]:
+    """Of each set of equal scales in a shot, keep the one most signals use (the shared
+    time base rather than a signal's private copy of it); map the others to it."""
+    sets: dict[str, list[str]] = {}
+    for dup, kept in dupes.items():
+        if dup in packed and kept in packed:
+            sets.setdefault(kept, [kept]).append(dup)
+    out = {}
+    for members in sets.values():
+        keep = max(members, key=lambda p: (uses(p), -members.index(p)))
+        out.update({p: keep for p in members if p != keep})
+    return out
+
+
+def _only(inventory: Inventory, arrays: dict[str, ArrayInfo]) -> Inventory:
+    return Inventory(inventory.path, inventory.userblock_size, inventory.is_netcdf4, (), tuple(arrays.values()), ())
+
+
+def _reserved(path: str) -> bool:
+    top = path.strip("/").split("/", 1)[0]
+    return top in (SIGNALS_GROUP, SCALES_GROUP)
+
+
+def _check_reserved(mirrored: list[ArrayPlan], inventory: Inventory) -> None:
+    for path in [p.path for p in mirrored] + [link.path for link in inventory.links]:
+        if _reserved(path):
+            raise UnsupportedFeatureError(
+                path, f"a path under /{SIGNALS_GROUP} or /{SCALES_GROUP}, where the signal-major layout "
+                "keeps its packed arrays", "convert it with --order shot.",
+            )
+
+
+def _check_reserved_groups(groups: tuple[GroupInfo, ...]) -> None:
+    for g in groups:
+        if g.path != "/" and _reserved(g.path):
+            raise UnsupportedFeatureError(
+                g.path, f"a group under /{SIGNALS_GROUP} or /{SCALES_GROUP}, where the signal-major layout "
+                "keeps its packed arrays", "convert it with --order shot.",
+            )
+
+
+# ---------------------------------------------------------------------------------
+# the worker side (module level so dask can pickle it)
+
+
+@dataclass(frozen=True)
+class PackJob(CopyJob):
+    # packed array (store path) -> its shots' datasets: (source path, start, length)
+    packing: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+
+
+def pack_task(job: PackJob, task: CopyTask) -> int:
+    """Write every block of ``task``: packed blocks assembled from the shots they span,
+    mirrored blocks copied as ``convert`` copies them; return the bytes written."""
+    reader, writer = _open(job)
+    blocks = []
+    for path, region in task.items:
+        rows = job.packing.get(path)
+        if rows is not None:
+            blocks.append((path, region, assemble_block(reader, rows, np.dtype(job.dtypes[path]), region)))
+        elif path not in job.sparse_ok or reader.allocated(path, region):
+            blocks.append((path, region, reader.read(path, region)))
+    writer.write_many(blocks)
+    return task.nbytes
+
+
+# ---------------------------------------------------------------------------------
+
+
+def convert_signal_major(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    options: ConvertOptions,
+    progress: Any = None,
+    plan: tuple[Inventory, SignalMajorPlan] | None = None,
+) -> ConvertSummary:
+    """Write a shot archive as a signal-major Zarr store (``convert --order signal``).
+
+    Raises
+    ------
+    LayoutkitError
+        For every expected failure (as :func:`layoutkit.convert.convert`, and a file
+        that is not a shot archive).
+    """
+    src_path, dst_path = Path(src), Path(dst)
+    check_destination(dst_path, options.overwrite)
+    inventory, splan = plan or plan_signal_major(src_path, dst_path, options)
+    report = progress or (lambda n: None)
+    t0 = time.perf_counter()
+    tmp = temporary_sibling(dst_path)
+    mirrored = [a for a in splan.arrays if a.read_mode not in ("pack", "index")]
+    packed = [a for a in splan.arrays if a.read_mode in ("pack", "index")]
+    try:
+        writer = SignalMajorWriter(tmp, options.zarr_format)
+        sidecar = {**_sidecar(inventory, splan), "layout": splan.layout, "merged_scales": splan.merged_scales}
+        try:
+            writer.create_layout(
+                inventory, mirrored, packed, list(splan.series), list(splan.groups), sidecar,
+                {**provenance_attrs("convert", options), LAYOUT_ATTR: splan.layout},
+            )
+            report(writer.write_index(list(splan.series)))
+        except OSError as exc:
+            raise OutputNotWritableError(
+                f"Destination {str(dst_path)!r} cannot be written ({exc.strerror or exc})."
+            ) from None
+        infos = {a.path: a for a in inventory.arrays}
+        packing = {
+            s.array(p, DATA): tuple((r.source, r.start, r.length) for r in p.rows) for s in splan.series for p in s.parts
+        }
+        sources = {r[0] for rows in packing.values() for r in rows} | {a.path for a in mirrored}
+        job = PackJob(
+            str(src_path.resolve()),
+            str(tmp.resolve()),
+            options.zarr_format,
+            {p: infos[p] for p in sources},
+            frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
+            packing,
+            {s.array(p, DATA): p.dtype.str for s in splan.series for p in s.parts},
+        )
+        _OPEN[(job.source, job.dest)] = (SourceReader(job.source, job.arrays), writer)
+        run_tasks(
+            pack_task, job, splan.tasks, scheduler=options.scheduler, workers=options.workers,
+            progress=report, cleanup=close_open_files,
+        )
+        writer.finish(options.consolidate)
+        replace_path(tmp, dst_path)
+    except BaseException:
+        close_open_files()
+        remove_path(tmp)
+        raise
+    return ConvertSummary(
+        source=str(src_path),
+        dest=str(dst_path),
+        arrays=len(splan.arrays),
+        groups=len(splan.groups) + len(splan.series),
+        links=len(inventory.links),
+        skipped=splan.skipped,
+        logical_bytes=splan.nbytes,
+        source_bytes=src_path.stat().st_size,
+        dest_bytes=du(dst_path),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+__all__ = ["SignalMajorPlan", "convert_signal_major", "packable", "plan_signal_major"]

@@ -1,0 +1,398 @@
+"""``convert --order signal``: the signal-major Zarr layout, read back exactly.
+
+The edge cases are built here, small: a signal missing from some shots, a signal with
+no samples in a shot, 2-D signals whose channel count changes, a signal whose dtype
+changes across shots, shared, private, duplicated and global dimension scales, per-shot
+attributes, and datasets the packing does not carry (text, scalars, arrays outside
+the template), which are mirrored.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from conftest import assert_same_reads
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import layoutkit
+from layoutkit.cli import app
+from layoutkit.convert import ConvertOptions, convert, plan_convert
+from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.options import parse_chunks, parse_shards
+from layoutkit.plan import packed_pieces, plan_packed_chunks
+from layoutkit.verify.equality import compare_signal_major, compare_variant
+from layoutkit.verify.storage import LatencyModel
+
+SHARDED = ConvertOptions(order="signal", shards=parse_shards("auto"))
+
+
+def _timebase(group: h5py.Group, name: str, values: np.ndarray, **attrs: object) -> h5py.Dataset:
+    ds = group.create_dataset(name, data=values)
+    ds.attrs.update(attrs)
+    ds.make_scale(name)
+    return ds
+
+
+def _signal(group: h5py.Group, name: str, data: np.ndarray, *scales: h5py.Dataset | None, **kwargs: object) -> h5py.Dataset:
+    attrs = kwargs.pop("attrs", {})
+    ds = group.create_dataset(name, data=data, **kwargs)
+    ds.attrs.update(attrs)
+    for axis, scale in enumerate(scales):
+        if scale is not None:
+            ds.dims[axis].attach_scale(scale)
+    return ds
+
+
+def build_edge_archive(path: Path, shot_names: tuple[str, ...] = ("1", "2", "3", "10")) -> Path:
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "edge cases"
+        f.attrs["version"] = np.int32(2)
+        common = f.create_group("common")
+        gch = _timebase(common, "ch", np.arange(5, dtype="i4"), units="")
+        f["calibration/table"] = np.arange(12.0).reshape(3, 4)  # outside the template
+        f.create_group("shots").attrs["machine"] = "test"
+        for k, shot in enumerate(shot_names):
+            g = f.create_group(f"shots/{shot}")
+            if k != 1:
+                g.attrs["shot"] = np.int64(k)
+                g.attrs["comment"] = f"shot {shot}"
+            tb, sig = g.create_group("timebases"), g.create_group("signals")
+            n = 50 + 10 * k
+            t = _timebase(tb, "t", np.linspace(0, 1, n), units="s", rate=float(n))
+            # a private copy of t: equal to it in every shot but the third
+            ne_t = _timebase(tb, "ne_time", np.linspace(0, 1, n) + (0.5 if k == 2 else 0.0), units="s", rate=float(n))
+            chans = 6 if k == 3 else 8
+            ch = _timebase(tb, "channel", np.arange(chans, dtype="f4") * 0.1, units="m")
+            _signal(sig, "ip", rng.normal(size=n).astype("f4"), t, attrs={"units": "A", "offset": float(k)},
+                    chunks=(16,), compression="gzip")
+            if k != 1:  # missing from the second shot
+                _signal(sig, "ne", rng.normal(size=n), ne_t, attrs={"units": "m-3"})
+            # zero samples in the third shot (with a zero-length time base of its own)
+            m = 0 if k == 2 else n
+            tz = _timebase(tb, "tz", np.linspace(0, 1, m), units="s")
+            _signal(sig, "empty_in_3", np.ones(m, "f8"), tz)
+            # 2-D, time x channel; the channel count changes in the fourth shot
+            _signal(sig, "profile", rng.normal(size=(n, chans)).astype("f4"), t, ch, attrs={"units": "eV"},
+                    chunks=(8, chans), compression="gzip", shuffle=True)
+            # int16 counts, float64 in the third shot
+            dtype = "f8" if k == 2 else "i2"
+            _signal(sig, "counts", (rng.normal(size=n) * 100).astype(dtype), t, attrs={"scale_factor": 0.5})
+            _signal(sig, "spec", rng.normal(size=(n, 5)), t, gch)  # a scale outside every shot
+            _signal(sig, "raw", np.arange(n, dtype="u2"))  # no scale
+            _signal(sig, "flags", rng.normal(size=n) > 0, t)
+            _signal(sig, "fill", np.zeros(n, "i4"), t, fillvalue=-9)
+            sig.create_dataset("label", data=[f"label {shot}"], dtype=h5py.string_dtype())  # text: mirrored
+            sig["scalar"] = np.float64(k)  # no axis: mirrored
+            g["extra"] = np.arange(3) + k  # in the shot, not a signal, not a scale: mirrored
+    return path
+
+
+@pytest.fixture(scope="module")
+def edge(tmp_path_factory) -> Path:
+    return build_edge_archive(tmp_path_factory.mktemp("edge") / "edge.h5")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param(SHARDED, id="v3-sharded"),
+        pytest.param(ConvertOptions(order="signal", zarr_format=2), id="v2"),
+        pytest.param(ConvertOptions(order="signal", chunks=parse_chunks("7,-1"), scheduler="serial"), id="v3-chunks-7"),
+    ],
+)
+def test_edge_cases_read_back_exactly(edge: Path, tmp_path: Path, options: ConvertOptions) -> None:
+    dst = tmp_path / "edge.zarr"
+    convert(edge, dst, options)
+    with layoutkit.open(edge) as source, layoutkit.open(dst) as store:
+        assert store.layout == "signal-major"
+        assert_same_reads(source, store)
+    assert compare_variant(edge, dst) == []
+
+
+def test_parts_dedupe_and_mirrors(edge: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "edge.zarr"
+    convert(edge, dst, SHARDED)
+    root = zarr.open_group(dst, mode="r")
+    layout = root.attrs["layoutkit_layout"]
+    assert layout["name"] == "signal-major" and layout["version"] == 1
+    assert layout["template"] == "/shots/{shot}/signals/{signal}"
+    doc = root["signals/profile"].attrs["layoutkit_series"]
+    assert [p["shots"] for p in doc["parts"]] == [["1", "2", "3"], ["10"]]  # 8 channels, then 6
+    assert doc["parts"][0]["dims"] == [["timebases/t"], ["timebases/channel"]]
+    assert root["signals/profile/data"].shape == (50 + 60 + 70, 8)
+    assert root["signals/profile/data_1"].shape == (80, 6)
+    counts = root["signals/counts"].attrs["layoutkit_series"]
+    assert [p["shots"] for p in counts["parts"]] == [["1", "2", "10"], ["3"]]  # int16, then float64
+    ne = root["signals/ne"].attrs["layoutkit_series"]["parts"][0]
+    assert ne["shots"] == ["1", "3", "10"]
+    assert ne["shot_attrs"] == {}
+    ip = root["signals/ip"].attrs["layoutkit_series"]["parts"][0]
+    assert ip["shot_attrs"] == {"1": {"offset": 0.0}, "2": {"offset": 1.0}, "3": {"offset": 2.0}, "10": {"offset": 3.0}}
+    assert dict(root["signals/ip/data"].attrs) == {"units": "A"}
+    # the private time copy is stored once where it equals t, and on its own in shot 3
+    ne_time = root["scales/timebases/ne_time"].attrs["layoutkit_series"]
+    assert ne_time["same_as"] == {"timebases/t": ["1", "2", "10"]}
+    assert ne_time["parts"][0]["shots"] == ["3"]
+    np.testing.assert_array_equal(root["signals/ip/shot"][:], [1, 2, 3, 10])
+    np.testing.assert_array_equal(root["signals/ip/start"][:], [0, 50, 110, 180])
+    np.testing.assert_array_equal(root["signals/empty_in_3/length"][:], [50, 60, 0, 80])
+    # what the packing does not carry is mirrored at its own path
+    for path in ("calibration/table", "shots/1/signals/label", "shots/2/signals/scalar", "shots/3/extra",
+                 "common/ch"):
+        assert isinstance(root[path], zarr.Array)
+    assert dict(root["shots/1"].attrs) == {"shot": 0, "comment": "shot 1"}
+    assert dict(root["shots/2"].attrs) == {}
+    assert "shots/2/timebases" not in root  # a group without attributes is implied by the index
+    sidecar = json.loads((dst / "layoutkit.json").read_text())
+    assert sidecar["layout"]["name"] == "signal-major"
+    assert sidecar["merged_scales"] == 3  # ne_time, equal to t in three shots (tz lacks the rate)
+
+
+def test_text_shot_names_are_text_ids(tmp_path: Path) -> None:
+    src = build_edge_archive(tmp_path / "named.h5", ("run_a", "run_b", "007"))
+    dst = tmp_path / "named.zarr"
+    convert(src, dst, SHARDED)
+    ids = zarr.open_group(dst, mode="r")["signals/ip/shot"][:]
+    assert [str(s) for s in ids] == ["007", "run_a", "run_b"]
+    with layoutkit.open(src) as source, layoutkit.open(dst) as store:
+        assert store.shots == source.shots == ["007", "run_a", "run_b"]
+        for shot in source.shots:
+            xr.testing.assert_identical(store.shot(shot), source.shot(shot))
+
+
+def test_sample_round_trip(shot_file: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "sample.zarr"
+    convert(shot_file, dst, SHARDED)
+    with layoutkit.open(shot_file) as source, layoutkit.open(dst) as store:
+        assert_same_reads(source, store, slices=False)
+    assert compare_signal_major(shot_file, dst) == []
+
+
+def test_xarray_reads_the_layout_without_layoutkit(shot_file: Path, tmp_path: Path) -> None:
+    """What the README says: open a signal's group, slice shot k by start and length,
+    and find its time base in the series its dims name."""
+    dst = tmp_path / "sample.zarr"
+    convert(shot_file, dst, SHARDED)
+    ds = xr.open_zarr(dst, group="signals/ip", decode_cf=False)
+    k = 1
+    shot, start, length = int(ds["shot"][k]), int(ds["start"][k]), int(ds["length"][k])
+    data = ds["data"][start : start + length].values
+    doc = ds.attrs["layoutkit_series"]
+    time_series = doc["parts"][0]["dims"][0][0]  # e.g. "timebases/t_10khz"
+    tb = xr.open_zarr(dst, group=f"scales/{time_series}", decode_cf=False)
+    row = list(tb["shot"].values).index(shot)  # (a copy of another scale would be in same_as)
+    time = tb["data"][int(tb["start"][row]) : int(tb["start"][row]) + int(tb["length"][row])].values
+    with layoutkit.open(shot_file) as source:
+        want = source.read(str(shot), "ip")
+    np.testing.assert_array_equal(data, want.values)
+    np.testing.assert_array_equal(time, want[time_series.rsplit("/", 1)[-1]].values)
+
+
+# -- requests ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hundred_shots(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A 100-shot sample (two signals: the signal count does not change the counts per
+    signal) as shot-major and as signal-major Zarr."""
+    from layoutkit.sample import write_sample
+
+    root = tmp_path_factory.mktemp("hundred")
+    src = root / "shots.h5"
+    write_sample(src, shots=100, signals=2, seed=2)
+    convert(src, root / "shot.zarr")
+    convert(src, root / "signal.zarr", SHARDED)
+    return src, root / "shot.zarr", root / "signal.zarr"
+
+
+def _requests(path: Path, method: str, name: str) -> int:
+    with layoutkit.open(path) as archive:
+        archive.counter.reset()
+        getattr(archive, method)(name)
+        return archive.counter.requests
+
+
+def test_one_signal_of_every_shot_is_a_handful_of_requests(hundred_shots: tuple[Path, Path, Path]) -> None:
+    _, shot_major, signal_major = hundred_shots
+    for name in ("ip", "ne_bar"):
+        packed = _requests(signal_major, "signal", name)
+        mirrored = _requests(shot_major, "signal", name)
+        assert packed <= 4, (name, packed)  # the data's shard and the time base's
+        assert mirrored >= 100, (name, mirrored)
+
+
+def test_one_shot_costs_at_most_twice_the_shot_major_requests(hundred_shots: tuple[Path, Path, Path]) -> None:
+    src, shot_major, signal_major = hundred_shots
+    with layoutkit.open(src) as source:
+        shots = source.shots[::34]
+    for shot in shots:
+        packed = _requests(signal_major, "shot", shot)
+        mirrored = _requests(shot_major, "shot", shot)
+        assert packed <= 2 * mirrored, (shot, packed, mirrored)
+
+
+def test_latency_is_counted_per_request(hundred_shots: tuple[Path, Path, Path]) -> None:
+    _, _, signal_major = hundred_shots
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    with layoutkit.open(signal_major, model=LatencyModel(latency=0.01), sleep=record) as archive:
+        waits.clear()
+        archive.counter.reset()
+        archive.signal("ip")
+        assert len(waits) == archive.counter.requests and sum(waits) == pytest.approx(0.01 * len(waits))
+
+
+# -- bounded memory -------------------------------------------------------------------
+
+
+def test_blocks_smaller_than_a_shot_and_spanning_shots(tmp_path: Path) -> None:
+    """With a 1 MiB task budget, a packed write block covers less than one shot of a
+    large signal and several shots of a small one; both assemble exactly."""
+    src = tmp_path / "big.h5"
+    rng = np.random.default_rng(0)
+    with h5py.File(src, "w") as f:
+        for shot in range(3):
+            sig = f.create_group(f"shots/{shot}/signals")
+            sig.create_dataset("big", data=rng.normal(size=(300_000,)), chunks=(40_000,), compression="gzip")
+            sig["small"] = rng.normal(size=(1000 + shot,))
+    options = ConvertOptions(order="signal", memory_limit=8 << 20, chunk_bytes=64 << 10,
+                             shards=parse_shards("256KiB"))
+    _, plan = plan_convert(src, tmp_path / "big.zarr", options)
+    big = next(a for a in plan.arrays if a.path == "/signals/big/data")
+    assert big.shards[0] * 8 <= 1 << 20 < 300_000 * 8
+    dst = tmp_path / "big.zarr"
+    convert(src, dst, options)
+    assert compare_variant(src, dst) == []
+
+
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=8), st.data())
+def test_packed_pieces_cover_exactly_the_rows_asked(lengths: list[int], data: st.DataObject) -> None:
+    starts = list(np.cumsum([0, *lengths[:-1]]))
+    total = sum(lengths)
+    lo = data.draw(st.integers(0, total))
+    hi = data.draw(st.integers(lo, total))
+    rows = [(k, i) for k, n in enumerate(lengths) for i in range(n)]  # brute force
+    got = [(k, i) for k, first, stop, _ in packed_pieces(starts, lengths, lo, hi) for i in range(first, stop)]
+    assert got == rows[lo:hi]
+    at = [a for _, first, stop, a in packed_pieces(starts, lengths, lo, hi)]
+    sizes = [stop - first for _, first, stop, _ in packed_pieces(starts, lengths, lo, hi)]
+    assert at == list(np.cumsum([0, *sizes[:-1]])) if at else True
+
+
+def test_packed_chunks_follow_the_shots() -> None:
+    auto = parse_chunks("auto")
+    # sharded: about one shot (the median), at least 64 KiB
+    assert plan_packed_chunks((100_000,), 4, [20_000] * 5, auto, 4 << 20, True) == (20_000,)
+    assert plan_packed_chunks((1_000, 16), 4, [100] * 10, auto, 4 << 20, True) == (1_000, 16)
+    # unsharded: as large as --chunk-size allows
+    assert plan_packed_chunks((10_000_000,), 4, [20_000] * 500, auto, 4 << 20, False) == (1 << 20,)
+    assert plan_packed_chunks((100, 8), 4, [10] * 10, parse_chunks("7,-1"), 4 << 20, True) == (7, 8)
+
+
+# -- refusals ---------------------------------------------------------------------------
+
+
+def test_a_file_that_is_not_a_shot_archive_is_refused_with_the_template_and_paths(
+    hard_cases: dict[str, Path], tmp_path: Path
+) -> None:
+    with pytest.raises(InvalidOptionError) as err:
+        convert(hard_cases["scales"], tmp_path / "x.zarr", ConvertOptions(order="signal"))
+    message = str(err.value)
+    assert "/shots/{shot}/signals/{signal}" in message
+    assert "/shot/signals/a" in message and "--order shot" in message
+    assert not (tmp_path / "x.zarr").exists()
+    result = CliRunner().invoke(app, ["convert", str(hard_cases["scales"]), str(tmp_path / "x.zarr"), "--order", "signal"])
+    assert result.exit_code == 2
+    assert "matches no dataset" in result.output and "/shot/time" in result.output
+
+
+def test_bad_input(edge: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidOptionError, match="--order shot or signal"):
+        convert(edge, tmp_path / "a.zarr", ConvertOptions(order="diagonal"))
+    with pytest.raises(InvalidOptionError, match="before"):
+        convert(edge, tmp_path / "a.zarr", ConvertOptions(order="signal", template="/s/{signal}/{shot}"))
+    with pytest.raises(InvalidOptionError, match="one {shot} and one {signal}"):
+        convert(edge, tmp_path / "a.zarr", ConvertOptions(order="signal", template="/shots/{shot}"))
+    clash = tmp_path / "clash.h5"
+    shutil.copy(edge, clash)
+    with h5py.File(clash, "a") as f:
+        f["signals/oops"] = np.zeros(3)  # where the layout keeps its packed signals
+    with pytest.raises(UnsupportedFeatureError, match="/signals/oops"):
+        convert(clash, tmp_path / "b.zarr", ConvertOptions(order="signal"))
+    assert not list(tmp_path.glob("*.zarr")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_cli_order_signal_and_dry_run(shot_file: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["convert", str(shot_file), str(tmp_path / "p.zarr"), "--order", "signal",
+                                 "--shards", "auto", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "convert plan" in result.output and not (tmp_path / "p.zarr").exists()
+    result = runner.invoke(app, ["-q", "convert", str(shot_file), str(tmp_path / "p.zarr"), "--order", "signal"])
+    assert result.exit_code == 0, result.output
+    assert layoutkit.open(tmp_path / "p.zarr").layout == "signal-major"
+
+
+# -- the comparator catches what it claims to catch -------------------------------------
+
+
+def _kinds(mismatches) -> set[tuple[str, str]]:  # noqa: ANN001
+    return {(m.path, m.what) for m in mismatches}
+
+
+def test_comparator_catches_values_attributes_and_shots(edge: Path, tmp_path: Path) -> None:
+    good = tmp_path / "good.zarr"
+    convert(edge, good, SHARDED)
+    assert compare_signal_major(edge, good) == []
+
+    def corrupted(name: str, *changes) -> set[tuple[str, str]]:  # noqa: ANN002
+        bad = tmp_path / name
+        shutil.copytree(good, bad)
+        root = zarr.open_group(bad, mode="r+", use_consolidated=False)
+        for change in changes:
+            change(root)
+        return _kinds(compare_variant(edge, bad))
+
+    def series(root: zarr.Group, name: str, edit) -> None:  # noqa: ANN001
+        doc = root[name].attrs["layoutkit_series"]
+        edit(doc["parts"][0])
+        root[name].attrs["layoutkit_series"] = doc
+
+    def value(root: zarr.Group) -> None:
+        root["signals/ip/data"][55] = 1e6  # the sixth sample of shot 2
+
+    def shot_attr(root: zarr.Group) -> None:
+        series(root, "signals/ip", lambda part: part["shot_attrs"]["3"].update(offset=7.0))
+
+    def drop_shot(root: zarr.Group) -> None:  # shot 10 of ne vanishes from the index
+        series(root, "signals/ne", lambda part: [part.update({k: part[k][:-1]}) for k in ("shots", "starts", "lengths")])
+
+    def extra_shot(root: zarr.Group) -> None:  # raw claims a shot 99 instead of 10
+        series(root, "signals/raw", lambda part: part["shots"].__setitem__(-1, "99"))
+
+    def shot_group_attr(root: zarr.Group) -> None:
+        root["shots/1"].attrs["comment"] = "changed"
+
+    def common_attr(root: zarr.Group) -> None:
+        root["signals/ip/data"].attrs["units"] = "kA"
+
+    found = corrupted("bad.zarr", value, shot_attr, drop_shot, extra_shot, shot_group_attr)
+    assert ("/shots/2/signals/ip", "values") in found
+    assert ("/shots/3/signals/ip", "attribute") in found and ("/shots/1/signals/ip", "attribute") not in found
+    assert ("/shots/10/signals/ne", "missing") in found and ("/signals/ne/data", "index") in found
+    assert ("/shots/99/signals/raw", "extra") in found and ("/shots/10/signals/raw", "missing") in found
+    assert ("/shots/1", "attribute") in found
+    assert ("/shots/1/signals/ip", "attribute") in corrupted("units.zarr", common_attr)

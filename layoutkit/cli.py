@@ -334,6 +334,70 @@ def recipes_from(
     typer.echo(text, nl=False)
 
 
+@app.command()
+def inspect(
+    src: Annotated[Path, typer.Argument(metavar="SRC", help="An HDF5 / netCDF-4 file or a Zarr store.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON, for scripts.")] = False,
+    template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
+) -> None:
+    """Diagnose how a file is laid out (chunks, filters, metadata, scales) and what to do about it."""
+    from layoutkit.inspect import inspect_path
+
+    try:
+        report = inspect_path(src, template=template)
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    if json_out:
+        typer.echo(report.to_json())
+    else:
+        _print_inspect(report)
+
+
+def _print_inspect(r) -> None:  # noqa: ANN001 - InspectReport, imported lazily
+    from rich.columns import Columns
+
+    ratio = f"ratio {r.ratio:.2f}" if r.stored_bytes else "nothing stored"
+    out.print(f"[bold]{r.path}[/]: {r.format}, {format_size(r.total_bytes)} on disk, inspected in {r.seconds:.1f} s",
+              highlight=False)
+    out.print(f"{r.groups:,} groups, {r.arrays:,} arrays: {format_size(r.logical_bytes)} of data stored in "
+              f"{format_size(r.stored_bytes)} ({ratio}), metadata {format_size(r.metadata_bytes)}", highlight=False)
+    out.print("layouts: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.layouts.items(), key=lambda kv: -kv[1]))
+              + ("; filters: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.filters.items())) if r.filters else ""),
+              highlight=False)
+    if (fs := r.file_space) is not None:
+        out.print(f"file space: {fs.strategy.removeprefix('H5F_FSPACE_STRATEGY_')}, page size {format_size(fs.page_size)}, "
+                  f"persist {'yes' if fs.persist else 'no'}, user block {fs.userblock_bytes:,} B; "
+                  f"metadata {fs.metadata_bytes:,} B (as h5stat -S) with object headers in {fs.header_regions:,} "
+                  f"8 MiB stretch(es), raw data {fs.raw_bytes:,} B, free {fs.free_bytes:,} B", highlight=False)
+    if r.consolidated is not None:
+        out.print(f"consolidated metadata: {'yes' if r.consolidated else 'no'}")
+    codecs = Table(title="compression", title_justify="left")
+    for col in ("pipeline", "arrays", "chunks", "data", "stored", "ratio"):
+        codecs.add_column(col, justify="left" if col == "pipeline" else "right")
+    for c in r.codecs:
+        codecs.add_row(c.pipeline, f"{c.arrays:,}", f"{c.chunks:,}", format_size(c.logical_bytes),
+                       format_size(c.stored_bytes), f"{c.ratio:.2f}" if c.stored_bytes else "-")
+    hist = Table(title=f"{r.chunks:,} chunks, {r.small_chunks:,} under 16 KiB", title_justify="left")
+    hist.add_column("stored size")
+    hist.add_column("chunks", justify="right")
+    hist.add_column("")
+    top = max((b.count for b in r.chunk_histogram), default=0) or 1
+    short = lambda n: f"{n >> 20}M" if n >= 1 << 20 else f"{n >> 10}K"  # noqa: E731 - the bins are powers of 4
+    for b in r.chunk_histogram:
+        label = f"< {short(b.high)}" if b.low == 0 else (f">= {short(b.low)}" if b.high is None else
+                                                        f"{short(b.low)} - {short(b.high)}")
+        hist.add_row(label, f"{b.count:,}", "#" * round(12 * b.count / top))
+    out.print(Columns([codecs, hist]))
+    if r.scales is not None:
+        out.print(f"dimension scales: {r.scales:,}, of which {r.duplicate_scales:,} repeat another by content "
+                  f"({r.shot_duplicate_scales:,} within the same shot)", highlight=False)
+    out.print(f"template {r.template}: {r.template_matches:,} arrays match, {r.shots:,} shots x {r.signals:,} signals",
+              highlight=False)
+    out.print("[bold]recommendations[/]")
+    for i, rec in enumerate(r.recommendations, 1):
+        out.print(f"{i}. {rec.finding}\n   -> {rec.action}", highlight=False)
+
+
 def run() -> None:  # pragma: no cover - console entry point alias
     app(prog_name="layoutkit")
 

@@ -312,3 +312,18 @@ def test_processes_count_the_same_requests_as_threads(shot_file, variants, tmp_p
         assert result.exit_code == 0, result.output
         out[engine] = {(r["variant"], r["pattern"]): r["requests"] for r in csv.DictReader(open(tmp_path / engine / "results.csv"))}
     assert out["threads"] == out["processes"]
+
+
+def test_distributed_runs_on_a_running_cluster(shot_file, variants, tmp_path):
+    from dask.distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        result = cli(
+            "verify", shot_file, variants["zarr"], "--no-check", *FAST, "--patterns", "shot",
+            "--engine", "distributed", "--scheduler", cluster.scheduler_address, "--workers", "2",
+            "--out", tmp_path,
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(open(tmp_path / "results.csv")))
+    assert {(r["engine"], r["workers"]) for r in rows} == {("distributed", "2")}
+    assert all(int(r["requests"]) > 0 for r in rows)

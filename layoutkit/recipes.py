@@ -240,7 +240,7 @@ def parse_recipe(text: str, name: str = "recipe", source: str = "") -> Recipe:
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{label} is not valid TOML: {exc}.") from None
     target = doc.get("target")
-    if target not in COMMANDS:
+    if not isinstance(target, str) or target not in COMMANDS:
         raise RecipeError(f"{label}: expected target = \"zarr\" or \"hdf5-paged\". Got {target!r}.")
     keys = {k.name: k for k in recipe_keys(target)}
     unknown = [k for k in doc if k not in keys and k not in META_KEYS]

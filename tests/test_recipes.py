@@ -164,6 +164,7 @@ def write(tmp_path: Path, text: str) -> Path:
         pytest.param('target = "zarr"\nworkers = 8\n', ["unknown key 'workers'", "command line"], id="machine-resource"),
         pytest.param('compressor = "zstd"\n', ["expected target = \"zarr\" or \"hdf5-paged\"", "Got None"], id="no-target"),
         pytest.param('target = "tiff"\n', ["Got 'tiff'"], id="unknown-target"),
+        pytest.param('target = ["zarr"]\n', ["Got ['zarr']"], id="target-not-text"),
         pytest.param('target = "zarr"\ncompressor = \n', ["not valid TOML"], id="not-toml"),
         pytest.param('target = "hdf5-paged"\n', ["is for `layoutkit reorder`", "not `layoutkit convert`"],
                      id="other-command"),

@@ -282,6 +282,86 @@ def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
         out.print(f"skipped {path}: {reason}")
 
 
+@app.command()
+def verify(
+    src: Annotated[Path, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from.")],
+    variants: Annotated[list[Path], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure.")],
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
+    patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",
+    sample: Annotated[int, typer.Option(help="K: shots, signals or arrays drawn per pattern (subset draws 4K hyperslabs).")] = 10,
+    seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
+    engine: Annotated[str, typer.Option(help="Comma-separated sweep of serial, threads, processes, distributed.")] = "threads",
+    workers: Annotated[str, typer.Option(help="Comma-separated sweep of worker counts, e.g. 1,2,4.")] = "1",
+    page_buffer: Annotated[str, typer.Option("--page-buffer", help="HDF5 page buffer sizes for paged variants, e.g. 0,64MiB.")] = "64MiB",
+    cache: Annotated[str, typer.Option(help="cold (evict the files from the OS page cache before each run), warm, or cold,warm.")] = "cold",
+    latency: Annotated[str, typer.Option(help="Simulated latency per request, e.g. 0,10ms.")] = "0",
+    bandwidth: Annotated[str, typer.Option(help="Simulated bandwidth, e.g. 100MB/s (0 = unlimited).")] = "0",
+    repeat: Annotated[int, typer.Option(help="Repetitions per row (the table shows the median and the spread).")] = 3,
+    template: Annotated[str, typer.Option(help="Where signals live in the hierarchy.")] = "/shots/{shot}/signals/{signal}",
+    scheduler: Annotated[str | None, typer.Option(help="A dask scheduler address for --engine distributed.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Write results.csv, results.json and plots here.")] = None,
+) -> None:
+    """Prove every variant holds exactly the source's data, then time the standard read
+    patterns on the source and every variant (exit 1 when a variant differs)."""
+    from layoutkit.verify import report as rep
+    from layoutkit.verify.run import (
+        CACHES,
+        ENGINES,
+        VerifyOptions,
+        parse_bandwidths,
+        parse_choices,
+        parse_counts,
+        parse_durations,
+        parse_sizes,
+    )
+    from layoutkit.verify.run import verify as run_verify
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeRemainingColumn(), console=console, disable=State.quiet,
+    )  # fmt: skip
+    try:
+        options = VerifyOptions(
+            patterns=patterns, sample=sample, seed=seed,
+            engines=parse_choices(engine, ENGINES, "--engine"), workers=parse_counts(workers, "--workers"),
+            page_buffers=parse_sizes(page_buffer, "page buffer size"), caches=parse_choices(cache, CACHES, "--cache"),
+            latencies=parse_durations(latency), bandwidths=parse_bandwidths(bandwidth), repeat=repeat,
+            template=template, scheduler=scheduler, check=check,
+        )  # fmt: skip
+        with bar:
+            checking = bar.add_task("equality", total=len(variants) if check else 0)
+            timing = bar.add_task("read patterns", total=None)
+            result = run_verify(
+                src, variants, options,
+                on_check=lambda _: bar.advance(checking),
+                on_total=lambda n: bar.update(timing, total=n),
+                on_run=lambda label: bar.update(timing, advance=1, description=f"read patterns: {label}"),
+            )  # fmt: skip
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted.", 130) from None
+    bad = {n: ms for n, ms in result.mismatches.items() if ms}
+    for name, ms in bad.items():
+        out.print(f"[bold red]{name} differs from {src.name}[/] ({len(ms)} mismatch{'es' if len(ms) > 1 else ''}):")
+        for m in ms[:20]:
+            out.print(f"  {m.path}: {m.what}: {m.detail}", highlight=False)
+        if len(ms) > 20:
+            out.print(f"  ... and {len(ms) - 20} more")
+    if check and not bad:
+        out.print(f"all {len(variants)} variants hold exactly the data of {src.name}")
+    out.print(rep.table(result.results, f"read patterns on {src.name} and its variants"))
+    for line in rep.fastest(result.results, result.variants[0].name):
+        out.print(line, highlight=False)
+    if out_dir is not None:
+        meta = {"source": str(src), "variants": [str(v) for v in variants], "options": {
+            k: v for k, v in vars(options).items()}, "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
+        written = rep.write(result.results, out_dir, meta)
+        out.print("wrote " + ", ".join(str(p) for p in written))
+    if bad:
+        raise typer.Exit(1)
+
+
 recipes_app = typer.Typer(
     help="Named layouts for convert and reorder: list them, show one, or read one back from a variant.",
     add_completion=False,

@@ -89,14 +89,14 @@ def test_good_variants_are_equal_and_every_row_is_reported(shot_file, variants, 
     assert any(line.startswith("shot: fastest is") for line in result.output.splitlines())
 
 
-def flip_first_chunk_zarr(store: Path) -> str:
+def flip_first_chunk_zarr(store: Path, at: int | None = None) -> str:
     arr = zarr.open_group(store, mode="r")["shots"]
     shot = sorted(arr.group_keys())[0]
     chunk = next((store / "shots" / shot / "signals" / "ip" / "c").rglob("*"))
     while chunk.is_dir():
         chunk = next(chunk.iterdir())
     data = bytearray(chunk.read_bytes())
-    data[len(data) // 2] ^= 0xFF
+    data[len(data) // 2 if at is None else at] ^= 0xFF
     chunk.write_bytes(bytes(data))
     return f"/shots/{shot}/signals/ip"
 
@@ -112,11 +112,15 @@ def test_a_flipped_byte_in_a_zarr_chunk_is_named(shot_file, tmp_path):
 
 
 def test_a_chunk_that_no_longer_decodes_is_named(shot_file, variants, tmp_path):
-    store = copy_of(variants["zarr"], tmp_path)  # zstd: a flipped byte breaks the frame
-    path = flip_first_chunk_zarr(store)
-    result = cli("verify", shot_file, store, *FAST, "--patterns", "open")
+    store = copy_of(variants["zarr"], tmp_path)
+    path = flip_first_chunk_zarr(store, at=0)  # zstd's magic number: the frame no longer decodes
+    result = cli("verify", shot_file, store, *FAST, "--patterns", "open,scan", "--out", tmp_path / "r")
     assert result.exit_code == 1, result.output
-    assert f"{path}: values:" in result.output
+    assert f"{path}: values: cannot be read" in result.output.replace("\n", "")
+    # the scan meets the broken chunk too: its row says it failed, and why
+    rows = {r["pattern"]: r for r in csv.DictReader(open(tmp_path / "r" / "results.csv")) if r["variant"] == store.name}
+    assert rows["scan"]["error"] and not rows["open"]["error"]
+    assert "failed" in result.output
 
 
 def test_a_flipped_byte_in_an_hdf5_chunk_is_named(shot_file, variants, tmp_path):

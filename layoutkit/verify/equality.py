@@ -21,7 +21,7 @@ import numpy as np
 import zarr
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.inventory import ArrayInfo, Inventory, read_inventory
+from layoutkit.inventory import ArrayInfo, Inventory, _first_line, read_inventory
 from layoutkit.plan import iter_blocks
 from layoutkit.recipes import PROVENANCE_ATTR
 from layoutkit.source import SourceReader
@@ -149,7 +149,10 @@ def compare_zarr(
             return [Mismatch(name, info.path, "missing", "array not in the store")]
         if not isinstance(z, zarr.Array):
             return [Mismatch(name, info.path, "missing", "the store has something else than an array there")]
-        _compare_array(info, z, zfmt, reader, lambda p, w, d: own.append(Mismatch(name, p, w, d)))
+        try:
+            _compare_array(info, z, zfmt, reader, lambda p, w, d: own.append(Mismatch(name, p, w, d)))
+        except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+            own.append(Mismatch(name, info.path, "values", f"cannot be read: {_first_line(exc)}"))
         return own
 
     # arrays are compared in parallel: zarr decodes and our source reader decodes
@@ -320,7 +323,11 @@ def compare_hdf5(
                 for region in iter_blocks(info.shape, block):
                     sel = tuple(slice(a, b) for a, b in region) if region else ()
                     expected_v = np.asarray(rs.read(path, region))
-                    got_v = np.asarray(ds_v.asstr()[sel] if info.kind == "string" else ds_v[sel])
+                    try:
+                        got_v = np.asarray(ds_v.asstr()[sel] if info.kind == "string" else ds_v[sel])
+                    except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+                        miss(path, "values", f"cannot be read at {region}: {_first_line(exc)}")
+                        break
                     if info.kind == "reference":
                         break
                     eq = _equal_values(expected_v, got_v)

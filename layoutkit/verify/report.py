@@ -19,7 +19,7 @@ from layoutkit.verify.run import Result
 CSV_FIELDS = [
     "variant", "format", "layout", "pattern", "engine", "workers", "page_buffer", "cache", "latency",
     "bandwidth", "seconds", "seconds_min", "seconds_max", "repeats", "requests", "bytes_read",
-    "logical_bytes", "mb_per_s", "meta_hit_rate", "raw_hit_rate", "equal",
+    "logical_bytes", "mb_per_s", "meta_hit_rate", "raw_hit_rate", "equal", "error",
 ]  # fmt: skip
 
 
@@ -47,7 +47,7 @@ def table(results: Sequence[Result], title: str) -> Table:
         ("cache", "left", lambda r: r.cache),
         ("latency", "right", lambda r: f"{r.latency * 1e3:g} ms"),
         ("bandwidth", "right", lambda r: f"{format_size(r.bandwidth)}/s" if r.bandwidth else "unlimited"),
-        ("seconds", "right", lambda r: f"{r.seconds:.3f}"),
+        ("seconds", "right", lambda r: f"{r.seconds:.3f}" if not r.error else "[red]failed[/]"),
         ("spread", "right", lambda r: f"{r.seconds_min:.3f}-{r.seconds_max:.3f}" if r.repeats > 1 else "-"),
         ("requests", "right", lambda r: f"{r.requests:,}"),
         ("read", "right", lambda r: format_size(r.bytes_read)),
@@ -75,6 +75,8 @@ def fastest(results: Sequence[Result], source: str) -> list[str]:
     geometric mean over the conditions both ran under (each at its best page buffer)."""
     best: dict[tuple[str, str, tuple[Any, ...]], float] = {}
     for r in results:
+        if r.error:
+            continue
         key = (r.pattern, r.variant, _condition(r))
         best[key] = min(best.get(key, math.inf), r.seconds)
     lines = []

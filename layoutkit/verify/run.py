@@ -29,6 +29,7 @@ from typing import Any
 
 from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
+from layoutkit.inventory import _first_line
 from layoutkit.options import parse_size
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
 from layoutkit.verify.storage import LatencyModel
@@ -150,12 +151,18 @@ def read_share(
     """One worker's part of a run: open the variant, read, report the counts."""
     model = LatencyModel(latency, bandwidth) if latency or bandwidth else None
     with open_archive(path, template=template, model=model, page_buffer=page_buffer) as archive:
-        logical = run_reads(archive, pattern, items)
+        error = None
+        try:
+            logical = run_reads(archive, pattern, items)
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            # a damaged variant: the row says what failed instead of a time
+            logical, error = 0, f"{type(exc).__name__}: {_first_line(exc)}"
         return {
             "requests": archive.counter.requests,
             "bytes": archive.counter.bytes,
             "logical": logical,
             "page_buffer": archive.page_buffer_stats(),
+            "error": error,
         }
 
 
@@ -274,6 +281,7 @@ class Result:
     meta_hit_rate: float | None
     raw_hit_rate: float | None
     equal: bool | None
+    error: str | None = None
     times: list[float] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
@@ -377,6 +385,7 @@ def measure(
                             raw_hit_rate=raw_rate,
                             equal=v.equal,
                             times=times,
+                            error=next((o["error"] for o in outs if o["error"]), None),
                         )
                     )
     finally:

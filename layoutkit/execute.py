@@ -83,7 +83,7 @@ def run_distributed(
     cluster = None
     if address is None:
         cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         client = Client(cluster)
     else:

@@ -164,7 +164,7 @@ def test_scheduler_address_runs_on_an_existing_cluster(shot_file: Path, tmp_path
     """--scheduler ADDRESS: tasks go to a running dask.distributed scheduler."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         dst = tmp_path / "remote.zarr"
         convert(shot_file, dst, ConvertOptions(scheduler=cluster.scheduler_address, chunk_bytes=64 << 10))
         with Client(cluster) as client:  # the workers did the copying: they opened the source

@@ -321,7 +321,7 @@ def test_processes_count_the_same_requests_as_threads(shot_file, variants, tmp_p
 def test_distributed_runs_on_a_running_cluster(shot_file, variants, tmp_path):
     from dask.distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0") as cluster:
         result = cli(
             "verify", shot_file, variants["zarr"], "--no-check", *FAST, "--patterns", "shot",
             "--engine", "distributed", "--scheduler", cluster.scheduler_address, "--workers", "2",

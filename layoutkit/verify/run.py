@@ -183,7 +183,7 @@ class Engine:
                 self._client = Client(scheduler, timeout="10s")
             else:
                 self._cluster = LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
                 )
                 self._client = Client(self._cluster)
 

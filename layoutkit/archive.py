@@ -251,6 +251,7 @@ class HDF5Archive(Archive):
         self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
         self._file.counter = self.counter
         self.page_buffer = page_buffer
+        self._scale_paths: dict[int, str] = {}
         try:
             self.f = h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {}))
         except OSError as exc:
@@ -315,12 +316,47 @@ class HDF5Archive(Archive):
             scales = dim.values()
             if scales:
                 scale = scales[0]
-                name = scale.name.rsplit("/", 1)[-1]
+                name = self._scale_path(path, scale).rsplit("/", 1)[-1]
                 coords[name] = (name, np.asarray(scale[()]), self._attrs(scale, True))
                 dims.append(name)
             else:
                 dims.append(f"dim_{axis}")
         return xr.DataArray(data, dims=dims, coords=coords, attrs=self._attrs(ds, h5py.h5ds.is_scale(ds.id)))
+
+    def _scale_path(self, path: str, scale: h5py.Dataset) -> str:
+        """Where a dimension scale of the dataset at ``path`` lives.
+
+        h5py's ``scale.name`` (H5Iget_name) searches the whole file for an object reached
+        through a reference: thousands of metadata reads on a shot archive. The scale's
+        NAME attribute is its name as h5py and netCDF-4 write it; it is looked up in the
+        dataset's group, its ancestors and their subgroups, nearest first, and accepted
+        only where the object found is the scale itself.
+        """
+        addr = h5py.h5o.get_info(scale.id).addr
+        if addr in self._scale_paths:
+            return self._scale_paths[addr]
+        raw = scale.attrs.get("NAME")
+        name = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+        found = None
+        if name and "/" not in name and not name.startswith("This is a netCDF dimension"):
+            own = group = path.rsplit("/", 1)[0]
+            while found is None:
+                # the dataset's own group, then each ancestor and its other subgroups
+                # (link lookups by name; objects are opened only on a name match)
+                below = [] if group == own else [k for k in self.f[group or "/"] if f"{group}/{k}" != own]
+                for candidate in [f"{group}/{name}"] + [f"{group}/{k}/{name}" for k in below]:
+                    try:
+                        obj = self.f.get(candidate)
+                    except (KeyError, TypeError, ValueError):  # a path through a dataset
+                        continue
+                    if isinstance(obj, h5py.Dataset) and h5py.h5o.get_info(obj.id).addr == addr:
+                        found = candidate
+                        break
+                if not group:
+                    break
+                group = group.rsplit("/", 1)[0]
+        self._scale_paths[addr] = found or scale.name  # the search of last resort
+        return self._scale_paths[addr]
 
     def _group_attrs(self, path: str) -> dict[str, Any]:
         g = self.f.get(path)

@@ -207,7 +207,7 @@ def reorder(
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     by: Annotated[Order, typer.Option(help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = Order.shot,
     template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
-    page_size: Annotated[str, typer.Option(help="File space page size. auto = 8 MiB, or the next power of two above the largest compressed chunk or the file's metadata size when either is larger.")] = "auto",
+    page_size: Annotated[str, typer.Option(help="File space page size. auto = 8 MiB, or the next power of two above the largest chunk when that is larger.")] = "auto",
     compressor: Annotated[str, typer.Option(help="gzip[:LEVEL], shuffle+gzip:N, zstd[:LEVEL], lzf, lz4, blosc:CNAME:LEVEL:shuffle, or none.")] = "gzip:4",
     compress_threshold: Annotated[str, typer.Option(help="Compress datasets larger than this; smaller ones are stored uncompressed (contiguous, or compact when tiny).")] = "8KiB",
     chunks: Annotated[str, typer.Option(help="source (keep source chunks; auto for unchunked sources), auto (grow to --chunk-size), or a shape such as 1000,8.")] = "source",

@@ -343,10 +343,16 @@ def write_order(
     return order
 
 
-def plan_page_size(largest_chunk_bytes: int, metadata_bytes: int, default: int = DEFAULT_PAGE_BYTES) -> int:
-    """``auto`` page size: 8 MiB, or the next power of two above the largest compressed
-    chunk or the file's metadata size when either is larger."""
-    need = max(largest_chunk_bytes, metadata_bytes)
+def plan_page_size(largest_chunk_bytes: int, default: int = DEFAULT_PAGE_BYTES) -> int:
+    """``auto`` page size: 8 MiB, or the next power of two above the largest chunk when
+    that is larger (a chunk must fit in a page).
+
+    The metadata is not a reason for larger pages: it spans several pages, which the
+    page buffer serves, while every raw read through the buffer costs a whole page. With
+    32 MiB pages (a rule that once made a page hold all of a 16.6 MB metadata) and a
+    64 MiB buffer, reading one signal of 125 shots fetched 8 GiB.
+    """
+    need = largest_chunk_bytes
     if need <= default:
         return default
     return 1 << need.bit_length()  # the next power of two strictly above

@@ -180,8 +180,7 @@ def plan_reorder(
     largest = max(
         (math.prod(s.chunks) * infos[p].dtype.itemsize for p, s in storage.items() if s.chunks), default=0
     )
-    metadata = max(0, Path(src).stat().st_size - sum(a.storage_bytes for a in inventory.arrays))
-    page = options.page_size or plan_page_size(largest, metadata)
+    page = options.page_size or plan_page_size(largest)
     plan = ReorderPlan(
         source=str(src),
         dest=str(dst),

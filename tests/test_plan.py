@@ -125,3 +125,12 @@ def test_task_budget_scales_with_memory_and_workers():
     assert task_budget(1 << 30, 2) == 16 << 20
     assert task_budget(64 << 20, 2) == 4 << 20
     assert task_budget(64 << 20, 8) == 1 << 20
+
+
+def test_auto_page_size_grows_only_for_chunks():
+    from layoutkit.plan import DEFAULT_PAGE_BYTES, plan_page_size
+
+    assert plan_page_size(1000) == DEFAULT_PAGE_BYTES == 8 << 20
+    assert plan_page_size(8 << 20) == 8 << 20
+    assert plan_page_size(9 << 20) == 16 << 20
+    assert plan_page_size(16 << 20) == 32 << 20  # strictly above: the page also holds its header

@@ -350,7 +350,9 @@ def verify(
             out.print(f"  ... and {len(ms) - 20} more")
     if check and not bad:
         out.print(f"all {len(variants)} variants hold exactly the data of {src.name}")
-    out.print(rep.table(result.results, f"read patterns on {src.name} and its variants"))
+    # a log or a pipe gets the whole table rather than columns cut to 80 characters
+    out.print(rep.table(result.results, f"read patterns on {src.name} and its variants"),
+              width=None if out.is_terminal else 200)  # fmt: skip
     for line in rep.fastest(result.results, result.variants[0].name):
         out.print(line, highlight=False)
     if out_dir is not None:

@@ -432,11 +432,17 @@ class ZarrArchive(Archive):
         root: zarr.Group | None = None,
     ) -> None:
         super().__init__(path, template)
-        local = zarr.storage.LocalStore(path, read_only=True)
-        self.store = CountingStore(local, model, self.counter, **({"sleep": sleep} if sleep else {}))
-        # naming the format saves the requests for the other format's documents
-        zarr_format = 3 if (path / "zarr.json").exists() else 2
-        self.root = root if root is not None else zarr.open_group(self.store, mode="r", zarr_format=zarr_format)
+        if root is None:
+            self.store, self.root = _open_counted(path, model, self.counter, sleep)
+        elif isinstance(root.store, CountingStore):
+            # opened by open_archive to read the layout: parsing consolidated metadata
+            # costs seconds for ten thousand arrays, so it is not done twice
+            self.store, self.root = root.store, root
+            self.counter = self.store.counter
+        else:  # a root the caller opened its own way (e.g. without consolidated metadata)
+            local = zarr.storage.LocalStore(path, read_only=True)
+            self.store = CountingStore(local, model, self.counter, **({"sleep": sleep} if sleep else {}))
+            self.root = root
         self._nodes = self._list_nodes()
         self._scales: dict[str, list[list[str]]] | None = None
 
@@ -523,6 +529,17 @@ class ZarrArchive(Archive):
             else:
                 dims.append(f"dim_{axis}")
         return xr.DataArray(data, dims=dims, coords=coords, attrs=_plain_attrs(dict(a.attrs), _HIDDEN_ZARR_ATTRS))
+
+
+def _open_counted(
+    path: Path, model: LatencyModel | None, counter: Counter, sleep: Any
+) -> tuple[CountingStore, zarr.Group]:
+    """The root group of a local store, read through a CountingStore."""
+    local = zarr.storage.LocalStore(path, read_only=True)
+    store = CountingStore(local, model, counter, **({"sleep": sleep} if sleep else {}))
+    # naming the format saves the requests for the other format's documents
+    zarr_format = 3 if (path / "zarr.json").exists() else 2
+    return store, zarr.open_group(store, mode="r", zarr_format=zarr_format)
 
 
 def _zarr_dtype(meta: Any) -> np.dtype:
@@ -803,9 +820,8 @@ def open_archive(
     if p.is_dir():
         if not ((p / "zarr.json").exists() or (p / ".zgroup").exists()):
             raise NotAnArchiveError(f"{p} is a directory but not a Zarr store (no zarr.json or .zgroup).")
-        local = zarr.storage.LocalStore(p, read_only=True)
         try:
-            root = zarr.open_group(local, mode="r")
+            _, root = _open_counted(p, model, Counter(), sleep)
         except (ValueError, KeyError, OSError) as exc:
             raise NotAnArchiveError(f"{p} is not a readable Zarr store: {exc}.") from None
         layout = root.attrs.get(LAYOUT_ATTR, {}) or {}
@@ -815,7 +831,7 @@ def open_archive(
                 f"{p} holds the Zarr layout {name!r}, which this layoutkit cannot read "
                 f"(it knows {', '.join(sorted(ZARR_LAYOUTS))})."
             )
-        return ZARR_LAYOUTS[name](p, template, model, sleep)
+        return ZARR_LAYOUTS[name](p, template, model, sleep, root=root)
     if not h5py.is_hdf5(p):
         raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.")
     return HDF5Archive(p, template, model, page_buffer, sleep)

@@ -330,4 +330,5 @@ def test_distributed_runs_on_a_running_cluster(shot_file, variants, tmp_path):
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))
     assert {(r["engine"], r["workers"]) for r in rows} == {("distributed", "2")}
+    assert "not checked" in result.output  # --no-check: the variant's rows do not claim equality
     assert all(int(r["requests"]) > 0 for r in rows)

@@ -53,8 +53,9 @@ def table(results: Sequence[Result], title: str) -> Table:
         ("read", "right", lambda r: format_size(r.bytes_read)),
         ("MB/s", "right", lambda r: f"{r.mb_per_s:.1f}"),
         ("hits m/r", "right", lambda r: "-" if r.meta_hit_rate is None else f"{_rate(r.meta_hit_rate)}/{_rate(r.raw_hit_rate)}"),
-        ("equal", "left", lambda r: "source" if r.equal is None else ("yes" if r.equal else "[red]NO[/]")),
+        ("equal", "left", lambda r: _equal(r, source)),
     ]  # fmt: skip
+    source = results[0].variant if results else ""
     constant = {"engine", "w", "cache", "latency", "bandwidth"}
     shown, fixed = [], []
     for col in columns:
@@ -68,6 +69,12 @@ def table(results: Sequence[Result], title: str) -> Table:
     for r in results:
         t.add_row(*(fn(r) for _, _, fn in shown))
     return t
+
+
+def _equal(r: Result, source: str) -> str:
+    if r.variant == source:
+        return "source"
+    return "not checked" if r.equal is None else ("yes" if r.equal else "[red]NO[/]")
 
 
 def fastest(results: Sequence[Result], source: str) -> list[str]:

@@ -351,8 +351,8 @@ def verify(
     if check and not bad:
         out.print(f"all {len(variants)} variants hold exactly the data of {src.name}")
     # a log or a pipe gets the whole table rather than columns cut to 80 characters
-    out.print(rep.table(result.results, f"read patterns on {src.name} and its variants"),
-              width=None if out.is_terminal else 200)  # fmt: skip
+    wide = out if out.is_terminal else Console(width=200)
+    wide.print(rep.table(result.results, f"read patterns on {src.name} and its variants"))
     for line in rep.fastest(result.results, result.variants[0].name):
         out.print(line, highlight=False)
     if out_dir is not None:

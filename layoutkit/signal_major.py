@@ -96,10 +96,6 @@ class SignalMajorPlan:
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays)
 
-    @property
-    def shots(self) -> int:
-        return len({r.shot for s in self.series for p in s.parts for r in p.rows})
-
 
 def packable(info: ArrayInfo) -> bool:
     """Datasets of fixed-size numbers (or booleans) with at least one axis."""

@@ -91,6 +91,8 @@ def build_edge_archive(path: Path, shot_names: tuple[str, ...] = ("1", "2", "3",
             _signal(sig, "raw", np.arange(n, dtype="u2"))  # no scale
             _signal(sig, "flags", rng.normal(size=n) > 0, t)
             _signal(sig, "fill", np.zeros(n, "i4"), t, fillvalue=-9)
+            _signal(sig, "big_endian", np.arange(n, dtype=">i4"), t)
+            _signal(sig, "complex", (rng.normal(size=n) + 1j).astype("c8"), t)
             sig.create_dataset("label", data=[f"label {shot}"], dtype=h5py.string_dtype())  # text: mirrored
             sig["scalar"] = np.float64(k)  # no axis: mirrored
             g["extra"] = np.arange(3) + k  # in the shot, not a signal, not a scale: mirrored

@@ -18,10 +18,12 @@ demo: $(STAMP)
 	$(VENV)/bin/layoutkit sample $(DEMO)/shots.h5 --shots $(SHOTS)
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/shots.zarr
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/shots-sharded.zarr --shards auto --compressor lz4
+	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/signal-major.zarr --order signal --shards auto
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-shot.h5 --by shot
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-signal.h5 --by signal
 	$(VENV)/bin/layoutkit verify $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr \
-	    $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5 --page-buffer 0,64MiB --repeat 1 --out $(DEMO)/report
+	    $(DEMO)/signal-major.zarr $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5 --page-buffer 0,64MiB --repeat 1 \
+	    --out $(DEMO)/report
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q

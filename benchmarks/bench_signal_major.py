@@ -101,7 +101,7 @@ def report(args, src: Path, logical: int, stores: dict, picks: dict, results: di
 
     table = Table(title=f"{src.name}: {args.shots} shots x {args.signals} signals, "
                         f"{args.latency * 1e3:g} ms per request, mean of {args.reads} reads")
-    for col in ("pattern", "store", "seconds/read", "requests/read", "MB/read", "speed vs shot-major"):
+    for col in ("pattern", "store", "seconds/read", "requests/read", "MB fetched/read", "speed vs shot-major"):
         table.add_column(col, justify="left" if col in ("pattern", "store") else "right")
     for key, r in results.items():
         pattern, store = key.split("/")

@@ -13,8 +13,8 @@ from pathlib import Path
 import h5py
 import pytest
 import xarray as xr
-
 from conftest import HARD_CASES, realdata_params
+
 from layoutkit.convert import ConvertOptions, convert
 from layoutkit.errors import ChunkDecodeError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layoutkit.options import ShardSpec, parse_chunks
+from layoutkit.options import ShardSpec, parse_chunks, parse_compressor
 from layoutkit.plan import (
     ArrayPlan,
     iter_blocks,
@@ -19,7 +19,6 @@ from layoutkit.plan import (
     region_size,
     task_budget,
 )
-from layoutkit.options import parse_compressor
 
 
 @st.composite
@@ -54,7 +53,7 @@ def test_grid_is_maximal(sb, target):
     """No single axis could still be doubled (or completed) within the target."""
     shape, base = sb
     block = plan_grid(shape, base, 1, target)
-    for axis, (s, b, blk) in enumerate(zip(shape, base, block)):
+    for s, b, blk in zip(shape, base, block):
         if blk >= s:
             continue
         grown = min(s, blk * 2)

@@ -11,15 +11,16 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import HARD_CASES, realdata_params, without_provenance
 from typer.testing import CliRunner
 
-from conftest import HARD_CASES, realdata_params, without_provenance
 from layoutkit.cli import app
 from layoutkit.errors import ChunkDecodeError, InvalidOptionError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.plan import match_template
 from layoutkit.reorder import ReorderOptions, plan_reorder, reorder
 from layoutkit.verify import compare_hdf5
 from layoutkit.verify.storage import CountingFile
+
 
 def h5diff(a: Path, b: Path) -> subprocess.CompletedProcess:
     """h5diff -r, with hdf5plugin's filters (zstd, blosc, lz4, bitshuffle) available to it.

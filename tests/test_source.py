@@ -7,8 +7,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from conftest import realdata_files
+
 from layoutkit.inventory import read_inventory
 from layoutkit.source import SourceReader, can_read_raw
 

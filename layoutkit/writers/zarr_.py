@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numcodecs
-
 import numpy as np
 import zarr
 import zarr.api.asynchronous

@@ -440,9 +440,7 @@ class ZarrArchive(Archive):
             self.store, self.root = root.store, root
             self.counter = self.store.counter
         else:  # a root the caller opened its own way (e.g. without consolidated metadata)
-            local = zarr.storage.LocalStore(path, read_only=True)
-            self.store = CountingStore(local, model, self.counter, **({"sleep": sleep} if sleep else {}))
-            self.root = root
+            self.store, self.root = _counting_store(path, model, self.counter, sleep), root
         self._nodes = self._list_nodes()
         self._scales: dict[str, list[list[str]]] | None = None
 
@@ -531,12 +529,16 @@ class ZarrArchive(Archive):
         return xr.DataArray(data, dims=dims, coords=coords, attrs=_plain_attrs(dict(a.attrs), _HIDDEN_ZARR_ATTRS))
 
 
+def _counting_store(path: Path, model: LatencyModel | None, counter: Counter, sleep: Any) -> CountingStore:
+    local = zarr.storage.LocalStore(path, read_only=True)
+    return CountingStore(local, model, counter, **({"sleep": sleep} if sleep else {}))
+
+
 def _open_counted(
     path: Path, model: LatencyModel | None, counter: Counter, sleep: Any
 ) -> tuple[CountingStore, zarr.Group]:
     """The root group of a local store, read through a CountingStore."""
-    local = zarr.storage.LocalStore(path, read_only=True)
-    store = CountingStore(local, model, counter, **({"sleep": sleep} if sleep else {}))
+    store = _counting_store(path, model, counter, sleep)
     # naming the format saves the requests for the other format's documents
     zarr_format = 3 if (path / "zarr.json").exists() else 2
     return store, zarr.open_group(store, mode="r", zarr_format=zarr_format)

@@ -32,7 +32,7 @@ import zarr
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError
 from layoutkit.inventory import attr_to_json
-from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template
+from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template, natural_key
 from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
 from layoutkit.writers.zarr_signal import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
 
@@ -144,7 +144,7 @@ class Archive:
                 if i + 1 < len(self._parts) or self._exists(path):
                     yield from walk(i + 1, path, {**bound, key: name} if key else bound)
                 return
-            for name in sorted(self._children(prefix or "/"), key=_natural):
+            for name in sorted(self._children(prefix or "/"), key=natural_key):
                 yield from walk(i + 1, f"{prefix}/{name}", {**bound, key: name})
 
         yield from walk(0, "", {})
@@ -152,12 +152,12 @@ class Archive:
     @property
     def shots(self) -> list[str]:
         """Every shot that has at least one signal, in natural order."""
-        return sorted({shot for shot, _, _ in self._expand({})}, key=_natural)
+        return sorted({shot for shot, _, _ in self._expand({})}, key=natural_key)
 
     @property
     def signals(self) -> list[str]:
         """Every signal name found in any shot, in natural order."""
-        return sorted({sig for _, sig, _ in self._expand({})}, key=_natural)
+        return sorted({sig for _, sig, _ in self._expand({})}, key=natural_key)
 
     def path_of(self, shot: str, signal: str) -> str:
         return self.template.format(shot=shot, signal=signal)
@@ -197,15 +197,12 @@ class Archive:
         return {shot: self._variable(path).rename(signal) for shot, _, path in self._expand({"signal": signal})}
 
 
-def _natural(name: str) -> tuple[int, int | str]:
-    return (0, int(name)) if name.isdigit() else (1, name)
-
-
 def _plain_attrs(attrs: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if k not in hidden}
 
 
-def _scan_grid(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None) -> tuple[int, ...]:
+def scan_grid(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The blocks a scan reads: the chunks, or blocks of whole rows of about 16 MiB."""
     if chunks:
         return chunks
     if not shape:
@@ -302,7 +299,7 @@ class HDF5Archive(Archive):
 
         def visit(name: str, obj: Any) -> None:
             if isinstance(obj, h5py.Dataset) and obj.shape is not None:
-                grid = _scan_grid(tuple(obj.shape), obj.dtype.itemsize, obj.chunks)
+                grid = scan_grid(tuple(obj.shape), obj.dtype.itemsize, obj.chunks)
                 out.extend(("/" + name, sel) for sel in _selections(tuple(obj.shape), grid))
 
         self.f.visititems(visit)
@@ -669,13 +666,13 @@ class SignalMajorArchive(ZarrArchive):
     def shots(self) -> list[str]:
         found = {shot for s in self._signal_series.values() for shot in s.rows}
         found |= {shot for shot, _ in self._mirrored_signals().values()}
-        return sorted(found, key=_natural)
+        return sorted(found, key=natural_key)
 
     @property
     def signals(self) -> list[str]:
         found = {name for name, s in self._signal_series.items() if s.rows}
         found |= {sig for _, sig in self._mirrored_signals().values()}
-        return sorted(found, key=_natural)
+        return sorted(found, key=natural_key)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -777,7 +774,7 @@ class SignalMajorArchive(ZarrArchive):
         series = self._signal_series.get(signal)
         shots = set(series.rows) if series else set()
         shots |= {shot for shot, sig in self._mirrored_signals().values() if sig == signal}
-        ordered = sorted(shots, key=_natural)
+        ordered = sorted(shots, key=natural_key)
         arrays = self._variables([self.path_of(shot, signal) for shot in ordered])
         return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}
 

@@ -67,20 +67,24 @@ def _progress(total: int, label: str) -> Progress:
     )
 
 
-def _plan_and_run(label, src, dst, options, plan_fn, run_fn, print_plan, dry_run):  # noqa: ANN001, ANN202
-    """Plan (print it on --dry-run), then run with a progress bar; errors become one line."""
-    from layoutkit.convert import check_destination
+def _plan_and_run(command, src, dst, options, print_plan, dry_run):  # noqa: ANN001, ANN202
+    """Find the layout, plan (print it on --dry-run), then run with a progress bar through
+    the pipeline; errors become one line."""
+    from layoutkit import pipeline
+    from layoutkit.layouts import layout_for
+    from layoutkit.storage import LocalDestination
 
     try:
+        layout = layout_for(command, options)
         if not dry_run:
-            check_destination(dst, options.overwrite)
-        inventory, plan = plan_fn(src, dst, options)
+            LocalDestination(dst).check(options.overwrite)
+        inventory, plan = pipeline.plan(layout, src, dst, options)
         if dry_run:
             print_plan(plan)
             return None
-        with _progress(plan.nbytes, label) as bar:
-            task = bar.add_task(label, total=plan.nbytes)
-            return run_fn(src, dst, options, progress=lambda n: bar.advance(task, n), plan=(inventory, plan))
+        with _progress(plan.nbytes, command) as bar:
+            task = bar.add_task(command, total=plan.nbytes)
+            return pipeline.run(layout, src, dst, options, lambda n: bar.advance(task, n), (inventory, plan))
     except LayoutkitError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
@@ -182,11 +186,8 @@ def convert(
     dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
-    from layoutkit.convert import convert as run_convert
-    from layoutkit.convert import plan_convert
-
     options = _build_options(ctx, "convert", recipe)
-    summary = _plan_and_run("convert", src, dst, options, plan_convert, run_convert, _print_plan, dry_run)
+    summary = _plan_and_run("convert", src, dst, options, _print_plan, dry_run)
     if summary is None:
         return
     if not State.quiet:
@@ -219,11 +220,8 @@ def reorder(
     dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
 ) -> None:
     """Rewrite an HDF5 file as paged-aggregation HDF5, its bytes ordered by shot, signal or group."""
-    from layoutkit.reorder import plan_reorder
-    from layoutkit.reorder import reorder as run_reorder
-
     options = _build_options(ctx, "reorder", recipe)
-    summary = _plan_and_run("reorder", src, dst, options, plan_reorder, run_reorder, _print_reorder_plan, dry_run)
+    summary = _plan_and_run("reorder", src, dst, options, _print_reorder_plan, dry_run)
     if summary is None:
         return
     if not State.quiet:

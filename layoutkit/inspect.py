@@ -34,7 +34,7 @@ import h5py
 import numpy as np
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.inventory import FILTER_NAMES, _read_attrs, open_source
+from layoutkit.inventory import FILTER_NAMES, open_source, read_attrs
 from layoutkit.options import format_size
 from layoutkit.plan import DEFAULT_PAGE_BYTES, DEFAULT_TEMPLATE, compile_template, match_template
 from layoutkit.recipes import PROVENANCE_ATTR
@@ -358,7 +358,7 @@ class _Scales:
             return
         data = np.ascontiguousarray(ds[()])
         content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
-        attrs = _read_attrs(ds, f, [])
+        attrs = read_attrs(ds, f, [])
         key = (data.dtype.str, shape, hashlib.sha256(content).hexdigest(),
                repr(sorted((k, repr(v)) for k, v in attrs.items())))
         self.keys.append((path, key))

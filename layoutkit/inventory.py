@@ -194,11 +194,12 @@ def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
     except OSError as exc:
         raise CorruptSourceError(
             f"Source {str(p)!r} has an HDF5 signature but cannot be opened "
-            f"(truncated or damaged: {_first_line(exc)})."
+            f"(truncated or damaged: {first_line(exc)})."
         ) from None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, for one-sentence errors."""
     text = str(exc).strip().splitlines()
     return text[0].rstrip(".") if text else type(exc).__name__
 
@@ -258,7 +259,9 @@ def _json_numbers(v: Any) -> Any:
     return v
 
 
-def _read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str]) -> dict[str, Any]:
+def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str]) -> dict[str, Any]:
+    """An object's attributes as h5py reads them, without the netCDF-4 and dimension-scale
+    bookkeeping; unreadable ones are left out and noted in ``notes``."""
     out: dict[str, Any] = {}
     for name in obj.attrs:
         if name in NETCDF4_INTERNAL_ATTRS:
@@ -268,7 +271,7 @@ def _read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str]) -> dict[s
         try:
             raw = obj.attrs[name]
         except (OSError, TypeError, ValueError) as exc:
-            notes.append(f"{obj.name}@{name}: unreadable attribute ({_first_line(exc)})")
+            notes.append(f"{obj.name}@{name}: unreadable attribute ({first_line(exc)})")
             continue
         out[name] = raw
     return out
@@ -375,7 +378,7 @@ def read_inventory(path: str | os.PathLike, workers: int = 1) -> Inventory:
         except (OSError, RuntimeError) as exc:
             raise CorruptSourceError(
                 f"Source {str(path)!r} is damaged and its structure cannot be read "
-                f"({_first_line(exc)})."
+                f"({first_line(exc)})."
             ) from None
 
 
@@ -422,7 +425,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         offset=ds.id.get_offset() if layout == h5py.h5d.CONTIGUOUS else None,
     )
     dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
-    attrs = _convert_attrs(_read_attrs(ds, f, notes), f, is_netcdf4)
+    attrs = _convert_attrs(read_attrs(ds, f, notes), f, is_netcdf4)
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
 
 
@@ -459,7 +462,7 @@ def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
 
     def visit(group: h5py.Group, group_path: str) -> None:
         # paths are tracked here: h5py's .name asks HDF5 to search for one (slow)
-        raw_attrs[group_path] = _read_attrs(group, f, notes)
+        raw_attrs[group_path] = read_attrs(group, f, notes)
         groups.append(GroupInfo(group_path, {}))
         for name in group:
             child_path = group_path.rstrip("/") + "/" + name
@@ -473,7 +476,7 @@ def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
             try:
                 obj = group[name]
             except (KeyError, OSError) as exc:
-                notes.append(f"{child_path}: unreadable object ({_first_line(exc)})")
+                notes.append(f"{child_path}: unreadable object ({first_line(exc)})")
                 continue
             addr = h5py.h5o.get_info(obj.id).addr
             if addr in seen:

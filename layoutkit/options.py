@@ -8,7 +8,9 @@ recipe) and returns a plain value or a frozen dataclass, or raises
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from layoutkit.errors import InvalidOptionError
 
@@ -221,3 +223,70 @@ def parse_workers(value: int) -> int:
     if value < 1:
         raise InvalidOptionError(f"Expected --workers of 1 or more. Got {value}.")
     return value
+
+
+# -- recipe keys: the layout choices an options dataclass takes, by name -------------
+
+
+def exact_size(n: int) -> str | int:
+    """A byte count as the shortest exact size text: 8388608 -> "8MiB", 8000 -> "8kB"."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)):
+        if n and n % factor == 0:
+            return f"{n // factor}{unit}"
+    return n
+
+
+def size_parser(what: str) -> Callable[[Any], int]:
+    """A parser of sizes whose error message names ``what``."""
+    return lambda text: parse_size(text, what=what)
+
+
+def choice_parser(option: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
+    """A parser of one of ``choices`` (case-insensitive), for the option named ``option``."""
+
+    def parse(text: Any) -> str:
+        value = str(text).strip().lower()
+        if value not in choices:
+            raise InvalidOptionError(f"Expected {option} {' or '.join(choices)}. Got {text!r}.")
+        return value
+
+    return parse
+
+
+def parse_bool(text: Any) -> bool:
+    """A TOML boolean (recipes): ``true`` or ``false``, nothing else."""
+    if not isinstance(text, bool):
+        raise InvalidOptionError(f"Expected true or false. Got {text!r}.")
+    return text
+
+
+@dataclass(frozen=True)
+class RecipeKey:
+    """One layout choice: its key in a recipe (the command's option name with ``_`` for
+    ``-``), the options-dataclass field it sets, how to parse it and how to print it.
+    Each layout declares its keys; :mod:`layoutkit.recipes` reads recipes with them."""
+
+    name: str
+    field: str
+    parse: Callable[[Any], Any]
+    show: Callable[[Any], Any]
+    example: str  # what a good value looks like, for type errors
+    types: tuple[type, ...] = (str,)  # the TOML types accepted
+
+    def value(self, raw: Any) -> Any:
+        """Parse a raw value (TOML or command line); raises InvalidOptionError."""
+        if isinstance(raw, bool) and bool not in self.types or not isinstance(raw, self.types):
+            kind = type(raw).__name__
+            raise InvalidOptionError(f"Expected {self.example}. Got {raw!r} (a {kind}).")
+        if isinstance(raw, list):  # chunks = [1000, 8]
+            if not all(isinstance(n, int) and not isinstance(n, bool) for n in raw):
+                raise InvalidOptionError(f"Expected {self.example}. Got {raw!r}.")
+            raw = ",".join(map(str, raw))
+        return self.parse(raw)
+
+
+STR_OR_INT = (str, int)
+CHUNKS_KEY = RecipeKey("chunks", "chunks", parse_chunks, str, "source, auto or a shape such as \"1000,8\"", (str, list))
+CHUNK_SIZE_KEY = RecipeKey("chunk_size", "chunk_bytes", size_parser("chunk size"), exact_size, "a size such as \"4MiB\"",
+                           STR_OR_INT)
+COMPRESSOR_KEY = RecipeKey("compressor", "compressor", parse_compressor, str, "a compressor such as \"zstd:3\"")

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.options import ChunkSpec, CompressorSpec, ShardSpec
+from layoutkit.options import ChunkSpec, CompressorSpec, RecipeKey, ShardSpec
 
 Region = tuple[tuple[int, int], ...]  # (start, stop) per axis
 
@@ -244,7 +244,18 @@ def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     return re.compile("^" + full + "$"), re.compile(prefix)
 
 
-def _natural(name: str) -> tuple[int, int | str]:
+def parse_template(text: object) -> str:
+    """A shot-archive template such as ``/shots/{shot}/signals/{signal}`` (command line or recipe)."""
+    compile_template(str(text))  # raises with what was expected
+    return str(text)
+
+
+TEMPLATE_KEY = RecipeKey("template", "template", parse_template, str,
+                         "a template such as \"/shots/{shot}/signals/{signal}\"")
+
+
+def natural_key(name: str) -> tuple[int, int | str]:
+    """Sort key: numeric names (shot numbers) in numeric order, before other names."""
     return (0, int(name)) if name.isdigit() else (1, name)
 
 
@@ -294,7 +305,7 @@ def write_order(
     for p in paths:
         m = prefix.match(p)
         (by_shot.setdefault(m.group("shot"), []) if m else outside).append(p)
-    shots = sorted(by_shot, key=_natural)
+    shots = sorted(by_shot, key=natural_key)
     placed: set[str] = set()
     order: list[str] = []
 
@@ -318,7 +329,7 @@ def write_order(
     if by == "shot":
         for shot in shots:
             start = len(order)
-            members = sorted((p for p in by_shot[shot] if p in signals), key=lambda p: _natural(signals[p][1]))
+            members = sorted((p for p in by_shot[shot] if p in signals), key=lambda p: natural_key(signals[p][1]))
             for p in members:
                 place_signal(p)
             for p in by_shot[shot]:
@@ -326,7 +337,7 @@ def write_order(
             largest_first(start)
     else:
         cells: dict[tuple[str, str], str] = {(s, sig): p for p, (s, sig) in signals.items()}
-        names = sorted({sig for _, sig in signals.values()}, key=_natural)
+        names = sorted({sig for _, sig in signals.values()}, key=natural_key)
         for name in names:
             members = [cells[(shot, name)] for shot in shots if (shot, name) in cells]
             for p in members:  # the scales this signal needs, for every shot, as one run

@@ -8,8 +8,10 @@ checks every key with the same ``parse_*`` functions the command line uses, and
 the very dataclass the command runs with: command line over recipe over defaults.
 
 Every variant records its effective recipe as one root attribute, :data:`PROVENANCE_ATTR`,
-whose value is the JSON document :func:`provenance` writes; :func:`recipe_from_variant`
-reads it back, and :func:`recipe_toml` prints it as a recipe that writes the same layout.
+which the pipeline stamps (:mod:`layoutkit.pipeline`); :func:`read_provenance` reads it
+back, and :func:`recipe_toml` prints it as a recipe that writes the same layout. This
+module reads, validates and writes TOML only: the keys and options dataclasses are the
+layouts' own, found through the registry (:mod:`layoutkit.layouts`).
 """
 
 from __future__ import annotations
@@ -23,138 +25,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, RecipeError, RecipeNotFoundError
 from layoutkit.execute import parse_scheduler
-from layoutkit.options import (
-    ShardSpec,
-    parse_chunks,
-    parse_compressor,
-    parse_shards,
-    parse_size,
-    parse_workers,
-)
+from layoutkit.layouts import targets
+from layoutkit.options import RecipeKey, parse_workers, size_parser
+from layoutkit.pipeline import PROVENANCE_ATTR, provenance_attrs
+from layoutkit.pipeline import recipe_of as layout_recipe_of
 
-PROVENANCE_ATTR = "layoutkit"
-"""The one root attribute layoutkit adds to every variant it writes."""
-
-COMMANDS = {"zarr": "convert", "hdf5-paged": "reorder"}  # target -> the command that writes it
+COMMANDS = {target: layout.command for target, layout in targets().items()}  # target -> the command that writes it
 TARGETS = {command: target for target, command in COMMANDS.items()}
 META_KEYS = ("target", "description")
 SHIPPED = resources.files("layoutkit") / "recipes_data"
 
-
-# -- value parsers and printers ---------------------------------------------------
-
-
-def _exact_size(n: int) -> str | int:
-    """A byte count as the shortest exact size text: 8388608 -> "8MiB", 8000 -> "8kB"."""
-    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024), ("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)):
-        if n and n % factor == 0:
-            return f"{n // factor}{unit}"
-    return n
-
-
-def _size(what: str) -> Callable[[Any], int]:
-    return lambda text: parse_size(text, what=what)
-
-
-def _choice(option: str, choices: tuple[str, ...]) -> Callable[[Any], str]:
-    def parse(text: Any) -> str:
-        value = str(text).strip().lower()
-        if value not in choices:
-            raise InvalidOptionError(f"Expected {option} {' or '.join(choices)}. Got {text!r}.")
-        return value
-
-    return parse
-
-
-def _parse_zarr_format(text: Any) -> int:
-    if str(text).strip() not in ("2", "3"):
-        raise InvalidOptionError(f"Expected --zarr-format 2 or 3. Got {text!r}.")
-    return int(str(text).strip())
-
-
-def _parse_template(text: Any) -> str:
-    from layoutkit.plan import compile_template
-
-    compile_template(str(text))  # raises with what was expected
-    return str(text)
-
-
-def _parse_page_size(text: Any) -> int | None:
-    return None if str(text).strip().lower() == "auto" else parse_size(text, what="page size")
-
-
-def _show_shards(spec: ShardSpec) -> str | int:
-    return _exact_size(spec.target_bytes) if spec.mode == "size" else spec.mode
-
-
-def _parse_bool(text: Any) -> bool:
-    if not isinstance(text, bool):
-        raise InvalidOptionError(f"Expected true or false. Got {text!r}.")
-    return text
-
-
-@dataclass(frozen=True)
-class RecipeKey:
-    """One layout choice: its key in a recipe (the command's option name with ``_`` for
-    ``-``), the options-dataclass field it sets, how to parse it and how to print it."""
-
-    name: str
-    field: str
-    parse: Callable[[Any], Any]
-    show: Callable[[Any], Any]
-    example: str  # what a good value looks like, for type errors
-    types: tuple[type, ...] = (str,)  # the TOML types accepted
-
-    def value(self, raw: Any) -> Any:
-        """Parse a raw value (TOML or command line); raises InvalidOptionError."""
-        if isinstance(raw, bool) and bool not in self.types or not isinstance(raw, self.types):
-            kind = type(raw).__name__
-            raise InvalidOptionError(f"Expected {self.example}. Got {raw!r} (a {kind}).")
-        if isinstance(raw, list):  # chunks = [1000, 8]
-            if not all(isinstance(n, int) and not isinstance(n, bool) for n in raw):
-                raise InvalidOptionError(f"Expected {self.example}. Got {raw!r}.")
-            raw = ",".join(map(str, raw))
-        return self.parse(raw)
-
-
-_STR_OR_INT = (str, int)
-_CHUNKS = RecipeKey("chunks", "chunks", parse_chunks, str, "source, auto or a shape such as \"1000,8\"", (str, list))
-_CHUNK_SIZE = RecipeKey("chunk_size", "chunk_bytes", _size("chunk size"), _exact_size, "a size such as \"4MiB\"", _STR_OR_INT)
-_COMPRESSOR = RecipeKey("compressor", "compressor", parse_compressor, str, "a compressor such as \"zstd:3\"")
-_TEMPLATE = RecipeKey("template", "template", _parse_template, str, "a template such as \"/shots/{shot}/signals/{signal}\"")
-
-KEYS: dict[str, tuple[RecipeKey, ...]] = {
-    "zarr": (
-        RecipeKey("zarr_format", "zarr_format", _parse_zarr_format, int, "2 or 3", _STR_OR_INT),
-        RecipeKey("order", "order", _choice("--order", ("shot", "signal")), str, "\"shot\" or \"signal\""),
-        _TEMPLATE,
-        _CHUNKS,
-        _CHUNK_SIZE,
-        _COMPRESSOR,
-        RecipeKey("shards", "shards", parse_shards, _show_shards, "none, auto or a size such as \"64MiB\"", _STR_OR_INT),
-        RecipeKey("consolidate", "consolidate", _parse_bool, bool, "true or false", (bool,)),
-    ),
-    "hdf5-paged": (
-        RecipeKey("by", "by", _choice("--by", ("shot", "signal", "group")), str, "\"shot\", \"signal\" or \"group\""),
-        _TEMPLATE,
-        RecipeKey("page_size", "page_size", _parse_page_size, lambda v: "auto" if v is None else _exact_size(v),
-                  "auto or a size such as \"8MiB\"", _STR_OR_INT),
-        _COMPRESSOR,
-        RecipeKey("compress_threshold", "compress_threshold", _size("compression threshold"), _exact_size,
-                  "a size such as \"8KiB\"", _STR_OR_INT),
-        _CHUNKS,
-        _CHUNK_SIZE,
-        RecipeKey("dedupe", "dedupe", _parse_bool, bool, "true or false", (bool,)),
-    ),
-}
-
 # Machine resources, not layout: the command line sets them, recipes do not.
 RUNTIME: dict[str, Callable[[Any], Any]] = {
     "workers": parse_workers,
-    "memory_limit": _size("memory limit"),
+    "memory_limit": size_parser("memory limit"),
     "scheduler": parse_scheduler,
     "overwrite": bool,
     "skip_unsupported": bool,
@@ -162,18 +48,12 @@ RUNTIME: dict[str, Callable[[Any], Any]] = {
 
 
 def _options_class(target: str) -> type:
-    if target == "zarr":
-        from layoutkit.convert import ConvertOptions
-
-        return ConvertOptions
-    from layoutkit.reorder import ReorderOptions
-
-    return ReorderOptions
+    return targets()[target].options_class
 
 
 def recipe_keys(target: str) -> tuple[RecipeKey, ...]:
     """The layout keys a recipe for ``target`` may set (``zarr`` or ``hdf5-paged``)."""
-    return KEYS[target]
+    return targets()[target].recipe_keys
 
 
 # -- recipes --------------------------------------------------------------------
@@ -313,23 +193,19 @@ def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed
     return _options_class(target)(**kwargs)
 
 
+def _layout_of(options: Any) -> Any:
+    return next(layout for layout in targets().values() if isinstance(options, layout.options_class))
+
+
 def recipe_of(options: Any) -> dict[str, Any]:
     """The full effective recipe of an options dataclass: target and every layout key."""
-    target = next(t for t in COMMANDS if isinstance(options, _options_class(t)))
-    out: dict[str, Any] = {"target": target}
-    for key in recipe_keys(target):
-        out[key.name] = key.show(getattr(options, key.field))
-    return out
+    return layout_recipe_of(_layout_of(options), options)
 
 
-def provenance(command: str, options: Any) -> str:
-    """The JSON value of the :data:`PROVENANCE_ATTR` root attribute of a variant."""
-    return json.dumps({"version": __version__, "command": command, "recipe": recipe_of(options)})
-
-
-def provenance_attrs(command: str, options: Any) -> dict[str, str]:
-    """The root attributes a writer adds to a variant: just :data:`PROVENANCE_ATTR`."""
-    return {PROVENANCE_ATTR: provenance(command, options)}
+def provenance(options: Any) -> str:
+    """The JSON value of the :data:`PROVENANCE_ATTR` root attribute of a variant written
+    with ``options`` (the pipeline stamps it; :mod:`layoutkit.pipeline`)."""
+    return provenance_attrs(_layout_of(options), options)[PROVENANCE_ATTR]
 
 
 # -- reading a variant's recipe back ----------------------------------------------
@@ -395,7 +271,6 @@ __all__ = [
     "load_recipe",
     "parse_recipe",
     "provenance",
-    "provenance_attrs",
     "read_provenance",
     "recipe_of",
     "recipe_toml",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-convert_module = importlib.import_module("layoutkit.convert")  # the package re-exports a function of that name
+zarr_mirror = importlib.import_module("layoutkit.layouts.zarr_mirror")  # the task function of convert --order shot
 from layoutkit.cli import app
 
 runner = CliRunner()
@@ -160,14 +160,14 @@ def test_destination_not_writable(good_h5: Path, tmp_path: Path) -> None:
 
 def test_interrupt_mid_way_leaves_nothing(good_h5: Path, tmp_path: Path, monkeypatch) -> None:
     calls = {"n": 0}
-    real = convert_module.copy_task
+    real = zarr_mirror.copy_task
 
     def interrupting(job, task):
         calls["n"] += 1
         real(job, task)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(convert_module, "copy_task", interrupting)
+    monkeypatch.setattr(zarr_mirror, "copy_task", interrupting)
     before = digest(good_h5)
     result = run("convert", good_h5, tmp_path / "out.zarr", "--chunk-size", "8KiB", "--workers", "1")
     assert result.exit_code == 130
@@ -223,14 +223,14 @@ def test_reorder_existing_destination_and_interrupt(good_h5: Path, tmp_path: Pat
     dst.write_bytes(b"precious")
     assert_refused(run("reorder", good_h5, dst, "--by", "group"), "exists", "--overwrite")
     assert dst.read_bytes() == b"precious"
-    reorder_module = importlib.import_module("layoutkit.reorder")
-    real = reorder_module._make_piece
+    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged")
+    real = hdf5_paged.make_piece
 
     def interrupting(*args):
         real(*args)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(reorder_module, "_make_piece", interrupting)
+    monkeypatch.setattr(hdf5_paged, "make_piece", interrupting)
     before = digest(good_h5)
     result = run("reorder", good_h5, tmp_path / "new.h5", "--by", "group", "--workers", "1")
     assert result.exit_code == 130 and "interrupted" in result.output

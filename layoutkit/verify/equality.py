@@ -5,6 +5,12 @@ store has it at the same path with the same shape, an equivalent dtype, the same
 value, the same attributes and dimension names, and the same values (NaN-aware,
 bit-exact for integers), streamed one write block at a time so memory stays bounded.
 It returns a list of :class:`Mismatch`; an empty list means equal.
+
+The comparators are written from what the formats document, not from the writers'
+code: zarr's metadata, xarray's conventions (``_FillValue`` as base64 of a double in v3
+attributes, ``dimension_names`` / ``_ARRAY_DIMENSIONS``) and the README's rules for
+attributes and types. Nothing here imports :mod:`layoutkit.layouts` or
+:mod:`layoutkit.writers`, so an encoding bug in a writer cannot hide from ``verify``.
 """
 
 from __future__ import annotations
@@ -21,11 +27,27 @@ import numpy as np
 import zarr
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.inventory import ArrayInfo, Inventory, _first_line, read_inventory
+from layoutkit.inventory import ArrayInfo, Inventory, first_line, read_inventory
+from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import iter_blocks
-from layoutkit.recipes import PROVENANCE_ATTR
 from layoutkit.source import SourceReader
-from layoutkit.writers.zarr_ import _json_attrs, target_dtype
+
+# JSON has no NaN or infinities: the README's rule stores them in attributes as these strings
+_NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+# attributes that carry structure in Zarr (README, "Types"), not source attributes
+_STRUCTURAL_ATTRS = ("_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace")
+# the signal-major layout's array names (README, "signal-major Zarr")
+_DATA, _SHOT, _START, _LENGTH = "data", "shot", "start", "length"
+
+
+def expected_dtype(info: ArrayInfo) -> np.dtype | type:
+    """The dtype the README promises in Zarr for a source dataset: text for strings and
+    references, the base integer for enums, the same numbers (any byte order) otherwise."""
+    if info.kind in ("string", "reference"):
+        return str
+    if info.kind == "enum" or not info.dtype.names:
+        return np.dtype(info.dtype.str)
+    return info.dtype
 
 
 @dataclass(frozen=True)
@@ -78,6 +100,9 @@ def _as_py(v: Any) -> Any:
 
 
 def _same_attr(a: Any, b: Any) -> bool:
+    """``a`` from the source (JSON-ready, NaN as a float), ``b`` as the store holds it."""
+    if isinstance(a, float) and isinstance(b, str) and b in _NON_FINITE:
+        b = _NON_FINITE[b]
     if isinstance(a, float) and isinstance(b, float):
         return a == b or (np.isnan(a) and np.isnan(b))
     if isinstance(a, list) and isinstance(b, list):
@@ -137,7 +162,7 @@ def compare_zarr(
 
     for g in inventory.groups:
         if (zg := node(g.path, zarr.Group)) is not None:
-            _compare_attrs(g.path, *_without_provenance(g.path, _json_attrs(g.attrs), dict(zg.attrs)), miss)
+            _compare_attrs(g.path, *_without_provenance(g.path, dict(g.attrs), dict(zg.attrs)), miss)
 
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
 
@@ -152,7 +177,7 @@ def compare_zarr(
         try:
             _compare_array(info, z, zfmt, reader, lambda p, w, d: own.append(Mismatch(name, p, w, d)))
         except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
-            own.append(Mismatch(name, info.path, "values", f"cannot be read: {_first_line(exc)}"))
+            own.append(Mismatch(name, info.path, "values", f"cannot be read: {first_line(exc)}"))
         return own
 
     # arrays are compared in parallel: zarr decodes and our source reader decodes
@@ -178,7 +203,7 @@ def _compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], mis
         elif not _same_attr(value, got[key]):
             miss(path, "attribute", f"{key!r} is {got[key]!r}, expected {value!r}")
     for key in got:
-        if key not in expected and key not in ("_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace"):
+        if key not in expected and key not in _STRUCTURAL_ATTRS:
             miss(path, "attribute", f"{key!r} is not in the source")
 
 
@@ -187,7 +212,7 @@ def _compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: SourceRead
     if tuple(z.shape) != info.shape:
         miss(path, "shape", f"{tuple(z.shape)}, expected {info.shape}")
         return
-    want = target_dtype(info)
+    want = expected_dtype(info)
     if want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
             miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
@@ -199,7 +224,7 @@ def _compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: SourceRead
     if info.shape and dims != info.dims:
         miss(path, "dims", f"{dims}, expected {info.dims}")
     # attributes
-    expected = _json_attrs(dict(info.attrs))
+    expected = dict(info.attrs)
     got = dict(z.attrs)
     # _FillValue is stored the way xarray expects: base64 in v3 attributes, the
     # fill_value itself in v2; compare it as a number
@@ -326,7 +351,7 @@ def compare_hdf5(
                     try:
                         got_v = np.asarray(ds_v.asstr()[sel] if info.kind == "string" else ds_v[sel])
                     except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
-                        miss(path, "values", f"cannot be read at {region}: {_first_line(exc)}")
+                        miss(path, "values", f"cannot be read at {region}: {first_line(exc)}")
                         break
                     if info.kind == "reference":
                         break
@@ -420,7 +445,7 @@ def compare_signal_major(
     """
     from dataclasses import replace
 
-    from layoutkit.archive import LAYOUT_ATTR, SignalMajorArchive, _scan_grid
+    from layoutkit.archive import LAYOUT_ATTR, SignalMajorArchive, scan_grid
 
     inventory = inventory or read_inventory(source)
     name = str(store)
@@ -443,7 +468,7 @@ def compare_signal_major(
     root = next((g for g in inventory.groups if g.path == "/"), None)
     if root is not None:
         got = {k: v for k, v in archive.root.attrs.items() if k != LAYOUT_ATTR}
-        _compare_attrs("/", *_without_provenance("/", _json_attrs(root.attrs), got), miss)
+        _compare_attrs("/", *_without_provenance("/", dict(root.attrs), got), miss)
 
     def one(info: ArrayInfo) -> list[Mismatch]:
         own: list[Mismatch] = []
@@ -462,12 +487,12 @@ def compare_signal_major(
             fv = np.asarray(info.fill_value).astype(z.dtype).reshape(1)
             if not _equal_values(fv, np.asarray(z.fill_value).astype(z.dtype).reshape(1)).all():
                 report(info.path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
-        _compare_attrs(info.path, _json_attrs(dict(info.attrs)), row.attrs, report)
+        _compare_attrs(info.path, dict(info.attrs), row.attrs, report)
         shot = archive._prefix.match(info.path).group("shot")
         got_dims = [[archive._scale_source(shot, r) for r in axis] for axis in row.dims]
         if info.dim_scales and any(info.dim_scales) and got_dims != [list(a) for a in info.dim_scales]:
             report(info.path, "dims", f"dimension scales {got_dims}, expected {[list(a) for a in info.dim_scales]}")
-        grid = _scan_grid(info.shape, info.dtype.itemsize, info.chunks)
+        grid = scan_grid(info.shape, info.dtype.itemsize, info.chunks)
         try:
             for region in iter_blocks(info.shape, grid):
                 sel = tuple(slice(a, b) for a, b in region)
@@ -491,8 +516,6 @@ def compare_signal_major(
 def _check_signal_major_index(archive: Any, source_paths: set[str], miss: Any) -> None:
     """The index arrays against the index in the metadata, and every stored shot
     against the source."""
-    from layoutkit.writers.zarr_signal import DATA, LENGTH, SHOT, START
-
     for rel, series in archive._series.items():
         for shot in {*series.rows, *series.same_as}:
             path = f"{archive.shot_path(shot)}/{rel}"
@@ -502,12 +525,12 @@ def _check_signal_major_index(archive: Any, source_paths: set[str], miss: Any) -
         for shot, row in series.rows.items():
             parts.setdefault(row.data, []).append((shot, row))
         for data, rows in parts.items():
-            suffix = data.rsplit("/", 1)[-1][len(DATA):]
+            suffix = data.rsplit("/", 1)[-1][len(_DATA):]
             rows.sort(key=lambda r: r[1].start)
             try:
-                ids = [str(v) for v in archive.get(f"{series.group}/{SHOT}{suffix}")]
-                starts = archive.get(f"{series.group}/{START}{suffix}").tolist()
-                lengths = archive.get(f"{series.group}/{LENGTH}{suffix}").tolist()
+                ids = [str(v) for v in archive.get(f"{series.group}/{_SHOT}{suffix}")]
+                starts = archive.get(f"{series.group}/{_START}{suffix}").tolist()
+                lengths = archive.get(f"{series.group}/{_LENGTH}{suffix}").tolist()
             except KeyError as exc:
                 miss(series.group, "index", f"an index array is missing ({exc})")
                 continue

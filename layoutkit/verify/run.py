@@ -29,7 +29,7 @@ from typing import Any
 
 from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
-from layoutkit.inventory import _first_line
+from layoutkit.inventory import first_line
 from layoutkit.options import parse_size
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
 from layoutkit.verify.storage import LatencyModel
@@ -156,7 +156,7 @@ def read_share(
             logical = run_reads(archive, pattern, items)
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             # a damaged variant: the row says what failed instead of a time
-            logical, error = 0, f"{type(exc).__name__}: {_first_line(exc)}"
+            logical, error = 0, f"{type(exc).__name__}: {first_line(exc)}"
         return {
             "requests": archive.counter.requests,
             "bytes": archive.counter.bytes,

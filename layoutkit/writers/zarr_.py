@@ -99,7 +99,8 @@ def _zarr2_codecs(spec: CompressorSpec, itemsize: int) -> tuple[list[Any], Any]:
     )
 
 
-def _json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Attributes as strict JSON: NaN and infinities as the strings zarr uses for fill values."""
     # zarr writes strict JSON for v2: NaN/Inf become strings, as zarr does for fill values
     def clean(v: Any) -> Any:
         if isinstance(v, float) and not np.isfinite(v):
@@ -188,7 +189,7 @@ class ZarrWriter:
         infos = {a.path: a for a in inventory.arrays}
         docs: dict[str, dict[str, Any]] = {}  # node path -> {file name: JSON document}
         for g in inventory.groups:
-            docs[g.path.strip("/")] = self._group_docs(_json_attrs(g.attrs))
+            docs[g.path.strip("/")] = self._group_docs(json_attrs(g.attrs))
         templates = _Templates(self.zarr_format)
         for plan in plans:
             kwargs = self._array_kwargs(infos[plan.path], plan, inventory.is_netcdf4)
@@ -300,7 +301,7 @@ class ZarrWriter:
             filters, compressor = _zarr2_codecs(plan.compressor, element_size)
             kwargs["filters"] = filters or "auto"  # auto adds the string codecs v2 needs
             kwargs["compressors"] = compressor
-        kwargs["attributes"] = _json_attrs(attrs)
+        kwargs["attributes"] = json_attrs(attrs)
         return kwargs
 
     # -- data -------------------------------------------------------------------

@@ -33,13 +33,14 @@ import numpy as np
 from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.plan import ArrayPlan, Region, packed_pieces
 from layoutkit.source import SourceReader
-from layoutkit.writers.zarr_ import ZarrWriter, _json_attrs
+from layoutkit.writers.zarr_ import ZarrWriter, json_attrs
 
 LAYOUT_NAME = "signal-major"
 LAYOUT_VERSION = 1
 SIGNALS_GROUP = "signals"
 SCALES_GROUP = "scales"
 SERIES_ATTR = "layoutkit_series"
+LAYOUT_ATTR = "layoutkit_layout"  # the root attribute that says which layout a store is
 DATA, SHOT, START, LENGTH = "data", "shot", "start", "length"
 SAMPLE_DIM = "sample"
 # attributes that zarr or xarray give a meaning of their own on an array: kept per shot
@@ -108,7 +109,7 @@ def series_document(series: PackedSeries) -> dict[str, Any]:
                 "shots": [r.shot for r in p.rows],
                 "starts": p.starts,
                 "lengths": p.lengths,
-                "shot_attrs": {shot: _json_attrs(a) for shot, a in p.shot_attrs.items()},
+                "shot_attrs": {shot: json_attrs(a) for shot, a in p.shot_attrs.items()},
             }
             for p in series.parts
         ],

@@ -1,67 +1,56 @@
-"""``layoutkit convert --order signal``: a shot archive as signal-major Zarr.
-
-Planned in full first (:func:`plan_signal_major`, which ``--dry-run`` prints), then run
-by :func:`convert_signal_major` with the pieces ``convert`` uses: the inventory, the raw
-chunk reader, :class:`ZarrWriter`'s metadata templates and chunk encoders, the task
-engines and the temporary-sibling-then-rename destination handling.
+"""The ``zarr-signal`` layout (``convert --order signal``): a shot archive as signal-major Zarr.
 
 Every dataset that matches the template and holds fixed-size numbers is packed with the
 same signal of every other shot (:mod:`layoutkit.writers.zarr_signal` describes the
-layout); so is every dimension scale inside a shot, once per content within the shot.
-Everything else (arrays outside the template, text or compound signals, groups with
-attributes) is mirrored at its own path, as ``--order shot`` writes it, so nothing of
-the source is lost. Each task writes whole shards (or chunks) of a packed array,
-assembled from the parts of the shots' datasets that fall in them, so memory stays
-within the budget however large a signal is.
+layout); so is every dimension scale inside a shot, once per content within the shot
+(:mod:`layoutkit.scales`). Everything else (arrays outside the template, text or
+compound signals, groups with attributes) is mirrored at its own path, as the
+``zarr-mirror`` layout writes it, so nothing of the source is lost. Each task writes
+whole shards (or chunks) of a packed array, assembled from the parts of the shots'
+datasets that fall in them, so memory stays within the budget however large a signal is.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from layoutkit.archive import LAYOUT_ATTR
-from layoutkit.convert import (
-    _OPEN,
+from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.layouts.zarr_mirror import (
+    ZARR_RECIPE_KEYS,
     ConvertOptions,
     ConvertSummary,
     CopyJob,
-    _open,
-    _sidecar,
-    check_destination,
+    adopt_job,
     close_open_files,
-    du,
-    plan_array,
-    remove_path,
-    replace_path,
-    temporary_sibling,
+    not_writable,
+    open_job,
+    plan_arrays,
+    sidecar,
 )
-from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
-from layoutkit.execute import run_tasks
-from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory, read_inventory
 from layoutkit.options import ShardSpec
+from layoutkit.pipeline import Layout, Work
 from layoutkit.plan import (
     ArrayPlan,
     CopyTask,
-    _natural,
     compile_template,
     match_template,
+    natural_key,
     plan_packed_chunks,
     plan_shards,
     plan_tasks,
     task_budget,
 )
-from layoutkit.recipes import provenance_attrs
-from layoutkit.reorder import find_duplicate_scales
-from layoutkit.source import SourceReader
+from layoutkit.scales import ScaleDigest, duplicate_scales
+from layoutkit.storage import LocalDestination
 from layoutkit.writers.zarr_signal import (
     DATA,
+    LAYOUT_ATTR,
     LAYOUT_NAME,
     LAYOUT_VERSION,
     PER_SHOT_ONLY_ATTRS,
@@ -141,7 +130,7 @@ def _build_series(
 ) -> PackedSeries:
     """Split a series' shots into parts of alike datasets and pack each part."""
     by_key: dict[tuple[Any, ...], list[tuple[str, ArrayInfo, tuple[tuple[str, ...], ...]]]] = {}
-    for member in sorted(members, key=lambda m: _natural(m[0])):
+    for member in sorted(members, key=lambda m: natural_key(m[0])):
         by_key.setdefault(_part_key(member[1], member[2]), []).append(member)
     parts = []
     for n, rows in enumerate(by_key.values()):
@@ -204,9 +193,9 @@ def _packed_plans(series: PackedSeries, options: ConvertOptions, budget: int) ->
 
 
 def plan_signal_major(
-    src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions, inventory: Inventory | None = None
-) -> tuple[Inventory, SignalMajorPlan]:
-    """Walk the source and plan the signal-major store (no writing).
+    inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest], dest: str = ""
+) -> SignalMajorPlan:
+    """Plan the signal-major store from the inventory and the scales' fingerprints (pure).
 
     Raises
     ------
@@ -224,28 +213,17 @@ def plan_signal_major(
             f"--order signal needs {{shot}} before {{signal}} in the template (the signals of a shot "
             f"lie under the shot). Got {template!r}."
         )
-    inventory = inventory or read_inventory(src, workers=options.workers)
+    src = inventory.path
     arrays = [a for a in inventory.arrays if not a.dim_only]
     signals = match_template([a.path for a in arrays], template)
     if not signals:
         _refuse_non_archive(str(src), template, inventory)
     budget = task_budget(options.memory_limit, options.workers)
-    skipped: list[tuple[str, str]] = []
-
-    def carried(info: ArrayInfo) -> ArrayPlan | None:
-        try:
-            return plan_array(info, options, budget)
-        except (UnsupportedFeatureError, MissingFilterError) as exc:
-            if not options.skip_unsupported:
-                raise
-            skipped.append((info.path, str(exc)))
-            return None
-
+    plans, skipped = plan_arrays(arrays, options, budget)
     packed_signals: dict[str, ArrayInfo] = {}
     packed_scales: dict[str, ArrayInfo] = {}
     mirrored: list[ArrayPlan] = []
-    for info in arrays:
-        plan = carried(info)
+    for info, plan in zip(arrays, plans):
         if plan is None:
             continue
         if info.path in signals and packable(info):
@@ -289,7 +267,7 @@ def plan_signal_major(
             for rel in {r for axis in dims for r in axis}:
                 uses[rel] = uses.get(rel, 0) + 1
     dupes = _keep_most_used(
-        find_duplicate_scales(str(src), _only(inventory, packed_scales), template), packed_scales,
+        duplicate_scales(packed_scales.values(), scale_digests, template), packed_scales,
         lambda p: uses.get(shot_and_rel(p)[1], 0),
     )
     same_as: dict[str, dict[str, list[str]]] = {}
@@ -301,7 +279,7 @@ def plan_signal_major(
         else:
             members[(f"{SCALES_GROUP}/{rel}", rel)].append((shot, info, ((),) * len(info.shape)))
     series = [
-        _build_series(group, rel, rows, {k: tuple(sorted(v, key=_natural)) for k, v in same_as.get(rel, {}).items()})
+        _build_series(group, rel, rows, {k: tuple(sorted(v, key=natural_key)) for k, v in same_as.get(rel, {}).items()})
         for (group, rel), rows in sorted(members.items())
         if group.startswith(SIGNALS_GROUP + "/") or rel in same_as or rows
     ]
@@ -321,12 +299,11 @@ def plan_signal_major(
         "signals": SIGNALS_GROUP,
         "scales": SCALES_GROUP,
     }
-    plan = SignalMajorPlan(
-        source=str(src), dest=str(dst), options=options, arrays=(*mirrored, *packed_plans),
+    return SignalMajorPlan(
+        source=str(src), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
         skipped=tuple(skipped), tasks=tasks, task_bytes=budget, series=tuple(series), groups=groups,
         layout=layout, merged_scales=len(dupes),
     )
-    return inventory, plan
 
 
 def _keep_most_used(dupes: dict[str, str], packed: dict[str, ArrayInfo], uses: Any) -> dict[str, str]:
@@ -341,10 +318,6 @@ def _keep_most_used(dupes: dict[str, str], packed: dict[str, ArrayInfo], uses: A
         keep = max(members, key=lambda p: (uses(p), -members.index(p)))
         out.update({p: keep for p in members if p != keep})
     return out
-
-
-def _only(inventory: Inventory, arrays: dict[str, ArrayInfo]) -> Inventory:
-    return Inventory(inventory.path, inventory.userblock_size, inventory.is_netcdf4, (), tuple(arrays.values()), ())
 
 
 def _reserved(path: str) -> bool:
@@ -384,7 +357,7 @@ class PackJob(CopyJob):
 def pack_task(job: PackJob, task: CopyTask) -> int:
     """Write every block of ``task``: packed blocks assembled from the shots they span,
     mirrored blocks copied as ``convert`` copies them; return the bytes written."""
-    reader, writer = _open(job)
+    reader, writer = open_job(job)
     blocks = []
     for path, region in task.items:
         rows = job.packing.get(path)
@@ -399,79 +372,67 @@ def pack_task(job: PackJob, task: CopyTask) -> int:
 # ---------------------------------------------------------------------------------
 
 
-def convert_signal_major(
-    src: str | os.PathLike,
-    dst: str | os.PathLike,
-    options: ConvertOptions,
-    progress: Any = None,
-    plan: tuple[Inventory, SignalMajorPlan] | None = None,
-) -> ConvertSummary:
-    """Write a shot archive as a signal-major Zarr store (``convert --order signal``).
+class ZarrSignal(Layout):
+    """Signal-major Zarr: each signal of every shot packed end to end in one array."""
 
-    Raises
-    ------
-    LayoutkitError
-        For every expected failure (as :func:`layoutkit.convert.convert`, and a file
-        that is not a shot archive).
-    """
-    src_path, dst_path = Path(src), Path(dst)
-    check_destination(dst_path, options.overwrite)
-    inventory, splan = plan or plan_signal_major(src_path, dst_path, options)
-    report = progress or (lambda n: None)
-    t0 = time.perf_counter()
-    tmp = temporary_sibling(dst_path)
-    mirrored = [a for a in splan.arrays if a.read_mode not in ("pack", "index")]
-    packed = [a for a in splan.arrays if a.read_mode in ("pack", "index")]
-    try:
-        writer = SignalMajorWriter(tmp, options.zarr_format)
-        sidecar = {**_sidecar(inventory, splan), "layout": splan.layout, "merged_scales": splan.merged_scales}
+    name = "zarr-signal"
+    command = "convert"
+    order = "signal"
+    target = "zarr"
+    options_class = ConvertOptions
+    recipe_keys = ZARR_RECIPE_KEYS
+    description = "signal-major: each signal of every shot packed into one (sharded) array, with a per-shot index"
+
+    def scale_template(self, options: ConvertOptions) -> str | None:
+        return "/" + options.template.strip("/")
+
+    def plan(self, inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest],
+             dest: str = "") -> SignalMajorPlan:
+        return plan_signal_major(inventory, options, scale_digests, dest)
+
+    def begin(self, staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPlan,
+              attrs: dict[str, Any]) -> Work:
+        options = plan.options
+        mirrored = [a for a in plan.arrays if a.read_mode not in ("pack", "index")]
+        packed = [a for a in plan.arrays if a.read_mode in ("pack", "index")]
+        writer = SignalMajorWriter(staged, options.zarr_format)
+        doc = {**sidecar(inventory, plan), "layout": plan.layout, "merged_scales": plan.merged_scales}
         try:
             writer.create_layout(
-                inventory, mirrored, packed, list(splan.series), list(splan.groups), sidecar,
-                {**provenance_attrs("convert", options), LAYOUT_ATTR: splan.layout},
+                inventory, mirrored, packed, list(plan.series), list(plan.groups), doc,
+                {**attrs, LAYOUT_ATTR: plan.layout},
             )
-            report(writer.write_index(list(splan.series)))
+            index_bytes = writer.write_index(list(plan.series))
         except OSError as exc:
-            raise OutputNotWritableError(
-                f"Destination {str(dst_path)!r} cannot be written ({exc.strerror or exc})."
-            ) from None
+            raise not_writable(Path(plan.dest or staged), exc) from None
         infos = {a.path: a for a in inventory.arrays}
         packing = {
-            s.array(p, DATA): tuple((r.source, r.start, r.length) for r in p.rows) for s in splan.series for p in s.parts
+            s.array(p, DATA): tuple((r.source, r.start, r.length) for r in p.rows) for s in plan.series for p in s.parts
         }
         sources = {r[0] for rows in packing.values() for r in rows} | {a.path for a in mirrored}
         job = PackJob(
-            str(src_path.resolve()),
-            str(tmp.resolve()),
+            str(source.resolve()),
+            str(staged.resolve()),
             options.zarr_format,
             {p: infos[p] for p in sources},
             frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
             packing,
-            {s.array(p, DATA): p.dtype.str for s in splan.series for p in s.parts},
+            {s.array(p, DATA): p.dtype.str for s in plan.series for p in s.parts},
         )
-        _OPEN[(job.source, job.dest)] = (SourceReader(job.source, job.arrays), writer)
-        run_tasks(
-            pack_task, job, splan.tasks, scheduler=options.scheduler, workers=options.workers,
-            progress=report, cleanup=close_open_files,
+        adopt_job(job, writer)
+        return Work(pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
+                    done_bytes=index_bytes, state={"writer": writer})
+
+    def finish(self, work: Work, staged: Path, plan: SignalMajorPlan) -> None:
+        work.state["writer"].finish(plan.options.consolidate)
+
+    def summarize(self, source: Path, dest: LocalDestination, inventory: Inventory, plan: SignalMajorPlan,
+                  work: Work, seconds: float) -> ConvertSummary:
+        return ConvertSummary(
+            source=str(source), dest=str(dest.path), arrays=len(plan.arrays),
+            groups=len(plan.groups) + len(plan.series), links=len(inventory.links), skipped=plan.skipped,
+            logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
         )
-        writer.finish(options.consolidate)
-        replace_path(tmp, dst_path)
-    except BaseException:
-        close_open_files()
-        remove_path(tmp)
-        raise
-    return ConvertSummary(
-        source=str(src_path),
-        dest=str(dst_path),
-        arrays=len(splan.arrays),
-        groups=len(splan.groups) + len(splan.series),
-        links=len(inventory.links),
-        skipped=splan.skipped,
-        logical_bytes=splan.nbytes,
-        source_bytes=src_path.stat().st_size,
-        dest_bytes=du(dst_path),
-        seconds=time.perf_counter() - t0,
-    )
 
 
-__all__ = ["SignalMajorPlan", "convert_signal_major", "packable", "plan_signal_major"]
+__all__ = ["SignalMajorPlan", "ZarrSignal", "packable", "plan_signal_major"]

@@ -1,0 +1,218 @@
+"""The one run sequence every layout shares.
+
+``convert`` and ``reorder`` (and whatever writes a layout next) run the same steps, in
+this module and nowhere else:
+
+1. check the source (:func:`~layoutkit.inventory.check_source`) and the destination
+   (:meth:`~layoutkit.storage.LocalDestination.check`), before any work;
+2. plan: walk the source once (:func:`~layoutkit.inventory.read_inventory`), fingerprint
+   its dimension scales when the layout deduplicates them
+   (:func:`~layoutkit.scales.read_scale_digests`), and call the layout's pure
+   :meth:`Layout.plan`;
+3. stage the output (:meth:`~layoutkit.storage.LocalDestination.stage`) and let the layout
+   create its skeleton there, stamped with the provenance attribute
+   (:func:`provenance_attrs`), which hands back the :class:`Work` to do;
+4. run the work's tasks on the engine (:func:`~layoutkit.execute.run_tasks`: serial,
+   threads or dask.distributed; or :func:`~layoutkit.execute.map_ordered` when the
+   results must be written in order on one thread, as HDF5 wants);
+5. let the layout finish (consolidate metadata, close files), then publish; on any error
+   or Ctrl-C, discard the staged output instead, so no half-written destination is left.
+
+A layout is a :class:`Layout` subclass in :mod:`layoutkit.layouts`, found by name in that
+package's registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
+
+from layoutkit import __version__
+from layoutkit.execute import map_ordered, run_tasks
+from layoutkit.inventory import Inventory, check_source, read_inventory
+from layoutkit.options import RecipeKey
+from layoutkit.scales import ScaleDigest, read_scale_digests
+from layoutkit.storage import LocalDestination
+
+PROVENANCE_ATTR = "layoutkit"
+"""The one root attribute layoutkit adds to every variant it writes: the effective recipe."""
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class Work:
+    """What a layout hands the pipeline once its output's skeleton exists.
+
+    ``fn(job, task)`` is called for every task; it must be a module-level function so
+    that dask can ship it to worker processes. Without a ``sink`` the engine runs the
+    tasks in any order and ``fn`` returns the bytes it wrote. With a ``sink``, results
+    are consumed in task order on the calling thread (``sink(result)`` writes one and
+    returns its bytes), at most ``window`` of them pending.
+    """
+
+    fn: Callable[[Any, Any], Any]
+    job: Any
+    tasks: Iterable[Any]
+    sink: Callable[[Any], int] | None = None
+    window: int | None = None
+    cleanup: Callable[[], None] | None = None  # in every worker process, after the last task
+    close: Callable[[], None] = lambda: None  # always, on success or failure
+    done_bytes: int = 0  # bytes the layout already wrote while creating the skeleton
+    state: dict[str, Any] = field(default_factory=dict)  # the layout's own, e.g. its writer
+
+
+class Layout(ABC):
+    """A way of writing a source: its options, its pure planner and its tasks.
+
+    Subclasses set the class attributes and implement :meth:`plan`, :meth:`begin`,
+    :meth:`finish` and :meth:`summarize`; :mod:`layoutkit.layouts` registers them.
+    """
+
+    name: ClassVar[str]  # the registry key, e.g. "zarr-mirror"
+    command: ClassVar[str]  # the command that writes it: "convert" or "reorder"
+    order: ClassVar[str | None] = None  # the value of convert's --order that selects it
+    target: ClassVar[str]  # the recipe target: "zarr" or "hdf5-paged"
+    options_class: ClassVar[type]
+    recipe_keys: ClassVar[tuple[RecipeKey, ...]]
+    description: ClassVar[str] = ""
+
+    def scale_template(self, options: Any) -> str | None:
+        """The template whose dimension scales are fingerprinted before planning (for
+        deduplication), or None when the layout does not deduplicate scales."""
+        return None
+
+    @abstractmethod
+    def plan(self, inventory: Inventory, options: Any, scale_digests: dict[str, ScaleDigest], dest: str = "") -> Any:
+        """Plan the whole output from the inventory: pure, no I/O. The plan has an
+        ``nbytes`` attribute (the bytes the tasks will write, for progress)."""
+
+    @abstractmethod
+    def begin(self, staged: Path, source: Path, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
+        """Create the output's skeleton at ``staged`` (root attributes ``attrs`` included)
+        and return the work that fills it."""
+
+    def finish(self, work: Work, staged: Path, plan: Any) -> None:  # noqa: B027 - optional hook
+        """Complete the staged output after every task ran (consolidate, close); by default nothing."""
+
+    @abstractmethod
+    def summarize(self, source: Path, dest: LocalDestination, inventory: Inventory, plan: Any, work: Work,
+                  seconds: float) -> Any:
+        """The command's summary of a finished run."""
+
+
+# -- provenance ----------------------------------------------------------------------
+
+
+def recipe_of(layout: Layout | type[Layout], options: Any) -> dict[str, Any]:
+    """The full effective recipe of ``options``: the layout's target and every key."""
+    out: dict[str, Any] = {"target": layout.target}
+    for key in layout.recipe_keys:
+        out[key.name] = key.show(getattr(options, key.field))
+    return out
+
+
+def provenance(layout: Layout | type[Layout], options: Any) -> str:
+    """The JSON value of the :data:`PROVENANCE_ATTR` root attribute of a variant."""
+    return json.dumps({"version": __version__, "command": layout.command, "recipe": recipe_of(layout, options)})
+
+
+def provenance_attrs(layout: Layout | type[Layout], options: Any) -> dict[str, str]:
+    """The root attributes the pipeline stamps on a variant: just :data:`PROVENANCE_ATTR`."""
+    return {PROVENANCE_ATTR: provenance(layout, options)}
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+def plan(
+    layout: Layout, src: str | os.PathLike, dst: str | os.PathLike, options: Any, inventory: Inventory | None = None
+) -> tuple[Inventory, Any]:
+    """Walk the source (unless ``inventory`` is given) and plan ``layout``; writes nothing.
+
+    Raises
+    ------
+    LayoutkitError
+        A source that cannot be read, an option that does not fit the file, a dataset
+        the layout cannot carry.
+    """
+    inventory = inventory or read_inventory(src, workers=getattr(options, "workers", 1))
+    template = layout.scale_template(options)
+    digests = read_scale_digests(src, inventory, template) if template else {}
+    return inventory, layout.plan(inventory, options, digests, dest=str(dst))
+
+
+def run(
+    layout: Layout,
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    options: Any,
+    progress: Progress | None = None,
+    planned: tuple[Inventory, Any] | None = None,
+) -> Any:
+    """Write ``src`` at ``dst`` in ``layout``: check, plan, stage, run, finish, publish.
+
+    Parameters
+    ----------
+    layout
+        A registered layout (:func:`layoutkit.layouts.get_layout`).
+    options
+        The layout's options dataclass.
+    progress
+        Called with the bytes of each finished task.
+    planned
+        ``(inventory, plan)`` from :func:`plan`, to avoid walking the source twice.
+
+    Returns
+    -------
+    The layout's summary.
+
+    Raises
+    ------
+    LayoutkitError
+        For every expected failure; the destination is then left as it was.
+    """
+    source = Path(src)
+    if planned is None:
+        check_source(source)
+    dest = LocalDestination(dst)
+    dest.check(getattr(options, "overwrite", False))
+    inventory, the_plan = planned or plan(layout, source, dst, options)
+    report = progress or (lambda n: None)
+    t0 = time.perf_counter()
+    staged = dest.stage()
+    try:
+        work = layout.begin(staged, source, inventory, the_plan, provenance_attrs(layout, options))
+        try:
+            report(work.done_bytes)
+            _execute(work, options, report)
+            layout.finish(work, staged, the_plan)
+        finally:
+            work.close()
+        dest.publish(staged)
+    except BaseException:
+        dest.discard(staged)
+        raise
+    return layout.summarize(source, dest, inventory, the_plan, work, time.perf_counter() - t0)
+
+
+def _execute(work: Work, options: Any, report: Progress) -> None:
+    workers = getattr(options, "workers", 1)
+    if work.sink is None:
+        run_tasks(
+            work.fn, work.job, list(work.tasks), scheduler=getattr(options, "scheduler", "threads"),
+            workers=workers, progress=report, cleanup=work.cleanup,
+        )
+        return
+    for result in map_ordered(partial(work.fn, work.job), work.tasks, workers, window=work.window):
+        report(work.sink(result))
+
+
+__all__ = ["PROVENANCE_ATTR", "Layout", "Work", "plan", "provenance", "provenance_attrs", "recipe_of", "run"]

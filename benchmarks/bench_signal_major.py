@@ -24,7 +24,7 @@ from pathlib import Path
 
 from common import HERE, PY, parse_args, sample
 
-from layoutkit.convert import du
+from layoutkit.storage import disk_usage as du
 
 STORES = {
     "shot-major": (),

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from layoutkit.convert import du
+from layoutkit.storage import disk_usage as du
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable

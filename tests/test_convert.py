@@ -12,6 +12,7 @@ import h5py
 import numpy as np
 import pytest
 import zarr
+from roundtrip import LayoutRoundTrip
 
 from layoutkit.convert import ConvertOptions, convert, plan_convert
 from layoutkit.options import parse_shards
@@ -171,3 +172,10 @@ def test_scheduler_address_runs_on_an_existing_cluster(shot_file: Path, tmp_path
             opened = client.run(lambda: sorted(k[0] for k in __import__("layoutkit.layouts.zarr_mirror").layouts.zarr_mirror._OPEN))
         assert all(v == [] for v in opened.values())  # and closed it again (cleanup ran)
     assert compare_zarr(shot_file, dst) == []
+
+
+class TestZarrMirrorRoundTrip(LayoutRoundTrip):
+    """The shared round trips for ``convert`` (``--order shot``)."""
+
+    layout = "zarr-mirror"
+    options = ConvertOptions(shards=parse_shards("auto"))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from conftest import HARD_CASES, realdata_params, without_provenance
+from roundtrip import LayoutRoundTrip
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
@@ -252,3 +253,13 @@ def test_realdata_by_group(src: Path, tmp_path: Path) -> None:
     if src.suffix == ".nc" and shutil.which("ncdump"):
         h = lambda p: subprocess.run(["ncdump", "-h", str(p)], capture_output=True, text=True).stdout  # noqa: E731
         assert h(without_provenance(dst)).splitlines()[1:] == h(src).splitlines()[1:]
+
+
+class TestHDF5PagedRoundTrip(LayoutRoundTrip):
+    """The shared round trips for ``reorder`` (by signal; any file by group)."""
+
+    layout = "hdf5-paged"
+    options = ReorderOptions(by="signal")
+    realdata_options = ReorderOptions(by="group")
+    suffix = ".h5"
+    merges_scales = True  # dedupe: a private copy of a time base is read as the shared one

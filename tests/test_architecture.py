@@ -1,0 +1,109 @@
+"""The package's import structure, read with ``ast`` (no module is imported): the seams
+between layouts, pipeline, recipes and verify stay seams."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "layoutkit"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts).removesuffix(".__init__")
+
+
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """Every import of a layoutkit module in ``path`` (lazy ones inside functions
+    included): (module, names imported from it)."""
+    name = module_name(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")[: len(name.split(".")) - node.level + (path.name == "__init__.py")]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((target, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names]
+    return [(t, names) for t, names in found if t.split(".")[0] == "layoutkit"]
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+# the package's face (__init__) re-exports the API; importing __version__ from it is not an edge
+EDGES = {
+    name: {t for t, _ in imports(path) if t in MODULES and t not in (name, "layoutkit")}
+    for name, path in MODULES.items()
+}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(edges.get(node, ())):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state and (cycle := visit(dep)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_graph_is_read() -> None:
+    """The checks below mean something: the walk finds the modules and their imports."""
+    assert {"layoutkit.pipeline", "layoutkit.layouts", "layoutkit.layouts.zarr_mirror",
+            "layoutkit.verify.equality", "layoutkit.cli"} <= set(MODULES)
+    assert "layoutkit.pipeline" in EDGES["layoutkit.layouts.zarr_mirror"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles() -> None:
+    assert find_cycle(EDGES) is None
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_private_names_of_another_module(name: str) -> None:
+    private = [
+        f"{target}.{n}" for target, names in imports(MODULES[name]) if target != name
+        for n in names if n.startswith("_") and not n.startswith("__")
+    ]
+    assert private == []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("layoutkit.verify")))
+def test_verify_is_independent_of_the_writers(name: str) -> None:
+    """The comparators decode what the formats document; sharing the writers' encoding
+    would hide an encoding bug from verify."""
+    bad = [t for t, _ in imports(MODULES[name]) if t.startswith(("layoutkit.layouts", "layoutkit.writers"))]
+    assert bad == []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("layoutkit.layouts")))
+def test_layouts_never_import_the_cli_or_the_commands(name: str) -> None:
+    bad = [t for t, _ in imports(MODULES[name])
+           if t in ("layoutkit.cli", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes")]
+    assert bad == []
+
+
+def test_recipes_and_pipeline_import_no_command() -> None:
+    """recipes reads and validates TOML with the layouts' keys; the pipeline runs any layout."""
+    for name in ("layoutkit.recipes", "layoutkit.pipeline"):
+        bad = [t for t, _ in imports(MODULES[name]) if t in ("layoutkit.convert", "layoutkit.reorder")]
+        assert bad == [], name
+    assert not any(t.startswith("layoutkit.layouts") for t, _ in imports(MODULES["layoutkit.pipeline"]))

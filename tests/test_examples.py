@@ -1,0 +1,53 @@
+"""Every script in examples/ runs, as a user would run it, and checks what it shows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run(script: str, *args: str | Path) -> str:
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_every_example_has_a_smoke_test() -> None:
+    tested = {"netcdf_to_zarr.py", "shot_archive_all_layouts.py", "read_signal_major_with_zarr.py",
+              "custom_layout.py"}
+    assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+
+
+def test_netcdf_to_zarr(tmp_path: Path) -> None:
+    out = run("netcdf_to_zarr.py", tmp_path)
+    assert "xarray sees the same dataset in both" in out
+    assert (tmp_path / "tas.zarr" / "zarr.json").is_file()
+
+
+def test_shot_archive_all_layouts(tmp_path: Path) -> None:
+    out = run("shot_archive_all_layouts.py", tmp_path, "--shots", "3")
+    assert "all 3 variants hold exactly the data of shots.h5" in out
+    for name in ("zarr-mirror", "zarr-signal", "hdf5-paged"):
+        assert name in out
+
+
+def test_read_signal_major_with_zarr(tmp_path: Path) -> None:
+    out = run("read_signal_major_with_zarr.py")
+    assert "in 3 shots" in out and "<xarray.Dataset>" in out
+
+
+def test_custom_layout(shot_file: Path, tmp_path: Path) -> None:
+    out = run("custom_layout.py", shot_file, tmp_path / "npy")
+    assert "arrays=" in out
+    assert len(list((tmp_path / "npy").glob("*.npy"))) > 10
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_examples_say_how_to_run_them(script: str) -> None:
+    assert f"python examples/{script}" in (EXAMPLES / script).read_text()

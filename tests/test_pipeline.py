@@ -1,0 +1,137 @@
+"""The pipeline, the registry and the storage seam, with the README's example layout:
+a layout written outside layoutkit runs through the same sequence and passes the same
+round-trip tests as the shipped ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from roundtrip import LayoutRoundTrip
+
+from layoutkit import pipeline
+from layoutkit.convert import ConvertOptions
+from layoutkit.errors import InvalidOptionError
+from layoutkit.layouts import LAYOUTS, get_layout, layout_for, layouts_of, targets
+from layoutkit.reorder import ReorderOptions
+from layoutkit.storage import LocalDestination
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+from custom_layout import NpyFolder, NpyOptions, npy_name  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch) -> None:
+    """The one registry line a new layout needs."""
+    monkeypatch.setitem(LAYOUTS, NpyFolder.name, NpyFolder())
+
+
+class TestExampleLayoutRoundTrip(LayoutRoundTrip):
+    layout = "npy-folder"
+    options = NpyOptions()
+    suffix = ".npy-folder"
+    opens_with_layoutkit = False
+
+    def check(self, src: Path, dst: Path) -> None:
+        written = 0
+        with h5py.File(src, "r") as f:
+            for path in get_layout(self.layout).plan(_inventory(src), self.options, {}).arrays:
+                np.testing.assert_array_equal(np.load(dst / npy_name(path)), f[path][()])
+                written += 1
+        assert written == len(list(dst.glob("*.npy")))
+        assert pipeline.PROVENANCE_ATTR in json.loads((dst / "attrs.json").read_text())
+
+    def test_provenance_is_stamped(self, shot_file: Path, tmp_path: Path) -> None:
+        dst = tmp_path / "stamped.npy-folder"
+        self.write(shot_file, dst)
+        doc = json.loads(json.loads((dst / "attrs.json").read_text())[pipeline.PROVENANCE_ATTR])
+        assert doc == {"version": doc["version"], "command": "export", "recipe": {"target": "npy-folder"}}
+
+
+def _inventory(src: Path):  # noqa: ANN202
+    from layoutkit.inventory import read_inventory
+
+    return read_inventory(src)
+
+
+# -- the registry -------------------------------------------------------------------------
+
+
+def test_registry_names_every_layout_and_refuses_unknown_ones() -> None:
+    assert {"zarr-mirror", "zarr-signal", "hdf5-paged", "npy-folder"} <= set(LAYOUTS)
+    assert get_layout("npy-folder").command == "export"
+    with pytest.raises(InvalidOptionError, match="zarr-mirror, zarr-signal, hdf5-paged") as err:
+        get_layout("parquet")
+    assert "'parquet'" in str(err.value)
+
+
+def test_commands_find_their_layouts_in_the_registry() -> None:
+    assert layout_for("convert", ConvertOptions()).name == "zarr-mirror"
+    assert layout_for("convert", ConvertOptions(order="signal")).name == "zarr-signal"
+    assert layout_for("reorder", ReorderOptions(by="signal")).name == "hdf5-paged"
+    assert [layout.name for layout in layouts_of("export")] == ["npy-folder"]
+    with pytest.raises(InvalidOptionError, match="Expected --order shot or signal. Got 'diagonal'"):
+        layout_for("convert", ConvertOptions(order="diagonal"))
+    # recipe targets come from the layouts: both Zarr layouts share one target and its keys
+    assert targets()["zarr"].options_class is ConvertOptions
+    assert targets()["hdf5-paged"].options_class is ReorderOptions
+    assert get_layout("zarr-signal").recipe_keys == get_layout("zarr-mirror").recipe_keys
+
+
+# -- the storage seam: staging left by a killed run -------------------------------------------
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_stale_staging_of_a_dead_process_is_removed(tmp_path: Path) -> None:
+    dest = LocalDestination(tmp_path / "out.zarr")
+    dead = tmp_path / f".out.zarr.layoutkit-tmp-{_host()}-{_dead_pid()}-0123abcd"
+    alive = tmp_path / f".out.zarr.layoutkit-tmp-{_host()}-{os.getpid()}-4567cdef"
+    other_host = tmp_path / f".out.zarr.layoutkit-tmp-elsewhere-{_dead_pid()}-89abcdef"
+    other_dest = tmp_path / f".other.zarr.layoutkit-tmp-{_host()}-{_dead_pid()}-0123abcd"
+    for d in (dead, alive, other_host, other_dest):
+        (d / "c").mkdir(parents=True)
+    assert dest.stale() == [dead]
+    staged = dest.stage()
+    assert not dead.exists() and alive.exists() and other_host.exists() and other_dest.exists()
+    assert staged.parent == tmp_path and not staged.exists()
+
+
+def _host() -> str:
+    from layoutkit.storage import _host as host
+
+    return host()
+
+
+def test_a_killed_convert_is_cleaned_up_by_the_next_run(tmp_path: Path) -> None:
+    """SIGKILL leaves the staging directory; the next run to the same destination removes
+    it and succeeds without --overwrite."""
+    from layoutkit.sample import write_sample
+
+    src = write_sample(tmp_path / "shots.h5", shots=2, signals=70, seed=3).path
+    dst = tmp_path / "out.zarr"
+    cmd = [sys.executable, "-m", "layoutkit", "-q", "convert", str(src), str(dst),
+           "--chunk-size", "4KiB", "--workers", "1", "--compressor", "gzip:9"]
+    proc = subprocess.Popen(cmd)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.zarr.layoutkit-tmp-*/zarr.json")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    left = list(tmp_path.glob(".out.zarr.layoutkit-tmp-*"))
+    assert len(left) == 1 and not dst.exists(), "the run ended before it was killed"
+    subprocess.run(cmd, check=True)
+    assert dst.is_dir() and list(tmp_path.glob(".out.zarr.layoutkit-*")) == []

@@ -31,7 +31,7 @@ import xarray as xr
 import zarr
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError
-from layoutkit.inventory import attr_to_json
+from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template, natural_key
 from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
 from layoutkit.writers.zarr_signal import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
@@ -92,6 +92,11 @@ class Archive:
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
         """Read ``selection`` of the array at ``path`` (a path of the source)."""
         raise NotImplementedError
+
+    def dimension_only(self, path: str) -> bool:
+        """Whether the array at ``path`` is a netCDF dimension without a variable (a
+        placeholder scale, not data: converted stores keep it as a dimension only)."""
+        return False
 
     def blocks(self) -> list[tuple[str, Selection]]:
         """The stored arrays cut into the units the layout stores (chunks, shards,
@@ -286,6 +291,10 @@ class HDF5Archive(Archive):
 
         self.f.visititems(visit)
         return out
+
+    def dimension_only(self, path: str) -> bool:
+        name = self.f[path].attrs.get("NAME")
+        return isinstance(name, bytes) and name.startswith(NETCDF_DIM_ONLY_PREFIX.encode())
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
         ds = self.f[path]

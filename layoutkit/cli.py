@@ -7,7 +7,6 @@ one plain sentence and the command exits with status 2 (1 for ``verify`` mismatc
 from __future__ import annotations
 
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.options import format_size
+from layoutkit.options import format_size, size_relative
 
 app = typer.Typer(
     name="layoutkit",
@@ -36,20 +35,36 @@ app = typer.Typer(
 console = Console(stderr=True)
 out = Console()
 
+EXIT_DIFFERENT = 1  # verify: a variant's data differ from the source's
+EXIT_BAD_INPUT = 2  # every command: a refused input, one sentence, nothing written
+EXIT_PATTERN_FAILED = 3  # verify: a read pattern could not run on a variant
+SOURCE_SIZE = "the source's size"
+
 
 class State:
     quiet = False
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from layoutkit import __version__
+
+        typer.echo(f"layoutkit {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summaries.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """File-layout conversion and optimisation for scientific HDF5 data."""
     State.quiet = quiet
 
 
-def fail(exc: BaseException, code: int = 2) -> typer.Exit:
+def fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
@@ -105,7 +120,7 @@ def _build_options(ctx: typer.Context, command: str, recipe: str | None):  # noq
     from layoutkit.recipes import build_options
 
     typed = {
-        name: getattr(value, "value", value)  # StrEnum choices as their text
+        name: value
         for name, value in ctx.params.items()
         if name not in _NOT_OPTIONS
         # by name: typer >= 0.20 ships its own copy of click, with its own enum
@@ -115,16 +130,6 @@ def _build_options(ctx: typer.Context, command: str, recipe: str | None):  # noq
         return build_options(command, recipe, typed)
     except LayoutkitError as exc:
         raise fail(exc) from None
-
-
-class ZarrFormat(StrEnum):
-    v2 = "2"
-    v3 = "3"
-
-
-class ConvertOrder(StrEnum):
-    shot = "shot"
-    signal = "signal"
 
 
 @app.command()
@@ -163,11 +168,13 @@ def convert(
     src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
     dst: Annotated[Path, typer.Argument(metavar="DST", help="Zarr store (a directory) to write.")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
-    zarr_format: Annotated[ZarrFormat, typer.Option("--zarr-format", help="Zarr format version.")] = ZarrFormat.v3,
+    # choices are plain text checked by the layouts' own parsers, so a bad value gets the
+    # same one-line "Expected ... Got ..." as every other option (and as a recipe)
+    zarr_format: Annotated[str, typer.Option("--zarr-format", metavar="2|3", help="Zarr format version.")] = "3",
     order: Annotated[
-        ConvertOrder,
-        typer.Option(help="shot: mirror the hierarchy (one array per shot and signal); signal: pack each signal of every shot into one array (signal-major, for shot archives; best with --shards auto)."),
-    ] = ConvertOrder.shot,
+        str,
+        typer.Option(metavar="shot|signal", help="shot: mirror the hierarchy (one array per shot and signal); signal: pack each signal of every shot into one array (signal-major, for shot archives; best with --shards auto)."),
+    ] = "shot",
     chunks: Annotated[
         str,
         typer.Option(help="source (keep source chunks), auto (grow source chunks to --chunk-size), or a shape such as 1000,8 (-1 = whole axis)."),
@@ -194,19 +201,13 @@ def convert(
         _print_summary(summary)
 
 
-class Order(StrEnum):
-    shot = "shot"
-    signal = "signal"
-    group = "group"
-
-
 @app.command()
 def reorder(
     ctx: typer.Context,
     src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
     dst: Annotated[Path, typer.Argument(metavar="DST", help="HDF5 file to write.")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
-    by: Annotated[Order, typer.Option(help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = Order.shot,
+    by: Annotated[str, typer.Option(metavar="shot|signal|group", help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = "shot",
     template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
     page_size: Annotated[str, typer.Option(help="File space page size. auto = 8 MiB, or the next power of two above the largest chunk when that is larger.")] = "auto",
     compressor: Annotated[str, typer.Option(help="gzip[:LEVEL], shuffle+gzip:N, zstd[:LEVEL], lzf, lz4, blosc:CNAME:LEVEL:shuffle, or none.")] = "gzip:4",
@@ -230,7 +231,7 @@ def reorder(
             f"reordered {s.source} -> {s.dest} by {s.by}: {s.arrays} datasets, "
             f"{s.merged_scales} duplicate dimension scales merged, {s.raw_copied} chunks copied without "
             f"re-encoding, page size {format_size(s.page_size)}, {format_size(s.logical_bytes)} of data, "
-            f"{format_size(s.source_bytes)} -> {format_size(s.dest_bytes)}, {s.seconds:.1f} s"
+            f"{size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, {s.seconds:.1f} s"
         )
 
 
@@ -270,10 +271,12 @@ def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
 def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
     out.print(
         f"converted {s.source} -> {s.dest}: {s.arrays} arrays in {s.groups} groups, "
-        f"{format_size(s.logical_bytes)} of data, {format_size(s.source_bytes)} in -> "
-        f"{format_size(s.dest_bytes)} out (ratio {s.ratio:.2f}), {s.seconds:.1f} s, "
-        f"{format_size(s.throughput)}/s"
+        f"{format_size(s.logical_bytes)} of data, {size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, "
+        f"{s.seconds:.1f} s, {format_size(s.throughput)}/s"
     )
+    if s.shards_requested:
+        out.print(f"{s.sharded:,} arrays sharded" if s.sharded else
+                  "no array large enough to shard: each fits in one chunk, so none was sharded")
     if s.links:
         out.print(f"{s.links} links recorded in {s.dest}/layoutkit.json")
     for path, reason in s.skipped:
@@ -286,7 +289,7 @@ def verify(
     variants: Annotated[list[Path], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure.")],
     check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
     patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",
-    sample: Annotated[int, typer.Option(help="K: shots, signals or arrays drawn per pattern (subset draws 4K hyperslabs).")] = 10,
+    sample: Annotated[int, typer.Option(help="K: shots, signals or arrays drawn per pattern subset draws 4K hyperslabs of at most 4 MiB each, together at most the data's size (what scan reads).")] = 10,
     seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
     engine: Annotated[str, typer.Option(help="Comma-separated sweep of serial, threads, processes, distributed.")] = "threads",
     workers: Annotated[str, typer.Option(help="Comma-separated sweep of worker counts, e.g. 1,2,4.")] = "1",
@@ -300,8 +303,14 @@ def verify(
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write results.csv, results.json and plots here.")] = None,
 ) -> None:
     """Prove every variant holds exactly the source's data, then time the standard read
-    patterns on the source and every variant (exit 1 when a variant differs)."""
+    patterns on the source and every variant.
+
+    Exit status: 0 every variant equal and every pattern ran; 1 a variant's data differ
+    from the source's; 2 bad input (nothing measured); 3 a read pattern could not run on
+    some variant (the reason is printed under the table).
+    """
     from layoutkit.verify import report as rep
+    from layoutkit.verify.equality import recorded_skips
     from layoutkit.verify.run import (
         CACHES,
         ENGINES,
@@ -318,6 +327,14 @@ def verify(
         TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeRemainingColumn(), console=console, disable=State.quiet,
     )  # fmt: skip
+    checking = bar.add_task("equality", total=len(variants) if check else 0)
+    timing = bar.add_task("read patterns", total=None)
+
+    def shown() -> Progress:  # the bar appears once the input is validated, not before
+        if not bar.live.is_started:
+            bar.start()
+        return bar
+
     try:
         options = VerifyOptions(
             patterns=patterns, sample=sample, seed=seed,
@@ -326,15 +343,16 @@ def verify(
             latencies=parse_durations(latency), bandwidths=parse_bandwidths(bandwidth), repeat=repeat,
             template=template, scheduler=scheduler, check=check,
         )  # fmt: skip
-        with bar:
-            checking = bar.add_task("equality", total=len(variants) if check else 0)
-            timing = bar.add_task("read patterns", total=None)
+        try:
             result = run_verify(
                 src, variants, options,
-                on_check=lambda _: bar.advance(checking),
-                on_total=lambda n: bar.update(timing, total=n),
-                on_run=lambda label: bar.update(timing, advance=1, description=f"read patterns: {label}"),
+                on_start=shown,
+                on_check=lambda _: shown().advance(checking),
+                on_total=lambda n: shown().update(timing, total=n),
+                on_run=lambda label: shown().update(timing, advance=1, description=f"read patterns: {label}"),
             )  # fmt: skip
+        finally:
+            bar.stop()
     except LayoutkitError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
@@ -348,18 +366,28 @@ def verify(
             out.print(f"  ... and {len(ms) - 20} more")
     if check and not bad:
         out.print(f"all {len(variants)} variants hold exactly the data of {src.name}")
+    for variant in variants if check else ():
+        if left_out := recorded_skips(variant):
+            out.print(f"{variant.name} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "
+                      f"lists them (convert --skip-unsupported): {', '.join(left_out[:5])}"
+                      + (" ..." if len(left_out) > 5 else ""), highlight=False)
     # a log or a pipe gets the whole table rather than columns cut to 80 characters
     wide = out if out.is_terminal else Console(width=200)
     wide.print(rep.table(result.results, f"read patterns on {src.name} and its variants"))
     for line in rep.fastest(result.results, result.variants[0].name):
         out.print(line, highlight=False)
+    failed = rep.failures(result.results)
+    for line in failed:
+        out.print(f"[bold red]failed:[/] {line}", highlight=False)
     if out_dir is not None:
         meta = {"source": str(src), "variants": [str(v) for v in variants], "options": {
             k: v for k, v in vars(options).items()}, "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
         written = rep.write(result.results, out_dir, meta)
         out.print("wrote " + ", ".join(str(p) for p in written))
     if bad:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_DIFFERENT)
+    if failed:
+        raise typer.Exit(EXIT_PATTERN_FAILED)
 
 
 recipes_app = typer.Typer(
@@ -433,29 +461,46 @@ def inspect(
         _print_inspect(report)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _header_spread(regions: int) -> str:
+    if regions <= 1:
+        return "object headers together within 8 MiB"
+    return f"object headers spread over {regions:,} stretches of 8 MiB"
+
+
+def _pipeline_label(pipeline: str) -> str:
+    return pipeline + (" (level 0: stored uncompressed)" if pipeline.endswith(("gzip:0", "zlib:0")) else "")
+
+
 def _print_inspect(r) -> None:  # noqa: ANN001 - InspectReport, imported lazily
     from rich.columns import Columns
 
-    ratio = f"ratio {r.ratio:.2f}" if r.stored_bytes else "nothing stored"
     out.print(f"[bold]{r.path}[/]: {r.format}, {format_size(r.total_bytes)} on disk, inspected in {r.seconds:.1f} s",
               highlight=False)
-    out.print(f"{r.groups:,} groups, {r.arrays:,} arrays: {format_size(r.logical_bytes)} of data stored in "
-              f"{format_size(r.stored_bytes)} ({ratio}), metadata {format_size(r.metadata_bytes)}", highlight=False)
+    unwritten = r.logical_bytes - sum(c.logical_bytes for c in r.codecs)
+    out.print(f"{_count(r.groups, 'group')}, {_count(r.arrays, 'array')}: {format_size(r.logical_bytes)} of data"
+              + (f" ({format_size(unwritten)} never written: it reads as the fill value)" if unwritten > 0 else "")
+              + ", "
+              f"{size_relative(r.stored_bytes, r.logical_bytes, 'the data' + chr(39) + 's size')}; "
+              f"metadata {format_size(r.metadata_bytes)}", highlight=False)
     out.print("layouts: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.layouts.items(), key=lambda kv: -kv[1]))
               + ("; filters: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.filters.items())) if r.filters else ""),
               highlight=False)
     if (fs := r.file_space) is not None:
         out.print(f"file space: {fs.strategy.removeprefix('H5F_FSPACE_STRATEGY_')}, page size {format_size(fs.page_size)}, "
                   f"persist {'yes' if fs.persist else 'no'}, user block {fs.userblock_bytes:,} B; "
-                  f"metadata {fs.metadata_bytes:,} B (as h5stat -S) with object headers in {fs.header_regions:,} "
-                  f"8 MiB stretch(es), raw data {fs.raw_bytes:,} B, free {fs.free_bytes:,} B", highlight=False)
+                  f"metadata {fs.metadata_bytes:,} B (as h5stat -S), {_header_spread(fs.header_regions)}, "
+                  f"raw data {fs.raw_bytes:,} B, free {fs.free_bytes:,} B", highlight=False)
     if r.consolidated is not None:
         out.print(f"consolidated metadata: {'yes' if r.consolidated else 'no'}")
     codecs = Table(title="compression", title_justify="left")
     for col in ("pipeline", "arrays", "chunks", "data", "stored", "ratio"):
         codecs.add_column(col, justify="left" if col == "pipeline" else "right")
     for c in r.codecs:
-        codecs.add_row(c.pipeline, f"{c.arrays:,}", f"{c.chunks:,}", format_size(c.logical_bytes),
+        codecs.add_row(_pipeline_label(c.pipeline), f"{c.arrays:,}", f"{c.chunks:,}", format_size(c.logical_bytes),
                        format_size(c.stored_bytes), f"{c.ratio:.2f}" if c.stored_bytes else "-")
     hist = Table(title=f"{r.chunks:,} chunks, {r.small_chunks:,} under 16 KiB", title_justify="left")
     hist.add_column("stored size")
@@ -467,12 +512,14 @@ def _print_inspect(r) -> None:  # noqa: ANN001 - InspectReport, imported lazily
         label = f"< {short(b.high)}" if b.low == 0 else (f">= {short(b.low)}" if b.high is None else
                                                         f"{short(b.low)} - {short(b.high)}")
         hist.add_row(label, f"{b.count:,}", "#" * round(12 * b.count / top))
-    out.print(Columns([codecs, hist]))
+    out.print(Columns([codecs, hist]) if r.chunks else codecs)
     if r.scales is not None:
-        out.print(f"dimension scales: {r.scales:,}, of which {r.duplicate_scales:,} repeat another by content "
-                  f"({r.shot_duplicate_scales:,} within the same shot)", highlight=False)
-    out.print(f"template {r.template}: {r.template_matches:,} arrays match, {r.shots:,} shots x {r.signals:,} signals",
-              highlight=False)
+        out.print(f"dimension scales: {r.scales:,}, of which {r.duplicate_scales:,} repeat another by content"
+                  + (f" ({r.shot_duplicate_scales:,} within the same shot)" if r.template_matches else ""),
+                  highlight=False)
+    if r.template_matches:  # a file that is no shot archive gets no line about it
+        out.print(f"template {r.template}: {r.template_matches:,} arrays match, {r.shots:,} shots x {r.signals:,} signals",
+                  highlight=False)
     out.print("[bold]recommendations[/]")
     for i, rec in enumerate(r.recommendations, 1):
         out.print(f"{i}. {rec.finding}\n   -> {rec.action}", highlight=False)

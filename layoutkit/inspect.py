@@ -42,6 +42,7 @@ from layoutkit.recipes import PROVENANCE_ATTR
 SMALL_CHUNK_BYTES = 16 * 1024
 LARGE_CHUNK_BYTES = 16 * 1024**2
 HISTOGRAM_EDGES = (4 * 1024, 16 * 1024, 64 * 1024, 256 * 1024, 1024**2, 4 * 1024**2, 16 * 1024**2)
+NETCDF4_DATASET_ATTRS = (b"_Netcdf4Dimid", b"_Netcdf4Coordinates")  # what netCDF-C writes on variables
 REGION_BYTES = DEFAULT_PAGE_BYTES  # metadata "spread": object headers in how many 8 MiB stretches
 SCALE_READ_LIMIT = 64 * 1024**2  # larger scales are not compared by content
 
@@ -70,7 +71,7 @@ class CodecUse:
     pipeline: str
     arrays: int
     chunks: int  # stored chunks; a contiguous or compact dataset counts as one
-    logical_bytes: int  # uncompressed size of what is stored (edge chunks whole)
+    logical_bytes: int  # uncompressed size of the data the stored chunks hold (edge chunks: their part in the array)
     stored_bytes: int
 
     @property
@@ -191,6 +192,7 @@ class _Tally:
         self.sizes: list[int] = []  # every stored chunk
         self.paths: list[str] = []
         self.missing: list[str] = []
+        self.netcdf_hints = 0  # HDF5: datasets with netCDF-4's own attributes
 
     def array(self, path: str, logical: int, layout: str, pipeline: str, filters: Iterable[str]) -> None:
         self.arrays += 1
@@ -201,9 +203,10 @@ class _Tally:
         for name in set(filters):
             self.filters[name] += 1
 
-    def stored_piece(self, pipeline: str, chunk_logical: int, sizes: list[int], count_as_chunks: bool = True) -> None:
+    def stored_piece(self, pipeline: str, logical: int, sizes: list[int], count_as_chunks: bool = True) -> None:
+        """``sizes`` of stored pieces holding ``logical`` bytes of the array's data."""
         self.codec_chunks[pipeline] += len(sizes)
-        self.codec_logical[pipeline] += chunk_logical * len(sizes)
+        self.codec_logical[pipeline] += logical
         self.codec_stored[pipeline] += sum(sizes)
         self.stored += sum(sizes)
         if count_as_chunks:
@@ -415,7 +418,7 @@ def _inspect_hdf5(path: Path, template: str) -> InspectReport:
         free = file_info.free.tot_space if file_info is not None else 0
         filesize = fid.get_filesize()
         anywhere, same_shot = scales.duplicates()
-        is_netcdf4 = "_NCProperties" in f.attrs
+        is_netcdf4 = "_NCProperties" in f.attrs or tally.netcdf_hints > 0
         written_by = _recorded(f.attrs.get(PROVENANCE_ATTR))
         raw = tally.raw
         space = FileSpace(
@@ -472,12 +475,13 @@ def _dataset(f: h5py.File, name: bytes, tally: _Tally, scales: _Scales) -> int:
     storage = int(dsid.get_storage_size())
     tally.raw += 0 if external else storage
     if layout == "chunked":
-        chunk_logical = math.prod(dcpl.get_chunk()) * itemsize
         sizes: list[int] = []
         dsid.chunk_iter(lambda info: sizes.append(info.size))
-        tally.stored_piece(pipeline, chunk_logical, sizes)
+        tally.stored_piece(pipeline, _present_part(logical, shape or (), dcpl.get_chunk(), len(sizes)), sizes)
     elif storage and not external:
         tally.stored_piece(pipeline, storage, [storage], count_as_chunks=False)
+    if tally.arrays <= 50:
+        tally.netcdf_hints += any(h5py.h5a.exists(dsid, n) for n in NETCDF4_DATASET_ATTRS)
     if h5py.h5ds.is_scale(dsid):
         scales.add(h5py.Dataset(dsid), path, shape, logical, f)
     return storage if layout == "compact" else 0
@@ -602,15 +606,25 @@ def _zarr_stats(path: str, meta: dict[str, Any], chunk_files: list[tuple[str, in
     sharded = meta["shard"] is not None
     kinds = [n.split(":")[0] for n in names]
     tally.array(path, math.prod(meta["shape"]) * itemsize, "sharded" if sharded else "chunked", pipeline, kinds)
-    chunk_logical = math.prod(meta["chunk"]) * itemsize
+    logical = math.prod(meta["shape"]) * itemsize
     if not sharded:
-        tally.stored_piece(pipeline, chunk_logical, [size for _, size in chunk_files])
+        sizes = [size for _, size in chunk_files]
+        tally.stored_piece(pipeline, _present_part(logical, meta["shape"], meta["chunk"], len(sizes)), sizes)
         return
     per_shard = math.prod(-(-s // c) for s, c in zip(meta["shard"], meta["chunk"]))
+    every: list[int] = []
     for shard, size in chunk_files:
         sizes = _shard_chunk_sizes(shard, per_shard, meta["index_at_end"], meta["index_crc"])
-        tally.stored_piece(pipeline, chunk_logical, sizes)
+        every += sizes
         tally.stored += size - sum(sizes)  # the shard's index
+    tally.stored_piece(pipeline, _present_part(logical, meta["shape"], meta["chunk"], len(every)), every)
+
+
+def _present_part(logical: int, shape: tuple[int, ...], chunks: tuple[int, ...], present: int) -> int:
+    """The array's bytes held by ``present`` of its chunks: all of them when every chunk
+    is stored, a proportional share when some were never written (sparse arrays)."""
+    total = math.prod(-(-s // c) for s, c in zip(shape, chunks)) if shape else 1
+    return logical if present >= total else logical * present // max(1, total)
 
 
 # -- recommendations --------------------------------------------------------------------

@@ -94,6 +94,12 @@ class ArrayInfo:
     dim_only: bool = False
     null_space: bool = False
     offset: int | None = None  # file offset of contiguous raw data (None: never written)
+    maxshape: tuple[int | None, ...] | None = None  # None on an axis: unlimited (None: as shape)
+
+    @property
+    def extendible(self) -> bool:
+        """Whether an axis may grow (netCDF's unlimited dimensions): HDF5 then needs chunks."""
+        return self.maxshape is not None and tuple(self.maxshape) != self.shape
 
     @property
     def nbytes(self) -> int:
@@ -423,6 +429,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         external=_is_external(plist),
         null_space=ds.shape is None,
         offset=ds.id.get_offset() if layout == h5py.h5d.CONTIGUOUS else None,
+        maxshape=tuple(ds.maxshape) if ds.maxshape is not None and ds.shape is not None else None,
     )
     dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
     attrs = _convert_attrs(read_attrs(ds, f, notes), f, is_netcdf4)

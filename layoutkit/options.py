@@ -225,6 +225,14 @@ def parse_workers(value: int) -> int:
     return value
 
 
+def size_relative(stored: int, reference: int, what: str) -> str:
+    """The one wording every command uses for a size against another:
+    "stored 681.7 KiB, 0.83x the source's size"."""
+    if not reference:
+        return f"stored {format_size(stored)}"
+    return f"stored {format_size(stored)}, {stored / reference:.2f}x {what}"
+
+
 # -- recipe keys: the layout choices an options dataclass takes, by name -------------
 
 

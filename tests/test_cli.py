@@ -236,3 +236,40 @@ def test_reorder_existing_destination_and_interrupt(good_h5: Path, tmp_path: Pat
     assert result.exit_code == 130 and "interrupted" in result.output
     assert not (tmp_path / "new.h5").exists() and not leftovers(tmp_path, "new.h5")
     assert digest(good_h5) == before
+
+
+def test_version() -> None:
+    from layoutkit import __version__
+
+    for result in (runner.invoke(app, ["--version"]),):
+        assert result.exit_code == 0 and result.output.strip() == f"layoutkit {__version__}"
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "layoutkit", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == f"layoutkit {__version__}"
+
+
+def test_summaries_say_sizes_one_way(good_h5: Path, tmp_path: Path) -> None:
+    """convert and reorder say the output's size against the source's in the same words;
+    --shards auto on arrays too small to shard says so."""
+    converted = runner.invoke(app, ["convert", str(good_h5), str(tmp_path / "out.zarr"), "--shards", "auto"])
+    assert converted.exit_code == 0, converted.output
+    said = " ".join(converted.output.split())
+    assert "x the source's size" in said and "ratio" not in said
+    assert "no array large enough to shard" in said
+    reordered = runner.invoke(app, ["reorder", str(good_h5), str(tmp_path / "out.h5"), "--by", "group"])
+    assert reordered.exit_code == 0, reordered.output
+    assert "x the source's size" in " ".join(reordered.output.split())
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--zarr-format", "5", "Expected --zarr-format 2 or 3. Got '5'."),
+    ("--order", "diagonal", "Expected --order shot or signal. Got 'diagonal'."),
+])
+def test_choices_are_refused_in_one_sentence(good_h5: Path, tmp_path: Path, option: str, value: str, words: str) -> None:
+    result = run("convert", good_h5, tmp_path / "out.zarr", option, value)
+    assert_refused(result, words)
+    assert "Value error" not in result.output and "Invalid value" not in result.output
+    assert_refused(run("reorder", good_h5, tmp_path / "out.h5", "--by", "diagonal"),
+                   "Expected --by shot or signal or group. Got 'diagonal'.")

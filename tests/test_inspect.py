@@ -323,3 +323,31 @@ def test_cli_refuses_in_one_line(make, words: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["inspect", str(target)])
     assert result.exit_code == 2
     assert result.output.startswith("error:") and words in result.output and "Traceback" not in result.output
+
+
+def test_codec_totals_agree_with_the_header(tmp_path: Path) -> None:
+    """Edge chunks count by their part inside the array: a dataset of 10 values in a
+    chunk of 1000 holds 10 values of data, in the header and in the compression table."""
+    path = tmp_path / "edges.h5"
+    with h5py.File(path, "w") as f:
+        for k in range(5):
+            f.create_dataset(f"small{k}", data=np.arange(10.0), chunks=(1000,), maxshape=(None,), compression="gzip")
+        f.create_dataset("full", data=np.arange(4000.0).reshape(40, 100), chunks=(16, 64), compression="gzip")
+    report = inspect_path(path)
+    assert sum(c.logical_bytes for c in report.codecs) == report.logical_bytes == (5 * 10 + 4000) * 8
+
+
+def test_a_netcdf4_file_without_ncproperties_is_called_netcdf4(tmp_path: Path) -> None:
+    """Older netCDF-C wrote no _NCProperties; its variables' own attributes say what it is."""
+    import netCDF4
+
+    path = tmp_path / "old.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 4)
+        nc.createVariable("v", "f4", ("x",), zlib=True, complevel=0)[:] = np.arange(4)
+    with h5py.File(path, "a") as f:
+        del f.attrs["_NCProperties"]
+    assert inspect_path(path).format == "netcdf4"
+    screen = runner.invoke(app, ["inspect", str(path)], env={"COLUMNS": "200"})
+    text = " ".join(screen.output.split())
+    assert "netcdf4," in text and "stretch(es)" not in text and "template" not in text

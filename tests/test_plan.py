@@ -133,3 +133,18 @@ def test_auto_page_size_grows_only_for_chunks():
     assert plan_page_size(8 << 20) == 8 << 20
     assert plan_page_size(9 << 20) == 16 << 20
     assert plan_page_size(16 << 20) == 32 << 20  # strictly above: the page also holds its header
+
+
+@given(st.integers(min_value=0, max_value=1 << 40), st.integers(min_value=1, max_value=1 << 28))
+def test_small_files_get_pages_that_fit_them(file_bytes: int, chunk: int) -> None:
+    """Below 128 MiB the page is a power of two near a sixteenth of the file (4 KiB at
+    least), so a file's two half-empty last pages cost at most about 1/8 of it; above,
+    the rule for large files holds."""
+    from layoutkit.plan import DEFAULT_PAGE_BYTES, MIN_PAGE_BYTES, plan_page_size
+
+    page = plan_page_size(chunk, file_bytes)
+    assert page & (page - 1) == 0 and page >= MIN_PAGE_BYTES
+    if file_bytes < 16 * DEFAULT_PAGE_BYTES // 2:
+        assert page < DEFAULT_PAGE_BYTES and 2 * page <= max(2 * MIN_PAGE_BYTES, file_bytes // 4)
+    else:
+        assert page == plan_page_size(chunk)

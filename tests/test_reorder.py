@@ -263,3 +263,16 @@ class TestHDF5PagedRoundTrip(LayoutRoundTrip):
     realdata_options = ReorderOptions(by="group")
     suffix = ".h5"
     merges_scales = True  # dedupe: a private copy of a time base is read as the shared one
+
+
+def test_small_files_are_not_inflated(hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    """A small netCDF-4 file with an unlimited dimension: one chunk no larger than the
+    data for each extendible dataset (not the source's kilobyte chunks of a few bytes),
+    and a page that fits the file."""
+    src = hard_cases["netcdf4"]
+    summary = reorder(src, tmp_path / "small.h5", ReorderOptions(by="group"))
+    assert summary.page_size <= 64 * 1024
+    assert summary.dest_bytes <= max(2 * summary.source_bytes, 64 * 1024)
+    with h5py.File(src, "r") as fs, h5py.File(tmp_path / "small.h5", "r") as fo:
+        assert fs["time"].maxshape == (None,) and fo["time"].maxshape == (None,)
+        assert fo["time"].chunks[0] <= max(1, fo["time"].shape[0]) < fs["time"].chunks[0]

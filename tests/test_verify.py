@@ -332,3 +332,79 @@ def test_distributed_runs_on_a_running_cluster(shot_file, variants, tmp_path):
     assert {(r["engine"], r["workers"]) for r in rows} == {("distributed", "2")}
     assert "not checked" in result.output  # --no-check: the variant's rows do not claim equality
     assert all(int(r["requests"]) > 0 for r in rows)
+
+
+# -- exit codes, failed patterns, bounded subsets ---------------------------------------------
+
+
+def test_a_pattern_that_cannot_run_is_exit_3_with_its_reason(shot_file, variants, tmp_path):
+    """Without the equality check nothing catches the damage first: chunks that no
+    longer decode make the subset reads fail, the reason is printed under the table, and
+    the exit status is 3."""
+    store = copy_of(variants["zarr"], tmp_path)
+    for chunk in store.rglob("c/*"):
+        if chunk.is_file():
+            chunk.write_bytes(b"not zstd")
+    result = cli("verify", shot_file, store, "--no-check", "--repeat", "1", "--sample", "3", "--patterns", "subset")
+    assert result.exit_code == 3, result.output
+    reasons = [line for line in result.output.splitlines() if line.startswith("failed:")]
+    assert reasons and "pattern 'subset' could not run" in reasons[0] and ":" in reasons[0].split("could not run")[1]
+
+
+def test_exit_codes_are_documented_in_help():
+    text = " ".join(runner.invoke(app, ["verify", "--help"]).output.split())
+    for words in ("0 every variant equal and every pattern ran", "1 a variant's data differ",
+                  "2 bad input", "3 a read pattern could not run"):
+        assert words in text, words
+
+
+def test_no_progress_is_drawn_before_the_input_is_refused(shot_file, tmp_path):
+    result = runner.invoke(app, ["verify", str(shot_file), str(tmp_path / "missing.zarr")])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("error:") and "equality" not in result.output
+
+
+def test_subset_hyperslabs_are_bounded_in_bytes(tmp_path):
+    """A 2^30-element array (1 GiB, stored sparse in a few kB): every hyperslab holds at
+    most SUBSET_MAX_BYTES, together at most the data, so subset never out-reads scan."""
+    from layoutkit.verify.patterns import SUBSET_MAX_BYTES, bounded_extents
+
+    path = tmp_path / "huge.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("huge", shape=(2**30,), dtype="u1", chunks=(2**20,), compression="gzip")
+        f.create_dataset("plane", shape=(4096, 4096), dtype="f8", chunks=(512, 512))
+        f.create_dataset("tiny", data=np.arange(6, dtype="i2"))
+    with open_archive(path) as source:
+        plan = plan_reads("subset", source, 10, seed=1)
+        arrays = source.arrays()
+    total = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in arrays.values())
+    sizes = []
+    for name, sel in plan.items:
+        shape, dtype = arrays[name]
+        extent = [s.stop - s.start for s in sel]
+        assert all(0 <= s.start < s.stop <= n for s, n in zip(sel, shape))
+        sizes.append(int(np.prod(extent)) * dtype.itemsize)
+    assert len(sizes) == 40 and max(sizes) <= SUBSET_MAX_BYTES and sum(sizes) <= total
+    assert bounded_extents([10, 10], 8, 80) == [5, 2] or int(np.prod(bounded_extents([10, 10], 8, 80))) * 8 <= 80
+    assert bounded_extents([3], 4, 1) == [1]  # one element is the least a hyperslab holds
+
+
+def test_subset_skips_netcdf_dimension_only_scales(tmp_path):
+    """netCDF's dimension-only scales are not data (converted stores keep them as
+    dimensions only): subset never draws them, so it runs on every variant."""
+    import netCDF4
+
+    src = tmp_path / "dims.nc"
+    with netCDF4.Dataset(src, "w") as nc:
+        nc.createDimension("theta", 64)
+        nc.createDimension("ky", 8)
+        v = nc.createVariable("phi", "f4", ("ky", "theta"))
+        v[:] = np.ones((8, 64), "f4")
+    with open_archive(src) as source:
+        assert "/theta" in source.arrays() and source.dimension_only("/theta")
+        drawn = {p for p, _ in plan_reads("subset", source, 10, seed=0).items}
+    assert drawn == {"/phi"}
+    store = tmp_path / "dims.zarr"
+    assert cli("convert", src, store).exit_code == 0
+    result = cli("verify", src, store, *FAST, "--patterns", "subset")
+    assert result.exit_code == 0, result.output

@@ -151,6 +151,11 @@ def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
         )
         direct = can_read_raw(info) and can_encode_directly(options.compressor)
         return StoragePlan(info.path, "chunked", chunks, options.compressor, raw, direct)
+    if info.extendible:
+        # an unlimited axis needs chunks: one, no larger than the data (the source's chunks
+        # of a few bytes of data are often kilobytes, stored whole: a 584 KiB file grew 4x)
+        chunks = tuple(max(1, min(c, n)) for c, n in zip(info.chunks or info.shape, info.shape))
+        return StoragePlan(info.path, "chunked", chunks, none, False, False)
     if info.nbytes <= COMPACT_MAX_BYTES and info.kind in ("numeric", "bool"):
         return StoragePlan(info.path, "compact", None, none, False, False)
     return StoragePlan(info.path, "contiguous", None, none, False, False)
@@ -180,7 +185,9 @@ def plan_reorder(
     largest = max(
         (math.prod(s.chunks) * infos[p].dtype.itemsize for p, s in storage.items() if s.chunks), default=0
     )
-    page = options.page_size or plan_page_size(largest)
+    # the file to be: the source's raw data (no smaller for the policy's threshold) and ~2 KiB per object
+    estimate = sum(a.storage_bytes for a in inventory.arrays) + 2048 * (len(inventory.arrays) + len(inventory.groups))
+    page = options.page_size or plan_page_size(largest, estimate)
     return ReorderPlan(
         source=str(src),
         dest=dest,

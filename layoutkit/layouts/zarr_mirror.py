@@ -124,6 +124,8 @@ class ConvertSummary:
     source_bytes: int
     dest_bytes: int
     seconds: float
+    sharded: int = 0  # arrays written with shards
+    shards_requested: bool = False
 
     @property
     def ratio(self) -> float:
@@ -319,6 +321,7 @@ class ZarrMirror(Layout):
             source=str(source), dest=str(dest.path), arrays=len(plan.arrays), groups=len(inventory.groups),
             links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes,
             source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
+            sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
         )
 
 

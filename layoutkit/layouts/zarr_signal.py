@@ -432,6 +432,7 @@ class ZarrSignal(Layout):
             source=str(source), dest=str(dest.path), arrays=len(plan.arrays),
             groups=len(plan.groups) + len(plan.series), links=len(inventory.links), skipped=plan.skipped,
             logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
+            sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
         )
 
 

@@ -16,6 +16,7 @@ attributes and types. Nothing here imports :mod:`layoutkit.layouts` or
 from __future__ import annotations
 
 import base64
+import json
 import struct
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -387,6 +388,19 @@ def _compare_raw_attrs(path: str, a: dict[str, Any], b: dict[str, Any], miss: An
             miss(path, "attribute", f"{key!r} is not in the source")
 
 
+def recorded_skips(variant: str | Path) -> list[str]:
+    """The datasets a Zarr variant leaves out on purpose (``convert --skip-unsupported``),
+    as its ``layoutkit.json`` lists them (README: "Links"); none for an HDF5 variant."""
+    sidecar = Path(variant) / "layoutkit.json"
+    if not sidecar.is_file():
+        return []
+    try:
+        doc = json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return []
+    return [s["path"] for s in doc.get("skipped", []) if isinstance(s, dict) and isinstance(s.get("path"), str)]
+
+
 class DifferentSourceError(LayoutkitError):
     """A variant that does not come from the source it is compared with."""
 
@@ -405,13 +419,14 @@ def compare_variant(
     """
     inventory = inventory or read_inventory(source)
     path = Path(variant)
+    skipped = frozenset(recorded_skips(path))
     if path.is_dir():
         layout = zarr.open_group(path, mode="r").attrs.get("layoutkit_layout") or {}
         compare = _ZARR_COMPARATORS.get(layout.get("name") if isinstance(layout, dict) else None, compare_zarr)
-        found = compare(source, path, inventory=inventory, workers=workers)
+        found = compare(source, path, inventory=inventory, skipped=skipped, workers=workers)
     else:
         found = compare_hdf5(source, path, inventory=inventory)
-    arrays = [a for a in inventory.arrays if not a.dim_only]
+    arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
     missing = [m for m in found if m.what == "missing" and m.path in {a.path for a in arrays}]
     if arrays and len(missing) * 2 >= len(arrays) and len(arrays) > 1:
         raise DifferentSourceError(

@@ -35,6 +35,7 @@ PATTERNS = ("open", "shot", "signal", "scan", "subset", "axis")
 SHOT_ARCHIVE_PATTERNS = ("open", "shot", "signal", "scan", "subset")
 ARRAY_PATTERNS = ("open", "scan", "subset", "axis")
 SUBSETS_PER_SAMPLE = 4
+SUBSET_MAX_BYTES = 4 * 1024**2  # one hyperslab of the subset pattern reads at most this
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def _readable(shape: tuple[int, ...], dtype: np.dtype) -> bool:
     return len(shape) >= 1 and int(np.prod(shape)) > 1 and dtype.kind in "biufcSV?"
 
 
-def plan_reads(pattern: str, source: Archive, sample: int, seed: int) -> ReadPlan:
+def plan_reads(pattern: str, source: Archive, sample: int, seed: int, exclude: frozenset[str] = frozenset()) -> ReadPlan:
     """Draw the reads of one pattern from the source (the same for every variant).
 
     Parameters
@@ -85,6 +86,8 @@ def plan_reads(pattern: str, source: Archive, sample: int, seed: int) -> ReadPla
         K: shots, signals or arrays drawn (4K hyperslabs for ``subset``).
     seed
         The random seed; the same seed draws the same reads.
+    exclude
+        Arrays not to draw: those a variant left out on purpose (``--skip-unsupported``).
     """
     rng = random.Random(f"{seed}:{pattern}")
     if pattern == "open":
@@ -94,16 +97,24 @@ def plan_reads(pattern: str, source: Archive, sample: int, seed: int) -> ReadPla
     if pattern in ("shot", "signal"):
         names = source.shots if pattern == "shot" else source.signals
         return ReadPlan(pattern, tuple(rng.sample(names, min(sample, len(names)))))
-    arrays = {p: v for p, v in sorted(source.arrays().items()) if _readable(*v)}
+    arrays = {
+        p: v for p, v in sorted(source.arrays().items())
+        if _readable(*v) and p not in exclude and not (len(v[0]) == 1 and source.dimension_only(p))
+    }
     if pattern == "subset":
         items = []
         paths = sorted(arrays)
-        for _ in range(SUBSETS_PER_SAMPLE * sample if paths else 0):
+        count = SUBSETS_PER_SAMPLE * sample if paths else 0
+        # together the hyperslabs read at most what a scan reads, each at most SUBSET_MAX_BYTES
+        total = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in arrays.values())
+        budget = min(SUBSET_MAX_BYTES, total // max(1, count))
+        for _ in range(count):
             path = rng.choice(paths)
-            shape = arrays[path][0]
+            shape, dtype = arrays[path]
+            extents = [rng.randint(max(1, n // 8), max(1, (3 * n) // 4)) for n in shape]
+            extents = bounded_extents(extents, dtype.itemsize, budget)
             sel = []
-            for n in shape:
-                extent = rng.randint(max(1, n // 8), max(1, (3 * n) // 4))
+            for n, extent in zip(shape, extents):
                 start = rng.randint(0, n - extent)
                 sel.append(slice(start, start + extent))
             items.append((path, tuple(sel)))
@@ -122,6 +133,16 @@ def plan_reads(pattern: str, source: Archive, sample: int, seed: int) -> ReadPla
                     items.append((path, plane))
         return ReadPlan(pattern, tuple(items))
     raise InvalidOptionError(f"Expected patterns from {', '.join(PATTERNS)}. Got {pattern!r}.")
+
+
+def bounded_extents(extents: list[int], itemsize: int, budget: int) -> list[int]:
+    """Shrink a hyperslab's extents, the longest first, until it holds at most ``budget``
+    bytes (or one element)."""
+    extents = list(extents)
+    while int(np.prod(extents)) * itemsize > budget and max(extents) > 1:
+        axis = extents.index(max(extents))
+        extents[axis] = max(1, extents[axis] // 2)
+    return extents
 
 
 def split(items: Sequence[Any], workers: int) -> list[list[Any]]:
@@ -174,8 +195,10 @@ __all__ = [
     "PATTERNS",
     "ReadPlan",
     "SHOT_ARCHIVE_PATTERNS",
+    "SUBSET_MAX_BYTES",
     "Selection",
     "available_patterns",
+    "bounded_extents",
     "parse_patterns",
     "plan_reads",
     "run_reads",

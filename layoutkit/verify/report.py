@@ -106,6 +106,18 @@ def fastest(results: Sequence[Result], source: str) -> list[str]:
     return lines
 
 
+def failures(results: Sequence[Result]) -> list[str]:
+    """One line per variant, pattern and reason a pattern could not run."""
+    seen: dict[tuple[str, str, str], list[Result]] = {}
+    for r in results:
+        if r.error:
+            seen.setdefault((r.variant, r.pattern, r.error), []).append(r)
+    return [
+        f"{variant}: pattern {pattern!r} could not run ({len(rows)} of its rows): {error}"
+        for (variant, pattern, error), rows in seen.items()
+    ]
+
+
 def write(results: Sequence[Result], out: Path, meta: dict[str, Any]) -> list[Path]:
     """Write results.csv, results.json and the plots under ``out``; returns the paths."""
     out.mkdir(parents=True, exist_ok=True)

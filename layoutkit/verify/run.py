@@ -443,6 +443,7 @@ def verify(
     on_check: Callable[[str], None] = lambda _: None,
     on_total: Callable[[int], None] = lambda _: None,
     on_run: Callable[[str], None] = lambda _: None,
+    on_start: Callable[[], None] = lambda: None,
 ) -> VerifyReport:
     """Prove every variant equal to the source, then measure the read patterns.
 
@@ -454,8 +455,9 @@ def verify(
         Zarr stores and HDF5 files written by ``convert`` and ``reorder``.
     options
         Patterns, sample, and the sweep of conditions.
-    on_check, on_total, on_run
-        Progress: a variant compared; the number of timed runs; a run done.
+    on_check, on_total, on_run, on_start
+        Progress: a variant compared; the number of timed runs; a run done; the input
+        is valid and the work begins.
 
     Raises
     ------
@@ -464,7 +466,7 @@ def verify(
         a bad option. Mismatches are not errors: they are in the report.
     """
     from layoutkit.inventory import check_source, read_inventory
-    from layoutkit.verify.equality import compare_variant
+    from layoutkit.verify.equality import compare_variant, recorded_skips
     from layoutkit.verify.patterns import available_patterns, parse_patterns, plan_reads
 
     if options.sample < 1:
@@ -475,6 +477,9 @@ def verify(
     paths = [Path(v) for v in variants]
     names = _names(paths)
     described = [describe(p, n, None, options.template) for p, n in zip(paths, names)]  # raises on bad input
+    with open_archive(src, template=options.template) as source_archive:
+        patterns = parse_patterns(options.patterns, available_patterns(source_archive))
+    on_start()
     mismatches: dict[str, list[Any]] = {n: [] for n in names}
     if options.check:
         inventory = read_inventory(src, workers=options.check_workers)
@@ -486,8 +491,8 @@ def verify(
         for v in described
     ]
     with open_archive(src, template=options.template) as source_archive:
-        patterns = parse_patterns(options.patterns, available_patterns(source_archive))
-        plans = [plan_reads(p, source_archive, options.sample, options.seed) for p in patterns]
+        left_out = frozenset(s for p in paths for s in recorded_skips(p))  # no variant can serve those
+        plans = [plan_reads(p, source_archive, options.sample, options.seed, left_out) for p in patterns]
     measured = [describe(src, src.name, None, options.template), *checked]
 
     def conditions(v: Variant) -> list[Condition]:

@@ -660,8 +660,8 @@ def recommend(r: InspectReport) -> list[Recommendation]:
         if spread or (not paged and r.total_bytes >= 16 * 1024**2):
             what = []
             if spread:
-                what.append(f"metadata is spread through the file (object headers in {fs.header_regions:,} "
-                            f"8 MiB stretches; together they would fill {fs.min_header_regions})")
+                what.append(f"metadata is spread through the file (object headers spread over {fs.header_regions:,} "
+                            f"stretches of 8 MiB; together they would fill {fs.min_header_regions})")
             if not paged:
                 what.append(f"file space is {fs.strategy.removeprefix('H5F_FSPACE_STRATEGY_')}, not paged, so "
                             "HDF5's page buffer cannot turn small reads into few large ones")

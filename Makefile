@@ -3,7 +3,7 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.layoutkit-installed
 DEMO    ?= demo
-SHOTS   ?= 10
+SHOTS   ?= 6
 
 .PHONY: demo test bench clean
 
@@ -21,9 +21,10 @@ demo: $(STAMP)
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/signal-major.zarr --order signal --shards auto
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-shot.h5 --by shot
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-signal.h5 --by signal
+	@# local disk (0 ms) next to simulated object storage (10 ms per request), where layouts matter
 	$(VENV)/bin/layoutkit verify $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr \
-	    $(DEMO)/signal-major.zarr $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5 --page-buffer 0,64MiB --repeat 1 \
-	    --out $(DEMO)/report
+	    $(DEMO)/signal-major.zarr $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5 --latency 0,10ms --workers 2 \
+	    --sample 3 --repeat 1 --out $(DEMO)/report
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q

@@ -373,9 +373,8 @@ def verify(
                       + (" ..." if len(left_out) > 5 else ""), highlight=False)
     # a log or a pipe gets the whole table rather than columns cut to 80 characters
     wide = out if out.is_terminal else Console(width=200)
-    wide.print(rep.table(result.results, f"read patterns on {src.name} and its variants"))
-    for line in rep.fastest(result.results, result.variants[0].name):
-        out.print(line, highlight=False)
+    wide.print(rep.answer_table(result.results, result.variants[0].name))
+    wide.print(rep.table(result.results, f"every measurement: read patterns on {src.name} and its variants"))
     failed = rep.failures(result.results)
     for line in failed:
         out.print(f"[bold red]failed:[/] {line}", highlight=False)
@@ -383,7 +382,9 @@ def verify(
         meta = {"source": str(src), "variants": [str(v) for v in variants], "options": {
             k: v for k, v in vars(options).items()}, "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
         written = rep.write(result.results, out_dir, meta)
-        out.print("wrote " + ", ".join(str(p) for p in written))
+        out.print(f"wrote under {out_dir}:")
+        for _path, caption in written:
+            out.print(f"  {caption}", highlight=False)
     if bad:
         raise typer.Exit(EXIT_DIFFERENT)
     if failed:

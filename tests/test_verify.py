@@ -84,9 +84,11 @@ def test_good_variants_are_equal_and_every_row_is_reported(shot_file, variants, 
         assert len(logical) == 1, (pattern, logical)
     doc = json.loads((out / "results.json").read_text())
     assert len(doc["results"]) == len(rows) and doc["mismatches"] == {}
-    for png in ("time_vs_workers.png", "requests.png"):
+    for png in ("time_by_pattern.png", "requests_by_pattern.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
-    assert any(line.startswith("shot: fastest is") for line in result.output.splitlines())
+    said = " ".join(result.output.split())
+    assert said.index("The answer: the fastest layout for each read") < said.index("every measurement")
+    assert (out / "summary.md").read_text().count("\n| ") == 5 + 1  # the header and one row per pattern
 
 
 def flip_first_chunk_zarr(store: Path, at: int | None = None) -> str:
@@ -408,3 +410,57 @@ def test_subset_skips_netcdf_dimension_only_scales(tmp_path):
     assert cli("convert", src, store).exit_code == 0
     result = cli("verify", src, store, *FAST, "--patterns", "subset")
     assert result.exit_code == 0, result.output
+
+
+# -- the report: the answer first, plots by what varies ------------------------------------
+
+
+def _result(variant, pattern, seconds, requests, latency=0.0, workers=1, page_buffer=None, error=None):
+    from layoutkit.verify.run import Result
+
+    return Result(variant=variant, format="hdf5", layout="x", pattern=pattern, engine="threads", workers=workers,
+                  page_buffer=page_buffer, cache="cold", latency=latency, bandwidth=0.0, seconds=seconds,
+                  seconds_min=seconds, seconds_max=seconds, repeats=1, requests=requests, bytes_read=1,
+                  logical_bytes=1, mb_per_s=1.0, meta_hit_rate=None, raw_hit_rate=None, equal=True, error=error)
+
+
+def test_the_answer_names_the_fastest_layout_and_what_it_beats():
+    from layoutkit.verify import report
+
+    rows = [
+        _result("src.h5", "shot", 4.0, 400, latency=0.01), _result("src.h5", "shot", 0.4, 400),
+        _result("paged.h5", "shot", 2.0, 300, latency=0.01, page_buffer=0),
+        _result("paged.h5", "shot", 0.5, 8, latency=0.01, page_buffer=64 << 20),  # its best page buffer
+        _result("paged.h5", "shot", 0.3, 300),
+        _result("mirror.zarr", "shot", 8.0, 900, latency=0.01), _result("mirror.zarr", "shot", 0.2, 90),
+        _result("broken.zarr", "shot", 0.01, 1, latency=0.01, error="KeyError: x"),  # failed: takes no part
+    ]
+    answers = {a.condition: a for a in report.answers(rows, "src.h5")}
+    slow = answers["10 ms"]
+    assert (slow.best, slow.seconds, slow.requests) == ("paged.h5", 0.5, 8)
+    assert slow.vs_source == 8.0 and (slow.worst, slow.vs_worst, slow.worst_requests) == ("mirror.zarr", 16.0, 900)
+    fast = answers["0 ms"]
+    assert (fast.best, fast.vs_source, fast.worst) == ("mirror.zarr", 2.0, "src.h5")  # the source is slowest here
+    md = report.answer_markdown(rows, "src.h5")
+    assert "| shot | 10 ms | paged.h5 | 0.500 s | 8 | **8.0x** (400 requests) | 16.0x (mirror.zarr, 900 requests) |" in md
+    assert md.startswith("Conditions: engine threads, 1 worker, cold cache.")
+
+
+@pytest.mark.parametrize("vary, plots", [
+    (None, {"time_by_pattern.png", "requests_by_pattern.png"}),
+    ("workers", {"time_by_pattern.png", "requests_by_pattern.png", "time_vs_workers.png"}),
+    ("latency", {"time_by_pattern.png", "requests_by_pattern.png", "time_vs_latency.png"}),
+])
+def test_plots_follow_what_varies(tmp_path, vary, plots):
+    from layoutkit.verify import report
+
+    values = [1, 2, 4] if vary == "workers" else ([0.0, 0.01] if vary == "latency" else [None])
+    rows = []
+    for v in values:
+        kw = {vary: v} if vary else {}
+        for k, variant in enumerate(("src.h5", "a.zarr", "b.h5")):
+            rows += [_result(variant, p, 0.1 * (k + 1), 10 * (k + 1), **kw) for p in ("open", "shot", "signal")]
+    made = report.plot(rows, tmp_path)
+    assert {p.name for p, _ in made} == plots
+    for path, caption in made:
+        assert path.read_bytes()[:4] == b"\x89PNG" and caption.startswith(path.name + ": ")

@@ -1,13 +1,15 @@
-"""The report of ``layoutkit verify``: a table, one line per pattern naming the fastest
-variant, ``results.csv`` / ``results.json`` and two plots."""
+"""The report of ``layoutkit verify``: the answer first (the fastest layout for each read,
+its speed-up over the source and over the slowest, and the requests that explain it),
+then the full table, ``results.csv`` / ``results.json`` / ``summary.md`` and the plots
+that what varies calls for, each with a caption."""
 
 from __future__ import annotations
 
 import csv
 import json
 import math
-from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,35 +79,6 @@ def _equal(r: Result, source: str) -> str:
     return "not checked" if r.equal is None else ("yes" if r.equal else "[red]NO[/]")
 
 
-def fastest(results: Sequence[Result], source: str) -> list[str]:
-    """One line per pattern: the variant with the best speed-up over the source, as the
-    geometric mean over the conditions both ran under (each at its best page buffer)."""
-    best: dict[tuple[str, str, tuple[Any, ...]], float] = {}
-    for r in results:
-        if r.error:
-            continue
-        key = (r.pattern, r.variant, _condition(r))
-        best[key] = min(best.get(key, math.inf), r.seconds)
-    lines = []
-    for pattern in dict.fromkeys(r.pattern for r in results):
-        ratios: dict[str, list[float]] = defaultdict(list)
-        for (p, variant, cond), secs in best.items():
-            base = best.get((pattern, source, cond))
-            if p == pattern and variant != source and base and secs > 0:
-                ratios[variant].append(base / secs)
-        if not ratios:
-            continue
-        gmean = {v: math.exp(sum(map(math.log, xs)) / len(xs)) for v, xs in ratios.items()}
-        winner = max(gmean, key=gmean.__getitem__)
-        xs = ratios[winner]
-        spread = f" (from {min(xs):.1f}x to {max(xs):.1f}x)" if len(xs) > 1 else ""
-        lines.append(
-            f"{pattern}: fastest is {winner}, {gmean[winner]:.1f}x the source's speed"
-            f" over {len(xs)} condition{'s' if len(xs) > 1 else ''}{spread}"
-        )
-    return lines
-
-
 def failures(results: Sequence[Result]) -> list[str]:
     """One line per variant, pattern and reason a pattern could not run."""
     seen: dict[tuple[str, str, str], list[Result]] = {}
@@ -118,8 +91,9 @@ def failures(results: Sequence[Result]) -> list[str]:
     ]
 
 
-def write(results: Sequence[Result], out: Path, meta: dict[str, Any]) -> list[Path]:
-    """Write results.csv, results.json and the plots under ``out``; returns the paths."""
+def write(results: Sequence[Result], out: Path, meta: dict[str, Any]) -> list[tuple[Path, str]]:
+    """Write results.csv, results.json, summary.md and the plots under ``out``; returns
+    each path with a caption."""
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
@@ -127,81 +101,239 @@ def write(results: Sequence[Result], out: Path, meta: dict[str, Any]) -> list[Pa
         for r in results:
             w.writerow(r.row())
     (out / "results.json").write_text(json.dumps({**meta, "results": [r.row() for r in results]}, indent=1))
-    return [out / "results.csv", out / "results.json", *plot(results, out)]
+    source = results[0].variant if results else ""
+    (out / "summary.md").write_text(answer_markdown(results, source))
+    return [(out / "results.csv", "results.csv: one row per variant, pattern and condition"),
+            (out / "results.json", "results.json: the same rows, with the options and the mismatches"),
+            (out / "summary.md", "summary.md: the answer as a markdown table"), *plot(results, out)]
 
 
-def plot(results: Sequence[Result], out: Path) -> list[Path]:
-    """time vs workers per pattern (one line per variant, page buffer and latency) and
-    requests per pattern per variant."""
+@dataclass(frozen=True)
+class Answer:
+    """One line of the answer: a pattern under one condition, its best and worst layouts."""
+
+    pattern: str
+    condition: str  # the conditions that vary between lines, e.g. "10 ms"; "" when none does
+    best: str
+    seconds: float
+    requests: int
+    source_seconds: float
+    source_requests: int
+    worst: str
+    worst_seconds: float
+    worst_requests: int
+
+    @property
+    def vs_source(self) -> float:
+        return self.source_seconds / self.seconds if self.seconds else math.inf
+
+    @property
+    def vs_worst(self) -> float:
+        return self.worst_seconds / self.seconds if self.seconds else math.inf
+
+
+def _varying(results: Sequence[Result]) -> dict[str, Any]:
+    """The condition fields that take more than one value, and how to print each."""
+    fields = {
+        "engine": lambda r: r.engine,
+        "workers": lambda r: f"{r.workers} worker{'s' if r.workers > 1 else ''}",
+        "cache": lambda r: r.cache,
+        "latency": lambda r: f"{r.latency * 1e3:g} ms",
+        "bandwidth": lambda r: f"{format_size(r.bandwidth)}/s" if r.bandwidth else "unlimited",
+    }
+    return {k: fn for k, fn in fields.items() if len({fn(r) for r in results}) > 1}
+
+
+def conditions_text(results: Sequence[Result]) -> str:
+    """The conditions every row shares, for titles: "engine threads, 1 worker, cold cache"."""
+    if not results:
+        return ""
+    r = results[0]
+    varying = _varying(results)
+    parts = []
+    if "engine" not in varying:
+        parts.append(f"engine {r.engine}")
+    if "workers" not in varying:
+        parts.append(f"{r.workers} worker{'s' if r.workers > 1 else ''}")
+    if "cache" not in varying:
+        parts.append(f"{r.cache} cache")
+    if "latency" not in varying:
+        parts.append(f"{r.latency * 1e3:g} ms per request" if r.latency else "no added latency")
+    if "bandwidth" not in varying and r.bandwidth:
+        parts.append(f"{format_size(r.bandwidth)}/s")
+    return ", ".join(parts)
+
+
+def answers(results: Sequence[Result], source: str) -> list[Answer]:
+    """For each pattern and each condition that varies: the fastest layout (each at its
+    best page buffer), its speed-up over the source and over the slowest layout, and the
+    requests that explain them. Rows that failed take no part."""
+    varying = _varying(results)
+    best: dict[tuple[str, str, str], Result] = {}
+    for r in results:
+        if r.error:
+            continue
+        cond = ", ".join(fn(r) for fn in varying.values())
+        key = (r.pattern, cond, r.variant)
+        if key not in best or r.seconds < best[key].seconds:
+            best[key] = r
+    out = []
+    for pattern, cond in dict.fromkeys((p, c) for p, c, _ in best):
+        rows = {v: r for (p, c, v), r in best.items() if (p, c) == (pattern, cond)}
+        if source not in rows or len(rows) < 2:
+            continue
+        layouts = {v: r for v, r in rows.items() if v != source}
+        win = min(layouts.values(), key=lambda r: r.seconds)
+        lose = max(rows.values(), key=lambda r: r.seconds)
+        src = rows[source]
+        out.append(Answer(pattern, cond, win.variant, win.seconds, win.requests, src.seconds, src.requests,
+                          lose.variant, lose.seconds, lose.requests))
+    return out
+
+
+def answer_table(results: Sequence[Result], source: str) -> Table:
+    """The short table that leads the report: the answer, before the details."""
+    rows = answers(results, source)
+    varying = bool(_varying(results))
+    t = Table(title=f"The answer: the fastest layout for each read ({conditions_text(results)})", title_justify="left")
+    for name, justify in (("read", "left"), *((("conditions", "left"),) if varying else ()), ("fastest", "left"),
+                          ("seconds", "right"), ("requests", "right"), ("vs the source", "right"),
+                          ("vs the slowest", "right")):
+        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for a in rows:
+        t.add_row(
+            a.pattern, *((a.condition,) if varying else ()), a.best, f"{a.seconds:.3f}", f"{a.requests:,}",
+            f"{a.vs_source:.1f}x ({_requests(a.source_requests)})",
+            f"{a.vs_worst:.1f}x ({a.worst}: {_requests(a.worst_requests)})" if a.worst != a.best else "-",
+        )
+    return t
+
+
+def _requests(n: int) -> str:
+    return f"{n:,} request{'' if n == 1 else 's'}"
+
+
+def answer_markdown(results: Sequence[Result], source: str) -> str:
+    """The answer as a markdown table (``summary.md``, and the README's)."""
+    rows = answers(results, source)
+    varying = bool(_varying(results))
+    head = ["read", *(["conditions"] if varying else []), "fastest", "seconds", "requests", "vs the source",
+            "vs the slowest"]
+    lines = [f"Conditions: {conditions_text(results)}.", "", "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" if i < 2 + varying else "---:" for i in range(len(head))) + "|"]
+    for a in rows:
+        cells = [a.pattern, *([a.condition] if varying else []), a.best, f"{a.seconds:.3f} s", f"{a.requests:,}",
+                 f"**{a.vs_source:.1f}x** ({_requests(a.source_requests)})",
+                 f"{a.vs_worst:.1f}x ({a.worst}, {_requests(a.worst_requests)})" if a.worst != a.best else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _best_per_variant(results: Sequence[Result], keep: Any) -> dict[tuple[str, str], Result]:
+    out: dict[tuple[str, str], Result] = {}
+    for r in results:
+        if r.error or not keep(r):
+            continue
+        key = (r.pattern, r.variant)
+        if key not in out or r.seconds < out[key].seconds:
+            out[key] = r
+    return out
+
+
+def plot(results: Sequence[Result], out: Path) -> list[tuple[Path, str]]:
+    """The plots that what varies calls for, each with a caption.
+
+    Always: time and requests per pattern and layout as grouped bars (one panel per
+    latency when latency varies). Time against workers only when workers vary, against
+    latency only when latency varies.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = [r for r in results if not r.error]
+    if not results:
+        return []
     patterns = list(dict.fromkeys(r.pattern for r in results))
     variants = list(dict.fromkeys(r.variant for r in results))
-    paths = []
-    # 1. time vs workers
-    fig, axes = plt.subplots(1, len(patterns), figsize=(4.2 * len(patterns), 4), squeeze=False)
     colors = {v: f"C{i}" for i, v in enumerate(variants)}
     latencies = sorted({r.latency for r in results})
-    styles = dict(zip(latencies, ["-", "--", ":", "-."] * 4))
-    for ax, pattern in zip(axes[0], patterns):
-        lines: dict[tuple[Any, ...], list[tuple[int, float]]] = defaultdict(list)
-        for r in results:
-            if r.pattern == pattern and r.cache == results[0].cache:
-                lines[(r.variant, r.engine, r.page_buffer, r.latency, r.bandwidth)].append((r.workers, r.seconds))
-        for (variant, engine, pb, lat, _bw), pts in lines.items():
-            pts.sort()
-            label = f"{variant} {engine}" + (f" pb={_pb_short(pb)}" if pb else "") + f" {lat * 1e3:g}ms"
-            ax.plot(*zip(*pts), styles[lat], marker="o", color=colors[variant], label=label,
-                    alpha=1.0 if not pb else 0.6)  # fmt: skip
-        ax.set_title(pattern)
-        ax.set_xlabel("workers")
-        ax.set_ylabel("seconds (median)")
-        ax.set_yscale("log")
-        ax.set_xticks(sorted({r.workers for r in results}))
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes[0][1:]:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
-    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize="small")
-    fig.tight_layout(rect=(0, 0.08 + 0.03 * math.ceil(len(labels) / 4), 1, 1))
-    fig.savefig(out / "time_vs_workers.png", dpi=110)
-    plt.close(fig)
-    paths.append(out / "time_vs_workers.png")
-    # 2. requests per pattern per variant (fewest over the conditions: each variant at
-    #    its best page buffer, and also without one for paged HDF5)
-    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(patterns) * max(1, len(variants)) / 2), 4))
-    bars: list[tuple[str, dict[str, int]]] = []
-    for v in variants:
-        for label, keep in (("", lambda r: not r.page_buffer), (" +page buffer", lambda r: bool(r.page_buffer))):
-            counts = {}
-            for p in patterns:
-                rs = [r.requests for r in results if r.variant == v and r.pattern == p and keep(r)]
-                if rs:
-                    counts[p] = min(rs)
-            if counts:
-                bars.append((v + label, counts))
-    width = 0.8 / max(1, len(bars))
-    for i, (label, counts) in enumerate(bars):
-        xs = [patterns.index(p) + i * width for p in counts]
-        ax.bar(xs, list(counts.values()), width, label=label)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(patterns))], patterns)
-    ax.set_yscale("log")
-    ax.set_ylabel("read requests")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(out / "requests.png", dpi=110)
-    plt.close(fig)
-    paths.append(out / "requests.png")
-    return paths
+    workers = sorted({r.workers for r in results})
+    shared = conditions_text(results)
+    made: list[tuple[Path, str]] = []
+
+    def bars(metric: str, ylabel: str, name: str) -> None:
+        # one panel per latency, stacked: the same patterns line up from panel to panel
+        fig, axes = plt.subplots(len(latencies), 1, figsize=(min(14.0, max(7.0, 0.45 * len(patterns) * len(variants))),
+                                 1.0 + 3.2 * len(latencies)), squeeze=False)
+        width = 0.8 / max(1, len(variants))
+        for ax, lat in zip(axes[:, 0], latencies):
+            best = _best_per_variant(results, lambda r, lat=lat: r.latency == lat and r.workers == workers[-1])
+            for i, v in enumerate(variants):
+                xs = [k + i * width for k, p in enumerate(patterns) if (p, v) in best]
+                ys = [getattr(best[(p, v)], metric) for p in patterns if (p, v) in best]
+                ax.bar(xs, ys, width, label=v, color=colors[v])
+            ax.set_xticks([k + 0.4 - width / 2 for k in range(len(patterns))], patterns)
+            ax.set_yscale("log")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{lat * 1e3:g} ms per request" if lat else "no added latency")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(5, len(variants)), fontsize="small", frameon=False)
+        what = "time" if metric == "seconds" else "read requests"
+        fig.suptitle(f"{what} per read pattern and layout ({shared if len(latencies) == 1 else _no_latency(shared)}"
+                     f"{', ' + str(workers[-1]) + ' workers' if len(workers) > 1 else ''}; each at its best page buffer)",
+                     fontsize="medium")
+        fig.tight_layout(rect=(0, 0.07 / len(latencies) + 0.02 * (len(variants) > 5), 1, 1))
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        made.append((out / name, f"{name}: {what} of each read pattern on each layout (log scale; lower is better)"))
+
+    bars("seconds", "seconds (median)", "time_by_pattern.png")
+    bars("requests", "read requests", "requests_by_pattern.png")
+    for axis, values, name, label in (("workers", workers, "time_vs_workers.png", "workers"),
+                                      ("latency", latencies, "time_vs_latency.png", "latency per request (ms)")):
+        if len(values) < 2:
+            continue
+        ncols = min(3, len(patterns))
+        nrows = -(-len(patterns) // ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 0.8 + 3.3 * nrows), squeeze=False)
+        for ax in axes.flat[len(patterns):]:
+            ax.set_visible(False)
+        for ax, pattern in zip(axes.flat, patterns):
+            for v in variants:
+                pts = []
+                for x in values:
+                    rs = [r for r in results if r.pattern == pattern and r.variant == v and getattr(r, axis) == x
+                          and (axis == "latency" or r.latency == latencies[-1])
+                          and (axis == "workers" or r.workers == workers[-1])]
+                    if rs:
+                        pts.append((x * 1e3 if axis == "latency" else x, min(r.seconds for r in rs)))
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", color=colors[v], label=v)
+            ax.set_title(pattern)
+            ax.set_xlabel(label)
+            ax.set_ylabel("seconds (median)")
+            ax.set_yscale("log")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=min(5, len(variants)), fontsize="small", frameon=False)
+        fixed = (f"{latencies[-1] * 1e3:g} ms per request" if axis == "workers" else
+                 f"{workers[-1]} worker{'s' if workers[-1] > 1 else ''}")
+        fig.suptitle(f"time against {axis} ({fixed}; each layout at its best page buffer)", fontsize="medium")
+        fig.tight_layout(rect=(0, 0.06 / nrows + 0.02 * (len(variants) > 5), 1, 1))
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        made.append((out / name, f"{name}: time of each read pattern against {axis}, one line per layout"))
+    return made
+
+
+def _no_latency(text: str) -> str:
+    return ", ".join(p for p in text.split(", ") if "latency" not in p and "per request" not in p)
 
 
 def _pb_short(pb: int | None) -> str:
     return format_size(pb).replace(".0 ", "").replace(" ", "") if pb else "0"
 
 
-__all__ = ["fastest", "plot", "table", "write"]
+__all__ = ["Answer", "answer_markdown", "answer_table", "answers", "conditions_text", "failures", "plot", "table",
+           "write"]

@@ -82,24 +82,25 @@ def _progress(total: int, label: str) -> Progress:
     )
 
 
-def _plan_and_run(command, src, dst, options, print_plan, dry_run):  # noqa: ANN001, ANN202
+def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=()):  # noqa: ANN001, ANN202
     """Find the layout, plan (print it on --dry-run), then run with a progress bar through
     the pipeline; errors become one line."""
     from layoutkit import pipeline
     from layoutkit.layouts import layout_for
-    from layoutkit.storage import LocalDestination
+    from layoutkit.storage import destination, parse_storage_options
 
     try:
         layout = layout_for(command, options)
+        dest = destination(dst, parse_storage_options(storage_options))
         if not dry_run:
-            LocalDestination(dst).check(options.overwrite)
+            dest.check(options.overwrite)
         inventory, plan = pipeline.plan(layout, src, dst, options)
         if dry_run:
             print_plan(plan)
             return None
         with _progress(plan.nbytes, command) as bar:
             task = bar.add_task(command, total=plan.nbytes)
-            return pipeline.run(layout, src, dst, options, lambda n: bar.advance(task, n), (inventory, plan))
+            return pipeline.run(layout, src, dest, options, lambda n: bar.advance(task, n), (inventory, plan))
     except LayoutkitError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
@@ -111,7 +112,11 @@ RECIPE_HELP = (
     "options given here override it."
 )
 # arguments and switches that are not options of the layout or of the run
-_NOT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run"})
+_NOT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option"})
+STORAGE_HELP = (
+    "KEY=VALUE for a bucket destination (repeatable): endpoint_url=http://127.0.0.1:9000, region=..., "
+    "anonymous=true; credentials also come from the usual AWS_* environment variables."
+)
 
 
 def _build_options(ctx: typer.Context, command: str, recipe: str | None):  # noqa: ANN202
@@ -166,7 +171,7 @@ def sample(
 def convert(
     ctx: typer.Context,
     src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
-    dst: Annotated[Path, typer.Argument(metavar="DST", help="Zarr store (a directory) to write.")],
+    dst: Annotated[str, typer.Argument(metavar="DST", help="Zarr store to write: a directory, or s3://bucket/key.zarr (gs://, az:// too).")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     # choices are plain text checked by the layouts' own parsers, so a bad value gets the
     # same one-line "Expected ... Got ..." as every other option (and as a recipe)
@@ -191,10 +196,11 @@ def convert(
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new store is complete).")] = False,
     skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
     options = _build_options(ctx, "convert", recipe)
-    summary = _plan_and_run("convert", src, dst, options, _print_plan, dry_run)
+    summary = _plan_and_run("convert", src, dst, options, _print_plan, dry_run, storage_option)
     if summary is None:
         return
     if not State.quiet:
@@ -205,7 +211,7 @@ def convert(
 def reorder(
     ctx: typer.Context,
     src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
-    dst: Annotated[Path, typer.Argument(metavar="DST", help="HDF5 file to write.")],
+    dst: Annotated[str, typer.Argument(metavar="DST", help="HDF5 file to write: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     by: Annotated[str, typer.Option(metavar="shot|signal|group", help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = "shot",
     template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
@@ -219,10 +225,11 @@ def reorder(
     memory_limit: Annotated[str, typer.Option(help="Memory budget for chunks in flight, e.g. 1GiB.")] = "1GiB",
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new file is complete).")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
 ) -> None:
     """Rewrite an HDF5 file as paged-aggregation HDF5, its bytes ordered by shot, signal or group."""
     options = _build_options(ctx, "reorder", recipe)
-    summary = _plan_and_run("reorder", src, dst, options, _print_reorder_plan, dry_run)
+    summary = _plan_and_run("reorder", src, dst, options, _print_reorder_plan, dry_run, storage_option)
     if summary is None:
         return
     if not State.quiet:

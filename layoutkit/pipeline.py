@@ -39,7 +39,7 @@ from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.inventory import Inventory, check_source, read_inventory
 from layoutkit.options import RecipeKey
 from layoutkit.scales import ScaleDigest, read_scale_digests
-from layoutkit.storage import LocalDestination
+from layoutkit.storage import Destination, LocalDestination, ObjectDestination, destination
 
 PROVENANCE_ATTR = "layoutkit"
 """The one root attribute layoutkit adds to every variant it writes: the effective recipe."""
@@ -103,7 +103,7 @@ class Layout(ABC):
         """Complete the staged output after every task ran (consolidate, close); by default nothing."""
 
     @abstractmethod
-    def summarize(self, source: Path, dest: LocalDestination, inventory: Inventory, plan: Any, work: Work,
+    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: Any, work: Work,
                   seconds: float) -> Any:
         """The command's summary of a finished run."""
 
@@ -152,7 +152,7 @@ def plan(
 def run(
     layout: Layout,
     src: str | os.PathLike,
-    dst: str | os.PathLike,
+    dst: str | os.PathLike | Destination,
     options: Any,
     progress: Progress | None = None,
     planned: tuple[Inventory, Any] | None = None,
@@ -182,9 +182,9 @@ def run(
     source = Path(src)
     if planned is None:
         check_source(source)
-    dest = LocalDestination(dst)
+    dest = dst if isinstance(dst, (LocalDestination, ObjectDestination)) else destination(dst)
     dest.check(getattr(options, "overwrite", False))
-    inventory, the_plan = planned or plan(layout, source, dst, options)
+    inventory, the_plan = planned or plan(layout, source, str(dest), options)
     report = progress or (lambda n: None)
     t0 = time.perf_counter()
     staged = dest.stage()

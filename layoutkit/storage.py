@@ -20,6 +20,7 @@ import shutil
 import socket
 import uuid
 from pathlib import Path
+from typing import Any, Protocol
 
 from layoutkit.errors import OutputExistsError, OutputNotWritableError
 
@@ -38,6 +39,16 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:  # it exists, it is someone else's
         return True
     return True
+
+
+class Destination(Protocol):
+    """Where a command's output goes: check it, stage the output, publish or discard it."""
+
+    def check(self, overwrite: bool) -> None: ...
+    def stage(self) -> Path: ...
+    def publish(self, staged: Path) -> None: ...
+    def discard(self, staged: Path) -> None: ...
+    def size(self) -> int: ...
 
 
 def remove_path(path: Path) -> None:
@@ -69,6 +80,9 @@ class LocalDestination:
 
     def __repr__(self) -> str:
         return f"LocalDestination({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
 
     def _sibling(self, kind: str) -> Path:
         return self.path.with_name(f".{self.path.name}.layoutkit-{kind}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
@@ -134,4 +148,221 @@ def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-__all__ = ["LocalDestination", "disk_usage", "remove_path"]
+
+
+# -- object storage ---------------------------------------------------------------------
+
+METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+UPLOAD_THREADS = 8
+_ALIASES = {  # fsspec/boto3 spellings people know -> obstore's S3 configuration keys
+    "endpoint_url": "endpoint",
+    "key": "access_key_id",
+    "secret": "secret_access_key",
+    "aws_access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key",
+    "region_name": "region",
+    "anonymous": "skip_signature",
+}
+_CLIENT_KEYS = frozenset({"allow_http", "timeout", "connect_timeout"})
+
+
+def parse_storage_options(items: list[str] | tuple[str, ...] | None) -> dict[str, str]:
+    """``KEY=VALUE`` texts (``--storage-option``) as a dict.
+
+    Raises
+    ------
+    InvalidOptionError
+        An item without ``=``.
+    """
+    from layoutkit.errors import InvalidOptionError
+
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOptionError(f"Expected --storage-option KEY=VALUE, e.g. endpoint_url=http://127.0.0.1:9000. Got {item!r}.")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def is_url(text: str | os.PathLike) -> bool:
+    """Whether ``text`` names an object-store location (``s3://``, ``gs://``, ``az://``...)."""
+    return isinstance(text, str) and "://" in text and not text.startswith("file://")
+
+
+def destination(text: str | os.PathLike, storage_options: dict[str, str] | None = None) -> LocalDestination | ObjectDestination:
+    """Parse a destination once, at the edge: a bucket URL or a local path (``file://`` too)."""
+    if is_url(text):
+        return ObjectDestination(str(text), storage_options or {})
+    return LocalDestination(str(text).removeprefix("file://"))
+
+
+def object_store(url: str, storage_options: dict[str, str]) -> tuple[Any, str]:
+    """An obstore store for the bucket of ``url`` and the key ``url`` names inside it.
+
+    obstore (the Rust object_store crate behind zarr's ``ObjectStore``) speaks S3, GCS and
+    Azure with one API, reads credentials from the usual environment variables, and does
+    ranged and multipart requests itself. Aliases such as ``endpoint_url`` are accepted;
+    an ``http://`` endpoint (a local test server) is allowed.
+    """
+    from datetime import timedelta
+
+    from obstore.store import from_url
+
+    scheme, _, rest = url.partition("://")
+    bucket, _, key = rest.partition("/")
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = {"connect_timeout": "10s", "timeout": "120s"}
+    for k, v in storage_options.items():
+        k = _ALIASES.get(k, k)
+        if k in _CLIENT_KEYS:
+            client[k] = v.lower() == "true" if k == "allow_http" else v
+        elif k == "skip_signature":
+            config[k] = v.lower() in ("1", "true", "yes")
+        else:
+            config[k] = v
+    if str(config.get("endpoint", "")).startswith("http://"):
+        client.setdefault("allow_http", True)
+    retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=30), "backoff": {}}
+    store = from_url(f"{scheme}://{bucket}", config=config or None, client_options=client, retry_config=retry)
+    return store, key.strip("/")
+
+
+def describe_store_error(url: str, exc: BaseException) -> str:
+    """One sentence for what an object store answered."""
+    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
+    text = str(exc)
+    if "NoSuchBucket" in text:
+        return f"{url}: the bucket does not exist."
+    if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "AccessDenied" in text or "403" in text:
+        return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
+    if "onnect" in text or "timed out" in text.lower() or "dns" in text.lower():
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return f"{url}: the endpoint cannot be reached ({first[:160]})."
+    return f"{url}: the object store refused the request ({(text.strip().splitlines() or [type(exc).__name__])[0][:200]})."
+
+
+class ObjectDestination:
+    """A destination in a bucket (``s3://bucket/key``), behind the same seam as
+    :class:`LocalDestination`.
+
+    The output is written to a local staging area (a temporary directory under
+    ``TMPDIR``), then published: data objects first, then metadata documents from the
+    deepest to the root, whose ``zarr.json`` (or the single HDF5 object) appears last, so
+    a reader finds the store only when every object under it exists. A failed or
+    interrupted run deletes what it uploaded. Uploads run on threads; obstore splits
+    large objects into multipart uploads, which become visible only when complete.
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, str]) -> None:
+        self.url = url.rstrip("/")
+        self.storage_options = storage_options
+        self.store, self.key = object_store(self.url, storage_options)
+        if not self.key:
+            from layoutkit.errors import OutputNotWritableError
+
+            raise OutputNotWritableError(f"Destination {url!r} names a bucket, not an object: add a key, e.g. {url.rstrip('/')}/out.zarr.")
+        self.path = Path(self.key)  # the name, for messages and summaries
+        self._uploaded: list[str] = []
+        self._bytes = 0
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __repr__(self) -> str:
+        return f"ObjectDestination({self.url!r})"
+
+    def _existing(self, limit: int | None = None) -> list[str]:
+        import obstore
+
+        found = []
+        for batch in obstore.list(self.store, prefix=self.key, chunk_size=1000):
+            for meta in batch:
+                path = meta["path"]
+                if path == self.key or path.startswith(self.key + "/"):
+                    found.append(path)
+                    if limit and len(found) >= limit:
+                        return found
+        return found
+
+    def check(self, overwrite: bool) -> None:
+        """Refuse an existing destination (unless ``overwrite``), a missing bucket, denied
+        access or an endpoint that does not answer, before any work."""
+        try:
+            exists = bool(self._existing(limit=1))
+        except Exception as exc:  # obstore raises builtins and its own errors: name what it said
+            raise _store_error(self.url, exc) from None
+        if exists and not overwrite:
+            raise OutputExistsError(f"Destination {self.url!r} exists; pass --overwrite to replace it.")
+
+    def stage(self) -> Path:
+        import tempfile
+
+        self._root = Path(tempfile.mkdtemp(prefix="layoutkit-upload-"))
+        return self._root / self.path.name
+
+    def publish(self, staged: Path) -> None:
+        """Upload ``staged`` (a file, or a directory tree), the metadata last; then remove
+        what an overwritten destination had that the new one does not."""
+        import obstore
+
+        old = set(self._existing())
+        if staged.is_file():
+            order = [[(staged, self.key)]]
+        else:
+            files = [p for p in staged.rglob("*") if p.is_file()]
+            data = [p for p in files if p.name not in METADATA_NAMES]
+            meta = sorted((p for p in files if p.name in METADATA_NAMES), key=lambda p: -len(p.relative_to(staged).parts))
+            root = [p for p in meta if p.parent == staged]
+            order = [[(p, f"{self.key}/{p.relative_to(staged).as_posix()}") for p in group]
+                     for group in (data, [p for p in meta if p.parent != staged], root)]
+        try:
+            for group in order:
+                self._upload(group)
+        except Exception as exc:
+            raise _store_error(self.url, exc) from None
+        for stale in sorted(old - set(self._uploaded)):
+            obstore.delete(self.store, stale)
+        self._uploaded = []  # published: nothing to take back
+        remove_path(self._root)
+
+    def _upload(self, items: list[tuple[Path, str]]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        import obstore
+
+        def put(item: tuple[Path, str]) -> int:
+            local, key = item
+            with open(local, "rb") as fh:
+                obstore.put(self.store, key, fh)
+            self._uploaded.append(key)
+            return local.stat().st_size
+
+        with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
+            self._bytes += sum(pool.map(put, items))
+
+    def discard(self, staged: Path) -> None:
+        """Remove the local staging area and every object this run uploaded."""
+        import obstore
+
+        for key in self._uploaded:
+            try:
+                obstore.delete(self.store, key)
+            except Exception:  # noqa: BLE001 - best effort while failing already
+                pass
+        self._uploaded = []
+        remove_path(getattr(self, "_root", staged))
+
+    def size(self) -> int:
+        """Bytes uploaded."""
+        return self._bytes
+
+
+def _store_error(url: str, exc: BaseException) -> Exception:
+    from layoutkit.errors import OutputNotWritableError
+
+    return OutputNotWritableError(describe_store_error(url, exc))
+
+__all__ = ["Destination", "LocalDestination", "ObjectDestination", "destination", "disk_usage", "is_url", "object_store",
+           "parse_storage_options", "remove_path"]

@@ -51,7 +51,7 @@ from layoutkit.plan import (
 )
 from layoutkit.scales import ScaleDigest, duplicate_scales
 from layoutkit.source import SourceReader, can_read_raw
-from layoutkit.storage import LocalDestination
+from layoutkit.storage import Destination
 from layoutkit.writers.hdf5_paged import (
     ChunkEncoder,
     PagedHDF5Writer,
@@ -335,10 +335,10 @@ class HDF5Paged(Layout):
             with open(work.state["source"], "rb") as fin, open(staged, "r+b") as fout:
                 fout.write(fin.read(userblock))
 
-    def summarize(self, source: Path, dest: LocalDestination, inventory: Inventory, plan: ReorderPlan, work: Work,
+    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: ReorderPlan, work: Work,
                   seconds: float) -> ReorderSummary:
         return ReorderSummary(
-            source=str(source), dest=str(dest.path), by=plan.options.by, arrays=len(plan.order),
+            source=str(source), dest=str(dest), by=plan.options.by, arrays=len(plan.order),
             merged_scales=len(plan.dedupe), raw_copied=work.state["counts"]["raw_copied"], page_size=plan.page_size,
             logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
         )

@@ -47,7 +47,7 @@ from layoutkit.plan import (
 )
 from layoutkit.scales import ScaleDigest
 from layoutkit.source import SourceReader, can_read_raw
-from layoutkit.storage import LocalDestination
+from layoutkit.storage import Destination
 from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
 
 DEFAULT_CHUNK_BYTES = 4 * 1024**2
@@ -315,10 +315,10 @@ class ZarrMirror(Layout):
     def finish(self, work: Work, staged: Path, plan: ConvertPlan) -> None:
         work.state["writer"].finish(plan.options.consolidate)
 
-    def summarize(self, source: Path, dest: LocalDestination, inventory: Inventory, plan: ConvertPlan, work: Work,
+    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: ConvertPlan, work: Work,
                   seconds: float) -> ConvertSummary:
         return ConvertSummary(
-            source=str(source), dest=str(dest.path), arrays=len(plan.arrays), groups=len(inventory.groups),
+            source=str(source), dest=str(dest), arrays=len(plan.arrays), groups=len(inventory.groups),
             links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes,
             source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
             sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",

@@ -47,7 +47,7 @@ from layoutkit.plan import (
     task_budget,
 )
 from layoutkit.scales import ScaleDigest, duplicate_scales
-from layoutkit.storage import LocalDestination
+from layoutkit.storage import Destination
 from layoutkit.writers.zarr_signal import (
     DATA,
     LAYOUT_ATTR,
@@ -426,10 +426,10 @@ class ZarrSignal(Layout):
     def finish(self, work: Work, staged: Path, plan: SignalMajorPlan) -> None:
         work.state["writer"].finish(plan.options.consolidate)
 
-    def summarize(self, source: Path, dest: LocalDestination, inventory: Inventory, plan: SignalMajorPlan,
+    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: SignalMajorPlan,
                   work: Work, seconds: float) -> ConvertSummary:
         return ConvertSummary(
-            source=str(source), dest=str(dest.path), arrays=len(plan.arrays),
+            source=str(source), dest=str(dest), arrays=len(plan.arrays),
             groups=len(plan.groups) + len(plan.series), links=len(inventory.links), skipped=plan.skipped,
             logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
             sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",

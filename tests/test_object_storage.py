@@ -1,0 +1,173 @@
+"""Destinations in a bucket: a real S3 endpoint on loopback (moto's ThreadedMotoServer,
+started here), the commands writing to it through obstore, and what a reader finds."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import boto3
+import h5py
+import moto.server as moto_server
+import pytest
+from typer.testing import CliRunner
+
+from layoutkit.cli import app
+from layoutkit.verify.equality import compare_variant
+
+runner = CliRunner()
+BUCKET = "layoutkit-test"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+
+
+@pytest.fixture(scope="module")
+def endpoint():  # noqa: ANN201 - the endpoint URL
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    client(url).create_bucket(Bucket=BUCKET)
+    yield url
+    server.stop()
+
+
+def client(url: str):  # noqa: ANN201 - a boto3 S3 client
+    return boto3.client("s3", endpoint_url=url, aws_access_key_id="test", aws_secret_access_key="test",
+                        region_name="us-east-1")
+
+
+def objects(url: str, prefix: str) -> dict[str, bytes]:
+    s3 = client(url)
+    keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+            for o in page.get("Contents", [])]
+    return {k: s3.get_object(Bucket=BUCKET, Key=k)["Body"].read() for k in keys}
+
+
+def cli(endpoint: str, *args: str | Path):  # noqa: ANN201
+    return runner.invoke(app, ["--quiet", *map(str, args), "--storage-option", f"endpoint_url={endpoint}"],
+                         env=CREDENTIALS)
+
+
+def local_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="mirror"),
+    pytest.param(["--order", "signal", "--shards", "auto"], id="signal-major"),
+    pytest.param(["--zarr-format", "2", "--compressor", "zstd:1"], id="v2"),
+])
+def test_a_zarr_store_in_a_bucket_is_the_local_one_byte_for_byte(endpoint, shot_file, tmp_path, args):
+    key = f"stores/{tmp_path.name}.zarr"
+    result = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/{key}", *args)
+    assert result.exit_code == 0, result.output
+    local = tmp_path / "local.zarr"
+    assert runner.invoke(app, ["--quiet", "convert", str(shot_file), str(local), *args]).exit_code == 0
+    remote = {k[len(key) + 1:]: v for k, v in objects(endpoint, key + "/").items()}
+    assert remote == local_files(local)
+
+
+def test_zarr_reads_the_store_from_the_bucket(endpoint, shot_file, tmp_path):
+    """The store in the bucket is a store: zarr-python over obstore opens it and reads
+    what the source holds, and verify finds the downloaded copy equal."""
+    import numpy as np
+    import zarr
+    from obstore.store import S3Store
+    from zarr.storage import ObjectStore
+
+    key = "read/shots.zarr"
+    assert cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/{key}").exit_code == 0
+    store = S3Store(BUCKET, endpoint=endpoint, access_key_id="test", secret_access_key="test", region="us-east-1",
+                    client_options={"allow_http": True})
+    group = zarr.open_group(ObjectStore(store, read_only=True), path=key, mode="r")
+    with h5py.File(shot_file, "r") as f:
+        shot = sorted(f["shots"])[0]
+        name = sorted(f[f"shots/{shot}/signals"])[0]
+        np.testing.assert_array_equal(group[f"shots/{shot}/signals/{name}"][...], f[f"shots/{shot}/signals/{name}"][()])
+    copy = tmp_path / "copy.zarr"
+    for rel, data in objects(endpoint, key + "/").items():
+        (copy / rel[len(key) + 1:]).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel[len(key) + 1:]).write_bytes(data)
+    assert compare_variant(shot_file, copy) == []
+
+
+def test_a_paged_hdf5_file_in_a_bucket(endpoint, shot_file, tmp_path):
+    key = "files/by-signal.h5"
+    result = cli(endpoint, "reorder", shot_file, f"s3://{BUCKET}/{key}", "--by", "signal")
+    assert result.exit_code == 0, result.output
+    (data,) = objects(endpoint, key).values()
+    copy = tmp_path / "by-signal.h5"
+    copy.write_bytes(data)
+    with h5py.File(copy, "r") as f:
+        assert f.id.get_create_plist().get_file_space_strategy()[0] == h5py.h5f.FSPACE_STRATEGY_PAGE
+    assert compare_variant(shot_file, copy) == []
+
+
+def test_metadata_is_published_last_and_the_root_document_at_the_very_end(endpoint, shot_file, monkeypatch):
+    import obstore
+
+    order: list[str] = []
+    real_put = obstore.put
+
+    def recording_put(store, key, data, **kwargs):  # noqa: ANN001, ANN202
+        order.append(key)
+        return real_put(store, key, data, **kwargs)
+
+    monkeypatch.setattr(obstore, "put", recording_put)
+    assert cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/ordered.zarr").exit_code == 0
+    assert order[-1] == "ordered.zarr/zarr.json"
+    first_metadata = min(i for i, k in enumerate(order) if k.endswith("zarr.json"))
+    assert all(not k.endswith("zarr.json") for k in order[:first_metadata])
+    assert all(k.endswith("zarr.json") for k in order[first_metadata:])
+
+
+def test_an_existing_destination_is_refused_then_replaced_with_overwrite(endpoint, shot_file, hard_cases):
+    dst = f"s3://{BUCKET}/taken.zarr"
+    assert cli(endpoint, "convert", shot_file, dst).exit_code == 0
+    before = objects(endpoint, "taken.zarr/")
+    refused = cli(endpoint, "convert", shot_file, dst)
+    assert refused.exit_code == 2 and "exists; pass --overwrite" in refused.output
+    assert objects(endpoint, "taken.zarr/") == before
+    assert cli(endpoint, "convert", hard_cases["dtypes"], dst, "--overwrite").exit_code == 0
+    after = objects(endpoint, "taken.zarr/")
+    assert not any("/shots/" in k for k in after), "the replaced store's objects are removed"
+    assert "taken.zarr/float16/zarr.json" in after
+
+
+def test_a_failed_upload_leaves_nothing_in_the_bucket(endpoint, shot_file, monkeypatch):
+    from layoutkit.storage import ObjectDestination
+
+    real = ObjectDestination._upload
+    calls = {"n": 0}
+
+    def failing(self, items):  # noqa: ANN001, ANN202 - the data went up, then the metadata fails
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("connection reset by peer")
+        return real(self, items)
+
+    monkeypatch.setattr(ObjectDestination, "_upload", failing)
+    result = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/broken.zarr")
+    assert result.exit_code == 2 and "broken.zarr" in result.output and "Traceback" not in result.output
+    assert calls["n"] == 2 and objects(endpoint, "broken.zarr") == {}
+
+
+def test_bad_destinations_are_one_sentence(endpoint, shot_file):
+    for dst, words in [
+        (f"s3://no-such-bucket-{BUCKET}/x.zarr", "the bucket does not exist"),
+        (f"s3://{BUCKET}", "names a bucket, not an object"),
+    ]:
+        result = cli(endpoint, "convert", shot_file, dst)
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().startswith("error:") and words in result.output, result.output
+    bad = runner.invoke(app, ["--quiet", "convert", str(shot_file), f"s3://{BUCKET}/y.zarr", "--storage-option", "oops"])
+    assert bad.exit_code == 2 and "Expected --storage-option KEY=VALUE" in bad.output
+
+
+def test_an_endpoint_that_refuses_connections_is_one_sentence(shot_file):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = cli(f"http://127.0.0.1:{port}", "convert", shot_file, f"s3://{BUCKET}/z.zarr")
+    assert result.exit_code == 2, result.output
+    assert "the endpoint cannot be reached" in " ".join(result.output.split())

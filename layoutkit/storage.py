@@ -286,11 +286,26 @@ class ObjectDestination:
                         return found
         return found
 
+    def _published(self) -> bool:
+        """Whether a reader would find something at the destination: the object itself (a
+        file) or a root metadata document (a store). Objects under the key without one are
+        what a killed upload left; the next publication removes them."""
+        import obstore
+
+        for key in (self.key, *(f"{self.key}/{name}" for name in (".zgroup", ".zarray", "zarr.json"))):
+            try:
+                obstore.head(self.store, key)
+                return True
+            except FileNotFoundError:
+                continue
+        return False
+
     def check(self, overwrite: bool) -> None:
         """Refuse an existing destination (unless ``overwrite``), a missing bucket, denied
         access or an endpoint that does not answer, before any work."""
         try:
-            exists = bool(self._existing(limit=1))
+            self._existing(limit=1)  # a LIST answers for the bucket and the access (a HEAD's 404 does not)
+            exists = self._published()
         except Exception as exc:  # obstore raises builtins and its own errors: name what it said
             raise _store_error(self.url, exc) from None
         if exists and not overwrite:

@@ -171,3 +171,14 @@ def test_an_endpoint_that_refuses_connections_is_one_sentence(shot_file):
     result = cli(f"http://127.0.0.1:{port}", "convert", shot_file, f"s3://{BUCKET}/z.zarr")
     assert result.exit_code == 2, result.output
     assert "the endpoint cannot be reached" in " ".join(result.output.split())
+
+
+def test_what_a_killed_upload_left_is_not_a_destination_and_is_cleaned_up(endpoint, shot_file):
+    """SIGKILL during publication leaves data objects but never the root document: no
+    reader sees a store, the next run is not refused, and it removes the leftovers."""
+    s3 = client(endpoint)
+    s3.put_object(Bucket=BUCKET, Key="killed.zarr/shots/1/signals/ip/c/0", Body=b"half an upload")
+    result = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/killed.zarr")
+    assert result.exit_code == 0, result.output
+    left = objects(endpoint, "killed.zarr/")
+    assert "killed.zarr/zarr.json" in left and "killed.zarr/shots/1/signals/ip/c/0" not in left

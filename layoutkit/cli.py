@@ -112,7 +112,8 @@ RECIPE_HELP = (
     "options given here override it."
 )
 # arguments and switches that are not options of the layout or of the run
-_NOT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option"})
+# arguments and switches that are not options of the layout or of the run (tests use it too)
+NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option"})
 STORAGE_HELP = (
     "KEY=VALUE for a bucket destination (repeatable): endpoint_url=http://127.0.0.1:9000, region=..., "
     "anonymous=true; credentials also come from the usual AWS_* environment variables."
@@ -127,7 +128,7 @@ def _build_options(ctx: typer.Context, command: str, recipe: str | None):  # noq
     typed = {
         name: value
         for name, value in ctx.params.items()
-        if name not in _NOT_OPTIONS
+        if name not in NOT_LAYOUT_OPTIONS
         # by name: typer >= 0.20 ships its own copy of click, with its own enum
         and getattr(ctx.get_parameter_source(name), "name", "") in ("COMMANDLINE", "ENVIRONMENT")
     }

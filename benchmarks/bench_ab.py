@@ -1,0 +1,62 @@
+"""Is this tree slower than an earlier commit? convert and reorder, A/B, in one run.
+
+    python benchmarks/bench_ab.py --ref 1f2c4d4 [--shots 100] [--repeat 4]
+
+Checks out REF into a git worktree (under the working folder), then times `layoutkit
+convert` (Zarr v3, zstd:3, 2 workers) and `layoutkit reorder --by signal` on one sample
+with each tree, each run in a fresh process, in the order ref, this, this, ref (repeated),
+so drift on a shared machine falls on both alike. Prints every time, the medians and the
+ratio (this / ref: below 1 is faster). For refactors that must not cost speed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from common import PY, measure, parse_args, sample
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    def extra(parser) -> None:  # noqa: ANN001 - argparse.ArgumentParser
+        parser.add_argument("--ref", required=True, help="The commit to compare with.")
+        parser.add_argument("--repeat", type=int, default=4)
+
+    args = parse_args(__doc__, extra)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    ref = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.ref], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    tree = args.workdir / f"layoutkit-{ref}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True)
+    src, logical = sample(args.workdir, args.shots, args.signals)
+    commands = {
+        "convert": lambda out: ["convert", str(src), str(out), "--workers", str(args.workers)],
+        "reorder --by signal": lambda out: ["reorder", str(src), str(out), "--by", "signal", "--workers", str(args.workers)],
+    }
+    times: dict[tuple[str, str], list[float]] = {}
+    for name, make in commands.items():
+        out = args.workdir / ("ab.zarr" if name == "convert" else "ab.h5")
+        for _ in range(args.repeat):
+            for side in ("ref", "this", "this", "ref"):
+                env_path = str(tree) if side == "ref" else ""
+                os.environ["PYTHONPATH"] = env_path  # the ref tree's layoutkit comes first on sys.path
+                r = measure([PY, "-m", "layoutkit", "-q", *make(out)], out, logical)
+                times.setdefault((name, side), []).append(r["seconds"])
+                print(f"{name:20} {side:4} {r['seconds']:7.2f} s", flush=True)
+    os.environ.pop("PYTHONPATH", None)
+    print(f"\n{src.name}, {logical / 1e9:.2f} GB of data; ref {ref}\n")
+    print("| command | ref median | this median | this / ref | runs each |")
+    print("|---|---:|---:|---:|---:|")
+    for name in commands:
+        a, b = statistics.median(times[(name, "ref")]), statistics.median(times[(name, "this")])
+        print(f"| {name} | {a:.2f} s | {b:.2f} s | {b / a:.3f} | {len(times[(name, 'ref')])} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,7 +111,6 @@ RECIPE_HELP = (
     "A named recipe (`layoutkit recipes` lists them) or a recipe TOML file; "
     "options given here override it."
 )
-# arguments and switches that are not options of the layout or of the run
 # arguments and switches that are not options of the layout or of the run (tests use it too)
 NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option"})
 STORAGE_HELP = (

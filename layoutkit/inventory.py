@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +171,12 @@ def check_source(path: str | os.PathLike) -> Path:
     SourceNotFoundError, SourceIsDirectoryError, NotHDF5Error, CorruptSourceError
     """
     p = Path(path)
+    if not p.exists() and re.match(r"^[a-z][a-z0-9+.-]*:/", str(path)):  # "s3://b/k", or "s3:/b/k" once a Path
+        url = re.sub(r"^([a-z][a-z0-9+.-]*):/+", r"\1://", str(path))
+        raise SourceNotFoundError(
+            f"Source {url!r} is a URL: layoutkit reads sources from local files for now (destinations may be "
+            "in a bucket); copy it locally first."
+        )
     if not p.exists():
         raise SourceNotFoundError(f"Source {str(p)!r} does not exist.")
     if p.is_dir():

@@ -182,3 +182,10 @@ def test_what_a_killed_upload_left_is_not_a_destination_and_is_cleaned_up(endpoi
     assert result.exit_code == 0, result.output
     left = objects(endpoint, "killed.zarr/")
     assert "killed.zarr/zarr.json" in left and "killed.zarr/shots/1/signals/ip/c/0" not in left
+
+
+def test_a_source_in_a_bucket_is_refused_in_one_sentence(tmp_path):
+    for command in (["convert"], ["reorder"], ["inspect"]):
+        args = [*command, "s3://archive/shots.h5"] + ([] if command == ["inspect"] else [str(tmp_path / "out")])
+        result = runner.invoke(app, ["--quiet", *args])
+        assert result.exit_code == 2 and "'s3://archive/shots.h5' is a URL" in " ".join(result.output.split())

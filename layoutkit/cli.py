@@ -87,11 +87,13 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
     the pipeline; errors become one line."""
     from layoutkit import pipeline
     from layoutkit.layouts import layout_for
-    from layoutkit.storage import destination, parse_storage_options
+    from layoutkit.storage import as_source, destination, parse_storage_options
 
     try:
         layout = layout_for(command, options)
-        dest = destination(dst, parse_storage_options(storage_options))
+        storage = parse_storage_options(storage_options)
+        src = as_source(src, storage)
+        dest = destination(dst, storage)
         if not dry_run:
             dest.check(options.overwrite)
         inventory, plan = pipeline.plan(layout, src, dst, options)
@@ -170,7 +172,7 @@ def sample(
 @app.command()
 def convert(
     ctx: typer.Context,
-    src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
+    src: Annotated[str, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
     dst: Annotated[str, typer.Argument(metavar="DST", help="Zarr store to write: a directory, or s3://bucket/key.zarr (gs://, az:// too).")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     # choices are plain text checked by the layouts' own parsers, so a bad value gets the
@@ -210,7 +212,7 @@ def convert(
 @app.command()
 def reorder(
     ctx: typer.Context,
-    src: Annotated[Path, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file.")],
+    src: Annotated[str, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
     dst: Annotated[str, typer.Argument(metavar="DST", help="HDF5 file to write: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     by: Annotated[str, typer.Option(metavar="shot|signal|group", help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = "shot",

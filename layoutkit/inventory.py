@@ -26,6 +26,7 @@ from layoutkit.errors import (
     SourceIsDirectoryError,
     SourceNotFoundError,
 )
+from layoutkit.storage import ObjectSource, describe_store_error
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 NETCDF3_MAGICS = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
@@ -150,17 +151,29 @@ class Inventory:
         return sum(a.nbytes for a in self.arrays)
 
 
-def _find_signature(path: Path) -> int | None:
-    """Return the offset of the HDF5 signature (0, 512, 1024, ...) or None."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        offset = 0
-        while offset + 8 <= size:
-            fh.seek(offset)
-            if fh.read(8) == HDF5_SIGNATURE:
-                return offset
-            offset = 512 if offset == 0 else offset * 2
+def _find_signature(read: Any, size: int) -> int | None:
+    """Return the offset of the HDF5 signature (0, 512, 1024, ...) or None;
+    ``read(offset, n)`` reads the file's bytes."""
+    offset = 0
+    while offset + 8 <= size:
+        if read(offset, 8) == HDF5_SIGNATURE:
+            return offset
+        offset = 512 if offset == 0 else offset * 2
     return None
+
+
+def _check_object_source(source: ObjectSource) -> ObjectSource:
+    try:
+        size = source.size()
+    except FileNotFoundError:
+        raise SourceNotFoundError(f"Source {source.url!r} does not exist.") from None
+    except Exception as exc:  # obstore's errors: say what the store answered
+        raise CorruptSourceError(f"Source {describe_store_error(source.url, exc)}") from None
+    if source.read_range(0, min(4, size))[:4] in NETCDF3_MAGICS:
+        raise NotHDF5Error(f"Source {source.url!r} is a netCDF-3 classic file, not HDF5 or netCDF-4.")
+    if _find_signature(source.read_range, size) is None:
+        raise NotHDF5Error(f"Source {source.url!r} is not an HDF5 file (no HDF5 signature found).")
+    return source
 
 
 def check_source(path: str | os.PathLike) -> Path:
@@ -170,6 +183,8 @@ def check_source(path: str | os.PathLike) -> Path:
     ------
     SourceNotFoundError, SourceIsDirectoryError, NotHDF5Error, CorruptSourceError
     """
+    if isinstance(path, ObjectSource):
+        return _check_object_source(path)  # type: ignore[return-value]
     p = Path(path)
     if not p.exists() and re.match(r"^[a-z][a-z0-9+.-]*:/", str(path)):  # "s3://b/k", or "s3:/b/k" once a Path
         url = re.sub(r"^([a-z][a-z0-9+.-]*):/+", r"\1://", str(path))
@@ -191,7 +206,9 @@ def check_source(path: str | os.PathLike) -> Path:
             f"Source {str(p)!r} is a netCDF-3 classic file, not HDF5 or netCDF-4; "
             "convert it first with: nccopy -k nc4 IN OUT."
         )
-    if _find_signature(p) is None:
+    with open(p, "rb") as fh:
+        found = _find_signature(lambda offset, n: (fh.seek(offset), fh.read(n))[1], p.stat().st_size)
+    if found is None:
         raise NotHDF5Error(f"Source {str(p)!r} is not an HDF5 file (no HDF5 signature found).")
     return p
 
@@ -203,6 +220,8 @@ def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
     """
     p = check_source(path)
     try:
+        if isinstance(p, ObjectSource):  # metadata through a block-cached file object
+            return h5py.File(p.open_file(), "r", **kwargs)
         return h5py.File(p, "r", **kwargs)
     except OSError as exc:
         raise CorruptSourceError(
@@ -385,6 +404,8 @@ def read_inventory(path: str | os.PathLike, workers: int = 1) -> Inventory:
     ------
     SourceNotFoundError, NotHDF5Error, CorruptSourceError
     """
+    if isinstance(path, ObjectSource):
+        workers = 1  # spawned walkers would each fetch the metadata again
     with open_source(path) as f:
         try:
             return _walk(f, str(path), workers)

@@ -39,7 +39,7 @@ from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.inventory import Inventory, check_source, read_inventory
 from layoutkit.options import RecipeKey
 from layoutkit.scales import ScaleDigest, read_scale_digests
-from layoutkit.storage import Destination, LocalDestination, ObjectDestination, destination
+from layoutkit.storage import Destination, LocalDestination, ObjectDestination, ObjectSource, as_source, destination
 
 PROVENANCE_ATTR = "layoutkit"
 """The one root attribute layoutkit adds to every variant it writes: the effective recipe."""
@@ -143,6 +143,7 @@ def plan(
         A source that cannot be read, an option that does not fit the file, a dataset
         the layout cannot carry.
     """
+    src = as_source(src)
     inventory = inventory or read_inventory(src, workers=getattr(options, "workers", 1))
     template = layout.scale_template(options)
     digests = read_scale_digests(src, inventory, template) if template else {}
@@ -151,7 +152,7 @@ def plan(
 
 def run(
     layout: Layout,
-    src: str | os.PathLike,
+    src: str | os.PathLike | ObjectSource,
     dst: str | os.PathLike | Destination,
     options: Any,
     progress: Progress | None = None,
@@ -179,7 +180,7 @@ def run(
     LayoutkitError
         For every expected failure; the destination is then left as it was.
     """
-    source = Path(src)
+    source = as_source(src)
     if planned is None:
         check_source(source)
     dest = dst if isinstance(dst, (LocalDestination, ObjectDestination)) else destination(dst)

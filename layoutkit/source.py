@@ -25,6 +25,7 @@ import numpy as np
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.inventory import ArrayInfo, open_source
 from layoutkit.plan import Region
+from layoutkit.storage import ObjectSource
 
 FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD = 1, 2, 32004, 32001, 32015
 FILTER_LZF, FILTER_BITSHUFFLE = 32000, 32008
@@ -150,15 +151,22 @@ class SourceReader:
         The inventory entries of the datasets that will be read.
     """
 
-    def __init__(self, path: str | os.PathLike, arrays: dict[str, ArrayInfo]) -> None:
+    def __init__(self, path: str | os.PathLike | ObjectSource, arrays: dict[str, ArrayInfo]) -> None:
         self.path = str(path)
         self.arrays = arrays
         self._file = open_source(path)
-        self._fd = os.open(self.path, os.O_RDONLY)
+        # chunk bytes: pread on a local file, a ranged GET in a bucket; never through h5py
+        self._remote = path if isinstance(path, ObjectSource) else None
+        self._fd = -1 if self._remote is not None else os.open(self.path, os.O_RDONLY)
         self._lock = threading.Lock()
         self._indexes: dict[str, _ChunkIndex] = {}
         self._pipelines: dict[str, list[tuple[int, Callable[[bytes], bytes]]]] = {}
         self.bytes_read = 0
+
+    def _pread(self, size: int, offset: int) -> bytes:
+        if self._remote is not None:
+            return self._remote.read_range(offset, size)
+        return os.pread(self._fd, size, offset)
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -211,7 +219,7 @@ class SourceReader:
         if entry is None:
             raise ChunkDecodeError(path, origin, "the chunk is not allocated")
         offset, size, mask = entry
-        return os.pread(self._fd, size, offset), mask
+        return self._pread(size, offset), mask
 
     # -- paths --------------------------------------------------------------------
 
@@ -249,7 +257,7 @@ class SourceReader:
             return self._read_h5py(info, region)
         row = int(np.prod(info.shape[1:], dtype=np.int64)) * info.dtype.itemsize
         start, stop = region[0]
-        data = os.pread(self._fd, (stop - start) * row, offset + start * row)
+        data = self._pread((stop - start) * row, offset + start * row)
         self.bytes_read += len(data)
         return np.frombuffer(data, dtype=info.dtype).reshape(out_shape)
 
@@ -289,7 +297,7 @@ class SourceReader:
                 out[dst] = info.fill_value if info.fill_value is not None else 0
                 continue
             offset, size, mask = entry
-            raw = os.pread(self._fd, size, offset)
+            raw = self._pread(size, offset)
             self.bytes_read += len(raw)
             try:
                 for position, decode in reversed(pipeline):

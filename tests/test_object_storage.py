@@ -184,8 +184,56 @@ def test_what_a_killed_upload_left_is_not_a_destination_and_is_cleaned_up(endpoi
     assert "killed.zarr/zarr.json" in left and "killed.zarr/shots/1/signals/ip/c/0" not in left
 
 
-def test_a_source_in_a_bucket_is_refused_in_one_sentence(tmp_path):
-    for command in (["convert"], ["reorder"], ["inspect"]):
-        args = [*command, "s3://archive/shots.h5"] + ([] if command == ["inspect"] else [str(tmp_path / "out")])
+def test_commands_that_read_local_files_only_say_so(tmp_path):
+    """inspect and verify do not read buckets yet: one sentence, not 'does not exist'."""
+    for args in (["inspect", "s3://archive/shots.h5"], ["verify", "s3://archive/shots.h5", str(tmp_path)]):
         result = runner.invoke(app, ["--quiet", *args])
         assert result.exit_code == 2 and "'s3://archive/shots.h5' is a URL" in " ".join(result.output.split())
+
+
+# -- sources in a bucket ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def source_url(endpoint, shot_file) -> str:
+    client(endpoint).upload_file(str(shot_file), BUCKET, "sources/shots.h5")
+    return f"s3://{BUCKET}/sources/shots.h5"
+
+
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="mirror"),
+    pytest.param(["--order", "signal", "--shards", "auto"], id="signal-major"),
+])
+def test_a_source_in_a_bucket_converts_to_the_same_store(endpoint, source_url, shot_file, tmp_path, args):
+    """The walk reads the metadata through a block-cached file object, the chunks as
+    ranged GETs: the store is byte for byte the one the local file gives."""
+    assert cli(endpoint, "convert", source_url, tmp_path / "remote.zarr", *args).exit_code == 0
+    assert runner.invoke(app, ["--quiet", "convert", str(shot_file), str(tmp_path / "local.zarr"), *args]).exit_code == 0
+    assert local_files(tmp_path / "remote.zarr") == local_files(tmp_path / "local.zarr")
+
+
+def test_bucket_to_bucket_on_a_cluster_of_processes(endpoint, source_url, shot_file, tmp_path):
+    """Workers in other processes read the source from the bucket themselves (no shared
+    file system for the source); the reorder goes bucket to bucket too."""
+    result = cli(endpoint, "convert", source_url, f"s3://{BUCKET}/cluster/shots.zarr", "--scheduler", "processes",
+                 "--workers", "2", "--chunk-size", "256KiB")
+    assert result.exit_code == 0, result.output
+    copy = tmp_path / "shots.zarr"
+    for rel, data in objects(endpoint, "cluster/shots.zarr/").items():
+        (copy / rel[len("cluster/shots.zarr/"):]).parent.mkdir(parents=True, exist_ok=True)
+        (copy / rel[len("cluster/shots.zarr/"):]).write_bytes(data)
+    assert compare_variant(shot_file, copy) == []
+    assert cli(endpoint, "reorder", source_url, f"s3://{BUCKET}/cluster/by-shot.h5", "--by", "shot").exit_code == 0
+    (data,) = objects(endpoint, "cluster/by-shot.h5").values()
+    (tmp_path / "by-shot.h5").write_bytes(data)
+    assert compare_variant(shot_file, tmp_path / "by-shot.h5") == []
+
+
+def test_a_missing_or_wrong_source_in_a_bucket_is_one_sentence(endpoint, tmp_path):
+    client(endpoint).put_object(Bucket=BUCKET, Key="sources/notes.txt", Body=b"not hdf5 at all")
+    for url, words in [(f"s3://{BUCKET}/sources/nothere.h5", "does not exist"),
+                       (f"s3://{BUCKET}/sources/notes.txt", "not an HDF5 file"),
+                       (f"s3://no-such-bucket-{BUCKET}/x.h5", "does not exist")]:
+        result = cli(endpoint, "convert", url, tmp_path / "out.zarr")
+        assert result.exit_code == 2 and words in " ".join(result.output.split()), result.output
+        assert not (tmp_path / "out.zarr").exists()

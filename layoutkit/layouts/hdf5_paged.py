@@ -51,7 +51,7 @@ from layoutkit.plan import (
 )
 from layoutkit.scales import ScaleDigest, duplicate_scales
 from layoutkit.source import SourceReader, can_read_raw
-from layoutkit.storage import Destination
+from layoutkit.storage import Destination, read_head
 from layoutkit.writers.hdf5_paged import (
     ChunkEncoder,
     PagedHDF5Writer,
@@ -332,8 +332,8 @@ class HDF5Paged(Layout):
         work.close()  # HDF5 writes its last metadata on close
         userblock = work.state["userblock"]
         if userblock:
-            with open(work.state["source"], "rb") as fin, open(staged, "r+b") as fout:
-                fout.write(fin.read(userblock))
+            with open(staged, "r+b") as fout:
+                fout.write(read_head(work.state["source"], userblock))
 
     def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: ReorderPlan, work: Work,
                   seconds: float) -> ReorderSummary:

@@ -47,7 +47,7 @@ from layoutkit.plan import (
 )
 from layoutkit.scales import ScaleDigest
 from layoutkit.source import SourceReader, can_read_raw
-from layoutkit.storage import Destination
+from layoutkit.storage import Destination, portable
 from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
 
 DEFAULT_CHUNK_BYTES = 4 * 1024**2
@@ -305,7 +305,7 @@ class ZarrMirror(Layout):
         infos = {a.path: a for a in inventory.arrays}
         planned = {a.path: infos[a.path] for a in plan.arrays}
         job = CopyJob(
-            str(source.resolve()), str(staged.resolve()), plan.options.zarr_format, planned,
+            portable(source), str(staged.resolve()), plan.options.zarr_format, planned,
             frozenset(writer.fill_matches_source(planned)),
         )
         adopt_job(job, writer)

@@ -47,7 +47,7 @@ from layoutkit.plan import (
     task_budget,
 )
 from layoutkit.scales import ScaleDigest, duplicate_scales
-from layoutkit.storage import Destination
+from layoutkit.storage import Destination, portable
 from layoutkit.writers.zarr_signal import (
     DATA,
     LAYOUT_ATTR,
@@ -411,7 +411,7 @@ class ZarrSignal(Layout):
         }
         sources = {r[0] for rows in packing.values() for r in rows} | {a.path for a in mirrored}
         job = PackJob(
-            str(source.resolve()),
+            portable(source),
             str(staged.resolve()),
             options.zarr_format,
             {p: infos[p] for p in sources},

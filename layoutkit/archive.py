@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import zarr
 from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError
 from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template, natural_key
+from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
 from layoutkit.writers.zarr_signal import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
 
@@ -250,15 +252,19 @@ class HDF5Archive(Archive):
         sleep: Any = None,
     ) -> None:
         super().__init__(path, template)
-        self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
-        self._file.counter = self.counter
+        if isinstance(path, ObjectSource):  # every GET is a request (h5py's reads come from its blocks)
+            self._file = path.open_file(on_get=self._charge)
+            self._model, self._sleep = model, sleep or time.sleep
+        else:
+            self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
+            self._file.counter = self.counter
         self.page_buffer = page_buffer
         self._scale_paths: dict[int, str] = {}
         try:
             self.f = h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {}))
         except OSError as exc:
             self._file.close()
-            if page_buffer and not is_paged(path):
+            if page_buffer and not isinstance(path, ObjectSource) and not is_paged(path):
                 raise InvalidOptionError(
                     f"{path} was not written with paged aggregation, so it cannot have a page buffer."
                 ) from None
@@ -268,6 +274,12 @@ class HDF5Archive(Archive):
         recorded = _recorded_layout(self.f.attrs.get("layoutkit"))
         if recorded:
             self.layout = recorded
+
+    def _charge(self, nbytes: int) -> None:
+        delay = self._model.cost(nbytes) if self._model else 0.0
+        self.counter.add(nbytes, delay)
+        if delay:
+            self._sleep(delay)
 
     def close(self) -> None:
         try:
@@ -446,7 +458,7 @@ class ZarrArchive(Archive):
             self.store, self.root = root.store, root
             self.counter = self.store.counter
         else:  # a root the caller opened its own way (e.g. without consolidated metadata)
-            self.store, self.root = _counting_store(path, model, self.counter, sleep), root
+            self.store, self.root = _counting_store(path, model, self.counter, sleep, base=root.store), root
         self._nodes = self._list_nodes()
         self._scales: dict[str, list[list[str]]] | None = None
 
@@ -502,8 +514,8 @@ class ZarrArchive(Archive):
         else found by dimension name in the array's group or an ancestor's subgroups."""
         if self._scales is None:
             try:
-                self._scales = json.loads((self.path / SIDECAR).read_text()).get("dimension_scales", {})
-            except (OSError, ValueError):
+                self._scales = json.loads(_store_text(self.store, SIDECAR)).get("dimension_scales", {})
+            except (OSError, ValueError, TypeError):
                 self._scales = {}
         if path in self._scales:
             return self._scales[path]
@@ -535,18 +547,35 @@ class ZarrArchive(Archive):
         return xr.DataArray(data, dims=dims, coords=coords, attrs=_plain_attrs(dict(a.attrs), _HIDDEN_ZARR_ATTRS))
 
 
-def _counting_store(path: Path, model: LatencyModel | None, counter: Counter, sleep: Any) -> CountingStore:
-    local = zarr.storage.LocalStore(path, read_only=True)
-    return CountingStore(local, model, counter, **({"sleep": sleep} if sleep else {}))
+def _store_text(store: Any, key: str) -> str:
+    """A small document of a store (a local folder or a bucket), as text."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    buf = sync(store.get(key, default_buffer_prototype()))
+    if buf is None:
+        raise OSError(f"{key} is not in the store")
+    return buf.to_bytes().decode()
+
+
+def _counting_store(
+    path: Path | str, model: LatencyModel | None, counter: Counter, sleep: Any, base: Any = None
+) -> CountingStore:
+    """``base`` (zarr's ObjectStore over a bucket prefix), or the local folder ``path``,
+    wrapped so that every request is counted (and charged, with a latency model)."""
+    base = base if base is not None else zarr.storage.LocalStore(path, read_only=True)
+    return CountingStore(base, model, counter, **({"sleep": sleep} if sleep else {}))
 
 
 def _open_counted(
-    path: Path, model: LatencyModel | None, counter: Counter, sleep: Any
+    path: Path | str, model: LatencyModel | None, counter: Counter, sleep: Any, base: Any = None,
+    zarr_format: int | None = None,
 ) -> tuple[CountingStore, zarr.Group]:
-    """The root group of a local store, read through a CountingStore."""
-    store = _counting_store(path, model, counter, sleep)
+    """The root group of a store, read through a CountingStore."""
+    store = _counting_store(path, model, counter, sleep, base)
     # naming the format saves the requests for the other format's documents
-    zarr_format = 3 if (path / "zarr.json").exists() else 2
+    if zarr_format is None:
+        zarr_format = 3 if (Path(path) / "zarr.json").exists() else 2
     return store, zarr.open_group(store, mode="r", zarr_format=zarr_format)
 
 
@@ -800,6 +829,7 @@ def open_archive(
     model: LatencyModel | None = None,
     page_buffer: int = 0,
     sleep: Any = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Archive:
     """Open any layout layoutkit knows as an :class:`Archive`.
 
@@ -816,12 +846,17 @@ def open_archive(
         HDF5 page buffer bytes, for paged HDF5 files.
     sleep
         Replaces the wait (tests record instead of sleeping).
+    storage_options
+        For a URL (``s3://bucket/key``): endpoint, credentials... (``--storage-option``).
+        Its requests are real, and counted as GETs of the store.
 
     Raises
     ------
     NotAnArchiveError
         When the path does not exist or is neither HDF5 nor Zarr.
     """
+    if is_url(str(path)):
+        return _open_url(str(path), template, model, page_buffer, sleep, storage_options or {})
     p = Path(path)
     if not p.exists():
         raise SourceNotFoundError(f"{p} does not exist.")
@@ -843,6 +878,48 @@ def open_archive(
     if not h5py.is_hdf5(p):
         raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.")
     return HDF5Archive(p, template, model, page_buffer, sleep)
+
+
+def zarr_format_at(store: Any) -> int | None:
+    """3 or 2 when an obstore store (rooted at a Zarr store) has a root document, else None."""
+    import obstore
+
+    for name, fmt in (("zarr.json", 3), (".zgroup", 2)):
+        try:
+            obstore.head(store, name)
+            return fmt
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: int, sleep: Any,
+              storage_options: dict[str, str]) -> Archive:
+    """A Zarr store or an HDF5 file in a bucket, read with real requests."""
+    from layoutkit.inventory import check_source
+
+    try:
+        prefixed = store_at(url, storage_options)
+        fmt = zarr_format_at(prefixed)
+    except FileNotFoundError:
+        fmt = None
+    except Exception as exc:  # obstore's own errors: name what the store said
+        from layoutkit.storage import describe_store_error
+
+        raise NotAnArchiveError(describe_store_error(url, exc)) from None
+    if fmt is None:  # an object, not a store: HDF5 (or refused in one sentence)
+        source = check_source(ObjectSource(url, tuple(sorted(storage_options.items()))))
+        return HDF5Archive(source, template, model, page_buffer, sleep)  # type: ignore[arg-type]
+    base = zarr.storage.ObjectStore(prefixed, read_only=True)
+    try:
+        _, root = _open_counted(url, model, Counter(), sleep, base=base, zarr_format=fmt)
+    except (ValueError, KeyError, OSError) as exc:
+        raise NotAnArchiveError(f"{url} is not a readable Zarr store: {exc}.") from None
+    layout = root.attrs.get(LAYOUT_ATTR, {}) or {}
+    name = layout.get("name", "shot-major") if isinstance(layout, dict) else "shot-major"
+    if name not in ZARR_LAYOUTS:
+        raise NotAnArchiveError(f"{url} holds the Zarr layout {name!r}, which this layoutkit cannot read.")
+    return ZARR_LAYOUTS[name](url, template, model, sleep, root=root)  # type: ignore[arg-type]
 
 
 __all__ = [

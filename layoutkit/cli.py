@@ -6,6 +6,7 @@ one plain sentence and the command exits with status 2 (1 for ``verify`` mismatc
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -295,7 +296,7 @@ def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
 @app.command()
 def verify(
     src: Annotated[Path, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from.")],
-    variants: Annotated[list[Path], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure.")],
+    variants: Annotated[list[str], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")],
     check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
     patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",
     sample: Annotated[int, typer.Option(help="K: shots, signals or arrays drawn per pattern subset draws 4K hyperslabs of at most 4 MiB each, together at most the data's size (what scan reads).")] = 10,
@@ -310,6 +311,7 @@ def verify(
     template: Annotated[str, typer.Option(help="Where signals live in the hierarchy.")] = "/shots/{shot}/signals/{signal}",
     scheduler: Annotated[str | None, typer.Option(help="A dask scheduler address for --engine distributed.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write results.csv, results.json and plots here.")] = None,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
 ) -> None:
     """Prove every variant holds exactly the source's data, then time the standard read
     patterns on the source and every variant.
@@ -318,6 +320,7 @@ def verify(
     from the source's; 2 bad input (nothing measured); 3 a read pattern could not run on
     some variant (the reason is printed under the table).
     """
+    from layoutkit.storage import parse_storage_options
     from layoutkit.verify import report as rep
     from layoutkit.verify.equality import recorded_skips
     from layoutkit.verify.run import (
@@ -351,6 +354,7 @@ def verify(
             page_buffers=parse_sizes(page_buffer, "page buffer size"), caches=parse_choices(cache, CACHES, "--cache"),
             latencies=parse_durations(latency), bandwidths=parse_bandwidths(bandwidth), repeat=repeat,
             template=template, scheduler=scheduler, check=check,
+            storage_options=tuple(sorted(parse_storage_options(storage_option).items())),
         )  # fmt: skip
         try:
             result = run_verify(
@@ -376,8 +380,8 @@ def verify(
     if check and not bad:
         out.print(f"all {len(variants)} variants hold exactly the data of {src.name}")
     for variant in variants if check else ():
-        if left_out := recorded_skips(variant):
-            out.print(f"{variant.name} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "
+        if left_out := recorded_skips(variant, dict(options.storage_options)):
+            out.print(f"{variant.rstrip('/').rsplit('/', 1)[-1]} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "
                       f"lists them (convert --skip-unsupported): {', '.join(left_out[:5])}"
                       + (" ..." if len(left_out) > 5 else ""), highlight=False)
     # a log or a pipe gets the whole table rather than columns cut to 80 characters
@@ -388,8 +392,12 @@ def verify(
     for line in failed:
         out.print(f"[bold red]failed:[/] {line}", highlight=False)
     if out_dir is not None:
-        meta = {"source": str(src), "variants": [str(v) for v in variants], "options": {
-            k: v for k, v in vars(options).items()}, "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
+        shown = {k: v for k, v in vars(options).items() if k != "storage_options"}
+        # the endpoint and region say where it ran; keys and secrets stay out of the report
+        shown["storage_options"] = {k: ("***" if re.search("key|secret|token|password", k, re.I) else v)
+                                    for k, v in options.storage_options}
+        meta = {"source": str(src), "variants": [str(v) for v in variants], "options": shown,
+                "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
         written = rep.write(result.results, out_dir, meta)
         out.print(f"wrote under {out_dir}:")
         for _path, caption in written:
@@ -440,13 +448,15 @@ def recipes_show(
 
 @recipes_app.command("from")
 def recipes_from(
-    variant: Annotated[Path, typer.Argument(metavar="VARIANT", help="A Zarr store or HDF5 file layoutkit wrote.")],
+    variant: Annotated[str, typer.Argument(metavar="VARIANT", help="A Zarr store or HDF5 file layoutkit wrote: a path, or s3://bucket/key.")],
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
 ) -> None:
     """Print the recipe a variant was written with, as TOML that --recipe takes."""
     from layoutkit.recipes import recipe_toml
+    from layoutkit.storage import parse_storage_options
 
     try:
-        text = recipe_toml(variant)
+        text = recipe_toml(variant, parse_storage_options(storage_option))
     except LayoutkitError as exc:
         raise fail(exc) from None
     typer.echo(text, nl=False)

@@ -211,17 +211,40 @@ def provenance(options: Any) -> str:
 # -- reading a variant's recipe back ----------------------------------------------
 
 
-def read_provenance(variant: str | os.PathLike) -> dict[str, Any]:
-    """The provenance document of a variant (a Zarr store or an HDF5 file).
+def _url_provenance(url: str, storage_options: dict[str, str]) -> Any:
+    """The provenance attribute of a variant in a bucket: from the store's root document,
+    or the HDF5 file's root attributes read through ranged GETs."""
+    import obstore
+
+    from layoutkit.archive import zarr_format_at
+    from layoutkit.inventory import open_source
+    from layoutkit.storage import ObjectSource, store_at
+
+    store = store_at(url, storage_options)
+    fmt = zarr_format_at(store)
+    if fmt is not None:
+        doc = json.loads(bytes(obstore.get(store, "zarr.json" if fmt == 3 else ".zattrs").bytes()))
+        return (doc.get("attributes", {}) if fmt == 3 else doc).get(PROVENANCE_ATTR)
+    with open_source(ObjectSource(url, tuple(sorted(storage_options.items())))) as f:
+        return f.attrs.get(PROVENANCE_ATTR)
+
+
+def read_provenance(variant: str | os.PathLike, storage_options: dict[str, str] | None = None) -> dict[str, Any]:
+    """The provenance document of a variant (a Zarr store or an HDF5 file, local or in a
+    bucket).
 
     Raises
     ------
     RecipeError
         The variant carries no layoutkit provenance attribute.
     """
+    from layoutkit.storage import is_url
+
     path = Path(variant)
     text = None
-    if path.is_dir():
+    if is_url(str(variant)):
+        text = _url_provenance(str(variant), storage_options or {})
+    elif path.is_dir():
         for doc_name, get in (("zarr.json", lambda d: d.get("attributes", {})), (".zattrs", lambda d: d)):
             if (path / doc_name).is_file():
                 text = get(json.loads((path / doc_name).read_text())).get(PROVENANCE_ATTR)
@@ -245,13 +268,13 @@ def read_provenance(variant: str | os.PathLike) -> dict[str, Any]:
     return doc
 
 
-def recipe_toml(variant: str | os.PathLike) -> str:
+def recipe_toml(variant: str | os.PathLike, storage_options: dict[str, str] | None = None) -> str:
     """A variant's recorded recipe as TOML that ``--recipe`` takes to write the same layout."""
     import tomli_w
 
-    doc = read_provenance(variant)
+    doc = read_provenance(variant, storage_options)
     recipe = dict(doc["recipe"])
-    name = Path(variant).name
+    name = str(variant).rstrip("/").rsplit("/", 1)[-1]
     recipe = {
         "target": recipe.pop("target", None),
         "description": (

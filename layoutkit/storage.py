@@ -207,12 +207,18 @@ def object_store(url: str, storage_options: dict[str, str]) -> tuple[Any, str]:
     ranged and multipart requests itself. Aliases such as ``endpoint_url`` are accepted;
     an ``http://`` endpoint (a local test server) is allowed.
     """
+    scheme, _, rest = url.partition("://")
+    bucket, _, key = rest.partition("/")
+    return store_at(f"{scheme}://{bucket}", storage_options), key.strip("/")
+
+
+def store_at(url: str, storage_options: dict[str, str]) -> Any:
+    """An obstore store rooted at ``url`` (a bucket, or a prefix inside one): keys are
+    relative to it, as zarr's ``ObjectStore`` wants for a store in a bucket."""
     from datetime import timedelta
 
     from obstore.store import from_url
 
-    scheme, _, rest = url.partition("://")
-    bucket, _, key = rest.partition("/")
     config: dict[str, Any] = {}
     client: dict[str, Any] = {"connect_timeout": "10s", "timeout": "120s"}
     for k, v in storage_options.items():
@@ -226,8 +232,7 @@ def object_store(url: str, storage_options: dict[str, str]) -> tuple[Any, str]:
     if str(config.get("endpoint", "")).startswith("http://"):
         client.setdefault("allow_http", True)
     retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=30), "backoff": {}}
-    store = from_url(f"{scheme}://{bucket}", config=config or None, client_options=client, retry_config=retry)
-    return store, key.strip("/")
+    return from_url(url.rstrip("/"), config=config or None, client_options=client, retry_config=retry)
 
 
 def describe_store_error(url: str, exc: BaseException) -> str:
@@ -433,8 +438,9 @@ class ObjectSource:
         store, key = self._store
         return bytes(obstore.get_range(store, key, start=offset, length=size)) if size else b""
 
-    def open_file(self) -> RangeFile:
-        return RangeFile(self, self.size())
+    def open_file(self, on_get: Any = None) -> RangeFile:
+        """A file object over the source; ``on_get(nbytes)`` is told of every GET."""
+        return RangeFile(self, self.size(), on_get)
 
 
 _STORES: dict[ObjectSource, tuple[Any, str]] = {}
@@ -445,8 +451,8 @@ class RangeFile(io.RawIOBase):
     blocks of :data:`READ_BLOCK_BYTES` and keeping the last :data:`READ_CACHE_BLOCKS`
     (h5py reads metadata a few bytes at a time). ``requests`` counts the GETs."""
 
-    def __init__(self, source: ObjectSource, size: int) -> None:
-        self.source, self._size, self._pos = source, size, 0
+    def __init__(self, source: ObjectSource, size: int, on_get: Any = None) -> None:
+        self.source, self._size, self._pos, self._on_get = source, size, 0, on_get
         self._blocks: dict[int, bytes] = {}
         self.requests = 0
 
@@ -470,6 +476,8 @@ class RangeFile(io.RawIOBase):
             start = index * READ_BLOCK_BYTES
             block = self.source.read_range(start, min(READ_BLOCK_BYTES, self._size - start))
             self.requests += 1
+            if self._on_get is not None:
+                self._on_get(len(block))
             if len(self._blocks) >= READ_CACHE_BLOCKS:
                 self._blocks.pop(next(iter(self._blocks)))
         self._blocks[index] = block  # most recently used last
@@ -511,4 +519,5 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
 
 
 __all__ = ["Destination", "LocalDestination", "ObjectDestination", "ObjectSource", "RangeFile", "as_source", "destination",
-           "disk_usage", "is_url", "object_store", "parse_storage_options", "portable", "read_head", "remove_path"]
+           "disk_usage", "is_url", "object_store", "parse_storage_options", "portable", "read_head", "remove_path",
+           "store_at"]

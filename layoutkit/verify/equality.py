@@ -32,6 +32,7 @@ from layoutkit.inventory import ArrayInfo, Inventory, first_line, read_inventory
 from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import iter_blocks
 from layoutkit.source import SourceReader
+from layoutkit.storage import ObjectSource, is_url, store_at
 
 # JSON has no NaN or infinities: the README's rule stores them in attributes as these strings
 _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
@@ -115,10 +116,11 @@ def _same_attr(a: Any, b: Any) -> bool:
 
 def compare_zarr(
     source: str | Path,
-    store: str | Path,
+    store: str | Path | Any,
     inventory: Inventory | None = None,
     skipped: frozenset[str] = frozenset(),
     workers: int = 2,
+    name: str | None = None,
 ) -> list[Mismatch]:
     """Compare a Zarr store written by ``convert`` with its HDF5 source.
 
@@ -127,7 +129,7 @@ def compare_zarr(
     source
         The HDF5 file.
     store
-        The Zarr store.
+        The Zarr store: a folder, or a zarr store object (e.g. ``ObjectStore`` over a bucket).
     skipped
         Paths left out on purpose (``--skip-unsupported``); not reported as missing.
     workers
@@ -139,7 +141,7 @@ def compare_zarr(
         Empty when the store is faithful.
     """
     inventory = inventory or read_inventory(source)
-    name = str(store)
+    name = name or str(store)
     # the arrays' own metadata is the truth; consolidated metadata is only a cache of it
     root = zarr.open_group(store, mode="r", use_consolidated=False)
     zfmt = root.metadata.zarr_format
@@ -309,7 +311,8 @@ def compare_hdf5(
     def miss(path: str, what: str, detail: str) -> None:
         found.append(Mismatch(name, path, what, detail))
 
-    with h5py.File(source, "r") as fs, h5py.File(variant, "r") as fv:
+    opened = variant.open_file() if isinstance(variant, ObjectSource) else variant
+    with h5py.File(source, "r") as fs, h5py.File(opened, "r") as fv:
         for g in inventory.groups:
             if g.path not in fv:
                 miss(g.path, "missing", "group not in the variant")
@@ -388,17 +391,38 @@ def _compare_raw_attrs(path: str, a: dict[str, Any], b: dict[str, Any], miss: An
             miss(path, "attribute", f"{key!r} is not in the source")
 
 
-def recorded_skips(variant: str | Path) -> list[str]:
+def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None = None) -> list[str]:
     """The datasets a Zarr variant leaves out on purpose (``convert --skip-unsupported``),
     as its ``layoutkit.json`` lists them (README: "Links"); none for an HDF5 variant."""
-    sidecar = Path(variant) / "layoutkit.json"
-    if not sidecar.is_file():
-        return []
     try:
-        doc = json.loads(sidecar.read_text())
-    except (OSError, ValueError):
+        if is_url(str(variant)):
+            import obstore
+
+            text = bytes(obstore.get(store_at(str(variant), storage_options or {}), "layoutkit.json").bytes()).decode()
+        else:
+            sidecar = Path(variant) / "layoutkit.json"
+            if not sidecar.is_file():
+                return []
+            text = sidecar.read_text()
+        doc = json.loads(text)
+    except (OSError, ValueError):  # FileNotFoundError from the store too: no sidecar, nothing skipped
         return []
     return [s["path"] for s in doc.get("skipped", []) if isinstance(s, dict) and isinstance(s.get("path"), str)]
+
+
+def _locate_variant(variant: str | Path, storage_options: dict[str, str]) -> tuple[str, str, Any]:
+    """(name, "zarr" or "hdf5", what the comparators open): a local path, or for a URL a
+    zarr ``ObjectStore`` over the bucket prefix or an :class:`ObjectSource`."""
+    if not is_url(str(variant)):
+        path = Path(variant)
+        return str(path), ("zarr" if path.is_dir() else "hdf5"), path
+    from layoutkit.archive import zarr_format_at
+
+    url = str(variant)
+    prefixed = store_at(url, storage_options)
+    if zarr_format_at(prefixed) is not None:
+        return url, "zarr", zarr.storage.ObjectStore(prefixed, read_only=True)
+    return url, "hdf5", ObjectSource(url, tuple(sorted(storage_options.items())))
 
 
 class DifferentSourceError(LayoutkitError):
@@ -406,10 +430,11 @@ class DifferentSourceError(LayoutkitError):
 
 
 def compare_variant(
-    source: str | Path, variant: str | Path, inventory: Inventory | None = None, workers: int = 2
+    source: str | Path, variant: str | Path, inventory: Inventory | None = None, workers: int = 2,
+    storage_options: dict[str, str] | None = None,
 ) -> list[Mismatch]:
     """Compare any variant layoutkit writes (a Zarr store in any layout, a paged HDF5
-    file) with its source.
+    file), local or in a bucket (``s3://...``, read through the store), with its source.
 
     Raises
     ------
@@ -418,14 +443,14 @@ def compare_variant(
         made from another file, and listing every array as missing would bury that.
     """
     inventory = inventory or read_inventory(source)
-    path = Path(variant)
-    skipped = frozenset(recorded_skips(path))
-    if path.is_dir():
-        layout = zarr.open_group(path, mode="r").attrs.get("layoutkit_layout") or {}
+    skipped = frozenset(recorded_skips(variant, storage_options))
+    name, kind, handle = _locate_variant(variant, storage_options or {})
+    if kind == "zarr":
+        layout = zarr.open_group(handle, mode="r").attrs.get("layoutkit_layout") or {}
         compare = _ZARR_COMPARATORS.get(layout.get("name") if isinstance(layout, dict) else None, compare_zarr)
-        found = compare(source, path, inventory=inventory, skipped=skipped, workers=workers)
+        found = compare(source, handle, inventory=inventory, skipped=skipped, workers=workers, name=name)
     else:
-        found = compare_hdf5(source, path, inventory=inventory)
+        found = compare_hdf5(source, handle, inventory=inventory)
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
     missing = [m for m in found if m.what == "missing" and m.path in {a.path for a in arrays}]
     if arrays and len(missing) * 2 >= len(arrays) and len(arrays) > 1:
@@ -443,10 +468,11 @@ _ZARR_COMPARATORS: dict[Any, Any] = {}
 
 def compare_signal_major(
     source: str | Path,
-    store: str | Path,
+    store: str | Path | Any,
     inventory: Inventory | None = None,
     skipped: frozenset[str] = frozenset(),
     workers: int = 2,
+    name: str | None = None,
 ) -> list[Mismatch]:
     """Compare a signal-major Zarr store (``convert --order signal``) with its source.
 
@@ -463,7 +489,7 @@ def compare_signal_major(
     from layoutkit.archive import LAYOUT_ATTR, SignalMajorArchive, scan_grid
 
     inventory = inventory or read_inventory(source)
-    name = str(store)
+    name = name or str(store)
     found: list[Mismatch] = []
 
     def miss(path: str, what: str, detail: str) -> None:
@@ -471,7 +497,8 @@ def compare_signal_major(
 
     with warnings.catch_warnings():  # walking the hierarchy meets layoutkit.json
         warnings.simplefilter("ignore")
-        archive = SignalMajorArchive(Path(store), root=zarr.open_group(store, mode="r", use_consolidated=False))
+        where = Path(store) if isinstance(store, (str, Path)) else name  # a store in a bucket: its URL
+        archive = SignalMajorArchive(where, root=zarr.open_group(store, mode="r", use_consolidated=False))
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
     packed = [a for a in arrays if archive._locate(a.path) is not None]
     mirrored = [a for a in arrays if archive._locate(a.path) is None]
@@ -479,7 +506,7 @@ def compare_signal_major(
     implied = archive._virtual_tree()
     groups = [g for g in inventory.groups if g.path != "/" and (g.attrs or g.path not in implied)]
     found += compare_zarr(source, store, replace(inventory, groups=tuple(groups), arrays=tuple(mirrored)),
-                          skipped, workers)
+                          skipped, workers, name)
     root = next((g for g in inventory.groups if g.path == "/"), None)
     if root is not None:
         got = {k: v for k, v in archive.root.attrs.items() if k != LAYOUT_ATTR}

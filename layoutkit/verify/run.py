@@ -31,6 +31,7 @@ from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
 from layoutkit.inventory import first_line
 from layoutkit.options import parse_size
+from layoutkit.storage import is_url
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
 from layoutkit.verify.storage import LatencyModel
 
@@ -146,11 +147,13 @@ def conditions_for(
 
 
 def read_share(
-    path: str, template: str, pattern: str, items: list[Any], latency: float, bandwidth: float, page_buffer: int
+    path: str, template: str, pattern: str, items: list[Any], latency: float, bandwidth: float, page_buffer: int,
+    storage: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, Any]:
     """One worker's part of a run: open the variant, read, report the counts."""
     model = LatencyModel(latency, bandwidth) if latency or bandwidth else None
-    with open_archive(path, template=template, model=model, page_buffer=page_buffer) as archive:
+    with open_archive(path, template=template, model=model, page_buffer=page_buffer,
+                      storage_options=dict(storage)) as archive:
         error = None
         try:
             logical = run_reads(archive, pattern, items)
@@ -207,8 +210,12 @@ class Engine:
 # -- the OS page cache --------------------------------------------------------------------
 
 
-def files_of(path: Path) -> Iterator[Path]:
-    """Every file of a variant (one HDF5 file, or all files of a store)."""
+def files_of(path: Path | str) -> Iterator[Path]:
+    """Every local file of a variant (one HDF5 file, or all files of a store); none for a
+    variant in a bucket, whose cache is not this machine's."""
+    if is_url(str(path)):
+        return
+    path = Path(path)
     if path.is_dir():
         for root, _, names in os.walk(path):
             for name in names:
@@ -243,17 +250,19 @@ class Variant:
     """A variant to measure (the source is measured as one too)."""
 
     name: str
-    path: Path
+    path: Path | str  # a local path, or a URL (s3://...)
     format: str
     layout: str
     kind: str  # "hdf5", "hdf5-paged" or "zarr": decides which conditions apply
     equal: bool | None  # None for the source itself
+    storage: tuple[tuple[str, str], ...] = ()  # --storage-option, for a variant in a bucket
 
 
-def describe(path: Path, name: str, equal: bool | None, template: str) -> Variant:
-    with open_archive(path, template=template) as a:
+def describe(path: Path | str, name: str, equal: bool | None, template: str,
+             storage: tuple[tuple[str, str], ...] = ()) -> Variant:
+    with open_archive(path, template=template, storage_options=dict(storage)) as a:
         kind = "zarr" if a.format == "zarr" else ("hdf5-paged" if a.layout.startswith("hdf5-paged") else "hdf5")
-        return Variant(name, path, a.format, a.layout, kind, equal)
+        return Variant(name, path, a.format, a.layout, kind, equal, storage)
 
 
 @dataclass
@@ -299,8 +308,8 @@ def _hit_rates(stats: list[dict[str, Any] | None]) -> tuple[float | None, float 
     return (meta_h / meta_a if meta_a else 0.0), (raw_h / raw_a if raw_a else 0.0)
 
 
-def scan_plan(variant: Path, template: str) -> tuple[Any, ...]:
-    with open_archive(variant, template=template) as a:
+def scan_plan(variant: Path | str, template: str, storage: tuple[tuple[str, str], ...] = ()) -> tuple[Any, ...]:
+    with open_archive(variant, template=template, storage_options=dict(storage)) as a:
         return tuple(a.blocks())
 
 
@@ -338,14 +347,15 @@ def measure(
             for plan in plans:
                 items = plan.items
                 if plan.per_variant:
-                    scan_items = scan_items if scan_items is not None else scan_plan(v.path, template)
+                    scan_items = scan_items if scan_items is not None else scan_plan(v.path, template, v.storage)
                     items = scan_items
                 for c in conditions(v):
                     key = (c.engine, c.workers)
                     if key not in engines:
                         engines[key] = Engine(c.engine, c.workers, scheduler)
                     shares = [
-                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0)
+                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0,
+                         v.storage)
                         for share in split(items, c.workers)
                     ]
                     if c.cache == "warm":
@@ -421,6 +431,7 @@ class VerifyOptions:
     scheduler: str | None = None
     check: bool = True
     check_workers: int = 2
+    storage_options: tuple[tuple[str, str], ...] = ()  # for variants in a bucket (--storage-option)
 
 
 @dataclass
@@ -431,9 +442,13 @@ class VerifyReport:
     patterns: tuple[str, ...]
 
 
-def _names(paths: Sequence[Path]) -> list[str]:
-    names = [p.name for p in paths]
-    return [str(p) if names.count(p.name) > 1 else p.name for p in paths]
+def _name(path: Path | str) -> str:
+    return path.name if isinstance(path, Path) else str(path).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _names(paths: Sequence[Path | str]) -> list[str]:
+    names = [_name(p) for p in paths]
+    return [str(p) if names.count(_name(p)) > 1 else _name(p) for p in paths]
 
 
 def verify(
@@ -474,9 +489,10 @@ def verify(
     if options.repeat < 1:
         raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {options.repeat}.")
     src = check_source(source)
-    paths = [Path(v) for v in variants]
+    paths: list[Path | str] = [str(v) if is_url(str(v)) else Path(v) for v in variants]
+    storage = options.storage_options
     names = _names(paths)
-    described = [describe(p, n, None, options.template) for p, n in zip(paths, names)]  # raises on bad input
+    described = [describe(p, n, None, options.template, storage) for p, n in zip(paths, names)]  # raises on bad input
     with open_archive(src, template=options.template) as source_archive:
         patterns = parse_patterns(options.patterns, available_patterns(source_archive))
     on_start()
@@ -484,14 +500,15 @@ def verify(
     if options.check:
         inventory = read_inventory(src, workers=options.check_workers)
         for p, n in zip(paths, names):
-            mismatches[n] = compare_variant(src, p, inventory, workers=options.check_workers)
+            mismatches[n] = compare_variant(src, p, inventory, workers=options.check_workers,
+                                            storage_options=dict(storage))
             on_check(n)
     checked = [
-        Variant(v.name, v.path, v.format, v.layout, v.kind, not mismatches[v.name] if options.check else None)
+        Variant(v.name, v.path, v.format, v.layout, v.kind, not mismatches[v.name] if options.check else None, storage)
         for v in described
     ]
     with open_archive(src, template=options.template) as source_archive:
-        left_out = frozenset(s for p in paths for s in recorded_skips(p))  # no variant can serve those
+        left_out = frozenset(s for p in paths for s in recorded_skips(p, dict(storage)))  # no variant can serve those
         plans = [plan_reads(p, source_archive, options.sample, options.seed, left_out) for p in patterns]
     measured = [describe(src, src.name, None, options.template), *checked]
 

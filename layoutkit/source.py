@@ -168,6 +168,14 @@ class SourceReader:
             return self._remote.read_range(offset, size)
         return os.pread(self._fd, size, offset)
 
+    def _fetch(self, entries: list[tuple[int, int, int]]) -> dict[int, bytes]:
+        """The stored bytes of several chunks, by offset: preads locally; in a bucket one
+        request for them all, which obstore splits and coalesces (one round trip, not one
+        per chunk)."""
+        if self._remote is not None and len(entries) > 1:
+            return dict(zip((o for o, _, _ in entries), self._remote.read_ranges([(o, n) for o, n, _ in entries])))
+        return {offset: self._pread(size, offset) for offset, size, _ in entries}
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
@@ -288,7 +296,9 @@ class SourceReader:
         out = np.empty(tuple(b - a for a, b in region), dtype=info.dtype)
         first = [a // c * c for (a, _), c in zip(region, chunks)]
         ranges = [range(f, b, c) for f, (_, b), c in zip(first, region, chunks)]
-        for origin in itertools.product(*ranges):
+        origins = list(itertools.product(*ranges))
+        fetched = self._fetch([index.entries[o] for o in origins if o in index.entries])
+        for origin in origins:
             entry = index.entries.get(origin)
             # the part of this chunk inside the region, in chunk and in output coordinates
             src = tuple(slice(max(a, o) - o, min(b, o + c) - o) for (a, b), o, c in zip(region, origin, chunks))
@@ -297,7 +307,7 @@ class SourceReader:
                 out[dst] = info.fill_value if info.fill_value is not None else 0
                 continue
             offset, size, mask = entry
-            raw = self._pread(size, offset)
+            raw = fetched[offset]
             self.bytes_read += len(raw)
             try:
                 for position, decode in reversed(pipeline):

@@ -83,7 +83,7 @@ def _progress(total: int, label: str) -> Progress:
     )
 
 
-def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=()):  # noqa: ANN001, ANN202
+def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None):  # noqa: ANN001, ANN202
     """Find the layout, plan (print it on --dry-run), then run with a progress bar through
     the pipeline; errors become one line."""
     from layoutkit import pipeline
@@ -94,7 +94,7 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
         layout = layout_for(command, options)
         storage = parse_storage_options(storage_options)
         src = as_source(src, storage)
-        dest = destination(dst, storage)
+        dest = destination(dst, storage, tmpdir)
         if not dry_run:
             dest.check(options.overwrite)
         inventory, plan = pipeline.plan(layout, src, dst, options)
@@ -115,7 +115,8 @@ RECIPE_HELP = (
     "options given here override it."
 )
 # arguments and switches that are not options of the layout or of the run (tests use it too)
-NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option"})
+NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir"})
+TMPDIR_HELP = "Where a bucket destination is staged before its upload (default: TMPDIR); it needs room for the whole output."
 STORAGE_HELP = (
     "KEY=VALUE for a bucket destination (repeatable): endpoint_url=http://127.0.0.1:9000, region=..., "
     "anonymous=true; credentials also come from the usual AWS_* environment variables."
@@ -200,10 +201,11 @@ def convert(
     skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+    tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
     options = _build_options(ctx, "convert", recipe)
-    summary = _plan_and_run("convert", src, dst, options, _print_plan, dry_run, storage_option)
+    summary = _plan_and_run("convert", src, dst, options, _print_plan, dry_run, storage_option, tmpdir)
     if summary is None:
         return
     if not State.quiet:
@@ -229,10 +231,11 @@ def reorder(
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new file is complete).")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+    tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
 ) -> None:
     """Rewrite an HDF5 file as paged-aggregation HDF5, its bytes ordered by shot, signal or group."""
     options = _build_options(ctx, "reorder", recipe)
-    summary = _plan_and_run("reorder", src, dst, options, _print_reorder_plan, dry_run, storage_option)
+    summary = _plan_and_run("reorder", src, dst, options, _print_reorder_plan, dry_run, storage_option, tmpdir)
     if summary is None:
         return
     if not State.quiet:

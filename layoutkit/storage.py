@@ -192,10 +192,13 @@ def is_url(text: str | os.PathLike) -> bool:
     return isinstance(text, str) and "://" in text and not text.startswith("file://")
 
 
-def destination(text: str | os.PathLike, storage_options: dict[str, str] | None = None) -> LocalDestination | ObjectDestination:
-    """Parse a destination once, at the edge: a bucket URL or a local path (``file://`` too)."""
+def destination(
+    text: str | os.PathLike, storage_options: dict[str, str] | None = None, tmpdir: str | os.PathLike | None = None
+) -> LocalDestination | ObjectDestination:
+    """Parse a destination once, at the edge: a bucket URL (staged under ``tmpdir``) or a
+    local path (``file://`` too)."""
     if is_url(text):
-        return ObjectDestination(str(text), storage_options or {})
+        return ObjectDestination(str(text), storage_options or {}, tmpdir)
     return LocalDestination(str(text).removeprefix("file://"))
 
 
@@ -255,14 +258,15 @@ class ObjectDestination:
     :class:`LocalDestination`.
 
     The output is written to a local staging area (a temporary directory under
-    ``TMPDIR``), then published: data objects first, then metadata documents from the
+    ``tmpdir``, ``--tmpdir``; by default ``TMPDIR``), then published: data objects first, then metadata documents from the
     deepest to the root, whose ``zarr.json`` (or the single HDF5 object) appears last, so
     a reader finds the store only when every object under it exists. A failed or
     interrupted run deletes what it uploaded. Uploads run on threads; obstore splits
     large objects into multipart uploads, which become visible only when complete.
     """
 
-    def __init__(self, url: str, storage_options: dict[str, str]) -> None:
+    def __init__(self, url: str, storage_options: dict[str, str], tmpdir: str | os.PathLike | None = None) -> None:
+        self.tmpdir = tmpdir
         self.url = url.rstrip("/")
         self.storage_options = storage_options
         self.store, self.key = object_store(self.url, storage_options)
@@ -309,7 +313,10 @@ class ObjectDestination:
 
     def check(self, overwrite: bool) -> None:
         """Refuse an existing destination (unless ``overwrite``), a missing bucket, denied
-        access or an endpoint that does not answer, before any work."""
+        access, an endpoint that does not answer, or a ``tmpdir`` that is not a writable
+        folder, before any work."""
+        if self.tmpdir is not None and not (Path(self.tmpdir).is_dir() and os.access(self.tmpdir, os.W_OK)):
+            raise OutputNotWritableError(f"--tmpdir {str(self.tmpdir)!r} is not a writable folder.")
         try:
             self._existing(limit=1)  # a LIST answers for the bucket and the access (a HEAD's 404 does not)
             exists = self._published()
@@ -321,7 +328,7 @@ class ObjectDestination:
     def stage(self) -> Path:
         import tempfile
 
-        self._root = Path(tempfile.mkdtemp(prefix="layoutkit-upload-"))
+        self._root = Path(tempfile.mkdtemp(prefix="layoutkit-upload-", dir=self.tmpdir))
         return self._root / self.path.name
 
     def publish(self, staged: Path) -> None:

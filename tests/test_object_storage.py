@@ -307,3 +307,24 @@ def test_recipes_from_a_variant_in_a_bucket(endpoint, bucket_variants):
         want = "hdf5-paged" if name == "paged" else "zarr"
         assert f'target = "{want}"' in result.output
     assert 'order = "signal"' in cli(endpoint, "recipes", "from", bucket_variants["signal"]).output
+
+
+def test_the_upload_is_staged_under_tmpdir(endpoint, shot_file, tmp_path, monkeypatch):
+    from layoutkit.storage import ObjectDestination
+
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    seen = []
+    real = ObjectDestination.publish
+
+    def spying(self, staged):  # noqa: ANN001, ANN202
+        seen.append(staged)
+        return real(self, staged)
+
+    monkeypatch.setattr(ObjectDestination, "publish", spying)
+    result = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/staged.zarr", "--tmpdir", staging)
+    assert result.exit_code == 0, result.output
+    assert seen and staging in seen[0].parents and list(staging.iterdir()) == []  # used, then removed
+    refused = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/staged2.zarr", "--tmpdir", tmp_path / "nope")
+    assert refused.exit_code == 2 and "is not a writable folder" in " ".join(refused.output.split())
+    assert objects(endpoint, "staged2.zarr") == {}

@@ -467,15 +467,17 @@ def recipes_from(
 
 @app.command()
 def inspect(
-    src: Annotated[Path, typer.Argument(metavar="SRC", help="An HDF5 / netCDF-4 file or a Zarr store.")],
+    src: Annotated[str, typer.Argument(metavar="SRC", help="An HDF5 / netCDF-4 file (a path, or s3://bucket/key.h5) or a Zarr store (a directory).")],
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON, for scripts.")] = False,
     template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
 ) -> None:
     """Diagnose how a file is laid out (chunks, filters, metadata, scales) and what to do about it."""
     from layoutkit.inspect import inspect_path
+    from layoutkit.storage import parse_storage_options
 
     try:
-        report = inspect_path(src, template=template)
+        report = inspect_path(src, template=template, storage_options=parse_storage_options(storage_option))
     except LayoutkitError as exc:
         raise fail(exc) from None
     if json_out:

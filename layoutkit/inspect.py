@@ -38,6 +38,7 @@ from layoutkit.inventory import FILTER_NAMES, open_source, read_attrs
 from layoutkit.options import format_size
 from layoutkit.plan import DEFAULT_PAGE_BYTES, DEFAULT_TEMPLATE, compile_template, match_template
 from layoutkit.recipes import PROVENANCE_ATTR
+from layoutkit.storage import ObjectSource, is_url, store_at
 
 SMALL_CHUNK_BYTES = 16 * 1024
 LARGE_CHUNK_BYTES = 16 * 1024**2
@@ -249,13 +250,16 @@ class _Tally:
         )
 
 
-def inspect_path(path: str | os.PathLike, template: str = DEFAULT_TEMPLATE) -> InspectReport:
+def inspect_path(
+    path: str | os.PathLike, template: str = DEFAULT_TEMPLATE, storage_options: dict[str, str] | None = None
+) -> InspectReport:
     """Diagnose how an HDF5 file (netCDF-4 included) or a Zarr store is laid out.
 
     Parameters
     ----------
     path
-        An HDF5 file or a Zarr store (a directory, v2 or v3).
+        An HDF5 file or a Zarr store (a directory, v2 or v3); an HDF5 file may be in a
+        bucket (``s3://...``, with ``storage_options``), read by ranged GETs.
     template
         Where shots and signals are (``{shot}`` and ``{signal}`` match one path
         component each), to report the shots x signals found.
@@ -272,6 +276,16 @@ def inspect_path(path: str | os.PathLike, template: str = DEFAULT_TEMPLATE) -> I
     """
     compile_template(template)  # refuse a malformed template before any work
     t0 = time.perf_counter()
+    if is_url(str(path)):
+        from layoutkit.archive import zarr_format_at
+
+        if zarr_format_at(store_at(str(path), storage_options or {})) is not None:
+            raise NotAStoreError(f"{str(path)!r} is a Zarr store in a bucket: inspect reads HDF5 files in a bucket, "
+                                 "and Zarr stores on a local disk only, for now.")
+        source = ObjectSource(str(path), tuple(sorted((storage_options or {}).items())))
+        report = _inspect_hdf5(source, template)  # type: ignore[arg-type]
+        report = replace(report, recommendations=tuple(recommend(report)))
+        return replace(report, seconds=time.perf_counter() - t0)
     p = Path(path)
     if p.is_dir():
         report = _inspect_zarr(p, template)
@@ -439,7 +453,7 @@ def _inspect_hdf5(path: Path, template: str) -> InspectReport:
         template,
         path=str(path),
         format="netcdf4" if is_netcdf4 else "hdf5",
-        total_bytes=path.stat().st_size,
+        total_bytes=int(filesize),
         metadata_bytes=int(meta),
         file_space=space,
         consolidated=None,

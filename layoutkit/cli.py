@@ -325,7 +325,6 @@ def verify(
     """
     from layoutkit.storage import parse_storage_options
     from layoutkit.verify import report as rep
-    from layoutkit.verify.equality import recorded_skips
     from layoutkit.verify.run import (
         CACHES,
         ENGINES,
@@ -382,9 +381,9 @@ def verify(
             out.print(f"  ... and {len(ms) - 20} more")
     if check and not bad:
         out.print(f"all {len(variants)} variants hold exactly the data of {src.name}")
-    for variant in variants if check else ():
-        if left_out := recorded_skips(variant, dict(options.storage_options)):
-            out.print(f"{variant.rstrip('/').rsplit('/', 1)[-1]} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "
+    for name, left_out in result.skipped.items() if check else ():
+        if left_out:
+            out.print(f"{name} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "
                       f"lists them (convert --skip-unsupported): {', '.join(left_out[:5])}"
                       + (" ..." if len(left_out) > 5 else ""), highlight=False)
     # a log or a pipe gets the whole table rather than columns cut to 80 characters

@@ -431,10 +431,12 @@ class DifferentSourceError(LayoutkitError):
 
 def compare_variant(
     source: str | Path, variant: str | Path, inventory: Inventory | None = None, workers: int = 2,
-    storage_options: dict[str, str] | None = None,
+    storage_options: dict[str, str] | None = None, skipped: list[str] | None = None,
 ) -> list[Mismatch]:
     """Compare any variant layoutkit writes (a Zarr store in any layout, a paged HDF5
     file), local or in a bucket (``s3://...``, read through the store), with its source.
+    ``skipped``: the datasets it left out on purpose, when the caller has read them
+    (:func:`recorded_skips`) already.
 
     Raises
     ------
@@ -443,7 +445,7 @@ def compare_variant(
         made from another file, and listing every array as missing would bury that.
     """
     inventory = inventory or read_inventory(source)
-    skipped = frozenset(recorded_skips(variant, storage_options))
+    skipped = frozenset(recorded_skips(variant, storage_options) if skipped is None else skipped)
     name, kind, handle = _locate_variant(variant, storage_options or {})
     if kind == "zarr":
         layout = zarr.open_group(handle, mode="r").attrs.get("layoutkit_layout") or {}

@@ -440,6 +440,7 @@ class VerifyReport:
     mismatches: dict[str, list[Any]]
     results: list[Result]
     patterns: tuple[str, ...]
+    skipped: dict[str, list[str]] = field(default_factory=dict)  # variant -> datasets it left out on purpose
 
 
 def _name(path: Path | str) -> str:
@@ -493,23 +494,24 @@ def verify(
     storage = options.storage_options
     names = _names(paths)
     described = [describe(p, n, None, options.template, storage) for p, n in zip(paths, names)]  # raises on bad input
-    with open_archive(src, template=options.template) as source_archive:
+    # datasets a variant left out on purpose: named in the report, never drawn (no variant can serve them)
+    skipped = {n: recorded_skips(p, dict(storage)) for p, n in zip(paths, names)}
+    left_out = frozenset(s for paths_left in skipped.values() for s in paths_left)
+    with open_archive(src, template=options.template) as source_archive:  # opened once: seconds for big files
         patterns = parse_patterns(options.patterns, available_patterns(source_archive))
+        plans = [plan_reads(p, source_archive, options.sample, options.seed, left_out) for p in patterns]
     on_start()
     mismatches: dict[str, list[Any]] = {n: [] for n in names}
     if options.check:
         inventory = read_inventory(src, workers=options.check_workers)
         for p, n in zip(paths, names):
             mismatches[n] = compare_variant(src, p, inventory, workers=options.check_workers,
-                                            storage_options=dict(storage))
+                                            storage_options=dict(storage), skipped=skipped[n])
             on_check(n)
     checked = [
         Variant(v.name, v.path, v.format, v.layout, v.kind, not mismatches[v.name] if options.check else None, storage)
         for v in described
     ]
-    with open_archive(src, template=options.template) as source_archive:
-        left_out = frozenset(s for p in paths for s in recorded_skips(p, dict(storage)))  # no variant can serve those
-        plans = [plan_reads(p, source_archive, options.sample, options.seed, left_out) for p in patterns]
     measured = [describe(src, src.name, None, options.template), *checked]
 
     def conditions(v: Variant) -> list[Condition]:
@@ -520,7 +522,7 @@ def verify(
 
     on_total(count_runs(measured, plans, conditions, options.repeat))
     results = measure(measured, plans, conditions, options.repeat, options.template, options.scheduler, on_run)
-    return VerifyReport(measured, mismatches, results, patterns)
+    return VerifyReport(measured, mismatches, results, patterns, skipped)
 
 
 __all__ = [

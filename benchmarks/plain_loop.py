@@ -12,6 +12,11 @@ from zarr.codecs import ZstdCodec
 
 
 def copy(src: str, dst: str) -> None:
+    copy_file(src, dst)
+
+
+def copy_file(src, dst: str) -> None:  # noqa: ANN001 - a path or a file object (fsspec)
+    """The copy, from whatever ``h5py.File`` accepts."""
     root = zarr.open_group(dst, mode="w-")
     with h5py.File(src, "r") as f:
 

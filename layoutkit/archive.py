@@ -532,19 +532,65 @@ class ZarrArchive(Archive):
             group = group.rsplit("/", 1)[0]
         return []
 
+    def _read_many(self, reads: list[tuple[str, Any]]) -> list[np.ndarray]:
+        """Several ``(array path, selection)`` reads at once: zarr fetches all their chunks
+        concurrently, so reading a shot's signals costs about one round trip, not one per
+        array (and another per time base)."""
+        import asyncio
+
+        from zarr.core.sync import sync
+
+        arrays = [self._array(p) for p, _ in reads]
+
+        async def read_all() -> list[Any]:
+            return await asyncio.gather(
+                *(a._async_array.getitem(sel if sel not in ((), None) else Ellipsis) for a, (_, sel) in zip(arrays, reads))
+            )
+
+        return [np.asarray(v) for v in sync(read_all())]
+
+    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+        """Several arrays with their dimension scales as coordinates, read together
+        (each scale once, however many arrays it serves)."""
+        axes = {}
+        for p in paths:
+            a = self._array(p)
+            axes[p] = [s[:1] for s in (self._scale_paths(p) or [[]] * a.ndim)]
+        needed = list(dict.fromkeys([*paths, *(s[0] for p in paths for s in axes[p] if s)]))
+        values = dict(zip(needed, self._read_many([(n, ()) for n in needed])))
+        out = []
+        for p in paths:
+            dims, coords = [], {}
+            for axis, scales in enumerate(axes[p]):
+                if scales:
+                    name = scales[0].rsplit("/", 1)[-1]
+                    attrs = _plain_attrs(dict(self._array(scales[0]).attrs), _HIDDEN_ZARR_ATTRS)
+                    coords[name] = (name, values[scales[0]], attrs)
+                    dims.append(name)
+                else:
+                    dims.append(f"dim_{axis}")
+            attrs = _plain_attrs(dict(self._array(p).attrs), _HIDDEN_ZARR_ATTRS)
+            out.append(xr.DataArray(values[p], dims=dims, coords=coords, attrs=attrs))
+        return out
+
     def _variable(self, path: str) -> xr.DataArray:
-        a = self._array(path)
-        data = np.asarray(a[...])
-        dims, coords = [], {}
-        for axis, scales in enumerate(self._scale_paths(path) or [[]] * a.ndim):
-            if scales:
-                name = scales[0].rsplit("/", 1)[-1]
-                scale = self._array(scales[0])
-                coords[name] = (name, np.asarray(scale[...]), _plain_attrs(dict(scale.attrs), _HIDDEN_ZARR_ATTRS))
-                dims.append(name)
-            else:
-                dims.append(f"dim_{axis}")
-        return xr.DataArray(data, dims=dims, coords=coords, attrs=_plain_attrs(dict(a.attrs), _HIDDEN_ZARR_ATTRS))
+        return self._variables([path])[0]
+
+    def shot(self, shot: str | int) -> xr.DataTree:
+        """Every signal of one shot (as :meth:`Archive.shot`), fetched concurrently."""
+        shot = str(shot)
+        found = [(sig, path) for _, sig, path in self._expand({"shot": shot})]
+        arrays = self._variables([path for _, path in found])
+        tree = xr.DataTree.from_dict({f"/{sig}": xr.Dataset({sig: a.rename(sig)}) for (sig, _), a in zip(found, arrays)},
+                                     name=shot)
+        tree.attrs = self._group_attrs(self.shot_path(shot))
+        return tree
+
+    def signal(self, signal: str) -> dict[str, xr.DataArray]:
+        """One signal of every shot (as :meth:`Archive.signal`), fetched concurrently."""
+        found = [(shot, path) for shot, _, path in self._expand({"signal": signal})]
+        arrays = self._variables([path for _, path in found])
+        return {shot: a.rename(signal) for (shot, _), a in zip(found, arrays)}
 
 
 def _store_text(store: Any, key: str) -> str:
@@ -741,7 +787,8 @@ class SignalMajorArchive(ZarrArchive):
         for r in rows:
             lo, hi = spans.get(r.data, (r.start, r.start + r.length))
             spans[r.data] = (min(lo, r.start), max(hi, r.start + r.length))
-        blocks = {p: (lo, np.asarray(self._array(p)[lo:hi])) for p, (lo, hi) in spans.items()}
+        values = self._read_many([(p, (slice(lo, hi),)) for p, (lo, hi) in spans.items()])
+        blocks = {p: (lo, v) for (p, (lo, _)), v in zip(spans.items(), values)}
         return [blocks[r.data][1][r.start - blocks[r.data][0] : r.start - blocks[r.data][0] + r.length] for r in rows]
 
     def _variables(self, paths: list[str]) -> list[xr.DataArray]:

@@ -29,7 +29,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,12 +39,17 @@ from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.inventory import Inventory, check_source, read_inventory
 from layoutkit.options import RecipeKey
 from layoutkit.scales import ScaleDigest, read_scale_digests
-from layoutkit.storage import Destination, LocalDestination, ObjectDestination, ObjectSource, as_source, destination
+from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, as_source, destination
 
 PROVENANCE_ATTR = "layoutkit"
 """The one root attribute layoutkit adds to every variant it writes: the effective recipe."""
 
 Progress = Callable[[int], None]
+
+REMOTE_THREADS = 16
+"""Threads that read a source in a bucket, at least: its requests wait on the network,
+not on a core, so more of them in flight hide the round trips (``--workers`` counts
+cores for a local source)."""
 
 
 @dataclass
@@ -80,6 +85,7 @@ class Layout(ABC):
     command: ClassVar[str]  # the command that writes it: "convert" or "reorder"
     order: ClassVar[str | None] = None  # the value of convert's --order that selects it
     target: ClassVar[str]  # the recipe target: "zarr" or "hdf5-paged"
+    output: ClassVar[str] = "store"  # what it writes: "store" (a Zarr key-value target) or "file" (a local path)
     options_class: ClassVar[type]
     recipe_keys: ClassVar[tuple[RecipeKey, ...]]
     description: ClassVar[str] = ""
@@ -95,11 +101,12 @@ class Layout(ABC):
         ``nbytes`` attribute (the bytes the tasks will write, for progress)."""
 
     @abstractmethod
-    def begin(self, staged: Path, source: Path, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
+    def begin(self, staged: Any, source: Path, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
         """Create the output's skeleton at ``staged`` (root attributes ``attrs`` included)
-        and return the work that fills it."""
+        and return the work that fills it. ``staged`` is a local path for an ``output`` of
+        "file"; for "store", a path or a key-value target (:func:`layoutkit.storage.as_kv`)."""
 
-    def finish(self, work: Work, staged: Path, plan: Any) -> None:  # noqa: B027 - optional hook
+    def finish(self, work: Work, staged: Any, plan: Any) -> None:  # noqa: B027 - optional hook
         """Complete the staged output after every task ran (consolidate, close); by default nothing."""
 
     @abstractmethod
@@ -124,6 +131,12 @@ def provenance(layout: Layout | type[Layout], options: Any) -> str:
     return json.dumps({"version": __version__, "command": layout.command, "recipe": recipe_of(layout, options)})
 
 
+def commit_message(layout: Layout | type[Layout], options: Any) -> str:
+    """What a transactional destination records for a run: the command and its recipe."""
+    recipe = recipe_of(layout, options)
+    return f"layoutkit {layout.command}: " + json.dumps(recipe, sort_keys=True)
+
+
 def provenance_attrs(layout: Layout | type[Layout], options: Any) -> dict[str, str]:
     """The root attributes the pipeline stamps on a variant: just :data:`PROVENANCE_ATTR`."""
     return {PROVENANCE_ATTR: provenance(layout, options)}
@@ -144,6 +157,7 @@ def plan(
         the layout cannot carry.
     """
     src = as_source(src)
+    options = io_options(options, src)
     inventory = inventory or read_inventory(src, workers=getattr(options, "workers", 1))
     template = layout.scale_template(options)
     digests = read_scale_digests(src, inventory, template) if template else {}
@@ -181,14 +195,15 @@ def run(
         For every expected failure; the destination is then left as it was.
     """
     source = as_source(src)
+    options = io_options(options, source)
     if planned is None:
         check_source(source)
-    dest = dst if isinstance(dst, (LocalDestination, ObjectDestination)) else destination(dst)
+    dest = dst if isinstance(dst, DESTINATIONS) else destination(dst)
     dest.check(getattr(options, "overwrite", False))
     inventory, the_plan = planned or plan(layout, source, str(dest), options)
     report = progress or (lambda n: None)
     t0 = time.perf_counter()
-    staged = dest.stage()
+    staged = dest.stage(layout.output)
     try:
         work = layout.begin(staged, source, inventory, the_plan, provenance_attrs(layout, options))
         try:
@@ -197,11 +212,20 @@ def run(
             layout.finish(work, staged, the_plan)
         finally:
             work.close()
-        dest.publish(staged)
+        dest.publish(staged, commit_message(layout, options))
     except BaseException:
         dest.discard(staged)
         raise
     return layout.summarize(source, dest, inventory, the_plan, work, time.perf_counter() - t0)
+
+
+def io_options(options: Any, source: Path | ObjectSource) -> Any:
+    """``options`` with at least :data:`REMOTE_THREADS` thread workers when the source is
+    in a bucket (the threads engine only: processes and clusters keep ``--workers``)."""
+    if (isinstance(source, ObjectSource) and getattr(options, "scheduler", None) == "threads"
+            and getattr(options, "workers", REMOTE_THREADS) < REMOTE_THREADS):
+        return replace(options, workers=REMOTE_THREADS)
+    return options
 
 
 def _execute(work: Work, options: Any, report: Progress) -> None:
@@ -216,4 +240,4 @@ def _execute(work: Work, options: Any, report: Progress) -> None:
         report(work.sink(result))
 
 
-__all__ = ["PROVENANCE_ATTR", "Layout", "Work", "plan", "provenance", "provenance_attrs", "recipe_of", "run"]
+__all__ = ["PROVENANCE_ATTR", "REMOTE_THREADS", "Layout", "Work", "io_options", "plan", "provenance", "provenance_attrs", "recipe_of", "run"]

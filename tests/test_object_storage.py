@@ -115,10 +115,11 @@ def test_metadata_is_published_last_and_the_root_document_at_the_very_end(endpoi
 
     monkeypatch.setattr(obstore, "put", recording_put)
     assert cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/ordered.zarr").exit_code == 0
-    assert order[-1] == "ordered.zarr/zarr.json"
-    first_metadata = min(i for i, k in enumerate(order) if k.endswith("zarr.json"))
-    assert all(not k.endswith("zarr.json") for k in order[:first_metadata])
-    assert all(k.endswith("zarr.json") for k in order[first_metadata:])
+    # the store is written in place (keys relative to its prefix); the root document, what
+    # makes it a store to readers, is written once, after every chunk and every other document
+    assert order[-1] == "zarr.json" and order.count("zarr.json") == 1
+    assert any("/c/" in k for k in order[:-1]) and sum(k.endswith("/zarr.json") for k in order) > 10
+    assert set(objects(endpoint, "ordered.zarr/")) == {f"ordered.zarr/{k}" for k in order}
 
 
 def test_an_existing_destination_is_refused_then_replaced_with_overwrite(endpoint, shot_file, hard_cases):
@@ -135,21 +136,27 @@ def test_an_existing_destination_is_refused_then_replaced_with_overwrite(endpoin
 
 
 def test_a_failed_upload_leaves_nothing_in_the_bucket(endpoint, shot_file, monkeypatch):
-    from layoutkit.storage import ObjectDestination
+    import obstore
 
-    real = ObjectDestination._upload
+    real = obstore.put
     calls = {"n": 0}
 
-    def failing(self, items):  # noqa: ANN001, ANN202 - the data went up, then the metadata fails
+    def failing(store, key, data, **kwargs):  # noqa: ANN001, ANN202 - many objects went up, then one fails
         calls["n"] += 1
-        if calls["n"] == 2:
+        if calls["n"] == 60:
             raise OSError("connection reset by peer")
-        return real(self, items)
+        return real(store, key, data, **kwargs)
 
-    monkeypatch.setattr(ObjectDestination, "_upload", failing)
+    monkeypatch.setattr(obstore, "put", failing)
     result = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/broken.zarr")
     assert result.exit_code == 2 and "broken.zarr" in result.output and "Traceback" not in result.output
-    assert calls["n"] == 2 and objects(endpoint, "broken.zarr") == {}
+    assert calls["n"] >= 60 and objects(endpoint, "broken.zarr") == {}
+    # the same for a file: uploaded whole, or not at all
+    calls["n"] = -1000
+    monkeypatch.setattr(obstore, "put", lambda *a, **k: (_ for _ in ()).throw(OSError("connection reset by peer")))
+    result = cli(endpoint, "reorder", shot_file, f"s3://{BUCKET}/broken.h5", "--by", "shot")
+    assert result.exit_code == 2 and "broken.h5" in result.output and "Traceback" not in result.output
+    assert objects(endpoint, "broken.h5") == {}
 
 
 def test_bad_destinations_are_one_sentence(endpoint, shot_file):
@@ -309,21 +316,25 @@ def test_recipes_from_a_variant_in_a_bucket(endpoint, bucket_variants):
 
 
 def test_the_upload_is_staged_under_tmpdir(endpoint, shot_file, tmp_path, monkeypatch):
-    from layoutkit.storage import ObjectDestination
+    from layoutkit.storage import BucketKV, ObjectDestination
 
     staging = tmp_path / "staging"
     staging.mkdir()
     seen = []
     real = ObjectDestination.publish
 
-    def spying(self, staged):  # noqa: ANN001, ANN202
+    def spying(self, staged, note=""):  # noqa: ANN001, ANN202
         seen.append(staged)
-        return real(self, staged)
+        return real(self, staged, note)
 
     monkeypatch.setattr(ObjectDestination, "publish", spying)
-    result = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/staged.zarr", "--tmpdir", staging)
+    result = cli(endpoint, "reorder", shot_file, f"s3://{BUCKET}/staged.h5", "--by", "shot", "--tmpdir", staging)
     assert result.exit_code == 0, result.output
     assert seen and staging in seen[0].parents and list(staging.iterdir()) == []  # used, then removed
+    # a Zarr store is written in place by the workers: nothing local at all
+    result = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/in-place.zarr", "--tmpdir", staging)
+    assert result.exit_code == 0, result.output
+    assert isinstance(seen[-1], BucketKV) and list(staging.iterdir()) == []
     refused = cli(endpoint, "convert", shot_file, f"s3://{BUCKET}/staged2.zarr", "--tmpdir", tmp_path / "nope")
     assert refused.exit_code == 2 and "is not a writable folder" in " ".join(refused.output.split())
     assert objects(endpoint, "staged2.zarr") == {}

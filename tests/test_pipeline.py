@@ -111,7 +111,7 @@ def test_stale_staging_of_a_dead_process_is_removed(tmp_path: Path) -> None:
 
 
 def _host() -> str:
-    from layoutkit.storage import _host as host
+    from layoutkit.storage.local import _host as host
 
     return host()
 

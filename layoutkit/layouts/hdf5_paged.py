@@ -278,6 +278,7 @@ class HDF5Paged(Layout):
     name = "hdf5-paged"
     command = "reorder"
     target = "hdf5-paged"
+    output = "file"
     options_class = ReorderOptions
     recipe_keys = REORDER_RECIPE_KEYS
     description = "paged-aggregation HDF5, the hierarchy kept, bytes ordered by shot, signal or group"

@@ -47,7 +47,7 @@ from layoutkit.plan import (
 )
 from layoutkit.scales import ScaleDigest
 from layoutkit.source import SourceReader, can_read_raw
-from layoutkit.storage import Destination, portable
+from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
 
 DEFAULT_CHUNK_BYTES = 4 * 1024**2
@@ -196,8 +196,8 @@ def plan_arrays(
 
 @dataclass(frozen=True)
 class CopyJob:
-    source: str
-    dest: str
+    source: Any  # a path, or an ObjectSource
+    dest: Any  # a store path, or a key-value target (layoutkit.storage.kv)
     zarr_format: int
     arrays: dict[str, ArrayInfo]
     # arrays whose Zarr fill value equals the HDF5 one: never-written regions are skipped
@@ -210,7 +210,7 @@ _OPEN_LOCK = threading.Lock()
 
 def open_job(job: CopyJob) -> tuple[SourceReader, ZarrWriter]:
     """The reader and writer of ``job`` in this process: threads of a worker share them."""
-    key = (job.source, job.dest)
+    key = (str(job.source), str(job.dest))
     with _OPEN_LOCK:
         if key not in _OPEN:
             _OPEN[key] = (SourceReader(job.source, job.arrays), ZarrWriter(job.dest, job.zarr_format))
@@ -220,7 +220,7 @@ def open_job(job: CopyJob) -> tuple[SourceReader, ZarrWriter]:
 def adopt_job(job: CopyJob, writer: ZarrWriter) -> None:
     """Let local threads share ``writer``, which already holds every array open."""
     with _OPEN_LOCK:
-        _OPEN[(job.source, job.dest)] = (SourceReader(job.source, job.arrays), writer)
+        _OPEN[(str(job.source), str(job.dest))] = (SourceReader(job.source, job.arrays), writer)
 
 
 def close_open_files() -> None:
@@ -245,6 +245,9 @@ def copy_task(job: CopyJob, task: CopyTask) -> int:
 # ---------------------------------------------------------------------------------
 
 
+RUN_ONLY = frozenset({"workers", "scheduler"})
+
+
 def sidecar(inventory: Inventory, plan: Any) -> dict[str, Any]:
     """The ``layoutkit.json`` document: options, links, netCDF dimensions, skipped arrays."""
     return {
@@ -255,6 +258,7 @@ def sidecar(inventory: Inventory, plan: Any) -> dict[str, Any]:
         "options": {
             f.name: (v if isinstance(v := getattr(plan.options, f.name), (bool, int)) else str(v))
             for f in fields(plan.options)
+            if f.name not in RUN_ONLY  # how the run went is not part of the layout
         },
         "userblock_size": inventory.userblock_size,
         "links": [asdict(link) for link in inventory.links],
@@ -305,7 +309,7 @@ class ZarrMirror(Layout):
         infos = {a.path: a for a in inventory.arrays}
         planned = {a.path: infos[a.path] for a in plan.arrays}
         job = CopyJob(
-            portable(source), str(staged.resolve()), plan.options.zarr_format, planned,
+            portable(source), portable_target(staged), plan.options.zarr_format, planned,
             frozenset(writer.fill_matches_source(planned)),
         )
         adopt_job(job, writer)

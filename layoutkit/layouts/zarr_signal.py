@@ -47,7 +47,7 @@ from layoutkit.plan import (
     task_budget,
 )
 from layoutkit.scales import ScaleDigest, duplicate_scales
-from layoutkit.storage import Destination, portable
+from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_signal import (
     DATA,
     LAYOUT_ATTR,
@@ -412,7 +412,7 @@ class ZarrSignal(Layout):
         sources = {r[0] for rows in packing.values() for r in rows} | {a.path for a in mirrored}
         job = PackJob(
             portable(source),
-            str(staged.resolve()),
+            portable_target(staged),
             options.zarr_format,
             {p: infos[p] for p in sources},
             frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),

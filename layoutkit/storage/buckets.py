@@ -1,0 +1,162 @@
+"""Buckets through obstore: URLs, ``--storage-option``, stores, and what a store's errors mean.
+
+obstore (the Rust object_store crate behind zarr's ``ObjectStore``) speaks S3, GCS and
+Azure with one API, reads credentials from the usual environment variables, and does
+ranged, concurrent and multipart requests itself.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+UPLOAD_THREADS = 8
+COALESCE_GAP = 1024**2
+"""Byte ranges of a bucket source closer than this are fetched by one GET (the gap is
+read and thrown away): a round trip costs more than a MiB at object-store bandwidths.
+``--storage-option coalesce_gap=SIZE`` changes it (0: never merge)."""
+COALESCE_MAX = 16 * 1024**2
+"""A merged GET grows to at most this many bytes (``--storage-option coalesce_max=SIZE``),
+so several GETs still run in parallel."""
+READ_KEYS = frozenset({"coalesce_gap", "coalesce_max"})  # layoutkit's own read settings, not obstore's
+_ALIASES = {  # fsspec/boto3 spellings people know -> obstore's S3 configuration keys
+    "endpoint_url": "endpoint",
+    "key": "access_key_id",
+    "secret": "secret_access_key",
+    "aws_access_key_id": "access_key_id",
+    "aws_secret_access_key": "secret_access_key",
+    "region_name": "region",
+    "anonymous": "skip_signature",
+}
+_CLIENT_KEYS = frozenset({"allow_http", "timeout", "connect_timeout"})
+
+
+def parse_storage_options(items: list[str] | tuple[str, ...] | None) -> dict[str, str]:
+    """``KEY=VALUE`` texts (``--storage-option``) as a dict.
+
+    Raises
+    ------
+    InvalidOptionError
+        An item without ``=``.
+    """
+    from layoutkit.errors import InvalidOptionError
+
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOptionError(f"Expected --storage-option KEY=VALUE, e.g. endpoint_url=http://127.0.0.1:9000. Got {item!r}.")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def is_url(text: str | os.PathLike) -> bool:
+    """Whether ``text`` names an object-store location (``s3://``, ``gs://``, ``az://``...)."""
+    return isinstance(text, str) and "://" in text and not text.startswith("file://")
+
+
+
+
+def object_store(url: str, storage_options: dict[str, str]) -> tuple[Any, str]:
+    """An obstore store for the bucket of ``url`` and the key ``url`` names inside it.
+
+    obstore (the Rust object_store crate behind zarr's ``ObjectStore``) speaks S3, GCS and
+    Azure with one API, reads credentials from the usual environment variables, and does
+    ranged and multipart requests itself. Aliases such as ``endpoint_url`` are accepted;
+    an ``http://`` endpoint (a local test server) is allowed.
+    """
+    scheme, _, rest = url.partition("://")
+    bucket, _, key = rest.partition("/")
+    return store_at(f"{scheme}://{bucket}", storage_options), key.strip("/")
+
+
+def store_at(url: str, storage_options: dict[str, str]) -> Any:
+    """An obstore store rooted at ``url`` (a bucket, or a prefix inside one): keys are
+    relative to it, as zarr's ``ObjectStore`` wants for a store in a bucket."""
+    from datetime import timedelta
+
+    from obstore.store import from_url
+
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = {"connect_timeout": "10s", "timeout": "120s"}
+    for k, v in storage_options.items():
+        if k in READ_KEYS:
+            continue
+        k = _ALIASES.get(k, k)
+        if k in _CLIENT_KEYS:
+            client[k] = v.lower() == "true" if k == "allow_http" else v
+        elif k == "skip_signature":
+            config[k] = v.lower() in ("1", "true", "yes")
+        else:
+            config[k] = v
+    if str(config.get("endpoint", "")).startswith("http://"):
+        client.setdefault("allow_http", True)
+    retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=30), "backoff": {}}
+    return from_url(url.rstrip("/"), config=config or None, client_options=client, retry_config=retry)
+
+
+def describe_store_error(url: str, exc: BaseException) -> str:
+    """One sentence for what an object store answered."""
+    from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
+    text = str(exc)
+    if "NoSuchBucket" in text:
+        return f"{url}: the bucket does not exist."
+    if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "AccessDenied" in text or "403" in text:
+        return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
+    if "onnect" in text or "timed out" in text.lower() or "dns" in text.lower():
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return f"{url}: the endpoint cannot be reached ({first[:160]})."
+    return f"{url}: the object store refused the request ({(text.strip().splitlines() or [type(exc).__name__])[0][:200]})."
+
+
+def store_error(url: str, exc: BaseException) -> Exception:
+    """The one-sentence error for what a store answered to a write."""
+    from layoutkit.errors import OutputNotWritableError
+
+    return OutputNotWritableError(describe_store_error(url, exc))
+
+
+def list_keys(store: Any, prefix: str) -> list[tuple[str, int]]:
+    """``(key, size)`` of every object at ``prefix`` or under ``prefix/`` (all of the
+    store when ``prefix`` is empty)."""
+    import obstore
+
+    found = []
+    for batch in obstore.list(store, prefix=prefix or None, chunk_size=1000):
+        for meta in batch:
+            path = meta["path"]
+            if not prefix or path == prefix or path.startswith(prefix + "/"):
+                found.append((path, int(meta["size"])))
+    return found
+
+
+def delete_keys(store: Any, keys: list[str]) -> None:
+    """Delete objects, metadata documents first (a reader stops finding the store before
+    its chunks go), many per request."""
+    import obstore
+
+    first = [k for k in keys if k.rsplit("/", 1)[-1] in METADATA_NAMES]
+    rest = [k for k in keys if k.rsplit("/", 1)[-1] not in METADATA_NAMES]
+    for group in (sorted(first, key=lambda k: k.count("/")), rest):
+        for i in range(0, len(group), 1000):
+            obstore.delete(store, group[i : i + 1000])
+
+
+def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP, limit: int = COALESCE_MAX) -> list[tuple[int, int]]:
+    """Merge ``(offset, size)`` ranges whose gap is at most ``gap`` into requests of at
+    most ``limit`` bytes (a range larger than ``limit`` stays whole); sorted, no overlap."""
+    merged: list[list[int]] = []
+    for offset, size in sorted(ranges):
+        end = offset + size
+        if merged and offset - merged[-1][1] <= gap and max(end, merged[-1][1]) - merged[-1][0] <= limit:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([offset, end])
+    return [(a, b - a) for a, b in merged]
+
+
+__all__ = ["COALESCE_GAP", "COALESCE_MAX", "METADATA_NAMES", "READ_KEYS", "UPLOAD_THREADS", "coalesce", "delete_keys",
+           "describe_store_error", "is_url", "list_keys", "object_store", "parse_storage_options", "store_at",
+           "store_error"]

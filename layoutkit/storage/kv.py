@@ -1,0 +1,162 @@
+"""Where a Zarr writer puts its objects: a folder, a bucket prefix, or an Icechunk session.
+
+The Zarr layouts write three kinds of thing: metadata documents (JSON, from the driver),
+chunks they encode themselves (from any worker), and chunks zarr-python encodes (sharded
+and string arrays, through a zarr ``Store``). A :class:`KeyValue` target serves all three
+with ``put``/``get`` and :meth:`~KeyValue.zarr_store`, so the writers never learn where
+their bytes go, and worker processes write straight to the destination (no shared file
+system needed): a target is picklable, except an Icechunk session's, which threads share.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from layoutkit.storage.buckets import METADATA_NAMES, store_at, store_error
+
+
+class KeyValue(Protocol):
+    """A Zarr store being written: keys are relative to its root (``a/b/zarr.json``)."""
+
+    def create(self) -> None: ...
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes | None: ...
+    def zarr_store(self) -> Any: ...
+
+
+class FolderKV:
+    """A store folder on a local or shared file system."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"FolderKV({str(self.path)!r})"
+
+    def create(self) -> None:
+        self.path.mkdir()
+
+    def put(self, key: str, data: bytes) -> None:
+        target = self.path / key
+        try:
+            with open(target, "wb") as fh:
+                fh.write(data)
+        except FileNotFoundError:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(data)
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return (self.path / key).read_bytes()
+        except OSError:
+            return None
+
+    def zarr_store(self) -> Any:
+        import zarr.storage
+
+        return zarr.storage.LocalStore(str(self.path))
+
+
+def is_root_document(key: str) -> bool:
+    """A metadata document of the store's root: what makes a store visible to readers."""
+    return "/" not in key and key in METADATA_NAMES
+
+
+class BucketKV:
+    """A store under a bucket prefix (``s3://bucket/out.zarr``), written in place.
+
+    Object stores cannot rename, so a store is published by writing its root metadata
+    last: ``put`` holds the root's documents back (in the process that created the
+    store) and :meth:`release` writes them once every other object exists. Workers in
+    other processes get a copy without the held documents; they only write chunks.
+    """
+
+    def __init__(self, url: str, options: tuple[tuple[str, str], ...] = ()) -> None:
+        self.url = url.rstrip("/")
+        self.options = tuple(options)
+        self._held: dict[str, bytes] = {}
+        self._store: Any = None
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __repr__(self) -> str:
+        return f"BucketKV({self.url!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"url": self.url, "options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["url"], state["options"])
+
+    @property
+    def store(self) -> Any:
+        """The obstore store rooted at the prefix."""
+        if self._store is None:
+            self._store = store_at(self.url, dict(self.options))
+        return self._store
+
+    def create(self) -> None:
+        pass  # a prefix needs no creating
+
+    def put(self, key: str, data: bytes) -> None:
+        import obstore
+
+        if is_root_document(key):
+            self._held[key] = bytes(data)
+            return
+        try:
+            obstore.put(self.store, key, data)
+        except Exception as exc:  # obstore's errors: one sentence naming the destination
+            raise store_error(self.url, exc) from None
+
+    def get(self, key: str) -> bytes | None:
+        import obstore
+
+        if key in self._held:
+            return self._held[key]
+        try:
+            return bytes(obstore.get(self.store, key).bytes())
+        except FileNotFoundError:
+            return None
+
+    def zarr_store(self) -> Any:
+        import zarr.storage
+
+        return zarr.storage.ObjectStore(self.store)
+
+    def release(self) -> None:
+        """Write the held root documents: ``zarr.json`` (or ``.zgroup``) last, so the store
+        appears to readers only now, whole."""
+        import obstore
+
+        order = sorted(self._held, key=lambda k: k in ("zarr.json", ".zgroup"))
+        try:
+            for key in order:
+                obstore.put(self.store, key, self._held[key])
+        except Exception as exc:
+            raise store_error(self.url, exc) from None
+        self._held = {}
+
+
+def as_kv(target: Any) -> Any:
+    """A key-value target: a path becomes a :class:`FolderKV`; a target stays itself."""
+    if isinstance(target, (str, os.PathLike)):
+        return FolderKV(target)
+    return target
+
+
+def portable_target(target: Any) -> Any:
+    """The target as a task ships it to a worker: an absolute path, or the target."""
+    if isinstance(target, (str, os.PathLike)):
+        return str(Path(target).resolve())
+    return target
+
+
+__all__ = ["BucketKV", "FolderKV", "KeyValue", "as_kv", "is_root_document", "portable_target"]

@@ -1,0 +1,156 @@
+"""Destinations on a local or shared file system: staged beside, published by a rename.
+
+A destination is checked before any work (:meth:`LocalDestination.check`), written in a
+staging area (:meth:`~LocalDestination.stage`), then published whole
+(:meth:`~LocalDestination.publish`) or thrown away (:meth:`~LocalDestination.discard`).
+The staging area is a hidden sibling of the destination and publication is a rename, so
+a reader never sees a half-written store or file. A run killed with SIGKILL cannot clean
+up after itself: its staging area names the host and process that made it, and the next
+run to the same destination removes it once that process is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import uuid
+from pathlib import Path
+from typing import Any, Protocol
+
+from layoutkit.errors import OutputExistsError, OutputNotWritableError
+
+_STAGING = re.compile(r"^\.(?P<name>.+)\.layoutkit-(?P<kind>tmp|old)-(?P<host>[^-]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, it is someone else's
+        return True
+    return True
+
+
+class Destination(Protocol):
+    """Where a command's output goes: check it, stage the output, publish or discard it.
+
+    ``stage(output)`` hands the layout where to write: ``output`` is ``"file"`` (one HDF5
+    file: a local path) or ``"store"`` (a Zarr store: a local folder, or a
+    :class:`~layoutkit.storage.kv.KeyValue` target that writes elsewhere).
+    ``publish(staged, note)`` makes it visible; ``note`` says what wrote it (a
+    transactional destination uses it as its commit message).
+    """
+
+    def check(self, overwrite: bool) -> None: ...
+    def stage(self, output: str = "file") -> Any: ...
+    def publish(self, staged: Any, note: str = "") -> None: ...
+    def discard(self, staged: Any) -> None: ...
+    def size(self) -> int: ...
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file or a directory tree, if it is there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def disk_usage(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+class LocalDestination:
+    """A destination path on a local or shared file system.
+
+    Parameters
+    ----------
+    path
+        The store directory or file to write.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"LocalDestination({str(self.path)!r})"
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def _sibling(self, kind: str) -> Path:
+        return self.path.with_name(f".{self.path.name}.layoutkit-{kind}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+    def check(self, overwrite: bool) -> None:
+        """Refuse, before any work, a destination that exists (unless ``overwrite``) or
+        whose folder is missing or not writable.
+
+        Raises
+        ------
+        OutputExistsError, OutputNotWritableError
+        """
+        dst = self.path
+        if (dst.exists() or dst.is_symlink()) and not overwrite:
+            raise OutputExistsError(f"Destination {str(dst)!r} exists; pass --overwrite to replace it.")
+        parent = dst.parent if str(dst.parent) else Path(".")
+        if not parent.exists():
+            raise OutputNotWritableError(f"Destination folder {str(parent)!r} does not exist.")
+        if not parent.is_dir():
+            raise OutputNotWritableError(f"Destination parent {str(parent)!r} is not a folder.")
+        if not os.access(parent, os.W_OK):
+            raise OutputNotWritableError(f"Destination folder {str(parent)!r} is not writable.")
+
+    def stale(self) -> list[Path]:
+        """Staging areas of this destination left by runs on this host whose process is gone."""
+        found = []
+        host = _host()
+        parent = self.path.parent if str(self.path.parent) else Path(".")
+        for entry in parent.glob(f".{glob_escape(self.path.name)}.layoutkit-*"):
+            m = _STAGING.match(entry.name)
+            if m and m.group("name") == self.path.name and m.group("host") == host and not _process_alive(int(m.group("pid"))):
+                found.append(entry)
+        return found
+
+    def stage(self, output: str = "file") -> Path:
+        """Remove stale staging areas of this destination; return a fresh one (not created),
+        for a file or a store folder alike."""
+        for entry in self.stale():
+            remove_path(entry)
+        return self._sibling("tmp")
+
+    def publish(self, staged: Path, note: str = "") -> None:
+        """Move the complete ``staged`` output to the destination; an existing destination
+        (``--overwrite``) is removed only once the new one is in place."""
+        old = None
+        if self.path.exists() or self.path.is_symlink():
+            old = self._sibling("old")
+            os.rename(self.path, old)
+        os.rename(staged, self.path)
+        if old is not None:
+            remove_path(old)
+
+    def discard(self, staged: Path) -> None:
+        """Remove a staging area after a failure or an interruption."""
+        remove_path(staged)
+
+    def size(self) -> int:
+        """Bytes written at the destination."""
+        return disk_usage(self.path)
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob's special characters taken literally."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+__all__ = ["Destination", "LocalDestination", "disk_usage", "glob_escape", "remove_path"]

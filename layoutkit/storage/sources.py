@@ -1,0 +1,194 @@
+"""HDF5 sources in a bucket: ranged GETs for the chunks, a block-cached file for h5py."""
+
+from __future__ import annotations
+
+import bisect
+import io
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce, is_url, object_store
+
+_LOOP: Any = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _run(coro: Any) -> Any:
+    """Run ``coro`` on this module's event loop thread (callers may be worker threads, or
+    inside zarr's own loop), and wait for its result."""
+    import asyncio
+
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="layoutkit-ranges", daemon=True).start()
+    return asyncio.run_coroutine_threadsafe(coro, _LOOP).result()
+
+
+READ_BLOCK_BYTES = 4 * 1024**2  # what one metadata read fetches (h5py asks for a few bytes at a time)
+READ_CACHE_BLOCKS = 16  # 64 MiB at most per open file (verify opens one per worker)
+
+
+@dataclass(frozen=True)
+class ObjectSource:
+    """An HDF5 file in a bucket (``s3://bucket/key.h5``): what the walk and the readers
+    need of a source, over ranged GETs. Picklable (workers open it themselves).
+
+    h5py reads the metadata through :meth:`open_file`, a file object with a read-ahead
+    block cache; chunk bytes never go through h5py: the inventory knows each chunk's
+    offset and size, and :meth:`read_range` fetches exactly those bytes.
+    """
+
+    url: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def _store(self) -> tuple[Any, str]:
+        cached = _STORES.get(self)
+        if cached is None:
+            cached = _STORES[self] = object_store(self.url, dict(self.options))
+        return cached
+
+    def size(self) -> int:
+        import obstore
+
+        store, key = self._store
+        return int(obstore.head(store, key)["size"])
+
+    def stat(self) -> Any:
+        """The one ``os.stat_result`` field the commands use (``st_size``), as a Path has it."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(st_size=self.size())
+
+    def resolve(self) -> ObjectSource:
+        return self
+
+    def read_range(self, offset: int, size: int) -> bytes:
+        import obstore
+
+        store, key = self._store
+        return bytes(obstore.get_range(store, key, start=offset, length=size)) if size else b""
+
+    def coalescing(self) -> tuple[int, int]:
+        """The gap and size limits of merged GETs (``coalesce_gap``, ``coalesce_max``)."""
+        from layoutkit.options import parse_size
+
+        opts = dict(self.options)
+        gap = parse_size(opts.get("coalesce_gap", COALESCE_GAP), what="--storage-option coalesce_gap")
+        limit = parse_size(opts.get("coalesce_max", COALESCE_MAX), what="--storage-option coalesce_max")
+        return gap, limit
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Several ``(offset, size)`` ranges at once: neighbours are merged into one GET
+        (:func:`~layoutkit.storage.buckets.coalesce`, with :meth:`coalescing`'s limits) and
+        the GETs run concurrently; each range's bytes are cut out of its GET."""
+        import asyncio
+
+        import obstore
+
+        if not ranges:
+            return []
+        store, key = self._store
+        merged = coalesce(ranges, *self.coalescing())
+
+        async def fetch() -> list[Any]:
+            return await asyncio.gather(*(obstore.get_range_async(store, key, start=o, length=n) for o, n in merged))
+
+        bodies = _run(fetch())
+        starts = [o for o, _ in merged]
+        out = []
+        for offset, size in ranges:
+            i = bisect.bisect_right(starts, offset) - 1
+            view = memoryview(bodies[i])
+            out.append(bytes(view[offset - starts[i] : offset - starts[i] + size]))
+        return out
+
+    def open_file(self, on_get: Any = None) -> RangeFile:
+        """A file object over the source; ``on_get(nbytes)`` is told of every GET."""
+        return RangeFile(self, self.size(), on_get)
+
+
+_STORES: dict[ObjectSource, tuple[Any, str]] = {}
+
+
+class RangeFile(io.RawIOBase):
+    """A read-only, seekable file over :meth:`ObjectSource.read_range`, fetching whole
+    blocks of :data:`READ_BLOCK_BYTES` and keeping the last :data:`READ_CACHE_BLOCKS`
+    (h5py reads metadata a few bytes at a time). ``requests`` counts the GETs."""
+
+    def __init__(self, source: ObjectSource, size: int, on_get: Any = None) -> None:
+        self.source, self._size, self._pos, self._on_get = source, size, 0, on_get
+        self._blocks: dict[int, bytes] = {}
+        self.requests = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def _block(self, index: int) -> bytes:
+        block = self._blocks.pop(index, None)
+        if block is None:
+            start = index * READ_BLOCK_BYTES
+            block = self.source.read_range(start, min(READ_BLOCK_BYTES, self._size - start))
+            self.requests += 1
+            if self._on_get is not None:
+                self._on_get(len(block))
+            if len(self._blocks) >= READ_CACHE_BLOCKS:
+                self._blocks.pop(next(iter(self._blocks)))
+        self._blocks[index] = block  # most recently used last
+        return block
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        want = min(len(view), max(0, self._size - self._pos))
+        done = 0
+        while done < want:
+            index, inner = divmod(self._pos + done, READ_BLOCK_BYTES)
+            piece = self._block(index)[inner : inner + want - done]
+            view[done : done + len(piece)] = piece
+            done += len(piece)
+        self._pos += done
+        return done
+
+
+def as_source(text: str | os.PathLike | ObjectSource, storage_options: dict[str, str] | None = None) -> Path | ObjectSource:
+    """Parse a source once, at the edge: a bucket URL or a local path (``file://`` too)."""
+    if isinstance(text, (ObjectSource, Path)):
+        return text
+    if is_url(text):
+        return ObjectSource(str(text), tuple(sorted((storage_options or {}).items())))
+    return Path(str(text).removeprefix("file://"))
+
+
+def portable(source: Path | ObjectSource) -> str | ObjectSource:
+    """The source as a task ships it to a worker: an absolute path, or the bucket source."""
+    return source if isinstance(source, ObjectSource) else str(Path(source).resolve())
+
+
+def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
+    """The first ``size`` bytes of a source (its user block)."""
+    if isinstance(source, ObjectSource):
+        return source.read_range(0, size)
+    with open(source, "rb") as fh:
+        return fh.read(size)
+
+
+__all__ = ["ObjectSource", "RangeFile", "as_source", "portable", "read_head"]

@@ -515,8 +515,10 @@ class ZarrArchive(Archive):
         if self._scales is None:
             try:
                 self._scales = json.loads(_store_text(self.store, SIDECAR)).get("dimension_scales", {})
-            except (OSError, ValueError, TypeError):
-                self._scales = {}
+            except (OSError, ValueError, TypeError):  # in Icechunk, the sidecar rides in the provenance
+                from layoutkit.storage.icechunk_repo import sidecar_in
+
+                self._scales = sidecar_in(self.root.attrs.get("layoutkit")).get("dimension_scales", {})
         if path in self._scales:
             return self._scales[path]
         a = self._array(path)
@@ -942,9 +944,17 @@ def zarr_format_at(store: Any) -> int | None:
 
 def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: int, sleep: Any,
               storage_options: dict[str, str]) -> Archive:
-    """A Zarr store or an HDF5 file in a bucket, read with real requests."""
+    """A Zarr store or an HDF5 file in a bucket, or a version of an Icechunk repository,
+    read with real requests."""
     from layoutkit.inventory import check_source
+    from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store
 
+    if is_icechunk(url):
+        try:
+            base = readonly_store(url, storage_options)
+        except LayoutkitError as exc:
+            raise NotAnArchiveError(str(exc)) from None
+        return _zarr_archive(url, base, 3, template, model, sleep)
     try:
         prefixed = store_at(url, storage_options)
         fmt = zarr_format_at(prefixed)
@@ -957,7 +967,11 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
     if fmt is None:  # an object, not a store: HDF5 (or refused in one sentence)
         source = check_source(ObjectSource(url, tuple(sorted(storage_options.items()))))
         return HDF5Archive(source, template, model, page_buffer, sleep)  # type: ignore[arg-type]
-    base = zarr.storage.ObjectStore(prefixed, read_only=True)
+    return _zarr_archive(url, zarr.storage.ObjectStore(prefixed, read_only=True), fmt, template, model, sleep)
+
+
+def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyModel | None, sleep: Any) -> Archive:
+    """The archive of the layout a Zarr store (over the zarr store ``base``) records."""
     try:
         _, root = _open_counted(url, model, Counter(), sleep, base=base, zarr_format=fmt)
     except (ValueError, KeyError, OSError) as exc:

@@ -83,7 +83,7 @@ def _progress(total: int, label: str) -> Progress:
     )
 
 
-def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None):  # noqa: ANN001, ANN202
+def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None, icechunk=False):  # noqa: ANN001, ANN202
     """Find the layout, plan (print it on --dry-run), then run with a progress bar through
     the pipeline; errors become one line."""
     from layoutkit import pipeline
@@ -94,9 +94,9 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
         layout = layout_for(command, options)
         storage = parse_storage_options(storage_options)
         src = as_source(src, storage)
-        dest = destination(dst, storage, tmpdir)
+        dest = destination(dst, storage, tmpdir, icechunk)
         if not dry_run:
-            dest.check(options.overwrite)
+            pipeline.check_destination(dest, options)
         inventory, plan = pipeline.plan(layout, src, dst, options)
         if dry_run:
             print_plan(plan)
@@ -115,8 +115,12 @@ RECIPE_HELP = (
     "options given here override it."
 )
 # arguments and switches that are not options of the layout or of the run (tests use it too)
-NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir"})
-TMPDIR_HELP = "Where a bucket destination is staged before its upload (default: TMPDIR); it needs room for the whole output."
+NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk"})
+TMPDIR_HELP = "Where a file for a bucket is written before its upload (default: TMPDIR); it needs room for the whole file."
+ICECHUNK_HELP = (
+    "Write DST as an Icechunk repository (a folder or an s3:// prefix; created when missing): the run is one commit "
+    "on main, or nothing. Same as naming DST icechunk:LOCATION."
+)
 STORAGE_HELP = (
     "KEY=VALUE for a bucket destination (repeatable): endpoint_url=http://127.0.0.1:9000, region=..., "
     "anonymous=true; credentials also come from the usual AWS_* environment variables."
@@ -197,15 +201,16 @@ def convert(
     workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
     scheduler: Annotated[str, typer.Option(help="threads, processes (local dask cluster), serial, or a dask scheduler ADDRESS such as tcp://host:8786.")] = "threads",
     memory_limit: Annotated[str, typer.Option(help="Memory budget for data in flight, e.g. 1GiB.")] = "1GiB",
-    overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new store is complete).")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists: locally once the new store is complete; in a bucket the old store goes first; in Icechunk within the run's commit.")] = False,
     skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
+    icechunk: Annotated[bool, typer.Option("--icechunk", help=ICECHUNK_HELP)] = False,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
     options = _build_options(ctx, "convert", recipe)
-    summary = _plan_and_run("convert", src, dst, options, _print_plan, dry_run, storage_option, tmpdir)
+    summary = _plan_and_run("convert", src, dst, options, _print_plan, dry_run, storage_option, tmpdir, icechunk)
     if summary is None:
         return
     if not State.quiet:

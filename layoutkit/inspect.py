@@ -279,9 +279,11 @@ def inspect_path(
     if is_url(str(path)):
         from layoutkit.archive import zarr_format_at
 
-        if zarr_format_at(store_at(str(path), storage_options or {})) is not None:
-            raise NotAStoreError(f"{str(path)!r} is a Zarr store in a bucket: inspect reads HDF5 files in a bucket, "
-                                 "and Zarr stores on a local disk only, for now.")
+        prefixed = store_at(str(path), storage_options or {})
+        if zarr_format_at(prefixed) is not None:  # a store: one LIST, its documents, and shard indexes by range
+            report = _inspect_zarr_store(_BucketFiles(prefixed), str(path), template)
+            report = replace(report, recommendations=tuple(recommend(report)))
+            return replace(report, seconds=time.perf_counter() - t0)
         source = ObjectSource(str(path), tuple(sorted((storage_options or {}).items())))
         report = _inspect_hdf5(source, template)  # type: ignore[arg-type]
         report = replace(report, recommendations=tuple(recommend(report)))
@@ -549,58 +551,123 @@ def _itemsize(dtype: Any) -> int:
     return 0 if dt.kind == "O" else dt.itemsize
 
 
-def _shard_chunk_sizes(path: str, inner_per_shard: int, at_end: bool, crc: bool) -> list[int]:
+def _shard_chunk_sizes(files: Any, key: str, size: int, inner_per_shard: int, at_end: bool, crc: bool) -> list[int]:
     """Sizes of the inner chunks a shard holds, from its index (16 bytes per chunk)."""
-    size = inner_per_shard * 16 + (4 if crc else 0)
-    with open(path, "rb") as fh:
-        if at_end:
-            fh.seek(-size, os.SEEK_END)
-        index = np.frombuffer(fh.read(size)[: inner_per_shard * 16], dtype="<u8").reshape(-1, 2)
+    want = inner_per_shard * 16 + (4 if crc else 0)
+    raw = files.read(key, size - want if at_end else 0, want)
+    index = np.frombuffer(raw[: inner_per_shard * 16], dtype="<u8").reshape(-1, 2)
     present = index[:, 0] != np.iinfo(np.uint64).max
     return [int(n) for n in index[present, 1]]
 
 
+class _FolderFiles:
+    """The objects of a store folder: keys (``a/b/zarr.json``) and sizes, texts, byte ranges."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def entries(self) -> list[tuple[str, int]]:
+        out = []
+        for dirpath, _dirnames, filenames in os.walk(self.root):
+            rel = os.path.relpath(dirpath, self.root)
+            for name in filenames:
+                key = name if rel == "." else f"{Path(rel).as_posix()}/{name}"
+                out.append((key, os.stat(os.path.join(dirpath, name)).st_size))
+        return out
+
+    def text(self, key: str) -> str:
+        return (self.root / key).read_text()
+
+    def read(self, key: str, offset: int, size: int) -> bytes:
+        with open(self.root / key, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(size)
+
+
+class _BucketFiles:
+    """The objects of a store under a bucket prefix: one LIST, then GETs and ranged GETs."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def entries(self) -> list[tuple[str, int]]:
+        from layoutkit.storage.buckets import list_keys
+
+        return list_keys(self.store, "")
+
+    def text(self, key: str) -> str:
+        import obstore
+
+        return bytes(obstore.get(self.store, key).bytes()).decode()
+
+    def read(self, key: str, offset: int, size: int) -> bytes:
+        import obstore
+
+        return bytes(obstore.get_range(self.store, key, start=offset, length=size))
+
+
 def _inspect_zarr(root: Path, template: str) -> InspectReport:
-    if (root / "zarr.json").is_file():
+    return _inspect_zarr_store(_FolderFiles(root), str(root), template)
+
+
+def _parent(key: str) -> str:
+    return key.rpartition("/")[0]
+
+
+def _inspect_zarr_store(files: Any, name: str, template: str) -> InspectReport:
+    """The report of a Zarr store, from its objects (a folder's files or a prefix's keys)."""
+    entries = files.entries()
+    keys = {k for k, _ in entries}
+    if "zarr.json" in keys:
         zarr_format = 3
-        root_doc = json.loads((root / "zarr.json").read_text())
+        root_doc = json.loads(files.text("zarr.json"))
         consolidated = root_doc.get("consolidated_metadata") is not None
         root_attrs = root_doc.get("attributes") or {}
-    elif (root / ".zgroup").is_file() or (root / ".zarray").is_file():
+    elif ".zgroup" in keys or ".zarray" in keys:
         zarr_format = 2
-        consolidated = (root / ".zmetadata").is_file()
-        root_attrs = json.loads((root / ".zattrs").read_text()) if (root / ".zattrs").is_file() else {}
+        consolidated = ".zmetadata" in keys
+        root_attrs = json.loads(files.text(".zattrs")) if ".zattrs" in keys else {}
     else:
-        raise NotAStoreError(f"{str(root)!r} is a directory but not a Zarr store (no zarr.json or .zgroup).")
+        raise NotAStoreError(f"{name!r} is a directory but not a Zarr store (no zarr.json or .zgroup).")
     tally = _Tally()
-    total = metadata = 0
     doc_name = "zarr.json" if zarr_format == 3 else ".zarray"
-    owner: dict[str, str | None] = {}  # folder -> the array folder it belongs to
-    arrays: dict[str, dict[str, Any]] = {}
-    chunk_files: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    for dirpath, _dirnames, filenames in os.walk(root):  # parents before children
-        own = owner.get(os.path.dirname(dirpath))
-        if own is None and doc_name in filenames:
-            doc = json.loads(Path(dirpath, doc_name).read_text())
+    group_doc = "zarr.json" if zarr_format == 3 else ".zgroup"
+    arrays: dict[str, dict[str, Any]] = {}  # array folder ("" for the root) -> its metadata
+
+    def owner(folder: str) -> str | None:
+        """The array whose folder holds ``folder`` (itself included), if any."""
+        while True:
+            if folder in arrays:
+                return folder
+            if not folder:
+                return None
+            folder = _parent(folder)
+
+    docs = sorted((k for k in keys if k.rsplit("/", 1)[-1] in (doc_name, group_doc)), key=lambda k: k.count("/"))
+    for key in docs:  # parents before children
+        folder = _parent(key)
+        if owner(folder) is not None:
+            continue  # a document inside an array's folder is not a node of its own
+        if key.endswith(doc_name):
+            doc = json.loads(files.text(key))
             if zarr_format == 2 or doc.get("node_type") == "array":
-                own = dirpath
-                arrays[dirpath] = _zarr_array(doc, zarr_format)
-        if own is None and ("zarr.json" if zarr_format == 3 else ".zgroup") in filenames and dirpath not in arrays:
+                arrays[folder] = _zarr_array(doc, zarr_format)
+                continue
+        if key.endswith(group_doc):
             tally.groups += 1
-        owner[dirpath] = own
-        for name in filenames:
-            size = os.stat(os.path.join(dirpath, name)).st_size
-            total += size
-            if name in ZARR_METADATA:
-                metadata += size
-            elif own is not None:
-                chunk_files[own].append((os.path.join(dirpath, name), size))
+    total = metadata = 0
+    chunk_files: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for key, size in entries:
+        total += size
+        if key.rsplit("/", 1)[-1] in ZARR_METADATA:
+            metadata += size
+        elif (own := owner(_parent(key))) is not None:
+            chunk_files[own].append((key, size))
     for folder, meta in sorted(arrays.items()):
-        rel = Path(folder).relative_to(root).as_posix()
-        _zarr_stats("/" + rel if rel != "." else "/", meta, chunk_files[folder], tally)
+        _zarr_stats(files, "/" + folder if folder else "/", meta, chunk_files[folder], tally)
     return tally.report(
         template,
-        path=str(root),
+        path=name,
         format=f"zarr v{zarr_format}",
         total_bytes=total,
         metadata_bytes=metadata,
@@ -613,7 +680,7 @@ def _inspect_zarr(root: Path, template: str) -> InspectReport:
     )
 
 
-def _zarr_stats(path: str, meta: dict[str, Any], chunk_files: list[tuple[str, int]], tally: _Tally) -> None:
+def _zarr_stats(files: Any, path: str, meta: dict[str, Any], chunk_files: list[tuple[str, int]], tally: _Tally) -> None:
     itemsize = _itemsize(meta["dtype"])
     names = [n for n in (_zarr_codec_name(c) for c in meta["codecs"]) if n]
     pipeline = "+".join(names) or "none"
@@ -628,7 +695,7 @@ def _zarr_stats(path: str, meta: dict[str, Any], chunk_files: list[tuple[str, in
     per_shard = math.prod(-(-s // c) for s, c in zip(meta["shard"], meta["chunk"]))
     every: list[int] = []
     for shard, size in chunk_files:
-        sizes = _shard_chunk_sizes(shard, per_shard, meta["index_at_end"], meta["index_crc"])
+        sizes = _shard_chunk_sizes(files, shard, size, per_shard, meta["index_at_end"], meta["index_crc"])
         every += sizes
         tally.stored += size - sum(sizes)  # the shard's index
     tally.stored_piece(pipeline, _present_part(logical, meta["shape"], meta["chunk"], len(every)), every)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from layoutkit import __version__
+from layoutkit.errors import InvalidOptionError
 from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.inventory import Inventory, check_source, read_inventory
 from layoutkit.options import RecipeKey
@@ -199,7 +200,7 @@ def run(
     if planned is None:
         check_source(source)
     dest = dst if isinstance(dst, DESTINATIONS) else destination(dst)
-    dest.check(getattr(options, "overwrite", False))
+    check_destination(dest, options)
     inventory, the_plan = planned or plan(layout, source, str(dest), options)
     report = progress or (lambda n: None)
     t0 = time.perf_counter()
@@ -217,6 +218,15 @@ def run(
         dest.discard(staged)
         raise
     return layout.summarize(source, dest, inventory, the_plan, work, time.perf_counter() - t0)
+
+
+def check_destination(dest: Destination, options: Any) -> None:
+    """Refuse, before any work, a destination that cannot take this run: one that exists
+    (unless ``--overwrite``), cannot be written, or cannot be written by ``--scheduler``."""
+    if getattr(dest, "threads_only", False) and getattr(options, "scheduler", "threads") not in ("threads", "serial"):
+        raise InvalidOptionError(f"{dest} is written by threads of this process: use --scheduler threads "
+                                 f"(got {options.scheduler!r}).")
+    dest.check(getattr(options, "overwrite", False))
 
 
 def io_options(options: Any, source: Path | ObjectSource) -> Any:
@@ -240,4 +250,4 @@ def _execute(work: Work, options: Any, report: Progress) -> None:
         report(work.sink(result))
 
 
-__all__ = ["PROVENANCE_ATTR", "REMOTE_THREADS", "Layout", "Work", "io_options", "plan", "provenance", "provenance_attrs", "recipe_of", "run"]
+__all__ = ["PROVENANCE_ATTR", "REMOTE_THREADS", "Layout", "Work", "check_destination", "io_options", "plan", "provenance", "provenance_attrs", "recipe_of", "run"]

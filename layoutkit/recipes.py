@@ -220,6 +220,14 @@ def _url_provenance(url: str, storage_options: dict[str, str]) -> Any:
     from layoutkit.inventory import open_source
     from layoutkit.storage import ObjectSource, store_at
 
+    if url.startswith("icechunk:"):
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        from layoutkit.storage.icechunk_repo import readonly_store
+
+        buf = sync(readonly_store(url, storage_options).get("zarr.json", default_buffer_prototype()))
+        return json.loads(buf.to_bytes()).get("attributes", {}).get(PROVENANCE_ATTR) if buf is not None else None
     store = store_at(url, storage_options)
     fmt = zarr_format_at(store)
     if fmt is not None:

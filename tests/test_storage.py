@@ -74,3 +74,50 @@ def test_hdf5_requests_match_a_hand_count(tmp_path: Path) -> None:
         ds[:10]  # a small read afterwards is a page-buffer hit or one page
         assert cf.requests - first <= 1
     assert len(slept) == cf.requests and sum(slept) == pytest.approx(0.01 * cf.requests)
+
+
+# -- coalescing the byte ranges of a source in a bucket ------------------------------------
+
+
+def test_coalesce_merges_neighbours_within_the_gap_and_size_limits():
+    from layoutkit.storage.buckets import coalesce
+
+    ranges = [(0, 10), (15, 10), (100, 10), (30, 5)]
+    assert coalesce(ranges, gap=5, limit=1000) == [(0, 35), (100, 10)]
+    assert coalesce(ranges, gap=0, limit=1000) == [(0, 10), (15, 10), (30, 5), (100, 10)]
+    assert coalesce(ranges, gap=100, limit=1000) == [(0, 110)]
+    assert coalesce(ranges, gap=100, limit=40) == [(0, 35), (100, 10)]  # a merged GET stays under the limit
+    assert coalesce([(0, 500), (500, 10)], gap=0, limit=100) == [(0, 500), (500, 10)]  # a big range stays whole
+
+
+@pytest.mark.parametrize("options, gets", [
+    ((), 1),  # default: gaps under 1 MiB are read through
+    ((("coalesce_gap", "0"),), 4),
+    ((("coalesce_gap", "64KiB"), ("coalesce_max", "150KiB")), 2),
+])
+def test_a_bucket_source_reads_ranges_with_as_many_gets_as_its_limits_allow(monkeypatch, options, gets):
+    import obstore
+
+    from layoutkit.storage import ObjectSource
+
+    blob = bytes(range(256)) * 4096  # 1 MiB
+    calls = []
+
+    async def fake_get_range_async(store, key, *, start, length=None, end=None):  # noqa: ANN001, ANN202
+        calls.append((start, length))
+        return blob[start:start + length]
+
+    monkeypatch.setattr(obstore, "get_range_async", fake_get_range_async)
+    monkeypatch.setattr(ObjectSource, "_store", property(lambda self: (None, "key")))
+    source = ObjectSource("s3://bucket/key.h5", options)
+    ranges = [(0, 50_000), (100_000, 50_000), (200_000, 50_000), (300_000, 50_000)]
+    assert source.read_ranges(ranges) == [blob[o:o + n] for o, n in ranges]
+    assert len(calls) == gets
+
+
+def test_bad_coalescing_options_are_one_sentence():
+    from layoutkit.errors import InvalidOptionError
+    from layoutkit.storage import ObjectSource
+
+    with pytest.raises(InvalidOptionError, match="coalesce_gap"):
+        ObjectSource("s3://b/k.h5", (("coalesce_gap", "lots"),)).coalescing()

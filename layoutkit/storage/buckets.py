@@ -52,8 +52,9 @@ def parse_storage_options(items: list[str] | tuple[str, ...] | None) -> dict[str
 
 
 def is_url(text: str | os.PathLike) -> bool:
-    """Whether ``text`` names an object-store location (``s3://``, ``gs://``, ``az://``...)."""
-    return isinstance(text, str) and "://" in text and not text.startswith("file://")
+    """Whether ``text`` names a location that is not a local path: an object store
+    (``s3://``, ``gs://``, ``az://``...) or an Icechunk repository (``icechunk:...``)."""
+    return isinstance(text, str) and ("://" in text and not text.startswith("file://") or text.startswith("icechunk:"))
 
 
 

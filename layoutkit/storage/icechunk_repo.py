@@ -14,7 +14,6 @@ Readers name a version after ``@``: ``icechunk:LOCATION@main`` (a branch, the de
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, OutputExistsError, OutputNotWritableError
@@ -22,7 +21,7 @@ from layoutkit.storage.buckets import describe_store_error, is_url
 
 PREFIX = "icechunk:"
 BRANCH = "main"
-_SNAPSHOT = re.compile(r"^[0-9A-Z]{20}$")  # icechunk's snapshot ids: 20 base32 characters
+_QUIET = False
 
 
 def is_icechunk(text: str | os.PathLike) -> bool:
@@ -46,6 +45,10 @@ def _require() -> Any:
         raise InvalidOptionError(
             "Icechunk destinations need the icechunk package: pip install icechunk (or layoutkit[icechunk])."
         ) from None
+    global _QUIET
+    if not _QUIET:  # its warnings (e.g. about local storage and concurrent commits) are not the user's business
+        icechunk.set_logs_filter(os.environ.get("ICECHUNK_LOG", "error"))
+        _QUIET = True
     return icechunk
 
 
@@ -101,15 +104,34 @@ def readonly_store(text: str, storage_options: dict[str, str]) -> Any:
     return session.store
 
 
+SIDECAR_KEY = "sidecar"
+"""Icechunk holds Zarr keys only, so ``layoutkit.json`` travels inside the root's
+provenance attribute (``layoutkit``) as this key: :func:`sidecar_in`."""
+
+
+def sidecar_in(provenance: Any) -> dict[str, Any]:
+    """The sidecar document carried by a provenance attribute value ({} when none)."""
+    import json
+
+    try:
+        doc = json.loads(provenance.decode() if isinstance(provenance, bytes) else provenance)
+    except (TypeError, ValueError, AttributeError):
+        return {}
+    found = doc.get(SIDECAR_KEY) if isinstance(doc, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
 class IcechunkKV:
     """The writable session of a run: the key-value target the Zarr writers use.
 
     Threads of one process share it (an Icechunk session is not shipped to other
-    processes here: ``--scheduler threads``)."""
+    processes here: ``--scheduler threads``). ``layoutkit.json`` is not a Zarr key: it is
+    folded into the root document's provenance attribute (:data:`SIDECAR_KEY`)."""
 
     def __init__(self, session: Any, location: str) -> None:
         self.session = session
         self.location = location
+        self._sidecar: dict[str, Any] | None = None
 
     def __str__(self) -> str:
         return f"{PREFIX}{self.location}"
@@ -118,9 +140,24 @@ class IcechunkKV:
         pass
 
     def put(self, key: str, data: bytes) -> None:
+        import json
+
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
+        if key == "layoutkit.json":
+            self._sidecar = json.loads(data)
+            root = self.get("zarr.json")
+            if root is None:
+                return
+            key, data = "zarr.json", root
+        if key == "zarr.json" and self._sidecar is not None:
+            doc = json.loads(data)
+            attrs = doc.setdefault("attributes", {})
+            provenance = json.loads(attrs.get("layoutkit") or "{}")
+            provenance[SIDECAR_KEY] = self._sidecar
+            attrs["layoutkit"] = json.dumps(provenance)
+            data = json.dumps(doc, allow_nan=False).encode()
         sync(self.session.store.set(key, default_buffer_prototype().buffer.from_bytes(bytes(data))))
 
     def get(self, key: str) -> bytes | None:
@@ -137,6 +174,8 @@ class IcechunkKV:
 class IcechunkDestination:
     """A Zarr store as one commit of an Icechunk repository (see the module)."""
 
+    threads_only = True  # the session is shared by threads, not shipped to processes
+
     def __init__(self, text: str, storage_options: dict[str, str]) -> None:
         location, ref = parse(text if is_icechunk(text) else PREFIX + text)
         self.location, self.branch = location, ref or BRANCH
@@ -144,10 +183,11 @@ class IcechunkDestination:
         self.path = self  # summaries name the destination
         self.snapshot: str | None = None
         self._repo: Any = None
+        self._created = False  # by this run: a failed run removes the repository again
         self._bytes = 0
 
-    def __str__(self) -> str:
-        return f"{PREFIX}{self.location}"
+    def __str__(self) -> str:  # after the commit, the exact version that holds the output
+        return f"{PREFIX}{self.location}" + (f"@{self.snapshot}" if self.snapshot else "")
 
     @property
     def name(self) -> str:
@@ -158,11 +198,18 @@ class IcechunkDestination:
         that already holds a store, unless ``overwrite``."""
         from zarr.core.sync import sync
 
+        icechunk = _require()
         if not is_url(self.location):
             parent = os.path.dirname(os.path.abspath(self.location)) or "."
-            if not os.path.isdir(parent):
-                raise OutputNotWritableError(f"Destination folder {parent!r} does not exist.")
-        self._repo = open_repository(self.location, self.storage_options, create=True)
+            if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+                raise OutputNotWritableError(f"Destination folder {parent!r} does not exist or is not writable.")
+        try:
+            exists = icechunk.Repository.exists(storage_for(self.location, self.storage_options))
+        except Exception as exc:  # the store's own errors: one sentence
+            raise OutputNotWritableError(describe_store_error(self.location, exc)) from None
+        if not exists:
+            return  # created by stage(), when the work begins
+        self._repo = open_repository(self.location, self.storage_options, create=False)
         if self.branch not in self._repo.list_branches():
             raise OutputNotWritableError(f"{self}: the repository has no branch {self.branch!r}.")
         store = self._repo.readonly_session(branch=self.branch).store
@@ -176,7 +223,8 @@ class IcechunkDestination:
         if output != "store":
             raise InvalidOptionError("An Icechunk repository holds Zarr stores: write paged HDF5 to a file or a bucket key.")
         if self._repo is None:
-            self.check(overwrite=True)
+            self._repo = open_repository(self.location, self.storage_options, create=True)
+            self._created = True
         session = self._repo.writable_session(self.branch)
         sync(session.store.delete_dir(""))  # --overwrite: the old store goes in the same commit
         return IcechunkKV(session, self.location)
@@ -202,9 +250,25 @@ class IcechunkDestination:
                 session.discard_changes()
             except Exception:  # noqa: BLE001 - dropping the session discards it anyway
                 pass
+        if self._created:  # nothing was there before this run: leave nothing
+            self._remove_repository()
+
+    def _remove_repository(self) -> None:
+        try:
+            if is_url(self.location):
+                from layoutkit.storage.buckets import delete_keys, list_keys, object_store
+
+                store, key = object_store(self.location, self.storage_options)
+                delete_keys(store, [k for k, _ in list_keys(store, key)])
+            else:
+                import shutil
+
+                shutil.rmtree(self.location, ignore_errors=True)
+        except Exception:  # noqa: BLE001 - best effort while failing already
+            pass
 
     def size(self) -> int:
         return self._bytes
 
 
-__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "is_icechunk", "parse", "readonly_store"]
+__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "is_icechunk", "parse", "readonly_store", "sidecar_in"]

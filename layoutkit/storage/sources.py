@@ -173,6 +173,10 @@ def as_source(text: str | os.PathLike | ObjectSource, storage_options: dict[str,
     """Parse a source once, at the edge: a bucket URL or a local path (``file://`` too)."""
     if isinstance(text, (ObjectSource, Path)):
         return text
+    if str(text).startswith("icechunk:"):
+        from layoutkit.errors import NotHDF5Error
+
+        raise NotHDF5Error(f"{text} is an Icechunk repository (Zarr); the source must be an HDF5 file.")
     if is_url(text):
         return ObjectSource(str(text), tuple(sorted((storage_options or {}).items())))
     return Path(str(text).removeprefix("file://"))

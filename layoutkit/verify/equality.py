@@ -33,6 +33,7 @@ from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import iter_blocks
 from layoutkit.source import SourceReader
 from layoutkit.storage import ObjectSource, is_url, store_at
+from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
 
 # JSON has no NaN or infinities: the README's rule stores them in attributes as these strings
 _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
@@ -395,7 +396,15 @@ def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None =
     """The datasets a Zarr variant leaves out on purpose (``convert --skip-unsupported``),
     as its ``layoutkit.json`` lists them (README: "Links"); none for an HDF5 variant."""
     try:
-        if is_url(str(variant)):
+        if is_icechunk(str(variant)):
+            from zarr.core.buffer import default_buffer_prototype
+            from zarr.core.sync import sync
+
+            buf = sync(readonly_store(str(variant), storage_options or {}).get("zarr.json", default_buffer_prototype()))
+            if buf is None:
+                return []
+            text = json.dumps(sidecar_in(json.loads(buf.to_bytes()).get("attributes", {}).get(PROVENANCE_ATTR)))
+        elif is_url(str(variant)):
             import obstore
 
             text = bytes(obstore.get(store_at(str(variant), storage_options or {}), "layoutkit.json").bytes()).decode()
@@ -419,6 +428,8 @@ def _locate_variant(variant: str | Path, storage_options: dict[str, str]) -> tup
     from layoutkit.archive import zarr_format_at
 
     url = str(variant)
+    if is_icechunk(url):
+        return url, "zarr", readonly_store(url, storage_options)
     prefixed = store_at(url, storage_options)
     if zarr_format_at(prefixed) is not None:
         return url, "zarr", zarr.storage.ObjectStore(prefixed, read_only=True)

@@ -1,0 +1,114 @@
+"""Icechunk destinations: one commit per run, nothing on failure, any snapshot readable."""
+
+from __future__ import annotations
+
+import json
+
+import icechunk
+import pytest
+from typer.testing import CliRunner
+
+import layoutkit
+from layoutkit.cli import app
+from layoutkit.storage.icechunk_repo import IcechunkKV
+from layoutkit.verify.equality import compare_variant
+
+runner = CliRunner()
+
+
+def history(path) -> list:  # noqa: ANN001
+    repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(path)))
+    return list(repo.ancestry(branch="main"))
+
+
+def run(*args) -> object:  # noqa: ANN002
+    return runner.invoke(app, ["--quiet", *map(str, args)])
+
+
+def test_each_run_is_one_commit_and_every_snapshot_stays_readable(shot_file, tmp_path):
+    repo = tmp_path / "repo"
+    first = run("convert", shot_file, repo, "--icechunk")
+    assert first.exit_code == 0, first.output
+    (v1, init) = history(repo)
+    assert v1.message.startswith("layoutkit convert: ") and json.loads(v1.message.split(": ", 1)[1])["compressor"] == "zstd:3"
+    refused = run("convert", shot_file, f"icechunk:{repo}")
+    assert refused.exit_code == 2 and "pass --overwrite" in refused.output
+    assert len(history(repo)) == 2
+    second = run("convert", shot_file, f"icechunk:{repo}", "--overwrite", "--order", "signal", "--shards", "auto")
+    assert second.exit_code == 0, second.output
+    v2 = history(repo)[0]
+    assert v2.id != v1.id and '"order": "signal"' in v2.message
+    # the branch holds the new layout, the old snapshot the old one, both equal to the source
+    assert compare_variant(shot_file, f"icechunk:{repo}") == []
+    assert compare_variant(shot_file, f"icechunk:{repo}@{v1.id}") == []
+    with layoutkit.open(f"icechunk:{repo}@{v1.id}") as old, layoutkit.open(f"icechunk:{repo}") as new:
+        assert (old.layout, new.layout) == ("shot-major", "signal-major")
+        shot = old.shots[0]
+        assert old.shot(shot).identical(new.shot(shot))
+    # the sidecar (links, left-out datasets, scale map) rides in the provenance attribute
+    with layoutkit.open(f"icechunk:{repo}@{v1.id}") as old:
+        assert "sidecar" in json.loads(old.root.attrs["layoutkit"])
+    verify = run("verify", shot_file, f"icechunk:{repo}@{v1.id}", f"icechunk:{repo}", "--patterns", "shot",
+                 "--sample", "1", "--repeat", "1")
+    assert verify.exit_code == 0, verify.output
+
+
+def test_a_failed_run_commits_nothing(shot_file, tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    assert run("convert", shot_file, repo, "--icechunk").exit_code == 0
+    before = [s.id for s in history(repo)]
+    real = IcechunkKV.put
+    calls = {"n": 0}
+
+    def failing(self, key, data):  # noqa: ANN001, ANN202 - some chunks are in, then the store fails
+        calls["n"] += 1
+        if calls["n"] == 40:
+            raise OSError("connection reset by peer")
+        return real(self, key, data)
+
+    monkeypatch.setattr(IcechunkKV, "put", failing)
+    result = run("convert", shot_file, repo, "--icechunk", "--overwrite", "--compressor", "lz4")
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert calls["n"] >= 40
+    assert [s.id for s in history(repo)] == before  # the repository is where it was
+    assert compare_variant(shot_file, f"icechunk:{repo}") == []
+    calls["n"] = 0  # a repository this run would have created is not left behind
+    result = run("convert", shot_file, tmp_path / "new-repo", "--icechunk")
+    assert result.exit_code != 0 and not (tmp_path / "new-repo").exists()
+
+
+def test_icechunk_refusals_are_one_sentence(shot_file, tmp_path):
+    processes = run("convert", shot_file, tmp_path / "r1", "--icechunk", "--scheduler", "processes")
+    assert processes.exit_code == 2 and "use --scheduler threads" in " ".join(processes.output.split())
+    assert not (tmp_path / "r1").exists()
+    hdf5 = run("reorder", shot_file, f"icechunk:{tmp_path / 'r2'}", "--by", "shot")
+    assert hdf5.exit_code == 2 and "holds Zarr stores" in " ".join(hdf5.output.split()), hdf5.output
+    missing = run("verify", shot_file, f"icechunk:{tmp_path / 'nothing'}")
+    assert missing.exit_code == 2 and "Traceback" not in missing.output
+    bad_ref = run("convert", shot_file, tmp_path / "r3", "--icechunk")
+    assert bad_ref.exit_code == 0
+    unknown = run("verify", shot_file, f"icechunk:{tmp_path / 'r3'}@NOSUCHSNAPSHOT00000", "--patterns", "open")
+    assert unknown.exit_code == 2 and "NOSUCHSNAPSHOT00000" in unknown.output
+
+
+@pytest.mark.timeout(300)
+def test_an_icechunk_repository_in_a_bucket(shot_file, tmp_path):
+    """The same commit, with the repository under an s3:// prefix of a real S3 endpoint."""
+    import boto3
+    import moto.server as moto_server
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                     region_name="us-east-1").create_bucket(Bucket="ice")
+        opts = ["--storage-option", f"endpoint_url={endpoint}", "--storage-option", "key=test",
+                "--storage-option", "secret=test", "--storage-option", "region=us-east-1"]
+        result = run("convert", shot_file, "icechunk:s3://ice/archive", *opts)
+        assert result.exit_code == 0, result.output
+        storage = {"endpoint_url": endpoint, "key": "test", "secret": "test", "region": "us-east-1"}
+        assert compare_variant(shot_file, "icechunk:s3://ice/archive", storage_options=storage) == []
+    finally:
+        server.stop()

@@ -15,6 +15,7 @@ not available on these machines.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import shutil
 import socket
@@ -140,6 +141,7 @@ class DelayProxy:
         self.latency = latency
         self.upstream_port = upstream_port
         self.requests = 0
+        self.by_method: collections.Counter[str] = collections.Counter()  # GET, PUT, HEAD, POST, DELETE
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -166,6 +168,9 @@ class DelayProxy:
                 while data := await src.read(1 << 20):
                     if delay and data.startswith(_METHODS):
                         self.requests += 1
+                        line = data.split(b"\r\n", 1)[0]
+                        method = line.split(b" ", 1)[0].decode()
+                        self.by_method["LIST" if method == "GET" and b"list-type=" in line else method] += 1
                         if self.latency:
                             await asyncio.sleep(self.latency)
                     dst.write(data)

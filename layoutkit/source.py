@@ -161,17 +161,52 @@ class SourceReader:
         self._lock = threading.Lock()
         self._indexes: dict[str, _ChunkIndex] = {}
         self._pipelines: dict[str, list[tuple[int, Callable[[bytes], bytes]]]] = {}
+        self._ahead = threading.local()  # per thread: (offset, size) -> bytes fetched by prefetch()
         self.bytes_read = 0
 
     def _pread(self, size: int, offset: int) -> bytes:
         if self._remote is not None:
+            ahead = getattr(self._ahead, "data", None)
+            if ahead and (offset, size) in ahead:
+                return ahead.pop((offset, size))
             return self._remote.read_range(offset, size)
         return os.pread(self._fd, size, offset)
+
+    def prefetch(self, reads: list[tuple[str, Region]]) -> None:
+        """Fetch the stored bytes of several upcoming ``read(path, region)`` calls of this
+        thread at once. In a bucket this turns one round trip per dataset into one batch
+        of concurrent, coalesced GETs for a whole task; locally it does nothing (preads
+        are cheap). What the reads do not consume is dropped at the next prefetch."""
+        if self._remote is None:
+            return
+        ranges: list[tuple[int, int]] = []
+        for path, region in reads:
+            info = self.arrays.get(path)
+            if info is None or not info.shape or not region or not can_read_raw(info):
+                continue
+            if info.layout == "contiguous":
+                if info.offset is None or not all(a == 0 and b == s for (a, b), s in zip(region[1:], info.shape[1:])):
+                    continue
+                row = int(np.prod(info.shape[1:], dtype=np.int64)) * info.dtype.itemsize
+                (start, stop) = region[0]
+                ranges.append((info.offset + start * row, (stop - start) * row))
+                continue
+            assert info.chunks is not None
+            entries = self._index(info).entries
+            spans = [range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)]
+            ranges += [(e[0], e[1]) for o in itertools.product(*spans) if (e := entries.get(o)) is not None]
+        ranges = list(dict.fromkeys(r for r in ranges if r[1] > 0))
+        self._ahead.data = dict(zip(ranges, self._remote.read_ranges(ranges))) if ranges else {}
 
     def _fetch(self, entries: list[tuple[int, int, int]]) -> dict[int, bytes]:
         """The stored bytes of several chunks, by offset: preads locally; in a bucket one
         request for them all, which obstore splits and coalesces (one round trip, not one
         per chunk)."""
+        ahead = getattr(self._ahead, "data", None)
+        if self._remote is not None and ahead:
+            found = {o: ahead.pop((o, n)) for o, n, _ in entries if (o, n) in ahead}
+            entries = [e for e in entries if e[0] not in found]
+            return {**found, **self._fetch(entries)} if entries else found
         if self._remote is not None and len(entries) > 1:
             return dict(zip((o for o, _, _ in entries), self._remote.read_ranges([(o, n) for o, n, _ in entries])))
         return {offset: self._pread(size, offset) for offset, size, _ in entries}

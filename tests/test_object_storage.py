@@ -191,6 +191,44 @@ def test_what_a_killed_upload_left_is_not_a_destination_and_is_cleaned_up(endpoi
     assert "killed.zarr/zarr.json" in left and "killed.zarr/shots/1/signals/ip/c/0" not in left
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_a_run_stopped_while_writing_to_a_bucket_leaves_no_store(endpoint, tmp_path, sig):
+    """A real process, stopped once its first objects are in the bucket: Ctrl-C deletes
+    everything it wrote; SIGKILL cannot, but the root document is never among what it
+    left, so no reader sees a store; the next run (no --overwrite) succeeds."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from layoutkit.sample import write_sample
+
+    src = tmp_path / "bigger.h5"
+    write_sample(src, shots=8, signals=40, seed=3)
+    key = f"stopped-{sig}.zarr"
+    cmd = [sys.executable, "-m", "layoutkit", "-q", "convert", str(src), f"s3://{BUCKET}/{key}", "--workers", "1",
+           "--chunk-size", "64KiB", "--storage-option", f"endpoint_url={endpoint}"]
+    proc = subprocess.Popen(cmd, env={**os.environ, **CREDENTIALS}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(objects(endpoint, key + "/")) < 20:
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    left = objects(endpoint, key + "/")
+    assert f"{key}/zarr.json" not in left  # nothing a reader would take for a store
+    if sig == "SIGINT":
+        assert left == {} and b"Traceback" not in err
+    else:
+        assert left  # what a killed process left: not a store, and not in the way
+    again = cli(endpoint, "convert", src, f"s3://{BUCKET}/{key}")
+    assert again.exit_code == 0, again.output
+    assert compare_variant(src, f"s3://{BUCKET}/{key}", storage_options={"endpoint_url": endpoint, **{
+        "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}}) == []
+
+
 def test_a_verify_source_must_be_local_and_says_so(tmp_path):
     """verify reads variants from buckets, its source from a local file: one sentence."""
     result = runner.invoke(app, ["--quiet", "verify", "s3://archive/shots.h5", str(tmp_path)])
@@ -377,3 +415,31 @@ def test_inspect_a_zarr_store_in_a_bucket(endpoint, shot_file, bucket_variants, 
             doc.pop("seconds"), doc.pop("path")
             doc.pop("recommendations")  # they name the path
         assert remote == local, name
+
+
+def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source_url, shot_file, monkeypatch):
+    """prefetch() turns one round trip per dataset into one batch of concurrent GETs: the
+    reads that follow it need no request of their own, and give what the file holds."""
+    import numpy as np
+
+    from layoutkit.inventory import read_inventory
+    from layoutkit.source import SourceReader
+    from layoutkit.storage import ObjectSource
+
+    inventory = read_inventory(shot_file)
+    arrays = {a.path: a for a in inventory.arrays if a.shape and not a.dim_only}
+    reads = [(p, tuple((0, n) for n in a.shape)) for p, a in sorted(arrays.items())][:30]
+    opts = (("access_key_id", "test"), ("endpoint_url", endpoint), ("region", "us-east-1"),
+            ("secret_access_key", "test"))
+    remote = ObjectSource(source_url, opts)
+    singles, batches = [], []
+    real_range, real_ranges = ObjectSource.read_range, ObjectSource.read_ranges
+    monkeypatch.setattr(ObjectSource, "read_range", lambda self, o, n: singles.append(n) or real_range(self, o, n))
+    monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r: batches.append(len(r)) or real_ranges(self, r))
+    with SourceReader(remote, arrays) as reader, SourceReader(shot_file, arrays) as local:
+        singles.clear()
+        reader.prefetch(reads)
+        got = [reader.read(p, r) for p, r in reads]
+        assert singles == [] and len(batches) == 1 and batches[0] >= 30
+        for (p, r), values in zip(reads, got):
+            np.testing.assert_array_equal(values, local.read(p, r))

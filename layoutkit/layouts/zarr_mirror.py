@@ -233,11 +233,9 @@ def close_open_files() -> None:
 def copy_task(job: CopyJob, task: CopyTask) -> int:
     """Copy every region of ``task`` from the source to the store; return bytes copied."""
     reader, writer = open_job(job)
-    blocks = [
-        (path, region, reader.read(path, region))
-        for path, region in task.items
-        if path not in job.sparse_ok or reader.allocated(path, region)
-    ]
+    wanted = [(path, region) for path, region in task.items if path not in job.sparse_ok or reader.allocated(path, region)]
+    reader.prefetch(wanted)  # in a bucket: the whole task's chunks in one batch of GETs
+    blocks = [(path, region, reader.read(path, region)) for path, region in wanted]
     writer.write_many(blocks)
     return task.nbytes
 

@@ -186,10 +186,11 @@ def assemble_block(reader: SourceReader, rows: tuple[tuple[str, int, int], ...],
     """
     (lo, hi), rest = region[0], tuple(region[1:])
     out = np.empty(tuple(b - a for a, b in region), dtype=dtype)
-    starts = [r[1] for r in rows]
-    lengths = [r[2] for r in rows]
-    for k, first, stop, at in packed_pieces(starts, lengths, lo, hi):
-        out[at : at + stop - first] = reader.read(rows[k][0], ((first, stop), *rest))
+    pieces = list(packed_pieces([r[1] for r in rows], [r[2] for r in rows], lo, hi))
+    reads = [(rows[k][0], ((first, stop), *rest)) for k, first, stop, _ in pieces]
+    reader.prefetch(reads)  # one batch of requests for every shot in the block (in a bucket)
+    for (path, piece), (_, first, stop, at) in zip(reads, pieces):
+        out[at : at + stop - first] = reader.read(path, piece)
     return out
 
 

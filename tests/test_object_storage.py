@@ -180,6 +180,45 @@ def test_an_endpoint_that_refuses_connections_is_one_sentence(shot_file):
     assert "the endpoint cannot be reached" in " ".join(result.output.split())
 
 
+@pytest.mark.timeout(120)
+def test_an_endpoint_that_stops_answering_is_one_sentence_within_the_timeout(shot_file, tmp_path):
+    """A server that accepts connections and never answers: the request times out
+    (--storage-option timeout=...), the run is one sentence, exit 2, nothing written."""
+    import threading
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])  # read nothing, answer nothing
+            except OSError:
+                continue
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        port = silent.getsockname()[1]
+        t0 = time.monotonic()
+        result = runner.invoke(app, ["--quiet", "convert", str(shot_file), f"s3://{BUCKET}/silent.zarr",
+                                     "--storage-option", f"endpoint_url=http://127.0.0.1:{port}",
+                                     "--storage-option", "timeout=2s"], env=CREDENTIALS)
+        assert result.exit_code == 2, result.output
+        assert "silent.zarr" in result.output and "Traceback" not in result.output
+        assert "did not answer in time" in " ".join(result.output.split())
+        assert time.monotonic() - t0 < 90  # a few timeouts and retries, not a hang
+    finally:
+        stop.set()
+        for conn in held:
+            conn.close()
+        silent.close()
+
+
 def test_what_a_killed_upload_left_is_not_a_destination_and_is_cleaned_up(endpoint, shot_file):
     """SIGKILL during publication leaves data objects but never the root document: no
     reader sees a store, the next run is not refused, and it removes the leftovers."""

@@ -8,6 +8,7 @@ ranged, concurrent and multipart requests itself.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -106,6 +107,9 @@ def describe_store_error(url: str, exc: BaseException) -> str:
         return f"{url}: the bucket does not exist."
     if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "AccessDenied" in text or "403" in text:
         return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
+    if "retries" in text and re.search(r"in [0-9.]+s, after \d+ retries", text) and not re.search(r"\b[45]\d\d\b", text):
+        return (f"{url}: the endpoint did not answer in time, even after retries (--storage-option timeout=... "
+                "sets the limit per request; 120s by default).")
     if "onnect" in text or "timed out" in text.lower() or "dns" in text.lower():
         first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         return f"{url}: the endpoint cannot be reached ({first[:160]})."

@@ -194,7 +194,7 @@ def convert(
     ] = "auto",
     chunk_size: Annotated[str, typer.Option(help="Target uncompressed chunk size for --chunks auto.")] = "4MiB",
     compressor: Annotated[
-        str, typer.Option(help="none, zstd[:LEVEL], gzip[:LEVEL], lz4, blosc:CNAME:LEVEL:shuffle, with an optional shuffle+ prefix.")
+        str, typer.Option(help="none, zstd[:LEVEL], gzip[:LEVEL], lz4, blosc:CNAME:LEVEL:shuffle, with an optional shuffle+ prefix; or source: copy each chunk as stored, its HDF5 filters spelled as Zarr codecs (deflate as zlib, shuffle, fletcher32, zstd, blosc), re-encoding (zstd:3) only arrays whose filters have no Zarr codec.")
     ] = "zstd:3",
     shards: Annotated[str, typer.Option(help="none, auto (64 MiB shards) or a target shard size such as 128MiB (Zarr v3 only).")] = "none",
     consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Write consolidated metadata.")] = True,
@@ -275,7 +275,7 @@ def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
     for a in plan.arrays:
         table.add_row(
             a.path, str(a.shape), a.dtype, str(a.chunks), str(a.shards or "-"),
-            str(a.compressor), a.read_mode, format_size(a.nbytes),
+            str(a.source_encoding or a.compressor), a.read_mode, format_size(a.nbytes),
         )
     out.print(table)
     out.print(
@@ -290,8 +290,13 @@ def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
     out.print(
         f"converted {s.source} -> {s.dest}: {s.arrays} arrays in {s.groups} groups, "
         f"{format_size(s.logical_bytes)} of data, {size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, "
-        f"{s.seconds:.1f} s, {format_size(s.throughput)}/s"
+        f"{s.seconds:.1f} s, {format_size(s.throughput)}/s of data, {format_size(s.stored_throughput)}/s stored"
     )
+    if s.copied is not None:
+        said = "; ".join(f"{path} {reason}" for path, reason in s.reencoded[:5])
+        more = f" and {len(s.reencoded) - 5:,} more" if len(s.reencoded) > 5 else ""
+        out.print(f"{s.copied:,} arrays copied as stored, {len(s.reencoded):,} re-encoded" +
+                  (f": {said}{more}" if said else ""))
     if s.shards_requested:
         out.print(f"{s.sharded:,} arrays sharded" if s.sharded else
                   "no array large enough to shard: each fits in one chunk, so none was sharded")

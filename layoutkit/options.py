@@ -80,15 +80,16 @@ class CompressorSpec:
     shuffle: bool = False
 
     def __str__(self) -> str:
-        if self.name == "none":
-            return "none"
+        if self.name in ("none", "source"):
+            return self.name
         if self.name == "blosc":
             return f"blosc:{self.cname}:{self.level}:{'shuffle' if self.shuffle else 'noshuffle'}"
         prefix = "shuffle+" if self.shuffle else ""
         return f"{prefix}{self.name}" + (f":{self.level}" if self.level is not None else "")
 
 
-COMPRESSORS = ("none", "zstd", "gzip", "lz4", "lzf", "blosc")
+# "source": keep each dataset's own encoding, copying its stored chunks (convert only)
+COMPRESSORS = ("none", "zstd", "gzip", "lz4", "lzf", "blosc", "source")
 _LEVELS = {"zstd": (1, 22, 3), "gzip": (0, 9, 4), "blosc": (0, 9, 5), "lz4": (None, None, None)}
 _BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "zlib", "zstd")
 
@@ -112,7 +113,7 @@ def _parse_level(name: str, text: str | None) -> int | None:
 
 def parse_compressor(text: str) -> CompressorSpec:
     """Parse a compressor such as ``zstd:3``, ``gzip:4``, ``shuffle+gzip:4``, ``lz4``,
-    ``lzf``, ``blosc:zstd:5:shuffle`` or ``none``.
+    ``lzf``, ``blosc:zstd:5:shuffle``, ``none`` or ``source``.
 
     Raises
     ------
@@ -127,12 +128,12 @@ def parse_compressor(text: str) -> CompressorSpec:
     if name not in COMPRESSORS:
         raise InvalidOptionError(
             "Expected a compressor: none, zstd[:1-22], gzip[:0-9], lz4, lzf, "
-            f"blosc[:CNAME[:0-9[:shuffle|noshuffle]]], optionally prefixed shuffle+. Got {text!r}."
+            f"blosc[:CNAME[:0-9[:shuffle|noshuffle]]], optionally prefixed shuffle+, or source. Got {text!r}."
         )
-    if name == "none":
+    if name in ("none", "source"):
         if rest or shuffle:
-            raise InvalidOptionError(f"Compressor none takes no options. Got {text!r}.")
-        return CompressorSpec("none")
+            raise InvalidOptionError(f"Compressor {name} takes no options. Got {text!r}.")
+        return CompressorSpec(name)
     if name == "lzf":
         if rest:
             raise InvalidOptionError(f"Compressor lzf takes no level. Got {text!r}.")

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.options import ChunkSpec, CompressorSpec, RecipeKey, ShardSpec
@@ -160,6 +161,9 @@ class ArrayPlan:
     compressor: CompressorSpec
     read_mode: str  # "raw" (read chunks, decode in parallel) | "h5py" | "none" (no data)
     nbytes: int
+    # --compressor source: the stored chunks are copied as they are ("copy"), with the
+    # source's filter pipeline spelled as Zarr codecs (a SourceEncoding)
+    source_encoding: Any = None
 
     @property
     def write_block(self) -> tuple[int, ...]:

@@ -28,9 +28,10 @@ from layoutkit.plan import Region
 from layoutkit.storage import ObjectSource
 
 FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD = 1, 2, 32004, 32001, 32015
-FILTER_LZF, FILTER_BITSHUFFLE = 32000, 32008
+FILTER_LZF, FILTER_BITSHUFFLE, FILTER_FLETCHER32 = 32000, 32008, 3
 RAW_DECODABLE = frozenset(
-    {FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD, FILTER_LZF, FILTER_BITSHUFFLE}
+    {FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD, FILTER_LZF, FILTER_BITSHUFFLE,
+     FILTER_FLETCHER32}
 )
 RAW_KINDS = frozenset({"numeric", "bool", "fixed-bytes", "enum", "opaque", "compound"})
 
@@ -114,6 +115,9 @@ def _decoder(fid: int, options: tuple[int, ...], itemsize: int, chunk_bytes: int
         return lambda b: bytes(blosc.decode(b))
     if fid == FILTER_LZ4:
         return _unlz4_hdf5
+    if fid == FILTER_FLETCHER32:  # checks and strips the 4-byte checksum HDF5 appends
+        fletcher = numcodecs.Fletcher32()
+        return lambda b: bytes(fletcher.decode(b))
     if fid == FILTER_LZF:
         import imagecodecs
 
@@ -254,6 +258,22 @@ class SourceReader:
         index = self._index(info).entries
         ranges = [range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)]
         return any(origin in index for origin in itertools.product(*ranges))
+
+    def stored_chunks(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[bytes | None, int]]:
+        """Every chunk of ``path`` that ``region`` touches: its stored (still encoded) bytes,
+        or None when it was never written, and its filter mask."""
+        info = self.arrays[path]
+        assert info.chunks is not None
+        entries = self._index(info).entries
+        origins = list(itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks))))
+        fetched = self._fetch([entries[o] for o in origins if o in entries])
+        out: dict[tuple[int, ...], tuple[bytes | None, int]] = {}
+        for origin in origins:
+            entry = entries.get(origin)
+            data = fetched[entry[0]] if entry is not None else None
+            self.bytes_read += len(data or b"")
+            out[origin] = (data, entry[2] if entry is not None else 0)
+        return out
 
     def read_raw_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes, int]:
         """The stored (still encoded) bytes of the chunk at ``origin`` and its filter mask."""

@@ -286,6 +286,7 @@ def source_url(endpoint, shot_file) -> str:
 @pytest.mark.parametrize("args", [
     pytest.param([], id="mirror"),
     pytest.param(["--order", "signal", "--shards", "auto"], id="signal-major"),
+    pytest.param(["--compressor", "source", "--shards", "64KiB"], id="stored-chunks-copied"),
 ])
 def test_a_source_in_a_bucket_converts_to_the_same_store(endpoint, source_url, shot_file, tmp_path, args):
     """The walk reads the metadata through a block-cached file object, the chunks as

@@ -288,6 +288,11 @@ class HDF5Paged(Layout):
 
     def plan(self, inventory: Inventory, options: ReorderOptions, scale_digests: dict[str, ScaleDigest],
              dest: str = "") -> ReorderPlan:
+        if options.compressor.name == "source":
+            raise InvalidOptionError(
+                "Expected a compressor for reorder such as gzip:4 (a chunk whose filters already match "
+                "is copied without re-encoding); --compressor source is convert's. Got --compressor source."
+            )
         return plan_reorder(inventory, options, scale_digests, dest)
 
     def begin(self, staged: Path, source: Path, inventory: Inventory, plan: ReorderPlan,

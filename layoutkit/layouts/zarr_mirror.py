@@ -49,10 +49,14 @@ from layoutkit.scales import ScaleDigest
 from layoutkit.source import SourceReader, can_read_raw
 from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
+from layoutkit.writers.zarr_raw import SourceEncoding, source_encoding
 
 DEFAULT_CHUNK_BYTES = 4 * 1024**2
 DEFAULT_MEMORY_LIMIT = 1024**3
 ORDERS = ("shot", "signal")  # convert's --order: the Zarr layouts' `order`
+# --compressor source, for an array whose stored chunks cannot be copied as they are:
+# stored plainly when the source stores it plainly, else zstd (read by every Zarr reader)
+SOURCE_FALLBACK = parse_compressor("zstd:3")
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ class ConvertPlan:
     skipped: tuple[tuple[str, str], ...]
     tasks: tuple[CopyTask, ...]
     task_bytes: int
+    # --compressor source: the arrays decoded and re-encoded, and why
+    reencoded: tuple[tuple[str, str], ...] = ()
 
     @property
     def nbytes(self) -> int:
@@ -126,6 +132,13 @@ class ConvertSummary:
     seconds: float
     sharded: int = 0  # arrays written with shards
     shards_requested: bool = False
+    copied: int | None = None  # --compressor source: arrays whose stored chunks were copied as they are
+    reencoded: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def stored_throughput(self) -> float:
+        """Bytes written per second (for a copy, the rate that matters)."""
+        return self.dest_bytes / self.seconds if self.seconds > 0 else float("nan")
 
     @property
     def ratio(self) -> float:
@@ -152,14 +165,26 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
     dtype = target_dtype(info)
     itemsize = info.dtype.itemsize if dtype is not str else 16
     target = min(options.chunk_bytes, block_limit)
-    chunks = plan_chunks(info.shape, itemsize, info.chunks, options.chunks, target)
+    size = math.prod(info.shape) if info.shape else 1
+    compressor, encoding = options.compressor, None
+    if compressor.name == "source":
+        found = source_encoding(info)
+        if isinstance(found, SourceEncoding) and size > 0:
+            encoding = found
+        else:
+            compressor = SOURCE_FALLBACK if info.filters else parse_compressor("none")
+    if encoding is not None:
+        # the HDF5 chunk shape exactly, even past the array's end: the stored chunks are whole
+        assert info.chunks is not None
+        chunks = tuple(info.chunks)
+    else:
+        chunks = plan_chunks(info.shape, itemsize, info.chunks, options.chunks, target)
     shards = None
     if options.zarr_format == 3 and dtype is not str:
         spec = options.shards
         if spec.mode != "none":
             spec = ShardSpec(spec.mode, min(spec.target_bytes, block_limit))
         shards = plan_shards(info.shape, chunks, itemsize, spec)
-    size = math.prod(info.shape) if info.shape else 1
     return ArrayPlan(
         path=info.path,
         shape=info.shape,
@@ -167,10 +192,26 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         itemsize=itemsize,
         chunks=chunks,
         shards=shards,
-        compressor=options.compressor,
-        read_mode="none" if size == 0 else ("raw" if can_read_raw(info) else "h5py"),
+        compressor=compressor,
+        read_mode="none" if size == 0 else ("copy" if encoding else "raw" if can_read_raw(info) else "h5py"),
         nbytes=size * itemsize,
+        source_encoding=encoding,
     )
+
+
+def reencode_reason(info: ArrayInfo) -> str:
+    """Why ``--compressor source`` decodes and re-encodes ``info`` instead of copying it."""
+    found = source_encoding(info)
+    return found if isinstance(found, str) else "has no stored chunks"
+
+
+def check_source_options(options: ConvertOptions) -> None:
+    """``--compressor source`` copies the source's chunks, so it keeps their shape."""
+    if options.compressor.name == "source" and options.chunks.mode == "shape":
+        raise InvalidOptionError(
+            "Expected --chunks source (or auto) with --compressor source, which copies the source's "
+            f"chunks as they are. Got --chunks {','.join(map(str, options.chunks.shape or ()))}."
+        )
 
 
 def plan_arrays(
@@ -202,6 +243,8 @@ class CopyJob:
     arrays: dict[str, ArrayInfo]
     # arrays whose Zarr fill value equals the HDF5 one: never-written regions are skipped
     sparse_ok: frozenset[str] = frozenset()
+    # --compressor source: arrays whose stored chunks are copied as they are
+    copied: frozenset[str] = frozenset()
 
 
 _OPEN: dict[tuple[str, str], tuple[SourceReader, ZarrWriter]] = {}
@@ -235,9 +278,21 @@ def copy_task(job: CopyJob, task: CopyTask) -> int:
     reader, writer = open_job(job)
     wanted = [(path, region) for path, region in task.items if path not in job.sparse_ok or reader.allocated(path, region)]
     reader.prefetch(wanted)  # in a bucket: the whole task's chunks in one batch of GETs
-    blocks = [(path, region, reader.read(path, region)) for path, region in wanted]
+    blocks = []
+    for path, region in wanted:
+        if path in job.copied:
+            writer.write_stored(path, region, reader.stored_chunks(path, region),
+                                lambda origin, p=path: reader.read(p, _chunk_region(job.arrays[p], origin)),
+                                path in job.sparse_ok)
+        else:
+            blocks.append((path, region, reader.read(path, region)))
     writer.write_many(blocks)
     return task.nbytes
+
+
+def _chunk_region(info: ArrayInfo, origin: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    assert info.chunks is not None
+    return tuple((o, min(o + c, n)) for o, c, n in zip(origin, info.chunks, info.shape))
 
 
 # ---------------------------------------------------------------------------------
@@ -291,11 +346,17 @@ class ZarrMirror(Layout):
 
     def plan(self, inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest],
              dest: str = "") -> ConvertPlan:
+        check_source_options(options)
         budget = task_budget(options.memory_limit, options.workers)
         plans, skipped = plan_arrays([a for a in inventory.arrays if not a.dim_only], options, budget)
         arrays = tuple(p for p in plans if p is not None)
         tasks = plan_tasks(arrays, budget)
-        return ConvertPlan(inventory.path, dest, options, arrays, tuple(skipped), tasks, budget)
+        infos = {a.path: a for a in inventory.arrays}
+        reencoded = tuple(
+            (a.path, reencode_reason(infos[a.path]))
+            for a in arrays if options.compressor.name == "source" and a.source_encoding is None
+        )
+        return ConvertPlan(inventory.path, dest, options, arrays, tuple(skipped), tasks, budget, reencoded)
 
     def begin(self, staged: Path, source: Path, inventory: Inventory, plan: ConvertPlan,
               attrs: dict[str, Any]) -> Work:
@@ -309,6 +370,7 @@ class ZarrMirror(Layout):
         job = CopyJob(
             portable(source), portable_target(staged), plan.options.zarr_format, planned,
             frozenset(writer.fill_matches_source(planned)),
+            frozenset(a.path for a in plan.arrays if a.source_encoding is not None),
         )
         adopt_job(job, writer)
         return Work(copy_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
@@ -324,6 +386,9 @@ class ZarrMirror(Layout):
             links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes,
             source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
             sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
+            copied=(sum(1 for a in plan.arrays if a.source_encoding) if plan.options.compressor.name == "source"
+                    else None),
+            reencoded=plan.reencoded,
         )
 
 

@@ -206,6 +206,12 @@ def plan_signal_major(
         A dataset cannot be carried (as in ``convert``), or a signal's dimension scale
         lives in another shot.
     """
+    if options.compressor.name == "source":
+        raise InvalidOptionError(
+            "Expected a compressor for --order signal, which packs signals of many shots into one "
+            "array and so re-encodes them; --compressor source copies chunks and needs --order shot. "
+            "Got --compressor source."
+        )
     template = "/" + options.template.strip("/")
     _, prefix = compile_template(template)
     if template.index("{shot}") > template.index("{signal}"):
@@ -416,8 +422,8 @@ class ZarrSignal(Layout):
             options.zarr_format,
             {p: infos[p] for p in sources},
             frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
-            packing,
-            {s.array(p, DATA): p.dtype.str for s in plan.series for p in s.parts},
+            packing=packing,
+            dtypes={s.array(p, DATA): p.dtype.str for s in plan.series for p in s.parts},
         )
         adopt_job(job, writer)
         return Work(pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,

@@ -32,6 +32,7 @@ from layoutkit.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
+from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
 
 SIDECAR = "layoutkit.json"
 
@@ -170,6 +171,7 @@ class ZarrWriter:
         self._docs: dict[str, dict[str, Any]] = {}
         self._zarr_store: Any = None
         self._encoders: dict[str, _ChunkEncoder | None] = {}
+        self._stored_targets: dict[str, _StoredChunks | None] = {}
 
     # -- creation ---------------------------------------------------------------
 
@@ -224,7 +226,7 @@ class ZarrWriter:
         missing chunk reads back as the source's unwritten data."""
         out = []
         for path, info in infos.items():
-            encoder = self._encoder(path)
+            encoder = self._encoder(path) or (stored.encoder if (stored := self._stored(path)) else None)
             if encoder is None or info.fill_value is None:
                 continue
             want = np.asarray(info.fill_value).astype(encoder.dtype)
@@ -289,7 +291,10 @@ class ZarrWriter:
                 fv = np.asarray(fv, np_dtype).reshape(-1)[0]  # netCDF stores a 1-element array
                 attrs["_FillValue"] = encode_fill_attr(fv.item(), np_dtype)
             kwargs["dimension_names"] = list(info.dims) if info.dims else None
-            kwargs["compressors"] = _zarr3_compressors(plan.compressor, element_size)
+            if plan.source_encoding is not None:
+                kwargs["compressors"] = zarr3_codecs(plan.source_encoding)
+            else:
+                kwargs["compressors"] = _zarr3_compressors(plan.compressor, element_size)
             if plan.shards:
                 kwargs["shards"] = plan.shards
             if np_dtype.byteorder == ">" and np_dtype.kind in "iufc":
@@ -297,7 +302,10 @@ class ZarrWriter:
         else:
             attrs.pop("_FillValue", None)
             attrs["_ARRAY_DIMENSIONS"] = list(info.dims)
-            filters, compressor = _zarr2_codecs(plan.compressor, element_size)
+            if plan.source_encoding is not None:
+                filters, compressor = zarr2_codecs(plan.source_encoding)
+            else:
+                filters, compressor = _zarr2_codecs(plan.compressor, element_size)
             kwargs["filters"] = filters or "auto"  # auto adds the string codecs v2 needs
             kwargs["compressors"] = compressor
         kwargs["attributes"] = json_attrs(attrs)
@@ -359,6 +367,39 @@ class ZarrWriter:
         self._encoders[path] = encoder
         return encoder
 
+    def write_stored(self, path: str, region: Region, stored: dict[tuple[int, ...], tuple[bytes | None, int]],
+                     decode: Any, skip_missing: bool) -> None:
+        """Store one write block (a chunk, or a shard) of ``path`` from the source's stored
+        chunks, copied as they are (``--compressor source``).
+
+        Parameters
+        ----------
+        stored
+            Every chunk origin of the block: its stored bytes (None when not allocated)
+            and its filter mask.
+        decode
+            ``decode(origin)`` gives the values of one chunk, for the chunks that must be
+            encoded here: those stored with a filter skipped, and unallocated ones unless
+            ``skip_missing`` (the Zarr fill value equals the source's).
+        """
+        target = self._stored(path)
+        if target is None:
+            raise RuntimeError(f"{path}: the Zarr metadata does not allow copying stored chunks")
+        target.write(region, stored, decode, skip_missing)
+
+    def _stored(self, path: str) -> _StoredChunks | None:
+        if path not in self._stored_targets:
+            node = path.strip("/")
+            name = "zarr.json" if self.zarr_format == 3 else ".zarray"
+            files = self._docs.get(node)
+            if files is None:
+                try:
+                    files = {name: json.loads(self.kv.get(f"{node}/{name}" if node else name) or b"")}
+                except (OSError, ValueError):
+                    files = {}
+            self._stored_targets[path] = _StoredChunks.from_metadata(self.kv, node, files.get(name), self.zarr_format)
+        return self._stored_targets[path]
+
     async def _open(self, path: str) -> Any:
         node = path.strip("/")
         files = self._docs.get(node)
@@ -393,8 +434,10 @@ _BYTES_CODECS = {
         shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[c["shuffle"]] if isinstance(c["shuffle"], str) else c["shuffle"],
     ),
     "numcodecs.shuffle": lambda c: numcodecs.Shuffle(elementsize=c["elementsize"]),
+    "numcodecs.zlib": lambda c: numcodecs.Zlib(level=c.get("level", 1)),
+    "numcodecs.fletcher32": lambda c: numcodecs.Fletcher32(),
 }
-_V2_CODECS = {"zstd", "gzip", "blosc", "shuffle"}
+_V2_CODECS = {"zstd", "gzip", "blosc", "shuffle", "zlib", "fletcher32"}
 
 
 class _ChunkEncoder:
@@ -461,6 +504,17 @@ class _ChunkEncoder:
 
     def write(self, region: Region, data: np.ndarray) -> None:
         index = tuple(a // c for (a, _), c in zip(region, self.chunks))
+        self.kv.put(self.key(index), self.encode(region, data))
+
+    def key(self, index: tuple[int, ...]) -> str:
+        """The store key of the chunk (or shard) at grid position ``index``."""
+        key = self.separator.join(str(i) for i in index)
+        if self.zarr_format == 3:
+            key = "c" + self.separator + key
+        return self.prefix + key
+
+    def encode(self, region: Region, data: np.ndarray) -> bytes:
+        """The stored bytes of the chunk holding ``region``'s values (``data``)."""
         shape = tuple(b - a for a, b in region)
         block = np.asarray(data).astype(self.dtype, copy=False)
         if shape != self.chunks:  # an edge chunk: zarr stores it whole, padded with the fill value
@@ -470,10 +524,66 @@ class _ChunkEncoder:
         buf: Any = np.ascontiguousarray(block).tobytes()
         for codec in self.codecs:
             buf = codec.encode(buf)
-        key = self.separator.join(str(i) for i in index)
-        if self.zarr_format == 3:
-            key = "c" + self.separator + key
-        self.kv.put(self.prefix + key, bytes(buf) if not isinstance(buf, bytes) else buf)
+        return bytes(buf) if not isinstance(buf, bytes) else buf
+
+
+class _StoredChunks:
+    """Stores already-encoded chunks of one numeric array, whole or packed into shards."""
+
+    def __init__(self, encoder: _ChunkEncoder, shape: tuple[int, ...], shard: tuple[int, ...] | None,
+                 sharding: dict[str, Any] | None) -> None:
+        self.encoder = encoder
+        self.shape = shape
+        self.shard = shard
+        self.sharding = sharding or {}
+
+    @classmethod
+    def from_metadata(cls, kv: Any, node: str, doc: dict[str, Any] | None, zarr_format: int) -> _StoredChunks | None:
+        if not doc:
+            return None
+        name = "zarr.json" if zarr_format == 3 else ".zarray"
+        codecs = doc.get("codecs") or [{}]
+        if zarr_format == 3 and codecs[0].get("name") == "sharding_indexed":
+            conf = codecs[0]["configuration"]
+            if not shard_index_supported(conf):
+                return None
+            inner = {**doc, "codecs": conf["codecs"],
+                     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": conf["chunk_shape"]}}}
+            encoder = _ChunkEncoder.from_metadata(kv, node, {name: inner}, zarr_format)
+            shard = tuple(doc["chunk_grid"]["configuration"]["chunk_shape"])
+            return cls(encoder, tuple(doc["shape"]), shard, conf) if encoder else None
+        encoder = _ChunkEncoder.from_metadata(kv, node, {name: doc}, zarr_format)
+        return cls(encoder, tuple(doc["shape"]), None, None) if encoder else None
+
+    def write(self, region: Region, stored: dict[tuple[int, ...], tuple[bytes | None, int]],
+              decode: Any, skip_missing: bool) -> None:
+        chunks = self.encoder.chunks
+
+        def chunk_bytes(origin: tuple[int, ...]) -> bytes | None:
+            data, mask = stored.get(origin, (None, 0))
+            if data is not None and not mask:
+                return data
+            if data is None and skip_missing:
+                return None
+            # stored with a filter skipped, or never written and the fill values differ
+            part = tuple((o, min(o + c, n)) for o, c, n in zip(origin, chunks, self.shape))
+            return self.encoder.encode(part, decode(origin))
+
+        if self.shard is None:
+            for origin in stored:
+                data = chunk_bytes(origin)
+                if data is not None:
+                    self.encoder.kv.put(self.encoder.key(tuple(o // c for o, c in zip(origin, chunks))), data)
+            return
+        start = tuple(a for a, _ in region)
+        per_shard = tuple(s // c for s, c in zip(self.shard, chunks))
+        inner: list[bytes | None] = []
+        for position in np.ndindex(*per_shard):
+            origin = tuple(s + i * c for s, i, c in zip(start, position, chunks))
+            inner.append(None if any(o >= n for o, n in zip(origin, self.shape)) else chunk_bytes(origin))
+        blob = encode_shard(inner, per_shard, self.sharding)
+        if blob is not None:
+            self.encoder.kv.put(self.encoder.key(tuple(a // s for a, s in zip(start, self.shard))), blob)
 
 
 def _json_fill(value: Any, dtype: np.dtype) -> Any:

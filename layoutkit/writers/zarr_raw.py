@@ -1,0 +1,177 @@
+"""HDF5 chunks as Zarr chunks, byte for byte (``convert --compressor source``).
+
+A stored HDF5 chunk is a valid Zarr chunk once the dataset's filter pipeline is spelled
+as Zarr codecs (kerchunk and VirtualiZarr reference such chunks in place): deflate is
+zlib (HDF5 writes the zlib format, not gzip), shuffle is numcodecs' byte shuffle,
+fletcher32 is numcodecs' Fletcher32 (the same checksum, appended the same way), and the
+hdf5plugin zstd and blosc filters write plain zstd frames and blosc frames. HDF5 stores
+edge chunks whole, as Zarr does, so the chunk grids match when the Zarr chunk shape is
+the HDF5 one. Pipelines with anything else (scale-offset, n-bit, szip, HDF5's own LZ4
+framing, bitshuffle, LZF, unknown ids) have no Zarr spelling: :func:`source_encoding`
+names the reason and those arrays are decoded and re-encoded.
+
+:func:`encode_shard` assembles a Zarr v3 shard from stored chunks and the shard index
+(little-endian ``(offset, nbytes)`` pairs followed by their CRC32C), so sharded output
+is written at copy speed too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import google_crc32c
+import numcodecs
+import numpy as np
+import zarr.codecs
+import zarr.codecs.numcodecs
+
+from layoutkit.inventory import ArrayInfo
+
+FILTER_DEFLATE, FILTER_SHUFFLE, FILTER_FLETCHER32 = 1, 2, 3
+FILTER_SZIP, FILTER_NBIT, FILTER_SCALEOFFSET = 4, 5, 6
+FILTER_LZF, FILTER_BLOSC, FILTER_LZ4, FILTER_BITSHUFFLE, FILTER_ZSTD = 32000, 32001, 32004, 32008, 32015
+# what has no Zarr codec, said the way the summary says it
+_UNMAPPED = {
+    FILTER_SZIP: "szip",
+    FILTER_NBIT: "nbit",
+    FILTER_SCALEOFFSET: "scaleoffset",
+    FILTER_LZF: "lzf",
+    FILTER_LZ4: "lz4 (HDF5's LZ4 framing, which no Zarr codec reads)",
+    FILTER_BITSHUFFLE: "bitshuffle",
+}
+BLOSC_CNAMES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
+BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+RAW_COPY_KINDS = frozenset({"numeric", "bool", "enum"})  # same bytes in HDF5 and Zarr
+EMPTY = 2**64 - 1  # a shard index entry of a chunk that is not stored
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One codec of a source encoding: ``zlib``, ``shuffle``, ``fletcher32``, ``zstd`` or
+    ``blosc``, with its configuration."""
+
+    name: str
+    config: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.config)
+
+
+@dataclass(frozen=True)
+class SourceEncoding:
+    """A dataset's HDF5 filter pipeline as Zarr codecs, in the order they encode."""
+
+    stages: tuple[Stage, ...]
+
+    def __str__(self) -> str:
+        return "+".join(s.name for s in self.stages) or "none"
+
+
+def source_encoding(info: ArrayInfo) -> SourceEncoding | str:
+    """The Zarr spelling of ``info``'s filter pipeline, or why its stored chunks cannot be
+    copied as they are (a phrase such as ``"uses scaleoffset"``)."""
+    if info.layout != "chunked" or not info.chunks:
+        return f"has {info.layout} storage, not chunks"
+    if info.kind not in RAW_COPY_KINDS or info.dtype.hasobject:
+        return f"holds {info.kind} values (only numbers are copied as stored)"
+    stages = []
+    for f in info.filters:
+        if f.id in _UNMAPPED:
+            return f"uses {_UNMAPPED[f.id]}"
+        if f.id == FILTER_DEFLATE:
+            stages.append(Stage("zlib", (("level", f.options[0] if f.options else 4),)))
+        elif f.id == FILTER_SHUFFLE:
+            stages.append(Stage("shuffle", (("elementsize", f.options[0] if f.options else info.dtype.itemsize),)))
+        elif f.id == FILTER_FLETCHER32:
+            stages.append(Stage("fletcher32"))
+        elif f.id == FILTER_ZSTD:
+            stages.append(Stage("zstd", (("level", f.options[0] if f.options else 3),)))
+        elif f.id == FILTER_BLOSC:
+            opts = tuple(f.options) + (0,) * 7
+            stages.append(Stage("blosc", (
+                ("cname", BLOSC_CNAMES.get(opts[6], "blosclz")),
+                ("clevel", opts[4] if len(f.options) > 4 else 5),
+                ("shuffle", BLOSC_SHUFFLES.get(opts[5] if len(f.options) > 5 else 1, "shuffle")),
+                ("typesize", opts[2] or info.dtype.itemsize),
+            )))
+        else:
+            return f"uses the filter {f.name or 'unknown'} (id {f.id})"
+    return SourceEncoding(tuple(stages))
+
+
+def zarr3_codecs(encoding: SourceEncoding) -> list[Any]:
+    """The bytes-to-bytes codecs of a Zarr v3 array (zstd and blosc are the specification's
+    own; zlib, shuffle and fletcher32 are numcodecs', which zarr-python reads)."""
+    out: list[Any] = []
+    for s in encoding.stages:
+        o = s.options
+        if s.name == "zlib":
+            out.append(zarr.codecs.numcodecs.Zlib(level=o["level"]))
+        elif s.name == "shuffle":
+            out.append(zarr.codecs.numcodecs.Shuffle(elementsize=o["elementsize"]))
+        elif s.name == "fletcher32":
+            out.append(zarr.codecs.numcodecs.Fletcher32())
+        elif s.name == "zstd":
+            out.append(zarr.codecs.ZstdCodec(level=o["level"]))
+        else:
+            out.append(zarr.codecs.BloscCodec(cname=o["cname"], clevel=o["clevel"], shuffle=o["shuffle"],
+                                              typesize=o["typesize"]))
+    return out
+
+
+def zarr2_codecs(encoding: SourceEncoding) -> tuple[list[Any], Any]:
+    """Zarr v2 ``filters`` and ``compressor``: the last stage compresses, the rest filter."""
+    codecs: list[Any] = []
+    for s in encoding.stages:
+        o = s.options
+        if s.name == "zlib":
+            codecs.append(numcodecs.Zlib(level=o["level"]))
+        elif s.name == "shuffle":
+            codecs.append(numcodecs.Shuffle(elementsize=o["elementsize"]))
+        elif s.name == "fletcher32":
+            codecs.append(numcodecs.Fletcher32())
+        elif s.name == "zstd":
+            codecs.append(numcodecs.Zstd(level=o["level"]))
+        else:
+            codecs.append(numcodecs.Blosc(cname=o["cname"], clevel=o["clevel"],
+                                          shuffle={"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}[o["shuffle"]]))
+    return codecs[:-1], (codecs[-1] if codecs else None)
+
+
+def shard_index_supported(sharding: dict[str, Any]) -> bool:
+    """True when :func:`encode_shard` writes the index this sharding codec reads."""
+    names = [c.get("name") for c in sharding.get("index_codecs", [])]
+    endian = ((sharding.get("index_codecs") or [{}])[0].get("configuration") or {}).get("endian", "little")
+    return names in (["bytes", "crc32c"], ["bytes"]) and endian == "little" and \
+        sharding.get("index_location", "end") in ("start", "end")
+
+
+def encode_shard(chunks: list[bytes | None], per_shard: tuple[int, ...], sharding: dict[str, Any]) -> bytes | None:
+    """One shard object from its inner chunks' stored bytes (C order over ``per_shard``;
+    ``None``: not stored), or None when none is stored (the shard is left out)."""
+    if not any(c is not None for c in chunks):
+        return None
+    index = np.full((len(chunks), 2), EMPTY, dtype="<u8")
+    crc = [c.get("name") for c in sharding.get("index_codecs", [])] == ["bytes", "crc32c"]
+    index_bytes = len(chunks) * 16 + (4 if crc else 0)
+    at_start = sharding.get("index_location", "end") == "start"
+    offset = index_bytes if at_start else 0
+    body = []
+    for i, c in enumerate(chunks):
+        if c is None:
+            continue
+        index[i] = (offset, len(c))
+        offset += len(c)
+        body.append(c)
+    raw = index.reshape(*per_shard, 2).tobytes()
+    if crc:
+        raw += np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes()
+    return b"".join([raw, *body] if at_start else [*body, raw])
+
+
+__all__ = [
+    "RAW_COPY_KINDS", "SourceEncoding", "Stage", "encode_shard", "shard_index_supported", "source_encoding",
+    "zarr2_codecs", "zarr3_codecs",
+]

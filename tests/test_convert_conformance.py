@@ -29,6 +29,9 @@ VARIANTS = {
     "v3-unaligned-chunks": ConvertOptions(chunks=parse_chunks("33,2"), compressor=parse_compressor("none")),
     "v3-tiny-budget-serial": ConvertOptions(chunk_bytes=4096, memory_limit=1 << 20, scheduler="serial",
                                             shards=parse_shards("64KiB")),
+    # stored chunks copied as they are (their filters as Zarr codecs); xarray reads the netCDF case
+    "v3-stored-chunks": ConvertOptions(compressor=parse_compressor("source")),
+    "v2-stored-chunks": ConvertOptions(zarr_format=2, compressor=parse_compressor("source")),
 }
 
 

@@ -26,6 +26,7 @@ OPTIONS = {  # one set of options per layout; the registry says which command wr
     "zarr-mirror": ConvertOptions(),
     "zarr-signal": ConvertOptions(order="signal", shards=parse_shards("auto")),
     "hdf5-paged": ReorderOptions(by="signal"),
+    "zarr-shot-packed": ConvertOptions(order="shot-packed"),
 }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template, natural_key
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
+from layoutkit.writers.zarr_shot_packed import INDEX_ATTR as SHOT_INDEX_ATTR
+from layoutkit.writers.zarr_shot_packed import LAYOUT_VERSION as SHOT_PACKED_VERSION
+from layoutkit.writers.zarr_shot_packed import PACKED_GROUP
 from layoutkit.writers.zarr_signal import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
 
 Selection = tuple[slice | int, ...]
@@ -45,7 +49,8 @@ SIDECAR = "layoutkit.json"
 # HDF5 bookkeeping attributes a reader does not show as data attributes
 _HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})
 _HIDDEN_SCALE_ATTRS = frozenset({"CLASS", "NAME"})
-_HIDDEN_ZARR_ATTRS = frozenset({"_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace"})
+_HIDDEN_ZARR_ATTRS = frozenset({"_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace",
+                                "layoutkit_shot_packed"})
 
 
 class NotAnArchiveError(LayoutkitError, FileNotFoundError):
@@ -635,6 +640,17 @@ def _zarr_dtype(meta: Any) -> np.dtype:
         return np.dtype(object)
 
 
+def _tree_of(paths: Iterator[str]) -> dict[str, set[str]]:
+    """Group -> member names of the hierarchy that holds ``paths``."""
+    tree: dict[str, set[str]] = {}
+    for path in paths:
+        while path.count("/") > 0 and path != "/":
+            parent, _, name = path.rpartition("/")
+            tree.setdefault(parent or "/", set()).add(name)
+            path = parent
+    return tree
+
+
 @dataclass(frozen=True)
 class _Row:
     """Where one shot's dataset lies in a packed array."""
@@ -726,15 +742,8 @@ class SignalMajorArchive(ZarrArchive):
     def _virtual_tree(self) -> dict[str, set[str]]:
         """Group -> member names of the source hierarchy the packed rows stand for."""
         if self._tree is None:
-            tree: dict[str, set[str]] = {}
-            for rel, series in self._series.items():
-                for shot in {*series.rows, *series.same_as}:
-                    path = f"{self.shot_path(shot)}/{rel}"
-                    while path.count("/") > 0 and path != "/":
-                        parent, _, name = path.rpartition("/")
-                        tree.setdefault(parent or "/", set()).add(name)
-                        path = parent
-            self._tree = tree
+            self._tree = _tree_of(f"{self.shot_path(shot)}/{rel}" for rel, series in self._series.items()
+                                  for shot in {*series.rows, *series.same_as})
         return self._tree
 
     def _children(self, group: str) -> list[str]:
@@ -866,9 +875,159 @@ class SignalMajorArchive(ZarrArchive):
         return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}
 
 
+@dataclass(frozen=True)
+class _Segment:
+    """Where one shot's dataset lies in its shot's packed array (flattened, in elements)."""
+
+    data: str  # the packed array
+    start: int
+    length: int  # elements
+    attrs: dict[str, Any]
+    dims: tuple[tuple[str, ...], ...]  # per axis, the scales (relative to the shot, or absolute)
+    shape: tuple[int, ...]
+    fill_value: Any
+
+
+class ShotPackedArchive(SignalMajorArchive):
+    """A shot-packed Zarr store from ``convert --order shot-packed``: each shot's numeric
+    datasets flattened into one array per dtype (:mod:`layoutkit.writers.zarr_shot_packed`
+    has the layout).
+
+    The index is the shot groups' attributes, which come with the consolidated metadata,
+    so ``shot`` reads each of the shot's packed arrays once (one shard each) and a single
+    signal is a ranged read inside its shard. Source paths work in ``get``; datasets the
+    packing does not carry are mirrored at their paths and read as in a shot-major store.
+    """
+
+    layout = "shot-packed"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # the parameters of ZarrArchive
+        ZarrArchive.__init__(self, *args, **kwargs)
+        meta = self.root.attrs.get(LAYOUT_ATTR) or {}
+        if int(meta.get("version", 0)) > SHOT_PACKED_VERSION:
+            raise NotAnArchiveError(
+                f"{self.path} holds version {meta.get('version')} of the shot-packed layout; this layoutkit "
+                f"reads version {SHOT_PACKED_VERSION} and older."
+            )
+        self._set_template(meta.get("template", self.template))
+        self._full, self._prefix = compile_template(self.template)
+        self._segments: dict[str, dict[str, _Segment]] = {}  # shot -> path relative to the shot -> segment
+        self._series, self._signal_series = {}, {}
+        for group, node in self._nodes.items():
+            doc = None if hasattr(node, "shape") else dict(node.attributes).get(SHOT_INDEX_ATTR)
+            m = self._prefix.match(group + "/") if doc else None
+            if not doc or m is None:
+                continue
+            self._segments[m.group("shot")] = {
+                rel: _Segment(f"{group}/{PACKED_GROUP}/{entry['array']}", int(entry["start"]),
+                              math.prod(entry["shape"]), dict(entry.get("attrs") or {}),
+                              tuple(tuple(axis) for axis in entry.get("scales") or ()), tuple(entry["shape"]),
+                              entry.get("fill_value"))
+                for rel, entry in doc.get("members", {}).items()
+            }
+        self._tree = None
+        self._local = threading.local()  # per thread: the rows _variables read ahead
+
+    def _locate(self, path: str) -> _Segment | None:  # type: ignore[override]
+        m = self._prefix.match(path)
+        if m is None:
+            return None
+        return self._segments.get(m.group("shot"), {}).get(path[m.end():])
+
+    def _virtual_tree(self) -> dict[str, set[str]]:
+        if self._tree is None:
+            self._tree = _tree_of(f"{self.shot_path(shot)}/{rel}" for shot, members in self._segments.items()
+                                  for rel in members)
+        return self._tree
+
+    def _children(self, group: str) -> list[str]:
+        return [c for c in super()._children(group) if c != PACKED_GROUP]
+
+    def _packed_signals(self) -> dict[str, tuple[str, str]]:
+        paths = [f"{self.shot_path(shot)}/{rel}" for shot, members in self._segments.items() for rel in members]
+        return match_template(paths, self.template)
+
+    @property
+    def shots(self) -> list[str]:
+        found = {shot for shot, _ in self._packed_signals().values()}
+        found |= {shot for shot, _ in self._mirrored_signals().values()}
+        return sorted(found, key=natural_key)
+
+    @property
+    def signals(self) -> list[str]:
+        found = {sig for _, sig in self._packed_signals().values()}
+        found |= {sig for _, sig in self._mirrored_signals().values()}
+        return sorted(found, key=natural_key)
+
+    def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The source's datasets: the mirrored ones and the packed ones, by source path."""
+        out = {p: v for p, v in super().arrays().items() if f"/{PACKED_GROUP}/" not in p}
+        for shot, members in self._segments.items():
+            for rel, seg in members.items():
+                out[f"{self.shot_path(shot)}/{rel}"] = (seg.shape, _zarr_dtype(self._nodes[seg.data]))
+        return out
+
+    def blocks(self) -> list[tuple[str, Selection]]:
+        """Every stored array's shards or chunks (the packed arrays by their own paths)."""
+        out: list[tuple[str, Selection]] = []
+        for p in sorted(p for p in self._nodes if self._is_stored_array(p)):
+            a = self._array(p)
+            out.extend((p, sel) for sel in _selections(tuple(a.shape), tuple(a.shards or a.chunks)))
+        return out
+
+    def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        if self._is_stored_array(path):
+            return ZarrArchive.get(self, path, selection)
+        seg = self._locate(path)
+        if seg is None:
+            raise KeyError(f"{path} is not in {self.path}")
+        a = self._array(seg.data)
+        row = math.prod(seg.shape[1:])
+        first = selection[0] if selection else slice(None)
+        if isinstance(first, slice) and first.indices(seg.shape[0])[2] == 1:
+            lo, hi, _ = first.indices(seg.shape[0])
+            hi = max(lo, hi)
+            flat = np.asarray(a[seg.start + lo * row : seg.start + hi * row])
+            return flat.reshape((hi - lo, *seg.shape[1:]))[(slice(None), *selection[1:])]
+        whole = np.asarray(a[seg.start : seg.start + seg.length]).reshape(seg.shape)
+        return whole[selection]
+
+    def _read_rows(self, rows: list[_Segment]) -> list[np.ndarray]:  # type: ignore[override]
+        ahead = getattr(self._local, "ahead", {})
+        if all((r.data, r.start, r.length) in ahead for r in rows):
+            return [ahead[(r.data, r.start, r.length)] for r in rows]
+        return [v.reshape(r.shape) for r, v in zip(rows, super()._read_rows(rows))]  # type: ignore[arg-type]
+
+    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+        """As signal-major's, but the datasets and their time bases, which share the
+        shot's packed arrays, are read together: each packed array once."""
+        rows = {}
+        for p in paths:
+            seg = self._locate(p)
+            if seg is None:
+                continue
+            rows[(seg.data, seg.start, seg.length)] = seg
+            shot = self._prefix.match(p).group("shot")
+            for axis in seg.dims:
+                if axis and (scale := self._locate(self._scale_source(shot, axis[0]))) is not None:
+                    rows[(scale.data, scale.start, scale.length)] = scale
+        self._local.ahead = dict(zip(rows, self._read_rows(list(rows.values()))))
+        try:
+            return super()._variables(paths)
+        finally:
+            self._local.ahead = {}
+
+    def signal(self, signal: str) -> dict[str, xr.DataArray]:
+        shots = [shot for shot in self.shots if self._exists(self.path_of(shot, signal))]
+        arrays = self._variables([self.path_of(shot, signal) for shot in shots])
+        return {shot: a.rename(signal) for shot, a in zip(shots, arrays)}
+
+
 # -- the registry and the entry point -------------------------------------------------
 
-ZARR_LAYOUTS: dict[str, type[ZarrArchive]] = {"shot-major": ZarrArchive, "signal-major": SignalMajorArchive}
+ZARR_LAYOUTS: dict[str, type[ZarrArchive]] = {
+    "shot-major": ZarrArchive, "signal-major": SignalMajorArchive, "shot-packed": ShotPackedArchive,
+}
 
 
 def open_archive(
@@ -987,6 +1146,7 @@ __all__ = [
     "Archive",
     "HDF5Archive",
     "NotAnArchiveError",
+    "ShotPackedArchive",
     "SignalMajorArchive",
     "ZarrArchive",
     "ZARR_LAYOUTS",

@@ -756,10 +756,14 @@ def recommend(r: InspectReport) -> list[Recommendation]:
             + (f" (and {extra:,} repeat one of another shot)" if extra > 0 else "") + ".",
             "`layoutkit reorder` stores them once per shot (--dedupe, on by default; recipes cmod-shot, cmod-signal).")
     recipe = (r.written_by or {}).get("recipe", {})
-    ordered = recipe.get("by", recipe.get("order")) in ("shot", "signal")
+    ordered = recipe.get("by", recipe.get("order")) in ("shot", "signal", "shot-packed")
     if r.written_by:
+        order = recipe.get("order")
+        packed = {"signal": " (signal-major: each signal of every shot packed into one array)",
+                  "shot-packed": " (shot-packed: each shot's datasets packed into one array per dtype, indexed "
+                                 "in the shot groups' attributes; read it with `layoutkit.open`)"}.get(order, "")
         add(f"Written by `layoutkit {r.written_by.get('command')}` (layoutkit {r.written_by.get('version')}, "
-            f"target {recipe.get('target')}).",
+            f"target {recipe.get('target')}{', order ' + order if order else ''}){packed}.",
             f"`layoutkit recipes from {r.path}` prints its recipe; `--recipe` with it writes the same layout again.")
     if r.shots >= 2 and not ordered:
         add(f"A shot archive: {r.shots:,} shots x {r.signals:,} signals under {r.template}.",

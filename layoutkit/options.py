@@ -256,7 +256,8 @@ def choice_parser(option: str, choices: tuple[str, ...]) -> Callable[[Any], str]
     def parse(text: Any) -> str:
         value = str(text).strip().lower()
         if value not in choices:
-            raise InvalidOptionError(f"Expected {option} {' or '.join(choices)}. Got {text!r}.")
+            listed = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
+            raise InvalidOptionError(f"Expected {option} {listed}. Got {text!r}.")
         return value
 
     return parse

@@ -265,11 +265,11 @@ def test_summaries_say_sizes_one_way(good_h5: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("option, value, words", [
     ("--zarr-format", "5", "Expected --zarr-format 2 or 3. Got '5'."),
-    ("--order", "diagonal", "Expected --order shot or signal. Got 'diagonal'."),
+    ("--order", "diagonal", "Expected --order shot, signal or shot-packed. Got 'diagonal'."),
 ])
 def test_choices_are_refused_in_one_sentence(good_h5: Path, tmp_path: Path, option: str, value: str, words: str) -> None:
     result = run("convert", good_h5, tmp_path / "out.zarr", option, value)
     assert_refused(result, words)
     assert "Value error" not in result.output and "Invalid value" not in result.output
     assert_refused(run("reorder", good_h5, tmp_path / "out.h5", "--by", "diagonal"),
-                   "Expected --by shot or signal or group. Got 'diagonal'.")
+                   "Expected --by shot, signal or group. Got 'diagonal'.")

@@ -79,7 +79,7 @@ def test_commands_find_their_layouts_in_the_registry() -> None:
     assert layout_for("convert", ConvertOptions(order="signal")).name == "zarr-signal"
     assert layout_for("reorder", ReorderOptions(by="signal")).name == "hdf5-paged"
     assert [layout.name for layout in layouts_of("export")] == ["npy-folder"]
-    with pytest.raises(InvalidOptionError, match="Expected --order shot or signal. Got 'diagonal'"):
+    with pytest.raises(InvalidOptionError, match="Expected --order shot, signal or shot-packed. Got 'diagonal'"):
         layout_for("convert", ConvertOptions(order="diagonal"))
     # recipe targets come from the layouts: both Zarr layouts share one target and its keys
     assert targets()["zarr"].options_class is ConvertOptions

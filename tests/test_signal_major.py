@@ -259,7 +259,7 @@ def test_a_file_that_is_not_a_shot_archive_is_refused_with_the_template_and_path
 
 
 def test_bad_input(edge: Path, tmp_path: Path) -> None:
-    with pytest.raises(InvalidOptionError, match="--order shot or signal"):
+    with pytest.raises(InvalidOptionError, match="--order shot, signal or shot-packed"):
         convert(edge, tmp_path / "a.zarr", ConvertOptions(order="diagonal"))
     with pytest.raises(InvalidOptionError, match="before"):
         convert(edge, tmp_path / "a.zarr", ConvertOptions(order="signal", template="/s/{signal}/{shot}"))

@@ -14,10 +14,13 @@ from typing import Any
 from layoutkit.errors import InvalidOptionError
 from layoutkit.layouts.hdf5_paged import HDF5Paged
 from layoutkit.layouts.zarr_mirror import ZarrMirror
+from layoutkit.layouts.zarr_shot_packed import ZarrShotPacked
 from layoutkit.layouts.zarr_signal import ZarrSignal
 from layoutkit.pipeline import Layout
 
-LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in (ZarrMirror(), ZarrSignal(), HDF5Paged())}
+LAYOUTS: dict[str, Layout] = {
+    layout.name: layout for layout in (ZarrMirror(), ZarrSignal(), HDF5Paged(), ZarrShotPacked())
+}
 
 
 def get_layout(name: str) -> Layout:
@@ -55,7 +58,8 @@ def layout_for(command: str, options: Any) -> Layout:
     for layout in candidates:
         if layout.order == order:
             return layout
-    orders = " or ".join(str(layout.order) for layout in candidates)
+    names = [str(layout.order) for layout in candidates]
+    orders = f"{', '.join(names[:-1])} or {names[-1]}"
     raise InvalidOptionError(f"Expected --order {orders}. Got {order!r}.")
 
 

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
 from layoutkit.inventory import ArrayInfo, Inventory
@@ -53,7 +55,7 @@ from layoutkit.writers.zarr_raw import SourceEncoding, source_encoding
 
 DEFAULT_CHUNK_BYTES = 4 * 1024**2
 DEFAULT_MEMORY_LIMIT = 1024**3
-ORDERS = ("shot", "signal")  # convert's --order: the Zarr layouts' `order`
+ORDERS = ("shot", "signal", "shot-packed")  # convert's --order: the Zarr layouts' `order`
 # --compressor source, for an array whose stored chunks cannot be copied as they are:
 # stored plainly when the source stores it plainly, else zstd (read by every Zarr reader)
 SOURCE_FALLBACK = parse_compressor("zstd:3")
@@ -290,6 +292,23 @@ def copy_task(job: CopyJob, task: CopyTask) -> int:
     return task.nbytes
 
 
+def copy_packed_task(job: CopyJob, task: CopyTask, packing: dict[str, Any], dtypes: dict[str, str],
+                     assemble: Any) -> int:
+    """Write every block of ``task`` for a packing layout: a block of a packed array is
+    ``assemble(reader, packing[path], dtype, region)``, a mirrored block is copied as
+    ``convert`` copies it; return the bytes written."""
+    reader, writer = open_job(job)
+    blocks = []
+    for path, region in task.items:
+        parts = packing.get(path)
+        if parts is not None:
+            blocks.append((path, region, assemble(reader, parts, np.dtype(dtypes[path]), region)))
+        elif path not in job.sparse_ok or reader.allocated(path, region):
+            blocks.append((path, region, reader.read(path, region)))
+    writer.write_many(blocks)
+    return task.nbytes
+
+
 def _chunk_region(info: ArrayInfo, origin: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     assert info.chunks is not None
     return tuple((o, min(o + c, n)) for o, c, n in zip(origin, info.chunks, info.shape))
@@ -392,4 +411,5 @@ class ZarrMirror(Layout):
         )
 
 
-__all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "CopyJob", "ZarrMirror", "copy_task", "plan_array"]
+__all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "CopyJob", "ZarrMirror", "copy_packed_task", "copy_task",
+           "plan_array"]

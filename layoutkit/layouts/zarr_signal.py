@@ -28,8 +28,8 @@ from layoutkit.layouts.zarr_mirror import (
     CopyJob,
     adopt_job,
     close_open_files,
+    copy_packed_task,
     not_writable,
-    open_job,
     plan_arrays,
     sidecar,
 )
@@ -363,16 +363,7 @@ class PackJob(CopyJob):
 def pack_task(job: PackJob, task: CopyTask) -> int:
     """Write every block of ``task``: packed blocks assembled from the shots they span,
     mirrored blocks copied as ``convert`` copies them; return the bytes written."""
-    reader, writer = open_job(job)
-    blocks = []
-    for path, region in task.items:
-        rows = job.packing.get(path)
-        if rows is not None:
-            blocks.append((path, region, assemble_block(reader, rows, np.dtype(job.dtypes[path]), region)))
-        elif path not in job.sparse_ok or reader.allocated(path, region):
-            blocks.append((path, region, reader.read(path, region)))
-    writer.write_many(blocks)
-    return task.nbytes
+    return copy_packed_task(job, task, job.packing, job.dtypes, assemble_block)
 
 
 # ---------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar
 # JSON has no NaN or infinities: the README's rule stores them in attributes as these strings
 _NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 # attributes that carry structure in Zarr (README, "Types"), not source attributes
-_STRUCTURAL_ATTRS = ("_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace")
+_STRUCTURAL_ATTRS = ("_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace",
+                     "layoutkit_shot_packed")  # the last: the shot-packed layout's index, on shot groups
 # the signal-major layout's array names (README, "signal-major Zarr")
 _DATA, _SHOT, _START, _LENGTH = "data", "shot", "start", "length"
 
@@ -497,9 +498,38 @@ def compare_signal_major(
     checked too: the index arrays equal the index in the series' attributes, the shots
     fill their packed array end to end, and the store has no shot the source lacks.
     """
+    from layoutkit.archive import SignalMajorArchive
+
+    return _compare_packed(source, store, SignalMajorArchive, _check_signal_major_index, inventory, skipped,
+                           workers, name)
+
+
+def compare_shot_packed(
+    source: str | Path,
+    store: str | Path | Any,
+    inventory: Inventory | None = None,
+    skipped: frozenset[str] = frozenset(),
+    workers: int = 2,
+    name: str | None = None,
+) -> list[Mismatch]:
+    """Compare a shot-packed Zarr store (``convert --order shot-packed``) with its source,
+    as :func:`compare_signal_major` does: every packed dataset read back at its source
+    path (shape, dtype, fill value, attributes, dimension scales and values), the
+    mirrored ones as :func:`compare_zarr` compares them, and the index: each shot's
+    datasets fill its packed arrays end to end, and the store has no dataset the source
+    lacks."""
+    from layoutkit.archive import ShotPackedArchive
+
+    return _compare_packed(source, store, ShotPackedArchive, _check_shot_packed_index, inventory, skipped,
+                           workers, name)
+
+
+def _compare_packed(source: str | Path, store: Any, archive_class: Any, check_index: Any,
+                    inventory: Inventory | None, skipped: frozenset[str], workers: int,
+                    name: str | None) -> list[Mismatch]:
     from dataclasses import replace
 
-    from layoutkit.archive import LAYOUT_ATTR, SignalMajorArchive, scan_grid
+    from layoutkit.archive import LAYOUT_ATTR, scan_grid
 
     inventory = inventory or read_inventory(source)
     name = name or str(store)
@@ -511,7 +541,7 @@ def compare_signal_major(
     with warnings.catch_warnings():  # walking the hierarchy meets layoutkit.json
         warnings.simplefilter("ignore")
         where = Path(store) if isinstance(store, (str, Path)) else name  # a store in a bucket: its URL
-        archive = SignalMajorArchive(where, root=zarr.open_group(store, mode="r", use_consolidated=False))
+        archive = archive_class(where, root=zarr.open_group(store, mode="r", use_consolidated=False))
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
     packed = [a for a in arrays if archive._locate(a.path) is not None]
     mirrored = [a for a in arrays if archive._locate(a.path) is None]
@@ -533,12 +563,20 @@ def compare_signal_major(
 
         row = archive._locate(info.path)
         z = archive._array(row.data)
-        shape = (row.length, *z.shape[1:])
+        shape = getattr(row, "shape", None) or (row.length, *z.shape[1:])  # shot-packed rows carry their shape
         if shape != info.shape:
             return [Mismatch(name, info.path, "shape", f"{shape}, expected {info.shape}")]
         if np.dtype(z.dtype).newbyteorder("=") != info.dtype.newbyteorder("="):
             return [Mismatch(name, info.path, "dtype", f"{z.dtype}, expected {info.dtype}")]
-        if info.fill_value is not None and archive.root.metadata.zarr_format == 3:
+        if hasattr(row, "fill_value"):  # in the index, as JSON (NaN and infinities as strings)
+            got = [_NON_FINITE.get(v, v) if isinstance(v, str) else v
+                   for v in (row.fill_value if isinstance(row.fill_value, list) else [row.fill_value])]
+            got = None if got == [None] else complex(*got) if len(got) == 2 else got[0]
+            want = None if info.fill_value is None else np.asarray(info.fill_value).astype(z.dtype).reshape(1)
+            if (want is None) != (got is None) or (
+                    want is not None and not _equal_values(want, np.asarray(got, dtype=z.dtype).reshape(1)).all()):
+                report(info.path, "fill_value", f"{got!r}, expected {info.fill_value!r}")
+        elif info.fill_value is not None and archive.root.metadata.zarr_format == 3:
             fv = np.asarray(info.fill_value).astype(z.dtype).reshape(1)
             if not _equal_values(fv, np.asarray(z.fill_value).astype(z.dtype).reshape(1)).all():
                 report(info.path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
@@ -564,8 +602,27 @@ def compare_signal_major(
     with SourceReader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
         for own in pool.map(one, packed):
             found.extend(own)
-    _check_signal_major_index(archive, {a.path for a in arrays} | set(skipped), miss)
+    check_index(archive, {a.path for a in arrays} | set(skipped), miss)
     return found
+
+
+def _check_shot_packed_index(archive: Any, source_paths: set[str], miss: Any) -> None:
+    """Every indexed dataset is in the source, and each shot's datasets fill its packed
+    arrays end to end."""
+    for shot, members in archive._segments.items():
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for rel, seg in members.items():
+            path = f"{archive.shot_path(shot)}/{rel}"
+            if path not in source_paths:
+                miss(path, "extra", f"the store's index of shot {shot} has {rel}, which the source does not")
+            spans.setdefault(seg.data, []).append((seg.start, seg.length))
+        for data, parts in spans.items():
+            parts.sort()
+            ends = [0] + [s + n for s, n in parts]
+            if data not in archive._nodes:
+                miss(data, "index", "a packed array the index names is missing")
+            elif [s for s, _ in parts] != ends[:-1] or ends[-1] != archive._array(data).shape[0]:
+                miss(data, "index", f"the datasets of shot {shot} do not fill the packed array end to end")
 
 
 def _check_signal_major_index(archive: Any, source_paths: set[str], miss: Any) -> None:
@@ -597,3 +654,4 @@ def _check_signal_major_index(archive: Any, source_paths: set[str], miss: Any) -
 
 
 _ZARR_COMPARATORS["signal-major"] = compare_signal_major
+_ZARR_COMPARATORS["shot-packed"] = compare_shot_packed

@@ -1,0 +1,289 @@
+"""The ``zarr-shot-packed`` layout (``convert --order shot-packed``): a shot archive as
+shot-packed Zarr, the mirror image of signal-major.
+
+Every dataset of fixed-size numbers inside a shot group is flattened into its shot's
+packed array of its dtype (:mod:`layoutkit.writers.zarr_shot_packed` describes the
+layout and the index); everything else is mirrored at its own path, as the
+``zarr-mirror`` layout writes it. Each task writes whole shards (or chunks) of a packed
+array, assembled from whole rows of the datasets that fall in them, so memory stays
+within the budget however large a shot is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.layouts.zarr_mirror import (
+    ZARR_RECIPE_KEYS,
+    ConvertOptions,
+    ConvertSummary,
+    CopyJob,
+    adopt_job,
+    close_open_files,
+    copy_packed_task,
+    not_writable,
+    plan_arrays,
+    sidecar,
+)
+from layoutkit.layouts.zarr_signal import packable
+from layoutkit.pipeline import Layout, Work
+from layoutkit.plan import ArrayPlan, CopyTask, compile_template, natural_key, plan_tasks, task_budget
+from layoutkit.scales import ScaleDigest
+from layoutkit.storage import Destination, portable, portable_target
+from layoutkit.writers.zarr_ import ZarrWriter, json_attrs
+from layoutkit.writers.zarr_shot_packed import (
+    INDEX_ATTR,
+    LAYOUT_NAME,
+    LAYOUT_VERSION,
+    PACKED_GROUP,
+    Segment,
+    assemble_flat,
+    packed_name,
+)
+from layoutkit.writers.zarr_signal import LAYOUT_ATTR
+
+# inner chunks of a packed array: small enough that one signal's ranged read fetches
+# little more than the signal, large enough that a shot is a few hundred of them at most
+PACKED_CHUNK_MAX = 1024**2
+
+
+@dataclass(frozen=True)
+class PackedShot:
+    """One shot's packed arrays: store path -> (dtype, the segments in order)."""
+
+    shot: str
+    group: str
+    arrays: dict[str, tuple[str, tuple[Segment, ...]]]
+
+
+@dataclass(frozen=True)
+class ShotPackedPlan:
+    """The whole shot-packed conversion; ``arrays`` and ``tasks`` as in a ConvertPlan."""
+
+    source: str
+    dest: str
+    options: ConvertOptions
+    arrays: tuple[ArrayPlan, ...]  # mirrored arrays (source paths), then packed ones (store paths)
+    skipped: tuple[tuple[str, str], ...]
+    tasks: tuple[CopyTask, ...]
+    task_bytes: int
+    shots: tuple[PackedShot, ...]
+    groups: tuple[GroupInfo, ...]  # every group written, the shot groups carrying their index
+    layout: dict[str, Any]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+
+def _fill_json(info: ArrayInfo) -> Any:
+    if info.fill_value is None:
+        return None
+    value = np.asarray(info.fill_value, dtype=info.dtype).reshape(-1)[0].item()
+    # JSON: NaN and infinities as strings, a complex value as [real, imaginary]
+    return json_attrs({"v": [value.real, value.imag] if isinstance(value, complex) else value})["v"]
+
+
+def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = "") -> ShotPackedPlan:
+    """Plan the shot-packed store from the inventory (pure).
+
+    Raises
+    ------
+    InvalidOptionError
+        The file is not a shot archive under ``options.template``, or the options cannot
+        make this layout.
+    UnsupportedFeatureError
+        A dataset cannot be carried (as in ``convert``), a shot holds a group the layout
+        reserves (``_packed``), or a dataset's dimension scale lies in another shot.
+    """
+    if options.compressor.name == "source":
+        raise InvalidOptionError(
+            "Expected a compressor for --order shot-packed, which packs many datasets into one array and so "
+            "re-encodes them; --compressor source copies chunks and needs --order shot. Got --compressor source."
+        )
+    template = "/" + options.template.strip("/")
+    full, prefix = compile_template(template)
+    arrays = [a for a in inventory.arrays if not a.dim_only]
+    if not any(full.match(a.path) for a in arrays):
+        examples = ", ".join(a.path for a in arrays[:6]) or "(no datasets)"
+        raise InvalidOptionError(
+            f"--order shot-packed needs a shot archive, and the template {template!r} matches no dataset in "
+            f"{inventory.path!r}; it has {len(arrays)} datasets, e.g. {examples}. Convert other files with "
+            "--order shot."
+        )
+    budget = task_budget(options.memory_limit, options.workers)
+    plans, skipped = plan_arrays(arrays, options, budget)
+    mirrored: list[ArrayPlan] = []
+    by_shot: dict[str, list[tuple[str, ArrayInfo]]] = {}
+    for info, plan in zip(arrays, plans):
+        if plan is None:
+            continue
+        m = prefix.match(info.path)
+        if m is not None and f"/{PACKED_GROUP}/" in f"/{info.path[m.end():]}":
+            raise UnsupportedFeatureError(info.path, f"a path under {PACKED_GROUP!r} in a shot, which the "
+                                          "shot-packed layout keeps its packed arrays in", "convert it with --order shot.")
+        if m is not None and packable(info):
+            by_shot.setdefault(m.group("shot"), []).append((info.path[m.end():], info))
+        else:
+            mirrored.append(plan)
+    groups = {g.path: g for g in inventory.groups}
+    shots, packed_plans = [], []
+    for shot in sorted(by_shot, key=natural_key):
+        members = sorted(by_shot[shot], key=lambda m: natural_key(m[0]))
+        shot_path = members[0][1].path[: -len(members[0][0]) - 1]
+        index, segments = {}, {}
+        for rel, info in members:
+            name = packed_name(info.dtype)
+            start = sum(s.size for s in segments.get(name, ()))
+            size = math.prod(info.shape)
+            segments.setdefault(name, []).append(Segment(info.path, start, size))
+            index[rel] = {
+                "array": name, "start": start, "shape": list(info.shape), "fill_value": _fill_json(info),
+                "attrs": json_attrs(dict(info.attrs)), "scales": _scale_refs(info, prefix, shot),
+            }
+        stored = {}
+        for name, segs in segments.items():
+            path = f"{shot_path}/{PACKED_GROUP}/{name}"
+            dtype = np.dtype(next(info.dtype for _, info in members if packed_name(info.dtype) == name))
+            stored[path] = (dtype.str, tuple(segs))
+            packed_plans.append(_packed_plan(path, dtype, sum(s.size for s in segs), options, budget))
+        doc = {"version": LAYOUT_VERSION, "members": index}
+        group = groups.get(shot_path, GroupInfo(shot_path, {}))
+        if INDEX_ATTR in group.attrs:
+            raise UnsupportedFeatureError(shot_path, f"an attribute named {INDEX_ATTR!r}, which the layout uses")
+        groups[shot_path] = replace(group, attrs={**group.attrs, INDEX_ATTR: doc})
+        shots.append(PackedShot(shot, shot_path, stored))
+    root = groups.get("/")
+    if root is not None and LAYOUT_ATTR in root.attrs:
+        raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
+    tasks = plan_tasks([*mirrored, *packed_plans], budget)
+    layout = {"name": LAYOUT_NAME, "version": LAYOUT_VERSION, "order": "shot-packed", "template": template,
+              "packed": PACKED_GROUP}
+    return ShotPackedPlan(
+        source=str(inventory.path), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
+        skipped=tuple(skipped), tasks=tasks, task_bytes=budget, shots=tuple(shots),
+        groups=tuple(groups.values()), layout=layout,
+    )
+
+
+def _scale_refs(info: ArrayInfo, prefix: Any, shot: str) -> list[list[str]]:
+    out = []
+    for axis in info.dim_scales:
+        refs = []
+        for scale in axis:
+            m = prefix.match(scale)
+            if m is None:
+                refs.append(scale)  # outside every shot: mirrored, referenced by its path
+            elif m.group("shot") != shot:
+                raise UnsupportedFeatureError(info.path, f"a dimension scale in another shot ({scale})",
+                                              "convert it with --order shot.")
+            else:
+                refs.append(scale[m.end():])
+        out.append(refs)
+    return out
+
+
+def _packed_plan(path: str, dtype: np.dtype, size: int, options: ConvertOptions, budget: int) -> ArrayPlan:
+    """One shard per shot and dtype (a few when it is larger than a task may hold), of
+    inner chunks of at most 1 MiB; unsharded (Zarr v2), chunks of ``--chunk-size``."""
+    itemsize = dtype.itemsize
+    if options.zarr_format == 3:
+        inner = max(1, min(options.chunk_bytes, PACKED_CHUNK_MAX) // itemsize)
+        chunks = (max(1, min(inner, size)),)
+        per_shard = max(1, budget // (chunks[0] * itemsize))
+        shards = (chunks[0] * min(per_shard, -(-size // chunks[0])),) if size > chunks[0] else None
+    else:
+        chunks, shards = (max(1, min(size, max(1, options.chunk_bytes // itemsize))),), None
+    return ArrayPlan(path=path, shape=(size,), dtype=dtype.str, itemsize=itemsize, chunks=chunks, shards=shards,
+                     compressor=options.compressor, read_mode="pack" if size else "none", nbytes=size * itemsize)
+
+
+def _packed_info(plan: ArrayPlan) -> ArrayInfo:
+    """The inventory entry the Zarr writer creates a packed array from."""
+    return ArrayInfo(path=plan.path, shape=plan.shape, dtype=np.dtype(plan.dtype), kind="numeric", layout="chunked",
+                     chunks=None, filters=(), fill_value=None, attrs={}, dims=(), dim_scales=(), is_scale=False,
+                     storage_bytes=0)
+
+
+# ---------------------------------------------------------------------------------
+# the worker side (module level so dask can pickle it)
+
+
+@dataclass(frozen=True)
+class ShotPackJob(CopyJob):
+    packing: dict[str, tuple[Segment, ...]] | None = None  # packed array -> its segments
+    dtypes: dict[str, str] | None = None
+
+
+def shot_pack_task(job: ShotPackJob, task: CopyTask) -> int:
+    """Write every block of ``task``: packed blocks assembled from the datasets they
+    hold, mirrored blocks copied as ``convert`` copies them; return the bytes written."""
+    return copy_packed_task(job, task, job.packing or {}, job.dtypes or {}, assemble_flat)
+
+
+# ---------------------------------------------------------------------------------
+
+
+class ZarrShotPacked(Layout):
+    """Shot-packed Zarr: each shot's numeric datasets packed into one array per dtype."""
+
+    name = "zarr-shot-packed"
+    command = "convert"
+    order = "shot-packed"
+    target = "zarr"
+    options_class = ConvertOptions
+    recipe_keys = ZARR_RECIPE_KEYS
+    description = "shot-packed: each shot's signals and time bases in one (sharded) array per dtype, with an index"
+
+    def plan(self, inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest],
+             dest: str = "") -> ShotPackedPlan:
+        return plan_shot_packed(inventory, options, dest)
+
+    def begin(self, staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan,
+              attrs: dict[str, Any]) -> Work:
+        options = plan.options
+        packed = {path for s in plan.shots for path in s.arrays}
+        mirrored = [a for a in plan.arrays if a.path not in packed]
+        infos = {a.path: a for a in inventory.arrays}
+        writer = ZarrWriter(staged, options.zarr_format)
+        layout_inventory = replace(
+            inventory, groups=plan.groups,
+            arrays=(*inventory.arrays, *(_packed_info(a) for a in plan.arrays if a.path in packed)),
+        )
+        doc = {**sidecar(inventory, plan), "layout": plan.layout}
+        try:
+            writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout})
+        except OSError as exc:
+            raise not_writable(Path(plan.dest or staged), exc) from None
+        packing = {path: segs for s in plan.shots for path, (_, segs) in s.arrays.items()}
+        sources = {seg.source for segs in packing.values() for seg in segs} | {a.path for a in mirrored}
+        job = ShotPackJob(
+            portable(source), portable_target(staged), options.zarr_format, {p: infos[p] for p in sources},
+            frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
+            packing=packing, dtypes={path: dt for s in plan.shots for path, (dt, _) in s.arrays.items()},
+        )
+        adopt_job(job, writer)
+        return Work(shot_pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
+                    state={"writer": writer})
+
+    def finish(self, work: Work, staged: Path, plan: ShotPackedPlan) -> None:
+        work.state["writer"].finish(plan.options.consolidate)
+
+    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: ShotPackedPlan,
+                  work: Work, seconds: float) -> ConvertSummary:
+        return ConvertSummary(
+            source=str(source), dest=str(dest), arrays=len(plan.arrays), groups=len(plan.groups),
+            links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes,
+            source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
+            sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
+        )
+
+
+__all__ = ["ShotPackedPlan", "ZarrShotPacked", "plan_shot_packed"]

@@ -276,3 +276,15 @@ def test_small_files_are_not_inflated(hard_cases: dict[str, Path], tmp_path: Pat
     with h5py.File(src, "r") as fs, h5py.File(tmp_path / "small.h5", "r") as fo:
         assert fs["time"].maxshape == (None,) and fo["time"].maxshape == (None,)
         assert fo["time"].chunks[0] <= max(1, fo["time"].shape[0]) < fs["time"].chunks[0]
+
+
+@pytest.mark.parametrize("value", ["3", "1000", "100KiB", "0"])
+def test_a_page_size_that_hdf5_cannot_use_is_refused_before_any_work(shot_file: Path, tmp_path: Path, value: str) -> None:
+    from typer.testing import CliRunner
+
+    from layoutkit.cli import app
+
+    result = CliRunner().invoke(app, ["reorder", str(shot_file), str(tmp_path / "out.h5"), "--page-size", value])
+    assert result.exit_code == 2, result.output
+    assert "Expected a page size that is a power of two of at least 512 B" in " ".join(result.output.split())
+    assert "Traceback" not in result.output and list(tmp_path.iterdir()) == []

@@ -81,7 +81,15 @@ class ReorderOptions:
 
 
 def _parse_page_size(text: Any) -> int | None:
-    return None if str(text).strip().lower() == "auto" else parse_size(text, what="page size")
+    """``auto``, or a power of two of at least 512 B (HDF5's file space pages)."""
+    if str(text).strip().lower() == "auto":
+        return None
+    size = parse_size(text, what="page size")
+    if size < 512 or size & (size - 1):
+        raise InvalidOptionError(
+            f"Expected a page size that is a power of two of at least 512 B, such as 8MiB, or auto. Got {text!r}."
+        )
+    return size
 
 
 REORDER_RECIPE_KEYS: tuple[RecipeKey, ...] = (

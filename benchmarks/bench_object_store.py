@@ -214,7 +214,8 @@ def main() -> None:
                 row.pop("times")
                 row["proxy_latency"] = latency if r.variant != src.name else 0.0
                 row["where"] = "local disk" if r.variant == src.name else "bucket"
-                row["modelled_s"] = modelled(needed[r.pattern], row["proxy_latency"], r.workers, bw)
+                row["modelled_s"] = (modelled(needed[r.pattern], row["proxy_latency"], r.workers, bw)
+                                     if r.pattern in needed else None)  # open: no model
                 report["reads"].append(row)
             print(f"  {time.perf_counter() - t0:.0f} s", flush=True)
         # 3. convert from the bucket, against the fsspec paths users take today

@@ -290,6 +290,8 @@ def summarize(report: dict, latencies: tuple[float, ...], source_name: str) -> N
                             and r["where"] == "bucket") for w in workers}
             print("| modelled minimum | " + " | ".join(f"{model[w]:.2f}" for w in workers) + " | | | |\n")
             want = [n for n, (_, access) in LAYOUTS.items() if access == pattern]
+            if not want:  # --layouts left out every layout made for this pattern
+                continue
             best_layout = min(want, key=lambda n: min(r["seconds"] for r in best_by[n].values()))
             best_row = min(best_by[best_layout].values(), key=lambda r: r["seconds"])
             speedup = source_best / best_row["seconds"]

@@ -1,4 +1,11 @@
+"""``python -m layoutkit`` and the ``layoutkit`` command."""
+
 from layoutkit.cli import app
 
-if __name__ == "__main__":  # spawned worker processes import this module too
+
+def main() -> None:
     app(prog_name="layoutkit")
+
+
+if __name__ == "__main__":  # spawned worker processes import this module too
+    main()

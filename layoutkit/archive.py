@@ -17,6 +17,7 @@ mirror of the HDF5 hierarchy that ``convert`` writes (``shot-major``).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -213,6 +214,23 @@ def _plain_attrs(attrs: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any
     return {k: v for k, v in attrs.items() if k not in hidden}
 
 
+def _bytes_back(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Attributes as a reader gets them: the bytes that were not UTF-8 (stored as text
+    ``base64:...``, README "Attributes") back as bytes, e.g. Latin-1 units ``b"\\xb5m"``."""
+
+    def back(v: Any) -> Any:
+        if isinstance(v, str) and v.startswith("base64:"):
+            try:
+                return base64.b64decode(v[len("base64:"):], validate=True)
+            except ValueError:
+                return v
+        if isinstance(v, list):
+            return [back(x) for x in v]
+        return v
+
+    return {k: back(v) for k, v in attrs.items()}
+
+
 def scan_grid(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | None) -> tuple[int, ...]:
     """The blocks a scan reads: the chunks, or blocks of whole rows of about 16 MiB."""
     if chunks:
@@ -387,7 +405,7 @@ class HDF5Archive(Archive):
 
     def _attrs(self, obj: Any, is_scale: bool) -> dict[str, Any]:
         hidden = _HIDDEN_ATTRS | (_HIDDEN_SCALE_ATTRS if is_scale else frozenset())
-        return {k: attr_to_json(obj.attrs[k], self.f) for k in obj.attrs if k not in hidden}
+        return _bytes_back({k: attr_to_json(obj.attrs[k], self.f) for k in obj.attrs if k not in hidden})
 
     def page_buffer_stats(self) -> dict[str, float] | None:
         if not self.page_buffer:
@@ -487,7 +505,7 @@ class ZarrArchive(Archive):
         meta = self._nodes.get(path)
         if meta is None or hasattr(meta, "shape"):
             return {}
-        return _plain_attrs(dict(meta.attributes), _HIDDEN_ZARR_ATTRS)
+        return _bytes_back(_plain_attrs(dict(meta.attributes), _HIDDEN_ZARR_ATTRS))
 
     def _array(self, path: str) -> zarr.Array:
         node = self.root[path.strip("/")]
@@ -571,12 +589,12 @@ class ZarrArchive(Archive):
             for axis, scales in enumerate(axes[p]):
                 if scales:
                     name = scales[0].rsplit("/", 1)[-1]
-                    attrs = _plain_attrs(dict(self._array(scales[0]).attrs), _HIDDEN_ZARR_ATTRS)
+                    attrs = _bytes_back(_plain_attrs(dict(self._array(scales[0]).attrs), _HIDDEN_ZARR_ATTRS))
                     coords[name] = (name, values[scales[0]], attrs)
                     dims.append(name)
                 else:
                     dims.append(f"dim_{axis}")
-            attrs = _plain_attrs(dict(self._array(p).attrs), _HIDDEN_ZARR_ATTRS)
+            attrs = _bytes_back(_plain_attrs(dict(self._array(p).attrs), _HIDDEN_ZARR_ATTRS))
             out.append(xr.DataArray(values[p], dims=dims, coords=coords, attrs=attrs))
         return out
 
@@ -838,9 +856,10 @@ class SignalMajorArchive(ZarrArchive):
                     dims.append(f"dim_{axis}")
                     continue
                 name = scale.rsplit("/", 1)[-1]
-                coord[name] = (name, *coords[scale])
+                values, scale_attrs = coords[scale]
+                coord[name] = (name, values, _bytes_back(scale_attrs))
                 dims.append(name)
-            out.append(xr.DataArray(data, dims=dims, coords=coord, attrs=dict(attrs)))
+            out.append(xr.DataArray(data, dims=dims, coords=coord, attrs=_bytes_back(dict(attrs))))
         return out
 
     def _coordinates(self, scales: list[str]) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:

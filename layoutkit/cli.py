@@ -7,7 +7,9 @@ one plain sentence and the command exits with status 2 (1 for ``verify`` mismatc
 from __future__ import annotations
 
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -54,8 +56,13 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: what it wrote is removed
+
+
 @app.callback()
 def main(
+    ctx: typer.Context,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summaries.")] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
@@ -63,6 +70,9 @@ def main(
 ) -> None:
     """File-layout conversion and optimisation for scientific HDF5 data."""
     State.quiet = quiet
+    if threading.current_thread() is threading.main_thread():
+        before = signal.signal(signal.SIGTERM, _terminate), signal.signal(signal.SIGINT, signal.default_int_handler)
+        ctx.call_on_close(lambda: (signal.signal(signal.SIGTERM, before[0]), signal.signal(signal.SIGINT, before[1])))
 
 
 def fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> typer.Exit:

@@ -409,7 +409,7 @@ def read_inventory(path: str | os.PathLike, workers: int = 1) -> Inventory:
     with open_source(path) as f:
         try:
             return _walk(f, str(path), workers)
-        except (OSError, RuntimeError) as exc:
+        except (OSError, RuntimeError, KeyError, ValueError) as exc:  # h5py's words for damaged metadata
             raise CorruptSourceError(
                 f"Source {str(path)!r} is damaged and its structure cannot be read "
                 f"({first_line(exc)})."

@@ -24,6 +24,7 @@ package's registry.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from layoutkit import __version__
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
 from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.inventory import Inventory, check_source, read_inventory
 from layoutkit.options import RecipeKey
@@ -214,10 +215,24 @@ def run(
         finally:
             work.close()
         dest.publish(staged, commit_message(layout, options))
-    except BaseException:
+    except BaseException as exc:
         dest.discard(staged)
+        if isinstance(exc, Exception) and not isinstance(exc, LayoutkitError) and _no_space(exc):
+            raise OutputNotWritableError(
+                f"Destination {str(dest)!r} cannot be written: no space left on its device "
+                "(what the run had written is removed)."
+            ) from None
         raise
     return layout.summarize(source, dest, inventory, the_plan, work, time.perf_counter() - t0)
+
+
+def _no_space(exc: BaseException) -> bool:
+    """An error of a full disk: ENOSPC or EDQUOT, or HDF5's words for it."""
+    while exc is not None:
+        if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
 
 
 def check_destination(dest: Destination, options: Any) -> None:

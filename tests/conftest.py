@@ -209,8 +209,10 @@ def build_edge_archive(path: Path, shot_names: tuple[str, ...] = ("1", "2", "3",
             ne_t = _timebase(tb, "ne_time", np.linspace(0, 1, n) + (0.5 if k == 2 else 0.0), units="s", rate=float(n))
             chans = 6 if k == 3 else 8
             ch = _timebase(tb, "channel", np.arange(chans, dtype="f4") * 0.1, units="m")
-            _signal(sig, "ip", rng.normal(size=n).astype("f4"), t, attrs={"units": "A", "offset": float(k)},
-                    chunks=(16,), compression="gzip")
+            ip_attrs = {"units": "A", "offset": float(k)}
+            if k == 0:  # text that is not UTF-8, as NeXus files from beamlines carry (Latin-1 micro sign)
+                ip_attrs["probe_units"] = np.bytes_(b"\xb5m")
+            _signal(sig, "ip", rng.normal(size=n).astype("f4"), t, attrs=ip_attrs, chunks=(16,), compression="gzip")
             if k != 1:  # missing from the second shot
                 _signal(sig, "ne", rng.normal(size=n), ne_t, attrs={"units": "m-3"})
             # zero samples in the third shot (with a zero-length time base of its own)

@@ -44,6 +44,8 @@ def four_layouts(shot_file: Path, tmp_path_factory) -> dict[str, Path]:
     out["shot-major"] = root / "shot.zarr"
     convert(shot_file, root / "signal.zarr", ConvertOptions(order="signal", shards=parse_shards("auto")))
     out["signal-major"] = root / "signal.zarr"
+    convert(shot_file, root / "packed.zarr", ConvertOptions(order="shot-packed"))
+    out["shot-packed"] = root / "packed.zarr"
     return out
 
 
@@ -54,13 +56,30 @@ def test_open_gives_the_same_archive_over_every_layout(four_layouts: dict[str, P
             with layoutkit.open(path) as variant:
                 kinds[name] = (type(variant).__name__, variant.layout)
                 if name != "source":
-                    assert_same_reads(source, variant, slices=name == "signal-major")
+                    assert_same_reads(source, variant, slices=name in ("signal-major", "shot-packed"))
     assert kinds == {
         "source": ("HDF5Archive", "hdf5"),
         "reorder": ("HDF5Archive", "hdf5-paged-signal"),
         "shot-major": ("ZarrArchive", "shot-major"),
         "signal-major": ("SignalMajorArchive", "signal-major"),
+        "shot-packed": ("ShotPackedArchive", "shot-packed"),
     }
+
+
+@pytest.mark.parametrize("layout", ["source", "reorder", "shot-major", "signal-major", "shot-packed"])
+def test_text_attributes_that_are_not_utf8_come_back_as_bytes(edge_archive: Path, tmp_path: Path, layout: str) -> None:
+    """Stored losslessly as "base64:..." text (JSON has no bytes), read back as the bytes."""
+    path = {
+        "source": lambda: edge_archive,
+        "reorder": lambda: reorder(edge_archive, tmp_path / "r.h5", ReorderOptions(by="shot")) and tmp_path / "r.h5",
+        "shot-major": lambda: convert(edge_archive, tmp_path / "m.zarr") and tmp_path / "m.zarr",
+        "signal-major": lambda: convert(edge_archive, tmp_path / "s.zarr", ConvertOptions(order="signal")) and tmp_path / "s.zarr",
+        "shot-packed": lambda: convert(edge_archive, tmp_path / "p.zarr", ConvertOptions(order="shot-packed")) and tmp_path / "p.zarr",
+    }[layout]()
+    with layoutkit.open(path) as archive:
+        assert archive.read("1", "ip").attrs["probe_units"] == b"\xb5m"
+        assert archive.read("1", "ip").attrs["units"] == "A"
+        assert "probe_units" not in archive.read("2", "ip").attrs
 
 
 def test_shot_keeps_the_shot_attributes(four_layouts: dict[str, Path]) -> None:

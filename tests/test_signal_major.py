@@ -76,7 +76,8 @@ def test_parts_dedupe_and_mirrors(edge: Path, tmp_path: Path) -> None:
     assert ne["shots"] == ["1", "3", "10"]
     assert ne["shot_attrs"] == {}
     ip = root["signals/ip"].attrs["layoutkit_series"]["parts"][0]
-    assert ip["shot_attrs"] == {"1": {"offset": 0.0}, "2": {"offset": 1.0}, "3": {"offset": 2.0}, "10": {"offset": 3.0}}
+    assert ip["shot_attrs"] == {"1": {"offset": 0.0, "probe_units": "base64:tW0="}, "2": {"offset": 1.0},
+                                "3": {"offset": 2.0}, "10": {"offset": 3.0}}
     assert dict(root["signals/ip/data"].attrs) == {"units": "A"}
     # the private time copy is stored once where it equals t, and on its own in shot 3
     ne_time = root["scales/timebases/ne_time"].attrs["layoutkit_series"]

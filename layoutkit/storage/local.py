@@ -11,6 +11,7 @@ run to the same destination removes it once that process is gone.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -100,6 +101,7 @@ class LocalDestination:
         OutputExistsError, OutputNotWritableError
         """
         dst = self.path
+        self._overwrite = overwrite
         if (dst.exists() or dst.is_symlink()) and not overwrite:
             raise OutputExistsError(f"Destination {str(dst)!r} exists; pass --overwrite to replace it.")
         parent = dst.parent if str(dst.parent) else Path(".")
@@ -131,6 +133,9 @@ class LocalDestination:
     def publish(self, staged: Path, note: str = "") -> None:
         """Move the complete ``staged`` output to the destination; an existing destination
         (``--overwrite``) is removed only once the new one is in place."""
+        if not getattr(self, "_overwrite", False):
+            self._publish_new(staged)
+            return
         old = None
         if self.path.exists() or self.path.is_symlink():
             old = self._sibling("old")
@@ -138,6 +143,35 @@ class LocalDestination:
         os.rename(staged, self.path)
         if old is not None:
             remove_path(old)
+
+    def _publish_new(self, staged: Path) -> None:
+        """Publish where nothing may be replaced: a destination that appeared during the
+        run (another run to the same path) wins, and this run refuses. Atomic: a directory
+        is renamed (which fails onto a store, never empty), a file hard-linked (which fails
+        onto anything)."""
+        try:
+            if staged.is_dir():
+                if self.path.is_symlink() or (self.path.exists() and not self.path.is_dir()):
+                    raise FileExistsError(self.path)
+                os.rename(staged, self.path)
+            else:
+                try:
+                    os.link(staged, self.path)
+                except OSError as exc:
+                    if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                        raise
+                    if self.path.exists() or self.path.is_symlink():  # no hard links here
+                        raise FileExistsError(self.path) from None
+                    os.rename(staged, self.path)
+                    return
+                os.unlink(staged)
+        except OSError as exc:
+            if isinstance(exc, FileExistsError) or exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EISDIR):
+                raise OutputExistsError(
+                    f"Destination {str(self.path)!r} exists: another run wrote it while this one was writing; "
+                    "it is left as that run wrote it."
+                ) from None
+            raise
 
     def discard(self, staged: Path) -> None:
         """Remove a staging area after a failure or an interruption."""

@@ -1,0 +1,204 @@
+"""A fault campaign: a full disk, runs killed at several points, corrupted sources, and two
+writers racing for one destination. Whatever happens: one sentence, a non-zero exit,
+nothing half-written left visible, the source untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import h5py
+import hdf5plugin
+import numpy as np
+import pytest
+import zarr
+
+from layoutkit.verify.equality import compare_variant
+
+LAYOUTKIT = [sys.executable, "-m", "layoutkit", "-q"]
+RUN_TIMEOUT = 120  # a run that takes longer than this has hung
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def run(*args: object, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([*LAYOUTKIT, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def one_sentence(result: subprocess.CompletedProcess) -> str:
+    said = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    assert "Traceback" not in said, said
+    assert said.startswith("error:") or "Error" not in said, said
+    return said
+
+
+@pytest.fixture(scope="module")
+def big_sample(tmp_path_factory) -> Path:
+    """A sample larger than the small disk below (about 60 MB of data)."""
+    from layoutkit.sample import write_sample
+
+    return Path(write_sample(tmp_path_factory.mktemp("big") / "shots.h5", shots=8, signals=70, seed=4).path)
+
+
+# -- a full disk ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.fail(f"this test mounts a 20 MiB tmpfs and could not: {done.stderr.strip()} (run the tests as root)")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("command", [["convert"], ["convert", "--compressor", "none"], ["reorder", "--compressor", "none"]])
+def test_a_full_disk_is_one_sentence_and_leaves_nothing(big_sample: Path, small_disk: Path, command: list[str]) -> None:
+    before = digest(big_sample)
+    dst = small_disk / ("out.h5" if command[0] == "reorder" else "out.zarr")
+    result = run(command[0], big_sample, dst, *command[1:])
+    said = one_sentence(result)
+    assert "no space" in said.lower() and str(dst) in said, said
+    assert list(small_disk.iterdir()) == []
+    assert digest(big_sample) == before
+
+
+# -- killed runs -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["INT", "TERM", "KILL"])
+@pytest.mark.parametrize("command", ["convert", "reorder"])
+def test_a_killed_run_leaves_no_destination_and_the_next_run_succeeds(big_sample: Path, tmp_path: Path,
+                                                                      command: str, sig: int) -> None:
+    """Killed at three points of the run (early, in the middle, late): no destination
+    appears, or a whole one when the run had published it before the signal came; never
+    a partial one. The source is unchanged, and the same command then succeeds without
+    --overwrite (it removes what the killed run left)."""
+    before = digest(big_sample)
+    dst = tmp_path / ("out.h5" if command == "reorder" else "out.zarr")
+    cmd = [*LAYOUTKIT, command, str(big_sample), str(dst), "--workers", "1"]
+    start = time.monotonic()
+    subprocess.run(cmd, check=True, capture_output=True, timeout=RUN_TIMEOUT)
+    whole = time.monotonic() - start
+    shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+    for fraction in (0.15, 0.5, 0.85):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(whole * fraction)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+        assert "Traceback" not in out + err
+        if dst.exists():  # it published first (and was killed on its way out): the destination is whole
+            assert compare_variant(big_sample, dst) == [], f"killed at {fraction:.0%}: a partial destination"
+            shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+        assert digest(big_sample) == before
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert rerun.returncode == 0, rerun.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [dst.name]
+
+
+# -- corrupted sources -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clean_source(tmp_path_factory) -> Path:
+    """Three datasets: gzip, zstd and uncompressed, a few chunks each."""
+    path = tmp_path_factory.mktemp("corrupt") / "clean.h5"
+    rng = np.random.default_rng(9)
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "corruption sweep"
+        f.create_dataset("gzip", data=rng.normal(size=(400, 50)), chunks=(100, 50), compression="gzip")
+        f.create_dataset("zstd", data=rng.normal(size=(400, 50)), chunks=(100, 50), **hdf5plugin.Zstd())
+        f.create_dataset("plain", data=rng.normal(size=(400, 50)), chunks=(100, 50))
+        f["plain"].attrs["units"] = "V"
+    return path
+
+
+def _converted_or_refused(src: Path, tmp_path: Path) -> str:
+    """Convert ``src``: it refuses in one sentence, or writes what h5py reads from it."""
+    dst = tmp_path / "out.zarr"
+    before = digest(src)
+    result = run("convert", src, dst)
+    assert digest(src) == before
+    if result.returncode != 0:
+        one_sentence(result)
+        assert not dst.exists() and [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+        return "refused"
+    with h5py.File(src, "r") as f:
+        store = zarr.open_group(dst, mode="r")
+        for name in f:
+            np.testing.assert_array_equal(store[name][...], f[name][()])
+    shutil.rmtree(dst)
+    return "converted"
+
+
+def test_a_truncated_source_is_refused_or_converted_faithfully(clean_source: Path, tmp_path: Path) -> None:
+    size = clean_source.stat().st_size
+    outcomes = []
+    for cut in np.linspace(64, size - 1, 22).astype(int):
+        src = tmp_path / f"cut-{cut}.h5"
+        src.write_bytes(clean_source.read_bytes()[:cut])
+        work = tmp_path / f"work-{cut}"
+        work.mkdir()
+        outcomes.append(_converted_or_refused(src, work))
+    assert outcomes.count("refused") >= 20  # a file cut short is not HDF5 any more
+
+
+def _chunk_offsets(path: Path, name: str) -> list[tuple[int, int]]:
+    with h5py.File(path, "r") as f:
+        ds = f[name]
+        return [(ds.id.get_chunk_info(i).byte_offset, ds.id.get_chunk_info(i).size) for i in range(ds.id.get_num_chunks())]
+
+
+@pytest.mark.parametrize("where", ["gzip", "zstd", "plain", "metadata"])
+def test_a_flipped_byte_is_refused_or_converted_faithfully(clean_source: Path, tmp_path: Path, where: str) -> None:
+    data = bytearray(clean_source.read_bytes())
+    if where == "metadata":
+        spots = [96, 300, 800, 1500]  # the superblock's neighbourhood: object headers, B-trees, heaps
+    else:
+        spots = [offset + size // 2 for offset, size in _chunk_offsets(clean_source, where)[:2]]
+    for i, spot in enumerate(spots):
+        bad = bytearray(data)
+        bad[spot] ^= 0xFF
+        src = tmp_path / f"flip-{i}.h5"
+        src.write_bytes(bytes(bad))
+        work = tmp_path / f"work-{i}"
+        work.mkdir()
+        outcome = _converted_or_refused(src, work)
+        if where == "gzip":  # zlib's checksum finds it (a zstd frame has none: it may decode to other values,
+            assert outcome == "refused"  # which are then what h5py reads too)
+
+
+# -- two writers -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["convert", "reorder"])
+def test_two_writers_one_wins_the_other_refuses(big_sample: Path, tmp_path: Path, command: str) -> None:
+    dst = tmp_path / ("out.h5" if command == "reorder" else "out.zarr")
+    results: list[subprocess.CompletedProcess] = []
+
+    def write() -> None:
+        results.append(run(command, big_sample, dst, "--workers", "1"))
+
+    threads = [threading.Thread(target=write) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    codes = sorted(r.returncode for r in results)
+    assert codes[0] == 0 and codes[1] != 0, [r.stderr for r in results]
+    loser = next(r for r in results if r.returncode != 0)
+    said = one_sentence(loser)
+    assert "exists" in said, said
+    assert compare_variant(big_sample, dst) == []  # the winner's, whole: never a mix
+    assert [p.name for p in tmp_path.iterdir()] == [dst.name]

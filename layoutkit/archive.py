@@ -40,7 +40,7 @@ from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
 from layoutkit.writers.zarr_shot_packed import INDEX_ATTR as SHOT_INDEX_ATTR
 from layoutkit.writers.zarr_shot_packed import LAYOUT_VERSION as SHOT_PACKED_VERSION
-from layoutkit.writers.zarr_shot_packed import PACKED_GROUP
+from layoutkit.writers.zarr_shot_packed import PACKED_ARRAY
 from layoutkit.writers.zarr_signal import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
 
 Selection = tuple[slice | int, ...]
@@ -894,17 +894,26 @@ class SignalMajorArchive(ZarrArchive):
         return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}
 
 
+WHOLE_READ_BYTES = 4 * 1024**2  # a shot's packed array this small is read whole: one GET, not two
+
+
+def _values(raw: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """Packed bytes as the dataset's values (a copy: aligned, and the caller's to keep)."""
+    return raw.copy().view(dtype).reshape(shape)
+
+
 @dataclass(frozen=True)
 class _Segment:
-    """Where one shot's dataset lies in its shot's packed array (flattened, in elements)."""
+    """Where one shot's dataset lies in its shot's packed array (its bytes, flattened)."""
 
     data: str  # the packed array
-    start: int
-    length: int  # elements
+    start: int  # first byte
+    length: int  # bytes
     attrs: dict[str, Any]
     dims: tuple[tuple[str, ...], ...]  # per axis, the scales (relative to the shot, or absolute)
     shape: tuple[int, ...]
     fill_value: Any
+    dtype: np.dtype
 
 
 class ShotPackedArchive(SignalMajorArchive):
@@ -938,10 +947,10 @@ class ShotPackedArchive(SignalMajorArchive):
             if not doc or m is None:
                 continue
             self._segments[m.group("shot")] = {
-                rel: _Segment(f"{group}/{PACKED_GROUP}/{entry['array']}", int(entry["start"]),
-                              math.prod(entry["shape"]), dict(entry.get("attrs") or {}),
-                              tuple(tuple(axis) for axis in entry.get("scales") or ()), tuple(entry["shape"]),
-                              entry.get("fill_value"))
+                rel: _Segment(f"{group}/{PACKED_ARRAY}", int(entry["start"]),
+                              math.prod(entry["shape"]) * np.dtype(entry["dtype"]).itemsize,
+                              dict(entry.get("attrs") or {}), tuple(tuple(axis) for axis in entry.get("scales") or ()),
+                              tuple(entry["shape"]), entry.get("fill_value"), np.dtype(entry["dtype"]))
                 for rel, entry in doc.get("members", {}).items()
             }
         self._tree = None
@@ -960,7 +969,7 @@ class ShotPackedArchive(SignalMajorArchive):
         return self._tree
 
     def _children(self, group: str) -> list[str]:
-        return [c for c in super()._children(group) if c != PACKED_GROUP]
+        return [c for c in super()._children(group) if c != PACKED_ARRAY]
 
     def _packed_signals(self) -> dict[str, tuple[str, str]]:
         paths = [f"{self.shot_path(shot)}/{rel}" for shot, members in self._segments.items() for rel in members]
@@ -980,10 +989,11 @@ class ShotPackedArchive(SignalMajorArchive):
 
     def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """The source's datasets: the mirrored ones and the packed ones, by source path."""
-        out = {p: v for p, v in super().arrays().items() if f"/{PACKED_GROUP}/" not in p}
+        packed = {seg.data for members in self._segments.values() for seg in members.values()}
+        out = {p: v for p, v in super().arrays().items() if p not in packed}
         for shot, members in self._segments.items():
             for rel, seg in members.items():
-                out[f"{self.shot_path(shot)}/{rel}"] = (seg.shape, _zarr_dtype(self._nodes[seg.data]))
+                out[f"{self.shot_path(shot)}/{rel}"] = (seg.shape, seg.dtype)
         return out
 
     def blocks(self) -> list[tuple[str, Selection]]:
@@ -1001,21 +1011,39 @@ class ShotPackedArchive(SignalMajorArchive):
         if seg is None:
             raise KeyError(f"{path} is not in {self.path}")
         a = self._array(seg.data)
-        row = math.prod(seg.shape[1:])
+        row = math.prod(seg.shape[1:]) * seg.dtype.itemsize
         first = selection[0] if selection else slice(None)
         if isinstance(first, slice) and first.indices(seg.shape[0])[2] == 1:
             lo, hi, _ = first.indices(seg.shape[0])
             hi = max(lo, hi)
-            flat = np.asarray(a[seg.start + lo * row : seg.start + hi * row])
-            return flat.reshape((hi - lo, *seg.shape[1:]))[(slice(None), *selection[1:])]
-        whole = np.asarray(a[seg.start : seg.start + seg.length]).reshape(seg.shape)
-        return whole[selection]
+            raw = np.asarray(a[seg.start + lo * row : seg.start + hi * row])
+            return _values(raw, seg.dtype, (hi - lo, *seg.shape[1:]))[(slice(None), *selection[1:])]
+        return _values(np.asarray(a[seg.start : seg.start + seg.length]), seg.dtype, seg.shape)[selection]
 
     def _read_rows(self, rows: list[_Segment]) -> list[np.ndarray]:  # type: ignore[override]
+        """The values of several datasets, all read at once: a packed array whole (one GET
+        of its shard) when it is small or they need half of it, else each dataset's own
+        range (the shard index, then the range)."""
         ahead = getattr(self._local, "ahead", {})
         if all((r.data, r.start, r.length) in ahead for r in rows):
             return [ahead[(r.data, r.start, r.length)] for r in rows]
-        return [v.reshape(r.shape) for r, v in zip(rows, super()._read_rows(rows))]  # type: ignore[arg-type]
+        wanted: dict[str, int] = {}
+        for r in rows:
+            wanted[r.data] = wanted.get(r.data, 0) + r.length
+        spans: dict[tuple[str, int, int], None] = {}
+        for r in rows:
+            size = self._array(r.data).shape[0]
+            whole = size <= WHOLE_READ_BYTES or 2 * wanted[r.data] >= size
+            spans[(r.data, 0, size) if whole else (r.data, r.start, r.start + r.length)] = None
+        values = self._read_many([(p, (slice(lo, hi),)) for p, lo, hi in spans])
+        blocks = dict(zip(spans, values))
+        out = []
+        for r in rows:
+            size = self._array(r.data).shape[0]
+            key = (r.data, 0, size) if (r.data, 0, size) in blocks else (r.data, r.start, r.start + r.length)
+            lo = key[1]
+            out.append(_values(blocks[key][r.start - lo : r.start - lo + r.length], r.dtype, r.shape))
+        return out
 
     def _variables(self, paths: list[str]) -> list[xr.DataArray]:
         """As signal-major's, but the datasets and their time bases, which share the

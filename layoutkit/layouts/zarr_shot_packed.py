@@ -1,10 +1,10 @@
 """The ``zarr-shot-packed`` layout (``convert --order shot-packed``): a shot archive as
 shot-packed Zarr, the mirror image of signal-major.
 
-Every dataset of fixed-size numbers inside a shot group is flattened into its shot's
-packed array of its dtype (:mod:`layoutkit.writers.zarr_shot_packed` describes the
-layout and the index); everything else is mirrored at its own path, as the
-``zarr-mirror`` layout writes it. Each task writes whole shards (or chunks) of a packed
+The bytes of every dataset of fixed-size numbers inside a shot group go, end to end,
+into the shot's one packed byte array (:mod:`layoutkit.writers.zarr_shot_packed`
+describes the layout and the index); everything else is mirrored at its own path, as
+the ``zarr-mirror`` layout writes it. Each task writes whole shards (or chunks) of a packed
 array, assembled from whole rows of the datasets that fall in them, so memory stays
 within the budget however large a shot is.
 """
@@ -42,21 +42,20 @@ from layoutkit.writers.zarr_shot_packed import (
     INDEX_ATTR,
     LAYOUT_NAME,
     LAYOUT_VERSION,
-    PACKED_GROUP,
+    PACKED_ARRAY,
     Segment,
-    assemble_flat,
-    packed_name,
+    assemble_bytes,
 )
 from layoutkit.writers.zarr_signal import LAYOUT_ATTR
 
 # inner chunks of a packed array: small enough that one signal's ranged read fetches
 # little more than the signal, large enough that a shot is a few hundred of them at most
-PACKED_CHUNK_MAX = 1024**2
+PACKED_CHUNK_MAX = 256 * 1024
 
 
 @dataclass(frozen=True)
 class PackedShot:
-    """One shot's packed arrays: store path -> (dtype, the segments in order)."""
+    """One shot's packed array(s): store path -> (dtype, the segments in order)."""
 
     shot: str
     group: str
@@ -126,9 +125,9 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
         if plan is None:
             continue
         m = prefix.match(info.path)
-        if m is not None and f"/{PACKED_GROUP}/" in f"/{info.path[m.end():]}":
-            raise UnsupportedFeatureError(info.path, f"a path under {PACKED_GROUP!r} in a shot, which the "
-                                          "shot-packed layout keeps its packed arrays in", "convert it with --order shot.")
+        if m is not None and info.path[m.end():].split("/")[0] == PACKED_ARRAY:
+            raise UnsupportedFeatureError(info.path, f"a path named {PACKED_ARRAY!r} in a shot, where the "
+                                          "shot-packed layout keeps its packed bytes", "convert it with --order shot.")
         if m is not None and packable(info):
             by_shot.setdefault(m.group("shot"), []).append((info.path[m.end():], info))
         else:
@@ -138,22 +137,18 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
     for shot in sorted(by_shot, key=natural_key):
         members = sorted(by_shot[shot], key=lambda m: natural_key(m[0]))
         shot_path = members[0][1].path[: -len(members[0][0]) - 1]
-        index, segments = {}, {}
+        index, segments, start = {}, [], 0
         for rel, info in members:
-            name = packed_name(info.dtype)
-            start = sum(s.size for s in segments.get(name, ()))
-            size = math.prod(info.shape)
-            segments.setdefault(name, []).append(Segment(info.path, start, size))
+            size = math.prod(info.shape) * info.dtype.itemsize
+            segments.append(Segment(info.path, start, size))
             index[rel] = {
-                "array": name, "start": start, "shape": list(info.shape), "fill_value": _fill_json(info),
+                "start": start, "dtype": info.dtype.str, "shape": list(info.shape), "fill_value": _fill_json(info),
                 "attrs": json_attrs(dict(info.attrs)), "scales": _scale_refs(info, prefix, shot),
             }
-        stored = {}
-        for name, segs in segments.items():
-            path = f"{shot_path}/{PACKED_GROUP}/{name}"
-            dtype = np.dtype(next(info.dtype for _, info in members if packed_name(info.dtype) == name))
-            stored[path] = (dtype.str, tuple(segs))
-            packed_plans.append(_packed_plan(path, dtype, sum(s.size for s in segs), options, budget))
+            start += size
+        path = f"{shot_path}/{PACKED_ARRAY}"
+        stored = {path: ("|u1", tuple(segments))}
+        packed_plans.append(_packed_plan(path, start, options, budget))
         doc = {"version": LAYOUT_VERSION, "members": index}
         group = groups.get(shot_path, GroupInfo(shot_path, {}))
         if INDEX_ATTR in group.attrs:
@@ -165,7 +160,7 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
         raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
     tasks = plan_tasks([*mirrored, *packed_plans], budget)
     layout = {"name": LAYOUT_NAME, "version": LAYOUT_VERSION, "order": "shot-packed", "template": template,
-              "packed": PACKED_GROUP}
+              "packed": PACKED_ARRAY}
     return ShotPackedPlan(
         source=str(inventory.path), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
         skipped=tuple(skipped), tasks=tasks, task_bytes=budget, shots=tuple(shots),
@@ -190,19 +185,17 @@ def _scale_refs(info: ArrayInfo, prefix: Any, shot: str) -> list[list[str]]:
     return out
 
 
-def _packed_plan(path: str, dtype: np.dtype, size: int, options: ConvertOptions, budget: int) -> ArrayPlan:
-    """One shard per shot and dtype (a few when it is larger than a task may hold), of
-    inner chunks of at most 1 MiB; unsharded (Zarr v2), chunks of ``--chunk-size``."""
-    itemsize = dtype.itemsize
+def _packed_plan(path: str, size: int, options: ConvertOptions, budget: int) -> ArrayPlan:
+    """One shard per shot (a few when the shot is larger than a task may hold), of inner
+    chunks of at most 256 KiB; unsharded (Zarr v2), chunks of ``--chunk-size``."""
     if options.zarr_format == 3:
-        inner = max(1, min(options.chunk_bytes, PACKED_CHUNK_MAX) // itemsize)
-        chunks = (max(1, min(inner, size)),)
-        per_shard = max(1, budget // (chunks[0] * itemsize))
+        chunks = (max(1, min(options.chunk_bytes, PACKED_CHUNK_MAX, size)),)
+        per_shard = max(1, budget // chunks[0])
         shards = (chunks[0] * min(per_shard, -(-size // chunks[0])),) if size > chunks[0] else None
     else:
-        chunks, shards = (max(1, min(size, max(1, options.chunk_bytes // itemsize))),), None
-    return ArrayPlan(path=path, shape=(size,), dtype=dtype.str, itemsize=itemsize, chunks=chunks, shards=shards,
-                     compressor=options.compressor, read_mode="pack" if size else "none", nbytes=size * itemsize)
+        chunks, shards = (max(1, min(size, options.chunk_bytes)),), None
+    return ArrayPlan(path=path, shape=(size,), dtype="|u1", itemsize=1, chunks=chunks, shards=shards,
+                     compressor=options.compressor, read_mode="pack" if size else "none", nbytes=size)
 
 
 def _packed_info(plan: ArrayPlan) -> ArrayInfo:
@@ -225,14 +218,14 @@ class ShotPackJob(CopyJob):
 def shot_pack_task(job: ShotPackJob, task: CopyTask) -> int:
     """Write every block of ``task``: packed blocks assembled from the datasets they
     hold, mirrored blocks copied as ``convert`` copies them; return the bytes written."""
-    return copy_packed_task(job, task, job.packing or {}, job.dtypes or {}, assemble_flat)
+    return copy_packed_task(job, task, job.packing or {}, job.dtypes or {}, assemble_bytes)
 
 
 # ---------------------------------------------------------------------------------
 
 
 class ZarrShotPacked(Layout):
-    """Shot-packed Zarr: each shot's numeric datasets packed into one array per dtype."""
+    """Shot-packed Zarr: each shot's numeric datasets packed, as bytes, into one array."""
 
     name = "zarr-shot-packed"
     command = "convert"
@@ -240,7 +233,7 @@ class ZarrShotPacked(Layout):
     target = "zarr"
     options_class = ConvertOptions
     recipe_keys = ZARR_RECIPE_KEYS
-    description = "shot-packed: each shot's signals and time bases in one (sharded) array per dtype, with an index"
+    description = "shot-packed: each shot's signals and time bases packed as bytes into one sharded array, with an index"
 
     def plan(self, inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest],
              dest: str = "") -> ShotPackedPlan:

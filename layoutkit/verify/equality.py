@@ -566,15 +566,16 @@ def _compare_packed(source: str | Path, store: Any, archive_class: Any, check_in
         shape = getattr(row, "shape", None) or (row.length, *z.shape[1:])  # shot-packed rows carry their shape
         if shape != info.shape:
             return [Mismatch(name, info.path, "shape", f"{shape}, expected {info.shape}")]
-        if np.dtype(z.dtype).newbyteorder("=") != info.dtype.newbyteorder("="):
-            return [Mismatch(name, info.path, "dtype", f"{z.dtype}, expected {info.dtype}")]
+        dtype = np.dtype(getattr(row, "dtype", None) or z.dtype)  # shot-packed rows carry their dtype
+        if dtype.newbyteorder("=") != info.dtype.newbyteorder("="):
+            return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
         if hasattr(row, "fill_value"):  # in the index, as JSON (NaN and infinities as strings)
             got = [_NON_FINITE.get(v, v) if isinstance(v, str) else v
                    for v in (row.fill_value if isinstance(row.fill_value, list) else [row.fill_value])]
             got = None if got == [None] else complex(*got) if len(got) == 2 else got[0]
-            want = None if info.fill_value is None else np.asarray(info.fill_value).astype(z.dtype).reshape(1)
+            want = None if info.fill_value is None else np.asarray(info.fill_value).astype(dtype).reshape(1)
             if (want is None) != (got is None) or (
-                    want is not None and not _equal_values(want, np.asarray(got, dtype=z.dtype).reshape(1)).all()):
+                    want is not None and not _equal_values(want, np.asarray(got, dtype=dtype).reshape(1)).all()):
                 report(info.path, "fill_value", f"{got!r}, expected {info.fill_value!r}")
         elif info.fill_value is not None and archive.root.metadata.zarr_format == 3:
             fv = np.asarray(info.fill_value).astype(z.dtype).reshape(1)

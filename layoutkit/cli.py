@@ -196,7 +196,7 @@ def convert(
     zarr_format: Annotated[str, typer.Option("--zarr-format", metavar="2|3", help="Zarr format version.")] = "3",
     order: Annotated[
         str,
-        typer.Option(metavar="shot|signal|shot-packed", help="shot: mirror the hierarchy (one array per shot and signal); signal: pack each signal of every shot into one array (signal-major, for shot archives; best with --shards auto); shot-packed: pack each shot's signals and time bases into one sharded array per dtype (a shot is a few requests; for shot archives, read with layoutkit.open)."),
+        typer.Option(metavar="shot|signal|shot-packed", help="shot: mirror the hierarchy (one array per shot and signal); signal: pack each signal of every shot into one array (signal-major, for shot archives; best with --shards auto); shot-packed: pack the bytes of each shot's signals and time bases into one sharded array (a shot is one request; for shot archives, read with layoutkit.open)."),
     ] = "shot",
     chunks: Annotated[
         str,

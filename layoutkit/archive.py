@@ -917,13 +917,13 @@ class _Segment:
 
 
 class ShotPackedArchive(SignalMajorArchive):
-    """A shot-packed Zarr store from ``convert --order shot-packed``: each shot's numeric
-    datasets flattened into one array per dtype (:mod:`layoutkit.writers.zarr_shot_packed`
+    """A shot-packed Zarr store from ``convert --order shot-packed``: the bytes of each
+    shot's numeric datasets packed into one array (:mod:`layoutkit.writers.zarr_shot_packed`
     has the layout).
 
     The index is the shot groups' attributes, which come with the consolidated metadata,
-    so ``shot`` reads each of the shot's packed arrays once (one shard each) and a single
-    signal is a ranged read inside its shard. Source paths work in ``get``; datasets the
+    so ``shot`` reads the shot's packed array once (one shard) and a single signal is the
+    small shard, or a ranged read inside a large one. Source paths work in ``get``; datasets the
     packing does not carry are mirrored at their paths and read as in a shot-major store.
     """
 
@@ -1030,19 +1030,16 @@ class ShotPackedArchive(SignalMajorArchive):
         wanted: dict[str, int] = {}
         for r in rows:
             wanted[r.data] = wanted.get(r.data, 0) + r.length
-        spans: dict[tuple[str, int, int], None] = {}
-        for r in rows:
-            size = self._array(r.data).shape[0]
-            whole = size <= WHOLE_READ_BYTES or 2 * wanted[r.data] >= size
-            spans[(r.data, 0, size) if whole else (r.data, r.start, r.start + r.length)] = None
-        values = self._read_many([(p, (slice(lo, hi),)) for p, lo, hi in spans])
-        blocks = dict(zip(spans, values))
+        sizes = {data: self._array(data).shape[0] for data in wanted}
+        whole = {data for data, size in sizes.items() if size <= WHOLE_READ_BYTES or 2 * wanted[data] >= size}
+        spans = list(dict.fromkeys(
+            (r.data, 0, sizes[r.data]) if r.data in whole else (r.data, r.start, r.start + r.length) for r in rows
+        ))
+        blocks = dict(zip(spans, self._read_many([(p, (slice(lo, hi),)) for p, lo, hi in spans])))
         out = []
         for r in rows:
-            size = self._array(r.data).shape[0]
-            key = (r.data, 0, size) if (r.data, 0, size) in blocks else (r.data, r.start, r.start + r.length)
-            lo = key[1]
-            out.append(_values(blocks[key][r.start - lo : r.start - lo + r.length], r.dtype, r.shape))
+            key = (r.data, 0, sizes[r.data]) if r.data in whole else (r.data, r.start, r.start + r.length)
+            out.append(_values(blocks[key][r.start - key[1] : r.start - key[1] + r.length], r.dtype, r.shape))
         return out
 
     def _variables(self, paths: list[str]) -> list[xr.DataArray]:

@@ -760,7 +760,7 @@ def recommend(r: InspectReport) -> list[Recommendation]:
     if r.written_by:
         order = recipe.get("order")
         packed = {"signal": " (signal-major: each signal of every shot packed into one array)",
-                  "shot-packed": " (shot-packed: each shot's datasets packed into one array per dtype, indexed "
+                  "shot-packed": " (shot-packed: each shot's datasets packed as bytes into one array, indexed "
                                  "in the shot groups' attributes; read it with `layoutkit.open`)"}.get(order, "")
         add(f"Written by `layoutkit {r.written_by.get('command')}` (layoutkit {r.written_by.get('version')}, "
             f"target {recipe.get('target')}{', order ' + order if order else ''}){packed}.",

@@ -1,4 +1,4 @@
-"""convert --order shot-packed: each shot's datasets packed into one array per dtype."""
+"""convert --order shot-packed: each shot's datasets packed as bytes into one array."""
 
 from __future__ import annotations
 

@@ -55,11 +55,12 @@ PACKED_CHUNK_MAX = 256 * 1024
 
 @dataclass(frozen=True)
 class PackedShot:
-    """One shot's packed array(s): store path -> (dtype, the segments in order)."""
+    """One shot's packed byte array (its store path) and the datasets in it, in order."""
 
     shot: str
     group: str
-    arrays: dict[str, tuple[str, tuple[Segment, ...]]]
+    array: str
+    segments: tuple[Segment, ...]
 
 
 @dataclass(frozen=True)
@@ -147,14 +148,13 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
             }
             start += size
         path = f"{shot_path}/{PACKED_ARRAY}"
-        stored = {path: ("|u1", tuple(segments))}
         packed_plans.append(_packed_plan(path, start, options, budget))
         doc = {"version": LAYOUT_VERSION, "members": index}
         group = groups.get(shot_path, GroupInfo(shot_path, {}))
         if INDEX_ATTR in group.attrs:
             raise UnsupportedFeatureError(shot_path, f"an attribute named {INDEX_ATTR!r}, which the layout uses")
         groups[shot_path] = replace(group, attrs={**group.attrs, INDEX_ATTR: doc})
-        shots.append(PackedShot(shot, shot_path, stored))
+        shots.append(PackedShot(shot, shot_path, path, tuple(segments)))
     root = groups.get("/")
     if root is not None and LAYOUT_ATTR in root.attrs:
         raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
@@ -242,7 +242,7 @@ class ZarrShotPacked(Layout):
     def begin(self, staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan,
               attrs: dict[str, Any]) -> Work:
         options = plan.options
-        packed = {path for s in plan.shots for path in s.arrays}
+        packed = {s.array for s in plan.shots}
         mirrored = [a for a in plan.arrays if a.path not in packed]
         infos = {a.path: a for a in inventory.arrays}
         writer = ZarrWriter(staged, options.zarr_format)
@@ -255,12 +255,12 @@ class ZarrShotPacked(Layout):
             writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout})
         except OSError as exc:
             raise not_writable(Path(plan.dest or staged), exc) from None
-        packing = {path: segs for s in plan.shots for path, (_, segs) in s.arrays.items()}
+        packing = {s.array: s.segments for s in plan.shots}
         sources = {seg.source for segs in packing.values() for seg in segs} | {a.path for a in mirrored}
         job = ShotPackJob(
             portable(source), portable_target(staged), options.zarr_format, {p: infos[p] for p in sources},
             frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
-            packing=packing, dtypes={path: dt for s in plan.shots for path, (dt, _) in s.arrays.items()},
+            packing=packing, dtypes=dict.fromkeys(packing, "|u1"),
         )
         adopt_job(job, writer)
         return Work(shot_pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,

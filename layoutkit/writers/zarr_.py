@@ -172,6 +172,7 @@ class ZarrWriter:
         self._zarr_store: Any = None
         self._encoders: dict[str, _ChunkEncoder | None] = {}
         self._stored_targets: dict[str, _StoredChunks | None] = {}
+        self._fetched: dict[str, dict[str, Any]] = {}  # array documents read back from the store
 
     # -- creation ---------------------------------------------------------------
 
@@ -352,20 +353,26 @@ class ZarrWriter:
 
         sync(write_all())
 
-    def _encoder(self, path: str) -> _ChunkEncoder | None:
-        if path in self._encoders:
-            return self._encoders[path]
-        node = path.strip("/")
+    def _array_files(self, node: str) -> dict[str, Any]:
+        """An array's metadata documents: the driver's own, or (in a worker process) read
+        from the store once."""
         files = self._docs.get(node)
+        if files is None:
+            files = self._fetched.get(node)
         if files is None:
             name = "zarr.json" if self.zarr_format == 3 else ".zarray"
             try:
                 files = {name: json.loads(self.kv.get(f"{node}/{name}" if node else name) or b"")}
             except (OSError, ValueError):
                 files = {}
-        encoder = _ChunkEncoder.from_metadata(self.kv, node, files, self.zarr_format)
-        self._encoders[path] = encoder
-        return encoder
+            self._fetched[node] = files
+        return files
+
+    def _encoder(self, path: str) -> _ChunkEncoder | None:
+        if path not in self._encoders:
+            node = path.strip("/")
+            self._encoders[path] = _ChunkEncoder.from_metadata(self.kv, node, self._array_files(node), self.zarr_format)
+        return self._encoders[path]
 
     def write_stored(self, path: str, region: Region, stored: dict[tuple[int, ...], tuple[bytes | None, int]],
                      decode: Any, skip_missing: bool) -> None:
@@ -390,14 +397,8 @@ class ZarrWriter:
     def _stored(self, path: str) -> _StoredChunks | None:
         if path not in self._stored_targets:
             node = path.strip("/")
-            name = "zarr.json" if self.zarr_format == 3 else ".zarray"
-            files = self._docs.get(node)
-            if files is None:
-                try:
-                    files = {name: json.loads(self.kv.get(f"{node}/{name}" if node else name) or b"")}
-                except (OSError, ValueError):
-                    files = {}
-            self._stored_targets[path] = _StoredChunks.from_metadata(self.kv, node, files.get(name), self.zarr_format)
+            doc = self._array_files(node).get("zarr.json" if self.zarr_format == 3 else ".zarray")
+            self._stored_targets[path] = _StoredChunks.from_metadata(self.kv, node, doc, self.zarr_format)
         return self._stored_targets[path]
 
     async def _open(self, path: str) -> Any:

@@ -1,0 +1,90 @@
+"""The layouts ``advise`` tries: the shipped recipes, and with ``grid`` the layouts one
+step away from each of them (one knob changed: chunk size, shards, compressor, page
+size, order). Each candidate is a recipe name plus overrides, turned into the very
+options ``convert`` or ``reorder`` runs with by :func:`layoutkit.recipes.build_options`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from layoutkit.errors import InvalidOptionError
+from layoutkit.recipes import build_options, load_recipe, recipe_of, shipped_recipes
+
+CANDIDATE_SETS = ("recipes", "grid")
+
+# one knob at a time around each recipe (issue 12's grid)
+ZARR_GRID: dict[str, tuple[str, ...]] = {
+    "chunk_size": ("1MiB", "4MiB", "16MiB"),
+    "shards": ("none", "auto"),
+    "compressor": ("zstd:3", "shuffle+lz4", "gzip:4"),
+    "order": ("shot", "signal"),
+}
+HDF5_GRID: dict[str, tuple[str, ...]] = {
+    "page_size": ("4MiB", "8MiB", "16MiB"),
+    "compressor": ("gzip:4", "zstd:3", "shuffle+lz4"),
+    "by": ("shot", "signal"),
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A layout to try: ``recipe`` with ``overrides`` (recipe keys, as typed)."""
+
+    name: str
+    recipe: str
+    overrides: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def command(self) -> str:
+        return load_recipe(self.recipe).command
+
+    def options(self, template: str) -> Any:
+        """The options dataclass this candidate writes with."""
+        typed: dict[str, Any] = {"template": template, **dict(self.overrides)}
+        return build_options(self.command, self.recipe, typed)
+
+    def recipe_values(self, template: str) -> dict[str, Any]:
+        """The full effective recipe (target and every key)."""
+        return recipe_of(self.options(template))
+
+
+def _grid_around(name: str, values: Mapping[str, Any], grid: Mapping[str, tuple[str, ...]]) -> list[Candidate]:
+    out = []
+    for key, choices in grid.items():
+        for value in choices:
+            out.append(Candidate(f"{name}+{key}={value}", name, ((key, value),)))
+    return out
+
+
+def candidates(which: str, template: str) -> list[Candidate]:
+    """The candidates of ``which`` (``recipes`` or ``grid``), without duplicates: two
+    candidates writing the same effective recipe are one (the first name stays).
+
+    Raises
+    ------
+    InvalidOptionError
+        ``which`` is neither ``recipes`` nor ``grid``.
+    """
+    if which not in CANDIDATE_SETS:
+        raise InvalidOptionError(f"Expected --candidates recipes or grid. Got {which!r}.")
+    base = [Candidate(name, name) for name in shipped_recipes()]
+    found = list(base)
+    if which == "grid":
+        for c in base:
+            recipe = load_recipe(c.recipe)
+            grid = ZARR_GRID if recipe.target == "zarr" else HDF5_GRID
+            found.extend(_grid_around(c.name, recipe.values, grid))
+    unique: dict[str, Candidate] = {}
+    for c in found:
+        try:
+            key = repr(sorted(c.recipe_values(template).items()))
+        except InvalidOptionError:
+            continue  # a combination the layout refuses (e.g. an order without shards)
+        unique.setdefault(key, c)
+    return list(unique.values())
+
+
+__all__ = ["CANDIDATE_SETS", "Candidate", "HDF5_GRID", "ZARR_GRID", "candidates"]

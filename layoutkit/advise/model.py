@@ -1,0 +1,156 @@
+"""The cost model of ``advise``: fit on two samples, predict at the source's full size.
+
+For one candidate layout and one read pattern, the two samples (sizes ``s1 < s2``, in
+shots, or stored bytes for a file that is not a shot archive) are measured without
+latency, giving requests ``R``, bytes fetched ``B``, local seconds ``T0`` (decoding,
+copying, Python: all but waiting for the store) and CPU seconds, and with the latency
+``L`` and per-request bandwidth ``W`` given, giving ``T_L``.
+
+Both samples make the same reads (the same K shots, signals or hyperslabs, drawn from
+the smaller sample, which the larger one contains; ``scan`` reads each whole), so what
+differs between them is the archive's size: opening a bigger archive, a signal over
+more shots, a shot spread over more pages of a signal-ordered file.
+
+**Counts at full size** ``S``: requests and bytes are counted, not timed, so they
+extend along the line through the two samples, whose slope is floored at zero.
+
+**Time.** ``T(S) = T0(S) + (R(S) * L + B(S) / W) / c``: local work, plus
+requests x latency and bytes / bandwidth over the concurrency ``c``, where
+
+- ``c = (R * L + B / W) / (T_L - T0)``: how many requests overlapped, on average,
+  clipped to [1, 256]; fitted on each sample, and extended along the line through the
+  two in ``R`` (a reader that sends its requests together overlaps more of them when
+  there are more);
+- ``T0(S)`` is opening plus reading: opening (every pattern opens the archive) follows
+  the line of the ``open`` pattern's local seconds, and reading grows by its local cost
+  per request measured between the samples, at most the larger sample's average
+  (local work cannot grow faster than the requests it handles).
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_CONCURRENCY = 256.0
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One pattern on one candidate written from a sample of size ``scale``, without
+    latency (``seconds`` is the median wall time, ``cpu`` the process CPU seconds)."""
+
+    scale: float
+    requests: float
+    bytes: float
+    seconds: float
+    cpu: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A pattern's predicted cost at one size."""
+
+    requests: float
+    bytes: float
+    local_seconds: float
+    network_seconds: float
+    cpu: float
+    concurrency: float
+
+    @property
+    def seconds(self) -> float:
+        return self.local_seconds + self.network_seconds
+
+
+def extend(x1: float, y1: float, x2: float, y2: float, x: float) -> float:
+    """The line through ``(x1, y1)`` and ``(x2, y2)`` at ``x``, with its slope floored at
+    zero and the result at zero."""
+    return max(0.0, y2 + slope(x1, y1, x2, y2) * (x - x2))
+
+
+def slope(x1: float, y1: float, x2: float, y2: float) -> float:
+    """The slope between two points, floored at zero (0 when ``x1 == x2``)."""
+    return max(0.0, (y2 - y1) / (x2 - x1)) if x2 != x1 else 0.0
+
+
+def network_cost(requests: float, nbytes: float, latency: float, bandwidth: float) -> float:
+    """Seconds of waiting one worker would spend with no overlap: ``R * L + B / W``."""
+    return requests * latency + (nbytes / bandwidth if bandwidth else 0.0)
+
+
+def fit_concurrency(large: Observation, seconds_at_latency: float, latency: float, bandwidth: float) -> float:
+    """How many requests overlapped, on average, in the run with latency."""
+    wait = network_cost(large.requests, large.bytes, latency, bandwidth)
+    if wait <= 0:
+        return 1.0
+    spent = seconds_at_latency - large.seconds
+    if spent <= 0:
+        return MAX_CONCURRENCY
+    return min(MAX_CONCURRENCY, max(1.0, wait / spent))
+
+
+def grown_concurrency(requests_small: float, c_small: float, requests_large: float, c_large: float,
+                      requests: float) -> float:
+    """The concurrency at ``requests``, along the line through the two samples' (a reader
+    that issues its requests together overlaps more of them when there are more; one
+    that issues them one by one stays where it was). A sample with no measurable wait
+    (the cap) gives no line: the larger sample's concurrency stays."""
+    if MAX_CONCURRENCY in (c_small, c_large):
+        return c_large
+    return min(MAX_CONCURRENCY, max(1.0, extend(requests_small, c_small, requests_large, c_large, requests)))
+
+
+def full_counts(small: Observation, large: Observation, scale: float) -> tuple[float, float]:
+    """Requests and bytes at size ``scale``: the line through the two samples."""
+    return (extend(small.scale, small.requests, large.scale, large.requests, scale),
+            extend(small.scale, small.bytes, large.scale, large.bytes, scale))
+
+
+def local_seconds(small: Observation, large: Observation, scale: float, requests: float,
+                  open_small: Observation | None = None, open_large: Observation | None = None) -> float:
+    """Local seconds at size ``scale``: opening, along the ``open`` pattern's line, plus
+    the reads, grown by their local cost per request measured between the samples (at
+    most the larger sample's average)."""
+    if open_small is None or open_large is None:
+        open_small = open_large = Observation(0, 0, 0, 0, 0)
+    opening = extend(open_small.scale, open_small.seconds, open_large.scale, open_large.seconds, scale)
+    read_small = max(0.0, small.seconds - open_small.seconds)
+    read_large = max(0.0, large.seconds - open_large.seconds)
+    per_request = slope(small.requests, read_small, large.requests, read_large)
+    if large.requests:
+        per_request = min(per_request, read_large / large.requests)
+    return opening + read_large + per_request * max(0.0, requests - large.requests)
+
+
+def predict(
+    small: Observation, large: Observation, scale: float, latency: float, bandwidth: float, concurrency: float,
+    open_small: Observation | None = None, open_large: Observation | None = None,
+) -> Prediction:
+    """The pattern's cost at size ``scale`` (see the module's docstring). ``open_*``: the
+    ``open`` pattern on the same samples (None when the pattern is ``open``)."""
+    requests, nbytes = full_counts(small, large, scale)
+    local = local_seconds(small, large, scale, requests, open_small, open_large)
+    cpu = large.cpu * (local / large.seconds) if large.seconds else large.cpu
+    return Prediction(
+        requests=requests,
+        bytes=nbytes,
+        local_seconds=local,
+        network_seconds=network_cost(requests, nbytes, latency, bandwidth) / max(1.0, concurrency),
+        cpu=cpu,
+        concurrency=concurrency,
+    )
+
+
+def weighted(seconds: dict[str, float], weights: dict[str, float]) -> float:
+    """The weighted mean of the patterns' seconds (weights need not sum to 1)."""
+    total = sum(weights.values())
+    return sum(seconds[p] * w for p, w in weights.items()) / total if total else 0.0
+
+
+__all__ = [
+    "Observation", "Prediction", "extend", "fit_concurrency", "full_counts", "grown_concurrency", "local_seconds",
+    "network_cost", "predict",
+    "slope", "weighted",
+]

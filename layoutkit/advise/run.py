@@ -1,0 +1,547 @@
+"""``layoutkit advise``: write candidate layouts from two samples of the source, measure
+the read patterns on them, predict each pattern's cost at the source's full size, and
+recommend the layout with the least weighted time.
+
+The run, within ``--budget`` of wall time:
+
+1. **Sample.** Two samples of the source (:mod:`layoutkit.advise.subset`): for a shot
+   archive, ``n`` and ``2n`` whole shots spread over the archive (the smaller inside the
+   larger), ``n`` chosen from the budget; for any other file, whole arrays up to two
+   sizes in bytes. Both keep the source's chunking, filters and stored bytes.
+2. **Candidates** (:mod:`layoutkit.advise.candidates`), in order, each while the
+   budget lasts (the cost of the next one is estimated from those done): written from
+   both samples through the layout registry, the larger checked equal to its sample,
+   then measured with verify's patterns (:func:`layoutkit.verify.run.measure`): both
+   without latency (requests, bytes, local seconds, CPU), the larger once more with the
+   latency and bandwidth given.
+3. **Predict** with :mod:`layoutkit.advise.model`, at the source's size.
+4. **Recommend** the least weighted predicted time; :func:`write_outputs` writes
+   ``results.json``, ``recommended.toml`` (a recipe ``--recipe`` takes) and a plot.
+
+Everything is written under a temporary directory that is removed at the end, on an
+error and on Ctrl-C: advise leaves nothing but ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from layoutkit.advise.candidates import Candidate, candidates
+from layoutkit.advise.model import (
+    Observation,
+    Prediction,
+    fit_concurrency,
+    full_counts,
+    grown_concurrency,
+    predict,
+    weighted,
+)
+from layoutkit.advise.subset import Part, array_part, shot_part, shots_of, spread, write_part
+from layoutkit.archive import open_archive
+from layoutkit.errors import InvalidOptionError, LayoutkitError
+from layoutkit.inventory import Inventory, check_source, first_line, read_inventory
+from layoutkit.plan import DEFAULT_TEMPLATE
+from layoutkit.verify.patterns import ARRAY_PATTERNS, PATTERNS, SHOT_ARCHIVE_PATTERNS, ReadPlan, plan_reads
+from layoutkit.verify.run import Condition, describe, files_of, measure
+
+SECONDS_PER_SHOT_OF_BUDGET = 10.0  # the larger sample holds one shot per 10 s of budget
+MAX_SAMPLE_BYTES = 512 * 1024**2  # stored bytes of the larger sample, at most
+OUTPUT_RESERVE = 3.0  # seconds kept for writing results.json, the recipe and the plot
+DEFAULT_PAGE_BUFFER = 64 * 1024**2
+
+
+class BudgetTooSmallError(LayoutkitError):
+    """Not even one candidate fits the budget."""
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+_BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|min|m|h)?\s*$")
+
+
+def parse_budget(text: str | float) -> float:
+    """A wall-time budget such as ``2min``, ``90s``, ``1h`` or ``120`` (seconds)."""
+    m = _BUDGET.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise InvalidOptionError(f"Expected a --budget of wall time such as 2min, 90s or 1h. Got {text!r}.")
+    return float(m.group(1)) * {"min": 60.0, "m": 60.0, "h": 3600.0}.get(m.group(2) or "s", 1.0)
+
+
+def parse_weights(text: str, available: tuple[str, ...]) -> dict[str, float]:
+    """``--patterns shot=0.7,signal=0.3`` -> ``{"shot": 0.7, "signal": 0.3}`` (a name alone
+    weighs 1)."""
+    weights: dict[str, float] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = (s.strip() for s in item.partition("="))
+        if name not in PATTERNS:
+            raise InvalidOptionError(
+                f"Expected --patterns as NAME=WEIGHT pairs with NAME from {', '.join(PATTERNS)}, such as "
+                f"shot=0.7,signal=0.3. Got {name!r}."
+            )
+        if name not in available:
+            raise InvalidOptionError(f"The pattern {name!r} does not apply to this source; it has {', '.join(available)}.")
+        try:
+            weight = float(value) if sep else 1.0
+        except ValueError:
+            weight = -1.0
+        if not weight > 0 or weight != weight or weight == float("inf"):
+            raise InvalidOptionError(f"Expected a pattern weight that is a positive number, such as {name}=0.5. Got {item!r}.")
+        weights[name] = weights.get(name, 0.0) + weight
+    if not weights:
+        raise InvalidOptionError("Expected at least one pattern in --patterns, such as shot=0.7,signal=0.3. Got none.")
+    return weights
+
+
+# -- options and results ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AdviseOptions:
+    """Everything ``layoutkit advise`` takes, parsed."""
+
+    patterns: str = ""  # "" = shot=1,signal=1 for a shot archive, scan=1,subset=1 otherwise
+    latency: float = 0.010
+    bandwidth: float = 0.0  # bytes/s per request, 0 = unlimited
+    workers: int = 2
+    budget: float = 120.0
+    candidates: str = "recipes"
+    template: str = DEFAULT_TEMPLATE
+    sample: int = 10  # K, as verify's --sample (capped by the smaller sample's shots)
+    seed: int = 0
+    repeat: int = 3
+    page_buffer: int = DEFAULT_PAGE_BUFFER
+    price_per_1000_get: float = 0.0004  # dollars; S3 Standard's list price
+    shots: int | None = None  # shots in the larger sample (None: from the budget)
+    tmpdir: str | None = None
+
+
+@dataclass
+class PatternFit:
+    """One pattern on one candidate: what was measured and what is predicted."""
+
+    small: Observation
+    large: Observation
+    small_seconds_at_latency: float
+    seconds_at_latency: float
+    prediction: Prediction
+
+
+@dataclass
+class Trial:
+    """One candidate: its status, and its measurements and predictions once measured."""
+
+    name: str
+    command: str
+    recipe: dict[str, Any]
+    status: str = "measured"  # measured | not applicable | different | over budget | failed
+    reason: str = ""
+    patterns: dict[str, PatternFit] = field(default_factory=dict)
+    stored_bytes: tuple[int, int] = (0, 0)  # the candidate written from each sample
+    predicted_bytes: float = 0.0
+    seconds_spent: float = 0.0
+    weighted_seconds: float = float("inf")
+
+    @property
+    def order(self) -> str:
+        return str(self.recipe.get("order", self.recipe.get("by", "")))
+
+
+@dataclass
+class AdviseResult:
+    source: str
+    options: AdviseOptions
+    weights: dict[str, float]
+    unit: str  # "shots" or "bytes"
+    scales: tuple[float, float, float]  # small sample, large sample, full source
+    reads: int  # K
+    trials: list[Trial]
+    elapsed: float
+    not_tried: list[str] = field(default_factory=list)
+
+    @property
+    def ranked(self) -> list[Trial]:
+        return sorted((t for t in self.trials if t.status == "measured"), key=lambda t: t.weighted_seconds)
+
+    @property
+    def recommended(self) -> Trial:
+        return self.ranked[0]
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def _plans(source: Path, patterns: tuple[str, ...], reads: int, seed: int, template: str) -> list[ReadPlan]:
+    with open_archive(source, template=template) as archive:
+        return [plan_reads(p, archive, reads, seed) for p in patterns]
+
+
+def _stored(path: Path) -> int:
+    return sum(f.stat().st_size for f in files_of(path))
+
+
+def _observe(path: Path, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float
+             ) -> tuple[Observation, str | None]:
+    variant = describe(path, path.name, True, template)
+    cpu0 = time.process_time()
+    (result,) = measure([variant], [plan], lambda _: [condition], repeat, template)
+    cpu = (time.process_time() - cpu0) / repeat
+    obs = Observation(scale, float(result.requests), float(result.bytes_read), result.seconds, cpu)
+    return obs, result.error
+
+
+def _write(candidate: Candidate, source: Path, destination: Path, template: str) -> None:
+    from layoutkit.convert import convert
+    from layoutkit.reorder import reorder
+
+    options = candidate.options(template)
+    (convert if candidate.command == "convert" else reorder)(source, destination, options)
+
+
+class _Clock:
+    def __init__(self, budget: float) -> None:
+        self.start = time.perf_counter()
+        self.deadline = self.start + budget - OUTPUT_RESERVE
+
+    def now(self) -> float:
+        return time.perf_counter()
+
+    def left(self) -> float:
+        return self.deadline - self.now()
+
+
+class _OverBudget(Exception):
+    pass
+
+
+def advise(
+    source: str | os.PathLike,
+    options: AdviseOptions = AdviseOptions(),
+    on_total: Callable[[int], None] = lambda _: None,
+    on_step: Callable[[str], None] = lambda _: None,
+) -> AdviseResult:
+    """Sample the source, try the candidates, predict and rank them (see the module).
+
+    Parameters
+    ----------
+    source
+        A local HDF5 file.
+    options
+        Patterns and weights, the conditions to predict for, the budget, the candidates.
+    on_total, on_step
+        Progress: the number of candidates; a candidate done (its name).
+
+    Raises
+    ------
+    LayoutkitError
+        Bad source or option; :class:`BudgetTooSmallError` when no candidate fits the
+        budget.
+    """
+    clock = _Clock(options.budget)
+    src = check_source(source)
+    if options.workers < 1:
+        raise InvalidOptionError(f"Expected --workers of 1 or more. Got {options.workers}.")
+    if options.sample < 1:
+        raise InvalidOptionError(f"Expected --sample of 1 or more. Got {options.sample}.")
+    if options.latency < 0 or options.bandwidth < 0:
+        raise InvalidOptionError("Expected a latency and a bandwidth of 0 or more.")
+    if options.shots is not None and options.shots < 2:
+        raise InvalidOptionError(f"Expected --sample-shots of 2 or more. Got {options.shots}.")
+    inventory = read_inventory(src, workers=2)
+    shots = shots_of(inventory, options.template)
+    available = SHOT_ARCHIVE_PATTERNS if len(shots) >= 2 else ARRAY_PATTERNS
+    default = "shot=1,signal=1" if len(shots) >= 2 else "scan=1,subset=1"
+    weights = parse_weights(options.patterns or default, available)
+    trials = candidates(options.candidates, options.template)
+    work = Path(tempfile.mkdtemp(prefix="layoutkit-advise-", dir=options.tmpdir))
+    try:
+        small, large, scales, unit = _samples(src, inventory, shots, options, work)
+        reads = min(options.sample, int(scales[0])) if unit == "shots" else options.sample
+        # every pattern opens the archive, which costs more as it grows: measure open too
+        patterns = (*weights, *(() if "open" in weights else ("open",)))
+        drawn = _plans(small, patterns, reads, options.seed, options.template)
+        # the same reads on both samples (the larger holds the smaller): they differ by size alone
+        plans = {"small": drawn, "large": drawn}
+        on_total(len(trials))
+        estimate = 4 * (clock.now() - clock.start) + 1.0  # before any candidate: from the sampling
+        done: list[Trial] = []
+        not_tried: list[str] = []
+        for i, candidate in enumerate(trials):
+            if done and clock.left() < max(t.seconds_spent for t in done) * 1.1:
+                not_tried = [c.name for c in trials[i:]]
+                break
+            if not done and clock.left() < estimate:
+                _too_small(options.budget, unit, scales, clock)
+            trial = _try(candidate, small, large, plans, weights, scales, options, work / f"c{i}", clock)
+            if trial.status == "over budget" and not any(t.status == "measured" for t in done):
+                _too_small(options.budget, unit, scales, clock)
+            done.append(trial)
+            on_step(candidate.name)
+            if trial.status == "over budget":
+                not_tried = [c.name for c in trials[i + 1 :]]
+                break
+        measured = [t for t in done if t.status == "measured"]
+        if not measured:
+            reasons = "; ".join(f"{t.name}: {t.reason}" for t in done[:3])
+            raise LayoutkitError(f"No candidate layout could be written from {src.name}: {reasons}.")
+        for t in measured:
+            t.weighted_seconds = weighted({p: f.prediction.seconds for p, f in t.patterns.items()}, weights)
+        return AdviseResult(str(src), options, weights, unit, scales, reads, done,
+                            clock.now() - clock.start, not_tried)  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _too_small(budget: float, unit: str, scales: tuple[float, float, float], clock: _Clock) -> None:
+    size = f"{scales[1]:.0f}-shot" if unit == "shots" else f"{scales[1] / 1e6:.0f} MB"
+    needed = clock.now() - clock.start + OUTPUT_RESERVE
+    raise BudgetTooSmallError(
+        f"A --budget of {budget:g} s is too small to build one candidate layout from a {size} sample "
+        f"(sampling alone took {needed:.1f} s); give a larger --budget, such as {max(30, int(needed * 8))}s."
+    )
+
+
+def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: AdviseOptions, work: Path
+             ) -> tuple[Path, Path, tuple[float, float, float], str]:
+    """Write the two samples; returns their paths, the sizes (small, large, full) and the
+    unit of size."""
+    if len(shots) >= 2:
+        names = list(shots)
+        stored = sum(a.storage_bytes for a in inventory.arrays) or 1
+        per_shot = stored / len(names)
+        count = options.shots or max(2, int(options.budget / SECONDS_PER_SHOT_OF_BUDGET))
+        count = max(2, min(count, len(names), int(MAX_SAMPLE_BYTES // max(1.0, per_shot))))
+        large_shots = spread(names, count)
+        small_shots = large_shots[::2]
+        parts: tuple[Part, Part] = (shot_part(inventory, shots, small_shots), shot_part(inventory, shots, large_shots))
+        full = float(len(names))
+        unit = "shots"
+    else:
+        full = float(sum(a.storage_bytes for a in inventory.arrays) or 1)
+        target = min(full, MAX_SAMPLE_BYTES, max(8e6, options.budget * 2e6))
+        larger = array_part(inventory, int(target))
+        parts = (array_part(inventory, int(target / 2), among=larger.arrays), larger)
+        unit = "bytes"
+    small = write_part(src, inventory, parts[0], work / "sample-small.h5")
+    large = write_part(src, inventory, parts[1], work / "sample-large.h5")
+    return small, large, (parts[0].scale, parts[1].scale, full), unit
+
+
+def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[ReadPlan]], weights: dict[str, float],
+         scales: tuple[float, float, float], options: AdviseOptions, work: Path, clock: _Clock) -> Trial:
+    from layoutkit.verify.equality import compare_variant
+
+    started = clock.now()
+    trial = Trial(candidate.name, candidate.command, candidate.recipe_values(options.template))
+    work.mkdir()
+    suffix = ".zarr" if candidate.command == "convert" else ".h5"
+    written = {"small": work / f"small{suffix}", "large": work / f"large{suffix}"}
+    samples = {"small": small, "large": large}
+
+    def check_time() -> None:
+        if clock.left() < 0:
+            raise _OverBudget
+
+    try:
+        for size in ("small", "large"):
+            _write(candidate, samples[size], written[size], options.template)
+            check_time()
+        mismatches = compare_variant(large, written["large"], workers=2)
+        if mismatches:
+            trial.status, trial.reason = "different", f"{len(mismatches)} mismatches, e.g. {mismatches[0]}"
+            return trial
+        trial.stored_bytes = (_stored(written["small"]), _stored(written["large"]))
+        paged = candidate.command == "reorder"
+        page_buffer = options.page_buffer if paged else None
+        local = Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0)
+        remote = Condition("threads", options.workers, page_buffer, "warm", options.latency, options.bandwidth)
+        observed: dict[str, dict[str, Observation]] = {}
+        at_latency: dict[str, dict[str, float]] = {}
+        for index, plan in enumerate(plans["large"]):
+            pattern = plan.pattern
+            observed[pattern] = {}
+            for size, scale in (("small", scales[0]), ("large", scales[1])):
+                repeat = max(5, options.repeat) if pattern == "open" else options.repeat  # short: noisier
+                observed[pattern][size], error = _observe(
+                    written[size], plans[size][index], local, repeat, options.template, scale)
+                if error:
+                    trial.status, trial.reason = "failed", f"the {pattern} pattern failed: {error}"
+                    return trial
+                check_time()
+            at_latency[pattern] = {size: o.seconds for size, o in observed[pattern].items()}
+            if (options.latency or options.bandwidth) and pattern in weights:
+                for size, scale in (("small", scales[0]), ("large", scales[1])):
+                    timed, _ = _observe(written[size], plans[size][index], remote, options.repeat, options.template,
+                                        scale)  # fmt: skip
+                    at_latency[pattern][size] = timed.seconds
+                    check_time()
+        opened = observed.get("open", {})
+        for plan in plans["large"]:
+            pattern = plan.pattern
+            if pattern not in weights:
+                continue
+            obs = observed[pattern]
+            c_small, c_large = (fit_concurrency(obs[size], at_latency[pattern][size], options.latency, options.bandwidth)
+                                for size in ("small", "large"))
+            requests = full_counts(obs["small"], obs["large"], scales[2])[0]
+            c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, requests)
+            others = {} if pattern == "open" else opened
+            prediction = predict(obs["small"], obs["large"], scales[2], options.latency, options.bandwidth, c,
+                                 others.get("small"), others.get("large"))  # fmt: skip
+            trial.patterns[pattern] = PatternFit(obs["small"], obs["large"], at_latency[pattern]["small"],
+                                                 at_latency[pattern]["large"], prediction)
+        trial.predicted_bytes = _extend_bytes(scales, trial.stored_bytes)
+    except _OverBudget:
+        trial.status, trial.reason, trial.patterns = "over budget", "the budget ran out while it was measured", {}
+    except LayoutkitError as exc:
+        trial.status, trial.reason = "not applicable", first_line(exc)
+    finally:
+        trial.seconds_spent = clock.now() - started
+        shutil.rmtree(work, ignore_errors=True)
+    return trial
+
+
+def _extend_bytes(scales: tuple[float, float, float], stored: tuple[int, int]) -> float:
+    from layoutkit.advise.model import extend
+
+    return extend(scales[0], stored[0], scales[1], stored[1], scales[2])
+
+
+# -- outputs ------------------------------------------------------------------------------
+
+
+def to_json(result: AdviseResult) -> dict[str, Any]:
+    """The whole run as plain data (``results.json``)."""
+    price = result.options.price_per_1000_get / 1000
+    trials = []
+    for t in result.trials:
+        trials.append({
+            "name": t.name, "command": t.command, "recipe": t.recipe, "status": t.status, "reason": t.reason,
+            "seconds_spent": t.seconds_spent,
+            "stored_bytes_samples": list(t.stored_bytes), "stored_bytes_predicted": t.predicted_bytes,
+            "weighted_seconds": None if t.status != "measured" else t.weighted_seconds,
+            "patterns": {
+                p: {
+                    "predicted": {**asdict(f.prediction), "seconds": f.prediction.seconds,
+                                  "get_cost": f.prediction.requests * price},
+                    "small": asdict(f.small), "large": asdict(f.large),
+                    "small_seconds_at_latency": f.small_seconds_at_latency,
+                    "large_seconds_at_latency": f.seconds_at_latency,
+                }
+                for p, f in t.patterns.items()
+            },
+        })  # fmt: skip
+    ranked = result.ranked
+    return {
+        "source": result.source,
+        "options": asdict(result.options),
+        "weights": result.weights,
+        "unit": result.unit,
+        "sample": {"small": result.scales[0], "large": result.scales[1], "full": result.scales[2],
+                   "reads_per_pattern": result.reads},
+        "elapsed_seconds": result.elapsed,
+        "budget_seconds": result.options.budget,
+        "recommended": ranked[0].name,
+        "runner_up": ranked[1].name if len(ranked) > 1 else None,
+        "not_tried": result.not_tried,
+        "candidates": trials,
+    }  # fmt: skip
+
+
+def recommended_toml(result: AdviseResult) -> str:
+    """The recommended layout as a recipe ``--recipe`` takes."""
+    import tomli_w
+
+    from layoutkit.recipes import parse_recipe
+
+    best = result.recommended
+    recipe = dict(best.recipe)
+    conditions = f"{result.options.latency * 1e3:g} ms latency, {result.options.workers} workers"
+    patterns = ", ".join(f"{p}={w:g}" for p, w in result.weights.items())
+    doc = {
+        "target": recipe.pop("target"),
+        "description": (
+            f"Recommended by layoutkit advise for {Path(result.source).name} (patterns {patterns}; {conditions}): "
+            f"candidate {best.name}, predicted {best.weighted_seconds:.3g} s weighted per pattern run at full size."
+        ),
+        **recipe,
+    }
+    text = tomli_w.dumps(doc)
+    parse_recipe(text, name="recommended")  # what we write must load
+    return text
+
+
+def write_command(result: AdviseResult, recipe_path: Path) -> str:
+    """The exact command that writes the recommended layout."""
+    src = Path(result.source)
+    best = result.recommended
+    dst = f"{src.stem}.zarr" if best.command == "convert" else f"{src.stem}-{best.recipe.get('by', 'paged')}.h5"
+    return f"layoutkit {best.command} {src} {src.with_name(dst)} --recipe {recipe_path}"
+
+
+def plot(result: AdviseResult, out: Path) -> Path:
+    """Predicted seconds per candidate and pattern, best first (``advise.png``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ranked = result.ranked
+    patterns = list(result.weights)
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(ranked) + 1.6))
+    y = np.arange(len(ranked))
+    height = 0.8 / (len(patterns) + 1)
+    for i, p in enumerate([*patterns, "weighted"]):
+        values = [t.weighted_seconds if p == "weighted" else t.patterns[p].prediction.seconds for t in ranked]
+        ax.barh(y + i * height, values, height, label=p, hatch="//" if p == "weighted" else None)
+    ax.set_yticks(y + height * len(patterns) / 2, [t.name for t in ranked])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("predicted seconds at full size (log)")
+    ax.set_title(
+        f"advise: {Path(result.source).name}, {result.options.latency * 1e3:g} ms latency, "
+        f"{result.options.workers} workers; best first",
+        fontsize=10,
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out / "advise.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(result: AdviseResult, out: Path) -> list[Path]:
+    """``results.json``, ``recommended.toml`` and ``advise.png`` under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / "results.json"
+    results.write_text(json.dumps(to_json(result), indent=1, default=str))
+    recipe = out / "recommended.toml"
+    recipe.write_text(recommended_toml(result))
+    return [results, recipe, plot(result, out)]
+
+
+__all__ = [
+    "AdviseOptions",
+    "AdviseResult",
+    "BudgetTooSmallError",
+    "Trial",
+    "advise",
+    "parse_budget",
+    "parse_weights",
+    "recommended_toml",
+    "to_json",
+    "write_command",
+    "write_outputs",
+]

@@ -1,0 +1,222 @@
+"""Sample files for ``advise``: part of a source, written as an HDF5 file of its own that
+keeps the source's chunking, filters, fill values and stored bytes.
+
+Objects are copied with HDF5's own object copy (``H5Ocopy``: stored chunks are copied
+as they are, not decoded), then the dimension scales are attached again: an object copy
+into another file drops the references in ``DIMENSION_LIST`` and ``REFERENCE_LIST``.
+
+For a shot archive the part is a set of whole shots, spread evenly over the archive
+(early and late shots alike), plus everything outside the shot groups; for any other
+file it is a set of whole arrays, with the dimension scales they use.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from layoutkit.errors import CorruptSourceError
+from layoutkit.inventory import Inventory, first_line
+from layoutkit.plan import compile_template, match_template, natural_key
+
+SCALE_BOOKKEEPING = ("DIMENSION_LIST", "REFERENCE_LIST")
+
+
+@dataclass(frozen=True)
+class Part:
+    """Which part of a source a sample holds.
+
+    ``prefixes`` are groups copied whole (shot groups); ``arrays`` are datasets copied one
+    by one. ``scale`` is the sample's size in the unit predictions extrapolate by
+    (shots, or stored bytes when the source is not a shot archive).
+    """
+
+    prefixes: tuple[str, ...]
+    arrays: tuple[str, ...]
+    scale: float
+
+
+def shots_of(inventory: Inventory, template: str) -> dict[str, str]:
+    """Shot name -> the shot's group path, in natural order ({} when the template matches
+    nothing)."""
+    _, prefix = compile_template(template)
+    shots: dict[str, str] = {}
+    for path in match_template([a.path for a in inventory.arrays], template):
+        m = prefix.match(path)
+        if m:
+            shots.setdefault(m.group("shot"), path[: m.end()].rstrip("/"))
+    return {name: shots[name] for name in sorted(shots, key=natural_key)}
+
+
+def spread(items: Sequence[str], count: int) -> list[str]:
+    """``count`` items spread evenly over ``items`` (first and last included)."""
+    if count >= len(items):
+        return list(items)
+    if count == 1:
+        return [items[len(items) // 2]]
+    step = (len(items) - 1) / (count - 1)
+    return [items[round(i * step)] for i in range(count)]
+
+
+def _outside(path: str, shot_groups: Iterable[str]) -> bool:
+    return not any(path == g or path.startswith(g + "/") for g in shot_groups)
+
+
+def shot_part(inventory: Inventory, shots: dict[str, str], chosen: Sequence[str]) -> Part:
+    """Whole shots ``chosen`` and every array outside the shot groups."""
+    groups = tuple(shots.values())
+    outside = tuple(a.path for a in inventory.arrays if _outside(a.path, groups))
+    return Part(tuple(shots[s] for s in chosen), outside, float(len(chosen)))
+
+
+def array_part(inventory: Inventory, target_bytes: int, among: Iterable[str] | None = None) -> Part:
+    """Whole arrays in hierarchy order until their stored bytes reach ``target_bytes``
+    (at least one array), with the dimension scales they use; only arrays ``among``
+    when given (a smaller sample inside a larger one)."""
+    chosen: dict[str, None] = {}
+    by_path = {a.path: a for a in inventory.arrays}
+    allowed = None if among is None else set(among)
+    total = 0
+    for a in inventory.arrays:
+        if a.is_scale or a.path in chosen or (allowed is not None and a.path not in allowed):
+            continue
+        if chosen and total + a.storage_bytes > target_bytes:
+            continue
+        for path in (a.path, *(s for scales in a.dim_scales for s in scales)):
+            if path not in chosen and path in by_path:
+                chosen[path] = None
+                total += by_path[path].storage_bytes
+    if not chosen:  # only scales: take them
+        for a in inventory.arrays[:1]:
+            chosen[a.path] = None
+            total += a.storage_bytes
+    return Part((), tuple(chosen), float(max(1, total)))
+
+
+def _copy_attrs(src: h5py.HLObject, dst: h5py.HLObject) -> None:
+    for name in src.attrs:
+        if name in SCALE_BOOKKEEPING:
+            continue
+        dtype = src.attrs.get_id(name).dtype
+        dst.attrs.create(name, src.attrs[name], dtype=dtype)
+
+
+def _ensure_group(src: h5py.File, out: h5py.File, path: str) -> None:
+    parts = [p for p in path.strip("/").split("/") if p]
+    current = ""
+    for part in parts:
+        current += "/" + part
+        if current not in out:
+            group = out.create_group(current)
+            _copy_attrs(src[current], group)
+
+
+def _recreate(theirs: h5py.Dataset, out: h5py.File, path: str) -> None:
+    """Write a dataset again with its creation properties, type, values and attributes."""
+    if path in out:
+        del out[path]
+    parent, name = out[path.rsplit("/", 1)[0] or "/"], path.rsplit("/", 1)[-1]
+    h5py.h5d.create(parent.id, name.encode(), theirs.id.get_type(), theirs.id.get_space(),
+                    dcpl=theirs.id.get_create_plist())
+    if theirs.shape is not None and theirs.size:
+        out[path][...] = theirs[()]
+    _copy_attrs(theirs, out[path])
+
+
+def _groups_of(out: h5py.File) -> list[str]:
+    found: list[str] = []
+    out.visititems(lambda name, obj: found.append("/" + name) if isinstance(obj, h5py.Group) else None)
+    return found
+
+
+def _mapped(src: h5py.File, out: h5py.File, values: np.ndarray) -> np.ndarray:
+    mapped = np.empty(values.shape, dtype=h5py.ref_dtype)
+    for index, ref in np.ndenumerate(values):
+        name = src[ref].name if ref else None
+        mapped[index] = out[name].ref if name is not None and name in out else h5py.Reference()
+    return mapped
+
+
+def _remap_references(src: h5py.File, out: h5py.File, path: str) -> None:
+    """Point object references (in attributes, or a dataset's values) at the sample's
+    objects: an object copy into another file leaves them null."""
+    theirs, ours = src[path], out[path]
+    for name in list(theirs.attrs):
+        if name in SCALE_BOOKKEEPING or h5py.check_dtype(ref=theirs.attrs.get_id(name).dtype) is not h5py.Reference:
+            continue
+        values = np.asarray(theirs.attrs[name])
+        ours.attrs.create(name, _mapped(src, out, values).reshape(values.shape), dtype=h5py.ref_dtype)
+    if isinstance(theirs, h5py.Dataset) and h5py.check_dtype(ref=theirs.dtype) is h5py.Reference:
+        ours[...] = _mapped(src, out, np.asarray(theirs[()]))
+
+
+def write_part(source: str | os.PathLike, inventory: Inventory, part: Part, destination: str | os.PathLike) -> Path:
+    """Write ``part`` of ``source`` to the new HDF5 file ``destination``.
+
+    The root's attributes, the groups on the way and every copied object keep their
+    attributes; stored chunks are copied without decoding; every dimension scale that
+    was attached in the source is attached again when both ends are in the sample.
+    The file has the oldest object format that holds it (attributes over 64 KiB need
+    HDF5 1.8's).
+    """
+    destination = Path(destination)
+    try:
+        _write_part(source, inventory, part, destination, "earliest")
+    except OSError as exc:
+        if "message is too large" not in str(exc) or isinstance(exc, CorruptSourceError):
+            raise
+        _write_part(source, inventory, part, destination, "v108")
+    return destination
+
+
+def _write_part(source: str | os.PathLike, inventory: Inventory, part: Part, destination: Path, low: str) -> None:
+    def inside(path: str) -> bool:
+        return any(path == p or path.startswith(p + "/") for p in part.prefixes)
+
+    kept = [a for a in inventory.arrays if a.path in part.arrays or inside(a.path)]
+    with h5py.File(source, "r") as src, h5py.File(destination, "w", libver=(low, "latest")) as out:
+        _copy_attrs(src, out)
+        for g in inventory.groups:
+            if inside(g.path):
+                _ensure_group(src, out, g.path)
+        for a in kept:
+            parent, name = a.path.rsplit("/", 1)
+            _ensure_group(src, out, parent or "/")
+            try:
+                if a.dtype.kind == "O":  # H5Ocopy mishandles variable-length data and fill values
+                    _recreate(src[a.path], out, a.path)
+                else:
+                    src.copy(src[a.path], out[parent or "/"], name=name)
+            except (OSError, RuntimeError) as exc:
+                raise CorruptSourceError(
+                    f"Dataset {a.path!r} of {str(source)!r} cannot be read for the sample ({first_line(exc)})."
+                ) from None
+            for bookkeeping in SCALE_BOOKKEEPING:
+                if bookkeeping in out[a.path].attrs:
+                    del out[a.path].attrs[bookkeeping]
+        for link in inventory.links:
+            if not inside(link.path) or link.path in out:
+                continue
+            _ensure_group(src, out, link.path.rsplit("/", 1)[0] or "/")
+            if link.kind == "soft":
+                out[link.path] = h5py.SoftLink(link.target)
+            elif link.kind == "external":
+                out[link.path] = h5py.ExternalLink(link.target_file or "", link.target)
+            elif link.target in out:
+                out[link.path] = out[link.target]
+        copied = {a.path for a in kept}
+        for path in ["/", *_groups_of(out), *sorted(copied)]:
+            _remap_references(src, out, path)
+        for a in kept:
+            for axis, scales in enumerate(a.dim_scales):
+                for scale in scales:
+                    if scale in copied:
+                        out[a.path].dims[axis].attach_scale(out[scale])
+
+
+__all__ = ["Part", "array_part", "shot_part", "shots_of", "spread", "write_part"]

@@ -1,0 +1,260 @@
+"""``layoutkit advise``: the samples it writes, its cost model, its refusals, and the
+proof on a small archive (the recommendation follows the patterns; the predicted
+requests match what the full-size layouts make)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import HARD_CASES, build_edge_archive, realdata_params
+from typer.testing import CliRunner
+
+from layoutkit.advise.candidates import Candidate, candidates
+from layoutkit.advise.model import Observation, fit_concurrency, full_counts, local_seconds, predict, weighted
+from layoutkit.advise.run import parse_budget, parse_weights
+from layoutkit.advise.subset import array_part, shot_part, shots_of, spread, write_part
+from layoutkit.archive import open_archive
+from layoutkit.cli import app
+from layoutkit.errors import InvalidOptionError, LayoutkitError
+from layoutkit.inventory import read_inventory
+from layoutkit.recipes import load_recipe
+from layoutkit.verify.equality import compare_variant
+from layoutkit.verify.patterns import SHOT_ARCHIVE_PATTERNS, plan_reads
+from layoutkit.verify.run import Condition, describe, measure
+
+TEMPLATE = "/shots/{shot}/signals/{signal}"
+FIELDS = ("shape", "dtype", "chunks", "filters", "fill_value", "attrs", "dims", "dim_scales", "is_scale",
+          "storage_bytes", "layout")  # fmt: skip
+
+
+def assert_same_arrays(sample: Path, source: Path) -> int:
+    """Every array of the sample is the source's array: storage, attributes, scales, values."""
+    got, want = read_inventory(sample), {a.path: a for a in read_inventory(source).arrays}
+    with h5py.File(sample) as s, h5py.File(source) as f:
+        for a in got.arrays:
+            for name in FIELDS if a.dtype.kind != "O" else set(FIELDS) - {"storage_bytes"}:  # vlen: rewritten
+                # unnamed axes are numbered across the whole file: phony_dim_3 may become phony_dim_2
+                same = [re.sub(r"phony_dim_\d+", "phony_dim", str(getattr(x, name))) for x in (a, want[a.path])]
+                assert same[0] == same[1], (a.path, name)
+            if a.kind in ("numeric", "bool") and not a.null_space and a.nbytes <= 64 * 1024**2:  # huge: by storage
+                np.testing.assert_array_equal(s[a.path][()], f[a.path][()])
+    return len(got.arrays)
+
+
+# -- samples ------------------------------------------------------------------------------
+
+
+def test_spread_takes_first_and_last():
+    assert spread(list("abcdefghij"), 4) == ["a", "d", "g", "j"]
+    assert spread(list("abc"), 5) == ["a", "b", "c"]
+    assert spread(list("abcde"), 1) == ["c"]
+
+
+def test_shot_sample_keeps_shots_scales_and_everything_outside(tmp_path):
+    src = build_edge_archive(tmp_path / "edge.h5")
+    inventory = read_inventory(src)
+    shots = shots_of(inventory, TEMPLATE)
+    assert list(shots) == ["1", "2", "3", "10"]  # natural order
+    part = shot_part(inventory, shots, ["2", "10"])
+    sample = write_part(src, inventory, part, tmp_path / "part.h5")
+    n = assert_same_arrays(sample, src)
+    got = {a.path for a in read_inventory(sample).arrays}
+    assert any(p.startswith("/shots/10/") for p in got) and not any(p.startswith("/shots/3/") for p in got)
+    outside = {a.path for a in inventory.arrays if not a.path.startswith("/shots/")}
+    assert outside and outside <= got
+    assert n == len(got) and part.scale == 2
+
+
+@pytest.mark.parametrize("case", sorted(set(HARD_CASES) - {"links", "userblock"}))
+def test_array_sample_of_every_hard_case_is_faithful(hard_cases, tmp_path, case):
+    src = hard_cases[case]
+    inventory = read_inventory(src)
+    part = array_part(inventory, 1 << 40)  # everything
+    assert_same_arrays(write_part(src, inventory, part, tmp_path / "all.h5"), src)
+    small = array_part(inventory, 1)  # one array and the scales it uses
+    sample = write_part(src, inventory, small, tmp_path / "one.h5")
+    assert 1 <= assert_same_arrays(sample, src) < len(inventory.arrays) or len(inventory.arrays) == 1
+
+
+@pytest.mark.parametrize("path", realdata_params())
+def test_array_sample_of_real_files_is_faithful(path, tmp_path):
+    inventory = read_inventory(path)
+    part = array_part(inventory, 64 * 1024**2)
+    try:
+        sample = write_part(path, inventory, part, tmp_path / "part.h5")
+    except LayoutkitError as exc:  # a dataset HDF5 itself cannot read: named, and truly unreadable
+        unreadable = re.search(r"Dataset '([^']+)'", str(exc)).group(1)
+        with h5py.File(path) as f, pytest.raises(OSError):
+            f[unreadable][()]
+        return
+    assert_same_arrays(sample, path)
+
+
+# -- the cost model -----------------------------------------------------------------------
+
+
+def obs(scale, requests, nbytes, seconds, cpu=0.0):
+    return Observation(scale, requests, nbytes, seconds, cpu)
+
+
+def test_counts_extend_along_the_samples_never_falling():
+    small, large = obs(4, 40, 4e6, 0.1), obs(8, 80, 8e6, 0.2)
+    assert full_counts(small, large, 100) == (1000, 100e6)
+    assert full_counts(obs(4, 50, 4e6, 0), obs(8, 40, 8e6, 0), 100)[0] == 40
+
+
+def test_local_time_grows_by_opening_and_per_request():
+    small, large = obs(4, 30, 3e6, 0.30), obs(8, 40, 3.3e6, 0.40)
+    open_small, open_large = obs(4, 2, 1000, 0.10), obs(8, 2, 2000, 0.12)
+    requests = 40 + 10 * 25
+    got = local_seconds(small, large, 108, requests, open_small, open_large)
+    opening = 0.12 + 100 * 0.005  # the open line: 0.02 s per 4 shots
+    per_request = min((0.28 - 0.20) / 10, 0.28 / 40)  # reads: 0.20 s at 30 requests, 0.28 s at 40
+    assert got == pytest.approx(opening + 0.28 + per_request * 250)
+    assert local_seconds(small, large, 8, 40) == pytest.approx(0.40)  # at the larger sample's size: as measured
+
+
+def test_concurrency_and_prediction_by_hand():
+    large = obs(8, 100, 0, 0.5)
+    c = fit_concurrency(large, 0.5 + 100 * 0.01 / 4, 0.01, 0)
+    assert c == pytest.approx(4)
+    p = predict(obs(4, 50, 0, 0.3), large, 16, 0.01, 0, c)
+    assert p.requests == 200
+    # local: 0.5 s plus 100 more requests at min(0.2 s / 50, 0.5 s / 100) each
+    assert p.local_seconds == pytest.approx(0.5 + 100 * 0.004)
+    assert p.network_seconds == pytest.approx(200 * 0.01 / 4)
+    assert fit_concurrency(large, 0.4, 0.01, 0) == 256  # no time spent waiting: the cap
+    assert fit_concurrency(large, 10, 0.01, 0) == 1  # slower than sequential: at least 1
+    assert weighted({"shot": 1.0, "signal": 3.0}, {"shot": 3, "signal": 1}) == pytest.approx(1.5)
+
+
+# -- options and refusals -----------------------------------------------------------------
+
+
+def test_parse_weights_and_budget():
+    assert parse_weights("shot=0.7, signal=0.3", SHOT_ARCHIVE_PATTERNS) == {"shot": 0.7, "signal": 0.3}
+    assert parse_weights("signal", SHOT_ARCHIVE_PATTERNS) == {"signal": 1.0}
+    assert parse_budget("2min") == 120 and parse_budget("90s") == 90 and parse_budget("1h") == 3600
+    for bad in ("shot=0", "shot=-1", "shot=x", "shot=nan", "walk=1", ""):
+        with pytest.raises(InvalidOptionError):
+            parse_weights(bad, SHOT_ARCHIVE_PATTERNS)
+    with pytest.raises(InvalidOptionError, match="does not apply"):
+        parse_weights("axis=1", SHOT_ARCHIVE_PATTERNS)
+    for bad in ("0", "soon", "-3s"):
+        with pytest.raises(InvalidOptionError):
+            parse_budget(bad)
+
+
+def test_grid_candidates_are_unique_recipes():
+    recipes = candidates("recipes", TEMPLATE)
+    grid = candidates("grid", TEMPLATE)
+    assert [c.name for c in recipes] == [c.name for c in grid[: len(recipes)]]
+    assert len(grid) > 3 * len(recipes)
+    seen = [repr(sorted(c.recipe_values(TEMPLATE).items())) for c in grid]
+    assert len(seen) == len(set(seen))
+    knobs = {k for c in grid for k, _ in c.overrides}
+    assert {"chunk_size", "shards", "compressor", "page_size", "order"} <= knobs
+    with pytest.raises(InvalidOptionError):
+        candidates("all", TEMPLATE)
+
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--patterns", "walk=1"], "Expected --patterns"),
+        (["--patterns", "shot=0"], "positive number"),
+        (["--patterns", "shot=-2,signal=1"], "positive number"),
+        (["--patterns", "axis=1"], "does not apply"),
+        (["--budget", "soon"], "Expected a --budget"),
+        (["--budget", "0.2s"], "too small to build one candidate"),
+        (["--candidates", "all"], "Expected --candidates"),
+        (["--latency", "fast"], "Expected latencies"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_leaves_nothing(shot_file, tmp_path, args, message):
+    work, out = tmp_path / "work", tmp_path / "out"
+    work.mkdir()
+    result = runner.invoke(app, ["advise", str(shot_file), "--out", str(out), "--tmpdir", str(work), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not out.exists() and not any(work.iterdir())
+
+
+def test_refuses_a_source_that_is_not_hdf5_and_an_existing_out(tmp_path, shot_file):
+    text = tmp_path / "notes.h5"
+    text.write_text("not HDF5")
+    result = runner.invoke(app, ["advise", str(text)])
+    assert result.exit_code == 2 and "not an HDF5 file" in result.output
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("{}")
+    result = runner.invoke(app, ["advise", str(shot_file), "--out", str(out)])
+    assert result.exit_code == 2 and "--overwrite" in result.output
+
+
+# -- the proof on a small archive ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    from layoutkit.sample import write_sample
+
+    path = tmp_path_factory.mktemp("advise") / "shots.h5"
+    write_sample(path, shots=10, signals=12, seed=3)
+    return path
+
+
+def run_advise(archive: Path, tmp: Path, patterns: str) -> tuple[dict, str, Path]:
+    out, work = tmp / f"out-{patterns}", tmp / f"work-{patterns}"
+    work.mkdir()
+    result = runner.invoke(app, [
+        "advise", str(archive), "--patterns", patterns, "--latency", "10ms", "--workers", "2",
+        "--sample-shots", "4", "--sample", "2", "--out", str(out), "--tmpdir", str(work), "--budget", "10min",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert not any(work.iterdir())  # nothing left behind but --out
+    return json.loads((out / "results.json").read_text()), result.output, out
+
+
+@pytest.mark.parametrize("patterns, orders", [("signal=1", {"signal"}), ("shot=1", {"shot", "shot-packed"})])
+def test_recommends_a_layout_ordered_for_the_pattern(archive, tmp_path, patterns, orders):
+    doc, output, out = run_advise(archive, tmp_path, patterns)
+    best = next(c for c in doc["candidates"] if c["name"] == doc["recommended"])
+    assert (best["recipe"].get("order") or best["recipe"].get("by")) in orders
+    assert {c["name"] for c in doc["candidates"]} == {c.name for c in candidates("recipes", TEMPLATE)}
+    assert doc["sample"] == {"small": 2.0, "large": 4.0, "full": 10.0, "reads_per_pattern": 2}
+    recipe = load_recipe(out / "recommended.toml")
+    assert recipe.values["template"] == TEMPLATE and (out / "advise.png").stat().st_size > 0
+    # the last line is the command that writes it: run it, and the layout holds the source's data
+    words = shlex.split(output.strip().splitlines()[-1])
+    assert words[0] == "layoutkit" and words[-2:] == ["--recipe", str(out / "recommended.toml")]
+    dst = tmp_path / "written"
+    result = runner.invoke(app, ["-q", words[1], words[2], str(dst), *words[4:]])
+    assert result.exit_code == 0, result.output
+    assert compare_variant(archive, dst) == []
+
+
+def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
+    doc, _, _ = run_advise(archive, tmp_path, "shot=1,signal=1")
+    ranked = sorted((c for c in doc["candidates"] if c["status"] == "measured"), key=lambda c: c["weighted_seconds"])
+    for c in ranked[:2]:  # the recommended layout and the runner-up, at full size
+        candidate = Candidate(c["name"], c["name"])
+        dst = tmp_path / (c["name"] + (".zarr" if candidate.command == "convert" else ".h5"))
+        runner.invoke(app, ["-q", candidate.command, str(archive), str(dst), "--recipe", c["name"]])
+        for pattern, fit in c["patterns"].items():
+            with open_archive(archive, template=TEMPLATE) as source:
+                plan = plan_reads(pattern, source, doc["sample"]["reads_per_pattern"], 0)
+            page_buffer = 64 * 1024**2 if candidate.command == "reorder" else None
+            cond = Condition("threads", 2, page_buffer, "warm", 0.0, 0.0)
+            (r,) = measure([describe(dst, dst.name, True, TEMPLATE)], [plan], lambda _, cond=cond: [cond], 1, TEMPLATE)
+            predicted = fit["predicted"]["requests"]
+            assert abs(predicted - r.requests) <= 0.3 * r.requests, (c["name"], pattern, predicted, r.requests)

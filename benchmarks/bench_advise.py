@@ -4,8 +4,9 @@ conditions.
 
     .venv/bin/python benchmarks/bench_advise.py [--shots 40] [--signals 70] [--budget 2min]
 
-For each weighting (`signal=1`, `shot=1`, and `shot=1,signal=1`) advise runs on the
-sample archive with its default budget at 10 ms latency and 2 workers (threads); then
+For each weighting (`signal=1`, `shot=1`, and `shot=1,signal=1`) `layoutkit advise` runs
+on the sample archive, in a process of its own (wall time and peak RSS), with its
+default budget at 10 ms latency and 2 workers (threads); then
 each candidate it measured is written from the whole archive with its recipe and timed
 with verify's measurement (same patterns, same K, warm cache, 3 repeats). The table
 gives predicted and measured seconds and GETs per candidate and pattern, the error,
@@ -16,22 +17,21 @@ Results: benchmarks/out/advise.{txt,json} and advise-*.png (advise's own plots).
 from __future__ import annotations
 
 import json
-import resource
 import shutil
 import sys
-import time
 from pathlib import Path
 
-from common import HERE, sample
+from common import HERE, PY, sample
+from common import measure as measure_cmd
 
 from layoutkit.advise.candidates import Candidate
-from layoutkit.advise.run import AdviseOptions, advise, parse_budget, plot, write_outputs
 from layoutkit.archive import open_archive
 from layoutkit.convert import convert
 from layoutkit.reorder import reorder
 from layoutkit.verify.patterns import plan_reads
 from layoutkit.verify.run import Condition, describe, measure
 
+TEMPLATE = "/shots/{shot}/signals/{signal}"
 WEIGHTINGS = ("signal=1", "shot=1", "shot=1,signal=1")
 
 
@@ -70,61 +70,64 @@ def main() -> None:
     say(f"# command: {' '.join(sys.argv)}")
     measured_cache: dict[tuple[str, str], dict] = {}
     for weighting in WEIGHTINGS:
-        options = AdviseOptions(patterns=weighting, latency=args.latency, workers=args.workers,
-                                budget=parse_budget(args.budget))
-        t0 = time.perf_counter()
-        result = advise(src, options)
-        elapsed = time.perf_counter() - t0
         tag = weighting.replace("=1", "").replace(",", "+")
-        write_outputs(result, work / f"out-{tag}")
-        shutil.copy(plot(result, work / f"out-{tag}"), out / f"advise-{tag}.png")
-        template = options.template
+        advice = work / f"out-{tag}"
+        cmd = [PY, "-m", "layoutkit", "-q", "advise", str(src), "--patterns", weighting, "--latency",
+               f"{args.latency * 1e3:g}ms", "--workers", str(args.workers), "--budget", args.budget, "--out", str(advice)]
+        run_info = measure_cmd(cmd, advice, logical)  # a fresh process: its wall time and peak RSS
+        doc_advice = json.loads((advice / "results.json").read_text())
+        shutil.copy(advice / "advise.png", out / f"advise-{tag}.png")
+        reads, weights = doc_advice["sample"]["reads_per_pattern"], doc_advice["weights"]
+        measured_trials = [c for c in doc_advice["candidates"] if c["status"] == "measured"]
+        ranked = sorted(measured_trials, key=lambda c: c["weighted_seconds"])
+        budget = doc_advice["budget_seconds"]
         say()
-        say(f"## --patterns {weighting}: advise took {elapsed:.1f} s of a {options.budget:.0f} s budget "
-            f"({elapsed / options.budget:.0%}); samples of {result.scales[0]:.0f} and {result.scales[1]:.0f} shots "
-            f"of {result.scales[2]:.0f}; K={result.reads}; recommended {result.recommended.name}")
+        say(f"## --patterns {weighting}: advise took {run_info['seconds']:.1f} s of a {budget:.0f} s budget "
+            f"({run_info['seconds'] / budget:.0%}), peak RSS {run_info['peak_rss'] / 2**20:.0f} MiB; samples of "
+            f"{doc_advice['sample']['small']:.0f} and {doc_advice['sample']['large']:.0f} shots of "
+            f"{doc_advice['sample']['full']:.0f}; K={reads}; {len(ranked)} of {len(doc_advice['candidates']) + len(doc_advice['not_tried'])} "
+            f"candidates measured; recommended {doc_advice['recommended']}")
         say(f"{'candidate':<20} {'pattern':<7} {'pred s':>8} {'meas s':>8} {'error':>7} {'pred GET':>9} "
             f"{'meas GET':>9}")
-        run = {"weighting": weighting, "elapsed": elapsed, "budget": options.budget,
-               "recommended": result.recommended.name, "rows": []}
+        run = {"weighting": weighting, "elapsed": run_info["seconds"], "peak_rss": run_info["peak_rss"],
+               "budget": budget, "recommended": doc_advice["recommended"], "rows": []}
         measured_weighted = {}
-        for trial in result.ranked:
-            variant = full_size(src, work, trial.name, trial.name, template)
+        for trial in ranked:
+            variant = full_size(src, work, trial["name"], trial["name"], TEMPLATE)
             meas_pattern = {}
-            for pattern, fit in trial.patterns.items():
-                key = (trial.name, pattern)
+            for pattern, fit in trial["patterns"].items():
+                key = (trial["name"], pattern, reads)
                 if key not in measured_cache:
-                    with open_archive(src, template=template) as archive:
-                        plan = plan_reads(pattern, archive, result.reads, options.seed)
-                    paged = trial.command == "reorder"
-                    cond = Condition("threads", args.workers, options.page_buffer if paged else None, "warm",
+                    with open_archive(src, template=TEMPLATE) as archive:
+                        plan = plan_reads(pattern, archive, reads, 0)
+                    paged = trial["command"] == "reorder"
+                    cond = Condition("threads", args.workers, 64 * 2**20 if paged else None, "warm",
                                      args.latency, 0.0)
-                    (r,) = measure([describe(variant, variant.name, True, template)], [plan], lambda _, cond=cond: [cond], 3,
-                                   template)
+                    (r,) = measure([describe(variant, variant.name, True, TEMPLATE)], [plan],
+                                   lambda _, cond=cond: [cond], 3, TEMPLATE)
                     measured_cache[key] = {"seconds": r.seconds, "requests": r.requests, "bytes": r.bytes_read}
                 m = measured_cache[key]
-                p = fit.prediction
-                error = p.seconds / m["seconds"] - 1
+                p = fit["predicted"]
+                error = p["seconds"] / m["seconds"] - 1
                 meas_pattern[pattern] = m["seconds"]
-                say(f"{trial.name:<20} {pattern:<7} {p.seconds:>8.3f} {m['seconds']:>8.3f} {error:>+7.0%} "
-                    f"{p.requests:>9.0f} {m['requests']:>9}")
-                run["rows"].append({"candidate": trial.name, "pattern": pattern, "predicted_seconds": p.seconds,
-                                    "measured_seconds": m["seconds"], "predicted_requests": p.requests,
-                                    "measured_requests": m["requests"], "predicted_bytes": p.bytes,
-                                    "measured_bytes": m["bytes"], "error": error})
-            measured_weighted[trial.name] = sum(meas_pattern[p] * w for p, w in result.weights.items()) / sum(
-                result.weights.values())
+                say(f"{trial['name']:<20} {pattern:<7} {p['seconds']:>8.3f} {m['seconds']:>8.3f} {error:>+7.0%} "
+                    f"{p['requests']:>9.0f} {m['requests']:>9}")
+                run["rows"].append({"candidate": trial["name"], "pattern": pattern,
+                                    "predicted_seconds": p["seconds"], "measured_seconds": m["seconds"],
+                                    "predicted_requests": p["requests"], "measured_requests": m["requests"],
+                                    "predicted_bytes": p["bytes"], "measured_bytes": m["bytes"], "error": error})
+            measured_weighted[trial["name"]] = sum(meas_pattern[p] * w for p, w in weights.items()) / sum(
+                weights.values())
         best = min(measured_weighted, key=measured_weighted.get)
-        rec = result.recommended.name
+        rec = doc_advice["recommended"]
         gap = measured_weighted[rec] / measured_weighted[best] - 1
         within = sum(abs(r["error"]) <= 0.30 for r in run["rows"])
+        order = next(c["recipe"].get("order", c["recipe"].get("by")) for c in ranked if c["name"] == rec)
         say(f"measured best: {best} ({measured_weighted[best]:.3f} s weighted); recommended {rec} "
             f"({measured_weighted[rec]:.3f} s, {gap:+.0%} from the best); "
-            f"{within} of {len(run['rows'])} predictions within +-30%; recommended order: {result.recommended.order}")
+            f"{within} of {len(run['rows'])} predictions within +-30%; recommended order: {order}")
         run.update(measured_best=best, gap=gap, within_30=within)
         doc["runs"].append(run)
-    say()
-    say(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     (out / "advise.txt").write_text("\n".join(lines) + "\n")
     (out / "advise.json").write_text(json.dumps(doc, indent=1))
 

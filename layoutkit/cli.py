@@ -438,15 +438,18 @@ def advise(
     bandwidth: Annotated[str, typer.Option(help="Bandwidth per request (simulated), e.g. 100MB/s; 0 = unlimited.")] = "0",
     workers: Annotated[int, typer.Option(help="Readers in parallel (threads), as the analysis will read.")] = 2,
     budget: Annotated[str, typer.Option(help="Wall time for the whole run, e.g. 2min, 90s, 1h: it decides the sample's size and how many candidates are tried.")] = "2min",
-    candidates: Annotated[str, typer.Option(help="recipes (the shipped recipes) or grid (and the layouts one knob away from each).")] = "recipes",
+    candidates: Annotated[str, typer.Option(help="recipes (the shipped recipes), grid (and the layouts one knob away from each), or recipe names and files, comma-separated.")] = "recipes",
     out_dir: Annotated[Path | None, typer.Option("--out", help="Where results.json, recommended.toml and advise.png go (default: SRC's name + -advice, beside it).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace what an earlier run left in --out.")] = False,
     sample: Annotated[int, typer.Option(help="K: shots, signals or arrays read per pattern, as verify's --sample (at most the smaller sample's shots).")] = 10,
     sample_shots: Annotated[int | None, typer.Option("--sample-shots", help="Shots in the larger sample (default: from the budget, one per 10 s).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
+    repeat: Annotated[int, typer.Option(help="Repetitions of each measurement (the median counts).")] = 3,
     price_per_1000_get: Annotated[float, typer.Option("--price-per-1000-get", help="Dollars per 1000 GET requests, for the request-cost column.")] = 0.0004,
     template: Annotated[str, typer.Option(help="Where signals live in the hierarchy.")] = "/shots/{shot}/signals/{signal}",
     tmpdir: Annotated[Path | None, typer.Option(help="Where the samples and candidates are written while advise runs (default: TMPDIR); removed at the end.")] = None,
+    target: Annotated[str | None, typer.Option(help="A bucket prefix (s3://bucket/scratch) to write the candidates to and read them from, with real requests; emptied at the end. --latency then adds to the bucket's own.")] = None,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
 ) -> None:
     """Try candidate layouts on samples of SRC, predict each one's read time at full size
     under the given conditions, recommend one and write its recipe."""
@@ -454,6 +457,7 @@ def advise(
     from layoutkit.advise.run import advise as run_advise
     from layoutkit.errors import InvalidOptionError
     from layoutkit.plan import parse_template
+    from layoutkit.storage import parse_storage_options
     from layoutkit.verify.run import parse_bandwidths, parse_durations
 
     bar = Progress(
@@ -470,8 +474,9 @@ def advise(
             raise InvalidOptionError(f"Expected one --latency and one --bandwidth. Got {latency!r} and {bandwidth!r}.")
         options = AdviseOptions(
             patterns=patterns, latency=lat[0], bandwidth=bw[0], workers=workers, budget=parse_budget(budget),
-            candidates=candidates, template=parse_template(template), sample=sample, seed=seed,
+            candidates=candidates, template=parse_template(template), sample=sample, seed=seed, repeat=repeat,
             price_per_1000_get=price_per_1000_get, shots=sample_shots, tmpdir=str(tmpdir) if tmpdir else None,
+            target=target, storage_options=tuple(sorted(parse_storage_options(storage_option).items())),
         )  # fmt: skip
         if price_per_1000_get < 0:
             raise InvalidOptionError(f"Expected --price-per-1000-get of 0 or more. Got {price_per_1000_get}.")

@@ -258,3 +258,39 @@ def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
             (r,) = measure([describe(dst, dst.name, True, TEMPLATE)], [plan], lambda _, cond=cond: [cond], 1, TEMPLATE)
             predicted = fit["predicted"]["requests"]
             assert abs(predicted - r.requests) <= 0.3 * r.requests, (c["name"], pattern, predicted, r.requests)
+
+
+def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
+    """--target: the candidates live in a bucket (a real S3 endpoint on loopback) and
+    their requests are real; the bucket is empty again afterwards."""
+    import boto3
+    import moto.server as moto_server
+
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                          region_name="us-east-1")
+        s3.create_bucket(Bucket="scratch")
+        env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
+        out = tmp_path / "out"
+        result = runner.invoke(app, [
+            "advise", str(archive), "--patterns", "signal=1", "--latency", "0", "--sample-shots", "2",
+            "--sample", "1", "--candidates", "zarr-signal,zarr-shot", "--target", "s3://scratch/advise",
+            "--storage-option", f"endpoint_url={endpoint}", "--out", str(out), "--repeat", "1",
+        ], env=env)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        doc = json.loads((out / "results.json").read_text())
+        assert [c["name"] for c in doc["candidates"]] == ["zarr-signal", "zarr-shot"]
+        for c in doc["candidates"]:
+            assert c["status"] == "measured" and c["stored_bytes_samples"][0] > 0
+            assert c["patterns"]["signal"]["large"]["requests"] > 0
+        assert doc["recommended"] == "zarr-signal"
+        assert s3.list_objects_v2(Bucket="scratch").get("KeyCount", 0) == 0
+        bad = runner.invoke(app, ["advise", str(archive), "--target", "s3://no-such-bucket/x", "--storage-option",
+                                  f"endpoint_url={endpoint}", "--out", str(tmp_path / "o2")], env=env)
+        assert bad.exit_code == 2 and "no-such-bucket" in bad.output and "Traceback" not in bad.output
+    finally:
+        server.stop()

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.recipes import build_options, load_recipe, recipe_of, shipped_recipes
 
 CANDIDATE_SETS = ("recipes", "grid")
@@ -59,18 +59,39 @@ def _grid_around(name: str, values: Mapping[str, Any], grid: Mapping[str, tuple[
     return out
 
 
+def _distinct_first(found: list[Candidate], template: str) -> list[Candidate]:
+    """One recipe of each layout (command and order) first, then the others: when the
+    budget stops early, every kind of layout has been tried."""
+    seen: set[tuple[str, str]] = set()
+    first, rest = [], []
+    for c in found:
+        values = c.recipe_values(template)
+        kind = (c.command, str(values.get("order", values.get("by"))))
+        (rest if kind in seen else first).append(c)
+        seen.add(kind)
+    return first + rest
+
+
 def candidates(which: str, template: str) -> list[Candidate]:
-    """The candidates of ``which`` (``recipes`` or ``grid``), without duplicates: two
-    candidates writing the same effective recipe are one (the first name stays).
+    """The candidates of ``which``: ``recipes``, ``grid``, or recipe names and files
+    separated by commas. Shipped recipes come one of each layout first (see
+    :func:`_distinct_first`). Duplicates go: two candidates writing the same effective recipe
+    are one (the first name stays).
 
     Raises
     ------
     InvalidOptionError
-        ``which`` is neither ``recipes`` nor ``grid``.
+        ``which`` is none of those, or names a recipe that does not exist or load.
     """
     if which not in CANDIDATE_SETS:
-        raise InvalidOptionError(f"Expected --candidates recipes or grid. Got {which!r}.")
-    base = [Candidate(name, name) for name in shipped_recipes()]
+        names = [n.strip() for n in which.split(",") if n.strip()]
+        if not names:
+            raise InvalidOptionError(f"Expected --candidates recipes, grid or recipe names. Got {which!r}.")
+        try:
+            return [Candidate(str(load_recipe(n).name), n) for n in dict.fromkeys(names)]
+        except LayoutkitError as exc:
+            raise InvalidOptionError(f"Expected --candidates recipes, grid or recipe names: {exc}") from None
+    base = _distinct_first([Candidate(name, name) for name in shipped_recipes()], template)
     found = list(base)
     if which == "grid":
         for c in base:

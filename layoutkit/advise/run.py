@@ -30,10 +30,13 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from obstore.exceptions import BaseError as StoreError
 
 from layoutkit.advise.candidates import Candidate, candidates
 from layoutkit.advise.model import (
@@ -50,10 +53,14 @@ from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.inventory import Inventory, check_source, first_line, read_inventory
 from layoutkit.plan import DEFAULT_TEMPLATE
+from layoutkit.storage import describe_store_error, destination, is_icechunk, is_url, object_store
+from layoutkit.storage.buckets import delete_keys, list_keys
 from layoutkit.verify.patterns import ARRAY_PATTERNS, PATTERNS, SHOT_ARCHIVE_PATTERNS, ReadPlan, plan_reads
 from layoutkit.verify.run import Condition, describe, files_of, measure
 
-SECONDS_PER_SHOT_OF_BUDGET = 10.0  # the larger sample holds one shot per 10 s of budget
+# Measured on the sample archive (2 cores): a candidate costs about 0.5 s per shot of the
+# larger sample for each pass over it (writing, and each pattern measured).
+SECONDS_PER_SHOT_AND_PASS = 0.5
 MAX_SAMPLE_BYTES = 512 * 1024**2  # stored bytes of the larger sample, at most
 OUTPUT_RESERVE = 3.0  # seconds kept for writing results.json, the recipe and the plot
 DEFAULT_PAGE_BUFFER = 64 * 1024**2
@@ -124,6 +131,8 @@ class AdviseOptions:
     price_per_1000_get: float = 0.0004  # dollars; S3 Standard's list price
     shots: int | None = None  # shots in the larger sample (None: from the budget)
     tmpdir: str | None = None
+    target: str | None = None  # a bucket prefix (s3://...) to write and read the candidates in
+    storage_options: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -186,13 +195,22 @@ def _plans(source: Path, patterns: tuple[str, ...], reads: int, seed: int, templ
         return [plan_reads(p, archive, reads, seed) for p in patterns]
 
 
-def _stored(path: Path) -> int:
+def _stored(path: Path | str, storage: dict[str, str]) -> int:
+    if is_url(str(path)):
+        store, key = object_store(str(path), storage)
+        return sum(size for _, size in list_keys(store, key))
     return sum(f.stat().st_size for f in files_of(path))
 
 
-def _observe(path: Path, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float
-             ) -> tuple[Observation, str | None]:
-    variant = describe(path, path.name, True, template)
+def _remove_target(prefix: str, storage: dict[str, str]) -> None:
+    """Delete every object advise wrote under ``prefix``."""
+    store, key = object_store(prefix, storage)
+    delete_keys(store, [k for k, _ in list_keys(store, key)])
+
+
+def _observe(path: Path | str, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float,
+             storage: tuple[tuple[str, str], ...] = ()) -> tuple[Observation, str | None]:
+    variant = describe(path, str(path).rstrip("/").rsplit("/", 1)[-1], True, template, storage)
     cpu0 = time.process_time()
     (result,) = measure([variant], [plan], lambda _: [condition], repeat, template)
     cpu = (time.process_time() - cpu0) / repeat
@@ -200,12 +218,13 @@ def _observe(path: Path, plan: ReadPlan, condition: Condition, repeat: int, temp
     return obs, result.error
 
 
-def _write(candidate: Candidate, source: Path, destination: Path, template: str) -> None:
+def _write(candidate: Candidate, source: Path, written: Path | str, template: str, storage: dict[str, str],
+           tmpdir: str | None) -> None:
     from layoutkit.convert import convert
     from layoutkit.reorder import reorder
 
     options = candidate.options(template)
-    (convert if candidate.command == "convert" else reorder)(source, destination, options)
+    (convert if candidate.command == "convert" else reorder)(source, destination(written, storage, tmpdir), options)
 
 
 class _Clock:
@@ -251,6 +270,8 @@ def advise(
     src = check_source(source)
     if options.workers < 1:
         raise InvalidOptionError(f"Expected --workers of 1 or more. Got {options.workers}.")
+    if options.repeat < 1:
+        raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {options.repeat}.")
     if options.sample < 1:
         raise InvalidOptionError(f"Expected --sample of 1 or more. Got {options.sample}.")
     if options.latency < 0 or options.bandwidth < 0:
@@ -263,9 +284,16 @@ def advise(
     default = "shot=1,signal=1" if len(shots) >= 2 else "scan=1,subset=1"
     weights = parse_weights(options.patterns or default, available)
     trials = candidates(options.candidates, options.template)
+    storage = dict(options.storage_options)
+    target = None
+    if options.target:
+        if not is_url(options.target) or is_icechunk(options.target):
+            raise InvalidOptionError(f"Expected --target as a bucket prefix such as s3://bucket/scratch. Got {options.target!r}.")
+        target = f"{options.target.rstrip('/')}/layoutkit-advise-{uuid.uuid4().hex[:8]}"
+        _check_target(target, storage)
     work = Path(tempfile.mkdtemp(prefix="layoutkit-advise-", dir=options.tmpdir))
     try:
-        small, large, scales, unit = _samples(src, inventory, shots, options, work)
+        small, large, scales, unit = _samples(src, inventory, shots, options, work, len(trials), len(weights))
         reads = min(options.sample, int(scales[0])) if unit == "shots" else options.sample
         # every pattern opens the archive, which costs more as it grows: measure open too
         patterns = (*weights, *(() if "open" in weights else ("open",)))
@@ -282,7 +310,8 @@ def advise(
                 break
             if not done and clock.left() < estimate:
                 _too_small(options.budget, unit, scales, clock)
-            trial = _try(candidate, small, large, plans, weights, scales, options, work / f"c{i}", clock)
+            where = f"{target}/c{i}" if target else None
+            trial = _try(candidate, small, large, plans, weights, scales, options, work / f"c{i}", where, clock)
             if trial.status == "over budget" and not any(t.status == "measured" for t in done):
                 _too_small(options.budget, unit, scales, clock)
             done.append(trial)
@@ -300,6 +329,18 @@ def advise(
                             clock.now() - clock.start, not_tried)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if target:
+            _remove_target(target, storage)
+
+
+def _check_target(target: str, storage: dict[str, str]) -> None:
+    """Refuse, before any work, a target bucket that cannot be listed (no such bucket,
+    no access, no endpoint)."""
+    store, key = object_store(target, storage)
+    try:
+        list_keys(store, key)
+    except Exception as exc:  # noqa: BLE001 - obstore raises its own classes; describe_store_error names them
+        raise InvalidOptionError(describe_store_error(target, exc)) from None
 
 
 def _too_small(budget: float, unit: str, scales: tuple[float, float, float], clock: _Clock) -> None:
@@ -311,15 +352,23 @@ def _too_small(budget: float, unit: str, scales: tuple[float, float, float], clo
     )
 
 
-def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: AdviseOptions, work: Path
-             ) -> tuple[Path, Path, tuple[float, float, float], str]:
+def sample_shots(budget: float, candidates: int, patterns: int) -> int:
+    """Shots in the larger sample so that every candidate fits 80% of the budget: each
+    costs about :data:`SECONDS_PER_SHOT_AND_PASS` per shot for writing and for each
+    pattern (at least 2 shots; the budget then stops at the candidates that fit)."""
+    passes = candidates * (1 + patterns)
+    return max(2, int(0.8 * budget / (passes * SECONDS_PER_SHOT_AND_PASS)))
+
+
+def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: AdviseOptions, work: Path,
+             candidates: int, patterns: int) -> tuple[Path, Path, tuple[float, float, float], str]:
     """Write the two samples; returns their paths, the sizes (small, large, full) and the
     unit of size."""
     if len(shots) >= 2:
         names = list(shots)
         stored = sum(a.storage_bytes for a in inventory.arrays) or 1
         per_shot = stored / len(names)
-        count = options.shots or max(2, int(options.budget / SECONDS_PER_SHOT_OF_BUDGET))
+        count = options.shots or sample_shots(options.budget, candidates, patterns)
         count = max(2, min(count, len(names), int(MAX_SAMPLE_BYTES // max(1.0, per_shot))))
         large_shots = spread(names, count)
         small_shots = large_shots[::2]
@@ -338,14 +387,19 @@ def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: Ad
 
 
 def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[ReadPlan]], weights: dict[str, float],
-         scales: tuple[float, float, float], options: AdviseOptions, work: Path, clock: _Clock) -> Trial:
+         scales: tuple[float, float, float], options: AdviseOptions, work: Path, where: str | None, clock: _Clock
+         ) -> Trial:
     from layoutkit.verify.equality import compare_variant
 
     started = clock.now()
     trial = Trial(candidate.name, candidate.command, candidate.recipe_values(options.template))
     work.mkdir()
     suffix = ".zarr" if candidate.command == "convert" else ".h5"
-    written = {"small": work / f"small{suffix}", "large": work / f"large{suffix}"}
+    written: dict[str, Path | str] = (
+        {size: f"{where}/{size}{suffix}" for size in ("small", "large")} if where
+        else {size: work / f"{size}{suffix}" for size in ("small", "large")}
+    )
+    storage = dict(options.storage_options)
     samples = {"small": small, "large": large}
 
     def check_time() -> None:
@@ -354,13 +408,13 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
 
     try:
         for size in ("small", "large"):
-            _write(candidate, samples[size], written[size], options.template)
+            _write(candidate, samples[size], written[size], options.template, storage, str(work))
             check_time()
-        mismatches = compare_variant(large, written["large"], workers=2)
+        mismatches = compare_variant(large, written["large"], workers=2, storage_options=storage)
         if mismatches:
             trial.status, trial.reason = "different", f"{len(mismatches)} mismatches, e.g. {mismatches[0]}"
             return trial
-        trial.stored_bytes = (_stored(written["small"]), _stored(written["large"]))
+        trial.stored_bytes = (_stored(written["small"], storage), _stored(written["large"], storage))
         paged = candidate.command == "reorder"
         page_buffer = options.page_buffer if paged else None
         local = Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0)
@@ -373,7 +427,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             for size, scale in (("small", scales[0]), ("large", scales[1])):
                 repeat = max(5, options.repeat) if pattern == "open" else options.repeat  # short: noisier
                 observed[pattern][size], error = _observe(
-                    written[size], plans[size][index], local, repeat, options.template, scale)
+                    written[size], plans[size][index], local, repeat, options.template, scale, options.storage_options)
                 if error:
                     trial.status, trial.reason = "failed", f"the {pattern} pattern failed: {error}"
                     return trial
@@ -382,7 +436,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             if (options.latency or options.bandwidth) and pattern in weights:
                 for size, scale in (("small", scales[0]), ("large", scales[1])):
                     timed, _ = _observe(written[size], plans[size][index], remote, options.repeat, options.template,
-                                        scale)  # fmt: skip
+                                        scale, options.storage_options)  # fmt: skip
                     at_latency[pattern][size] = timed.seconds
                     check_time()
         opened = observed.get("open", {})
@@ -405,9 +459,13 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
         trial.status, trial.reason, trial.patterns = "over budget", "the budget ran out while it was measured", {}
     except LayoutkitError as exc:
         trial.status, trial.reason = "not applicable", first_line(exc)
+    except StoreError as exc:  # --target: the bucket failed a request; the candidate is not measured
+        trial.status, trial.reason = "failed", describe_store_error(where or "", exc)
     finally:
         trial.seconds_spent = clock.now() - started
         shutil.rmtree(work, ignore_errors=True)
+        if where:
+            _remove_target(where, storage)
     return trial
 
 

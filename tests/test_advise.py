@@ -231,7 +231,7 @@ def test_recommends_a_layout_ordered_for_the_pattern(archive, tmp_path, patterns
     best = next(c for c in doc["candidates"] if c["name"] == doc["recommended"])
     assert (best["recipe"].get("order") or best["recipe"].get("by")) in orders
     assert {c["name"] for c in doc["candidates"]} == {c.name for c in candidates("recipes", TEMPLATE)}
-    assert doc["sample"] == {"small": 2.0, "large": 4.0, "full": 10.0, "reads_per_pattern": 2}
+    assert doc["sample"] == {"small": 2.0, "large": 4.0, "full": 10.0, "reads_per_pattern": 1}
     recipe = load_recipe(out / "recommended.toml")
     assert recipe.values["template"] == TEMPLATE and (out / "advise.png").stat().st_size > 0
     # the last line is the command that writes it: run it, and the layout holds the source's data
@@ -294,3 +294,13 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
         assert bad.exit_code == 2 and "no-such-bucket" in bad.output and "Traceback" not in bad.output
     finally:
         server.stop()
+
+
+def test_page_buffer_shrinks_with_the_sample_in_whole_pages():
+    from layoutkit.advise.run import scaled_page_buffer
+
+    mib = 1024**2
+    assert scaled_page_buffer(64 * mib, 8 * mib, 13 / 40) == 16 * mib  # 20.8 MiB -> two pages
+    assert scaled_page_buffer(64 * mib, 8 * mib, 1 / 1000) == 8 * mib  # never under one page
+    assert scaled_page_buffer(64 * mib, 8 * mib, 1.0) == 64 * mib
+    assert scaled_page_buffer(0, 8 * mib, 0.5) == 0  # no buffer stays none

@@ -218,6 +218,25 @@ def _observe(path: Path | str, plan: ReadPlan, condition: Condition, repeat: int
     return obs, result.error
 
 
+def scaled_page_buffer(page_buffer: int, page_size: int | None, fraction: float) -> int:
+    """The HDF5 page buffer for a sample that is ``fraction`` of the source: the same
+    share of the file, in whole pages, at least one page (HDF5's minimum)."""
+    if not page_buffer or not page_size:
+        return page_buffer
+    pages = max(1, int(page_buffer * min(1.0, fraction)) // page_size)
+    return pages * page_size
+
+
+def _page_size(path: Path | str) -> int | None:
+    """The file space page size of a local paged HDF5 file (None in a bucket: not scaled)."""
+    if is_url(str(path)):
+        return None
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        return int(f.id.get_create_plist().get_file_space_page_size()) or None
+
+
 def _write(candidate: Candidate, source: Path, written: Path | str, template: str, storage: dict[str, str],
            tmpdir: str | None) -> None:
     from layoutkit.convert import convert
@@ -294,7 +313,9 @@ def advise(
     work = Path(tempfile.mkdtemp(prefix="layoutkit-advise-", dir=options.tmpdir))
     try:
         small, large, scales, unit = _samples(src, inventory, shots, options, work, len(trials), len(weights))
-        reads = min(options.sample, int(scales[0])) if unit == "shots" else options.sample
+        # K of the smaller sample's shots, at most half of them: both samples then read a scattered part
+        # of the archive, as the full one will (reading every shot of a sample reads it contiguously)
+        reads = min(options.sample, max(1, int(scales[0]) // 2)) if unit == "shots" else options.sample
         # every pattern opens the archive, which costs more as it grows: measure open too
         patterns = (*weights, *(() if "open" in weights else ("open",)))
         drawn = _plans(small, patterns, reads, options.seed, options.template)
@@ -416,9 +437,12 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             return trial
         trial.stored_bytes = (_stored(written["small"], storage), _stored(written["large"], storage))
         paged = candidate.command == "reorder"
-        page_buffer = options.page_buffer if paged else None
-        local = Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0)
-        remote = Condition("threads", options.workers, page_buffer, "warm", options.latency, options.bandwidth)
+        # the page buffer shrunk with the sample, so a sample feels the cache pressure the full file will
+        buffers = {size: scaled_page_buffer(options.page_buffer, _page_size(written[size]), scale / scales[2])
+                   if paged else None for size, scale in (("small", scales[0]), ("large", scales[1]))}
+        local = {size: Condition("threads", options.workers, pb, "warm", 0.0, 0.0) for size, pb in buffers.items()}
+        remote = {size: Condition("threads", options.workers, pb, "warm", options.latency, options.bandwidth)
+                  for size, pb in buffers.items()}
         observed: dict[str, dict[str, Observation]] = {}
         at_latency: dict[str, dict[str, float]] = {}
         for index, plan in enumerate(plans["large"]):
@@ -427,7 +451,8 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             for size, scale in (("small", scales[0]), ("large", scales[1])):
                 repeat = max(5, options.repeat) if pattern == "open" else options.repeat  # short: noisier
                 observed[pattern][size], error = _observe(
-                    written[size], plans[size][index], local, repeat, options.template, scale, options.storage_options)
+                    written[size], plans[size][index], local[size], repeat, options.template, scale,
+                    options.storage_options)
                 if error:
                     trial.status, trial.reason = "failed", f"the {pattern} pattern failed: {error}"
                     return trial
@@ -435,8 +460,8 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             at_latency[pattern] = {size: o.seconds for size, o in observed[pattern].items()}
             if (options.latency or options.bandwidth) and pattern in weights:
                 for size, scale in (("small", scales[0]), ("large", scales[1])):
-                    timed, _ = _observe(written[size], plans[size][index], remote, options.repeat, options.template,
-                                        scale, options.storage_options)  # fmt: skip
+                    timed, _ = _observe(written[size], plans[size][index], remote[size], options.repeat,
+                                        options.template, scale, options.storage_options)  # fmt: skip
                     at_latency[pattern][size] = timed.seconds
                     check_time()
         opened = observed.get("open", {})

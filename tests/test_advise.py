@@ -295,12 +295,3 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
     finally:
         server.stop()
 
-
-def test_page_buffer_shrinks_with_the_sample_in_whole_pages():
-    from layoutkit.advise.run import scaled_page_buffer
-
-    mib = 1024**2
-    assert scaled_page_buffer(64 * mib, 8 * mib, 13 / 40) == 16 * mib  # 20.8 MiB -> two pages
-    assert scaled_page_buffer(64 * mib, 8 * mib, 1 / 1000) == 8 * mib  # never under one page
-    assert scaled_page_buffer(64 * mib, 8 * mib, 1.0) == 64 * mib
-    assert scaled_page_buffer(0, 8 * mib, 0.5) == 0  # no buffer stays none

@@ -487,6 +487,8 @@ class ZarrArchive(Archive):
 
     def _list_nodes(self) -> dict[str, Any]:
         """Every node below the root: path -> metadata."""
+        if isinstance(self.root, _LazyRoot):
+            return {"/" + k: v for k, v in self.root.nodes.items()}
         meta = self.root.metadata.consolidated_metadata
         if meta is not None:
             flat = meta.flattened_metadata
@@ -638,19 +640,110 @@ def _counting_store(
     return CountingStore(base, model, counter, **({"sleep": sleep} if sleep else {}))
 
 
+@dataclass(frozen=True)
+class _GroupDoc:
+    """A group's entry in consolidated metadata, as JSON (no ``shape``: not an array)."""
+
+    attributes: dict[str, Any]
+    node_type: str = "group"
+
+
+@dataclass(frozen=True)
+class _ArrayDoc:
+    """An array's entry in consolidated metadata, as JSON; parsed by zarr only when the
+    array is opened."""
+
+    shape: tuple[int, ...]
+    attributes: dict[str, Any]
+    doc: dict[str, Any]
+    node_type: str = "array"
+
+    @property
+    def native_dtype(self) -> np.dtype:
+        data_type = self.doc.get("data_type")
+        if isinstance(data_type, str) and data_type in _SIMPLE_DTYPES:
+            return _SIMPLE_DTYPES[data_type]
+        from zarr.core.dtype import get_data_type_from_json
+
+        return np.dtype(get_data_type_from_json(data_type, zarr_format=3).to_native_dtype())
+
+
+_SIMPLE_DTYPES = {
+    name: np.dtype(name)
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                 "float16", "float32", "float64", "complex64", "complex128")
+}  # fmt: skip
+
+
+class _LazyRoot:
+    """The root of a Zarr v3 store with consolidated metadata, read as JSON.
+
+    ``zarr.open_group`` parses every array's metadata in the consolidated document into
+    zarr objects (codecs, chunk grid, fill value) before it returns: 2.8 s for 23,636
+    arrays, measured. This root reads the same one document (one request) and parses an
+    array only when it is opened, so ``layoutkit.open`` of a big store costs the JSON
+    and nothing more. It offers what the archives use of a ``zarr.Group``: ``store``,
+    ``attrs``, ``metadata.zarr_format``, item access to arrays and groups, and the raw
+    ``nodes``.
+    """
+
+    def __init__(self, store: CountingStore, doc: dict[str, Any]) -> None:
+        self.store = store
+        self.attrs: dict[str, Any] = doc.get("attributes") or {}
+        self.metadata = type("Metadata", (), {"zarr_format": 3, "consolidated_metadata": None})()
+        entries = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
+        self.nodes: dict[str, _GroupDoc | _ArrayDoc] = {}
+        for name, entry in entries.items():
+            attrs = entry.get("attributes") or {}
+            if entry.get("node_type") == "array":
+                self.nodes[name.strip("/")] = _ArrayDoc(tuple(entry["shape"]), attrs, entry)
+            else:
+                self.nodes[name.strip("/")] = _GroupDoc(attrs)
+        self._opened: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, path: str) -> Any:
+        from zarr.core.array import AsyncArray
+        from zarr.core.group import AsyncGroup, GroupMetadata
+        from zarr.storage import StorePath
+
+        path = path.strip("/")
+        with self._lock:
+            if path not in self._opened:
+                node = self.nodes[path]  # KeyError, as zarr's Group raises
+                where = StorePath(self.store, path)
+                if isinstance(node, _ArrayDoc):
+                    self._opened[path] = zarr.Array(AsyncArray(node.doc, where))
+                else:
+                    meta = GroupMetadata(attributes=node.attributes, zarr_format=3)
+                    self._opened[path] = zarr.Group(AsyncGroup(meta, where))
+            return self._opened[path]
+
+
 def _open_counted(
     path: Path | str, model: LatencyModel | None, counter: Counter, sleep: Any, base: Any = None,
     zarr_format: int | None = None,
-) -> tuple[CountingStore, zarr.Group]:
-    """The root group of a store, read through a CountingStore."""
+) -> tuple[CountingStore, Any]:
+    """The root group of a store, read through a CountingStore: a :class:`_LazyRoot` when
+    it is Zarr v3 with consolidated metadata, else zarr's own group."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
     store = _counting_store(path, model, counter, sleep, base)
     # naming the format saves the requests for the other format's documents
     if zarr_format is None:
         zarr_format = 3 if (Path(path) / "zarr.json").exists() else 2
+    if zarr_format == 3:
+        buf = sync(store.get("zarr.json", default_buffer_prototype()))
+        doc = json.loads(buf.to_bytes()) if buf is not None else None
+        if isinstance(doc, dict) and doc.get("node_type") == "group" and doc.get("consolidated_metadata"):
+            return store, _LazyRoot(store, doc)
     return store, zarr.open_group(store, mode="r", zarr_format=zarr_format)
 
 
 def _zarr_dtype(meta: Any) -> np.dtype:
+    if isinstance(meta, _ArrayDoc):
+        return meta.native_dtype
     dt = getattr(meta, "data_type", None) or getattr(meta, "dtype", None)
     try:
         return np.dtype(dt.to_native_dtype() if hasattr(dt, "to_native_dtype") else dt)

@@ -105,8 +105,11 @@ def obs(scale, requests, nbytes, seconds, cpu=0.0):
 
 def test_counts_extend_along_the_samples_never_falling():
     small, large = obs(4, 40, 4e6, 0.1), obs(8, 80, 8e6, 0.2)
-    assert full_counts(small, large, 100) == (1000, 100e6)
-    assert full_counts(obs(4, 50, 4e6, 0), obs(8, 40, 8e6, 0), 100)[0] == 40
+    assert full_counts(small, large, 100, "signal") == (1000, 100e6)
+    assert full_counts(obs(4, 50, 4e6, 0), obs(8, 40, 8e6, 0), 100, "scan")[0] == 40
+    # a fixed-size read grows with log(size): 40 more per doubling
+    assert full_counts(small, large, 32, "shot")[0] == pytest.approx(80 + 2 * 40)
+    assert full_counts(small, obs(8, 40, 8e6, 0.1), 1000, "subset")[0] == 40
 
 
 def test_local_time_grows_by_opening_and_per_request():
@@ -124,7 +127,7 @@ def test_concurrency_and_prediction_by_hand():
     large = obs(8, 100, 0, 0.5)
     c = fit_concurrency(large, 0.5 + 100 * 0.01 / 4, 0.01, 0)
     assert c == pytest.approx(4)
-    p = predict(obs(4, 50, 0, 0.3), large, 16, 0.01, 0, c)
+    p = predict(obs(4, 50, 0, 0.3), large, 16, 0.01, 0, c, pattern="signal")
     assert p.requests == 200
     # local: 0.5 s plus 100 more requests at min(0.2 s / 50, 0.5 s / 100) each
     assert p.local_seconds == pytest.approx(0.5 + 100 * 0.004)

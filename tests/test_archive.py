@@ -117,3 +117,24 @@ def test_open_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     zarr.open_group(other, mode="w").attrs["layoutkit_layout"] = {"name": "diagonal", "version": 1}
     with pytest.raises(NotAnArchiveError, match="diagonal"):
         layoutkit.open(other)
+
+
+@pytest.mark.parametrize("consolidate", [True, False])
+def test_open_reads_the_consolidated_document_once_and_parses_arrays_when_used(
+    shot_file: Path, tmp_path: Path, consolidate: bool
+) -> None:
+    """With consolidated metadata, open is one request and lists every array with zarr's
+    own shape and dtype; without it, zarr's group is used; either way the reads agree."""
+    store = tmp_path / "shots.zarr"
+    convert(shot_file, store, ConvertOptions(consolidate=consolidate))
+    group = zarr.open_group(store, mode="r", use_consolidated=consolidate)
+    expected = {"/" + name: (tuple(a.shape), a.dtype) for name, a in group.arrays()}
+    expected.update({"/" + path: (tuple(a.shape), a.dtype) for path, a in group.members(max_depth=None)
+                     if isinstance(a, zarr.Array)})
+    with layoutkit.open(store) as archive:
+        if consolidate:
+            assert archive.counter.requests == 1  # the root document, nothing per array
+        got = archive.arrays()
+        assert got == {p: (shape, np.dtype(dtype)) for p, (shape, dtype) in expected.items()}
+        with layoutkit.open(shot_file) as source:
+            assert_same_reads(source, archive, slices=True)

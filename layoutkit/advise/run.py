@@ -453,11 +453,11 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             obs = observed[pattern]
             c_small, c_large = (fit_concurrency(obs[size], at_latency[pattern][size], options.latency, options.bandwidth)
                                 for size in ("small", "large"))
-            requests = full_counts(obs["small"], obs["large"], scales[2])[0]
+            requests = full_counts(obs["small"], obs["large"], scales[2], pattern)[0]
             c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, requests)
             others = {} if pattern == "open" else opened
             prediction = predict(obs["small"], obs["large"], scales[2], options.latency, options.bandwidth, c,
-                                 others.get("small"), others.get("large"))  # fmt: skip
+                                 others.get("small"), others.get("large"), pattern)  # fmt: skip
             trial.patterns[pattern] = PatternFit(obs["small"], obs["large"], at_latency[pattern]["small"],
                                                  at_latency[pattern]["large"], prediction)
         trial.predicted_bytes = _extend_bytes(scales, trial.stored_bytes)

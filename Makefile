@@ -25,6 +25,9 @@ demo: $(STAMP)
 	$(VENV)/bin/layoutkit verify $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr \
 	    $(DEMO)/signal-major.zarr $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5 --latency 0,10ms --workers 2 \
 	    --sample 3 --repeat 1 --out $(DEMO)/report
+	@# which layout to write for reading whole shots and single signals at 10 ms per request
+	$(VENV)/bin/layoutkit advise $(DEMO)/shots.h5 --patterns shot=1,signal=1 --latency 10ms --budget 1min \
+	    --out $(DEMO)/advice
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q

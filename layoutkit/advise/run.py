@@ -307,10 +307,16 @@ def advise(
         done: list[Trial] = []
         not_tried: list[str] = []
         for i, candidate in enumerate(trials):
-            if done and clock.left() < max(t.seconds_spent for t in done) * 1.1:
+            if unit != "shots" and needs_shots(candidate, options.template):
+                done.append(Trial(candidate.name, candidate.command, candidate.recipe_values(options.template),
+                                  "not applicable", f"it orders a shot archive, and {options.template} matches "
+                                  f"nothing in {src.name}"))  # fmt: skip
+                on_step(candidate.name)
+                continue
+            if any(t.seconds_spent for t in done) and clock.left() < max(t.seconds_spent for t in done) * 1.1:
                 not_tried = [c.name for c in trials[i:]]
                 break
-            if not done and clock.left() < estimate:
+            if not any(t.status == "measured" for t in done) and clock.left() < estimate:
                 _too_small(options.budget, unit, scales, clock)
             where = f"{target}/c{i}" if target else None
             trial = _try(candidate, small, large, plans, weights, scales, options, work / f"c{i}", where, clock)
@@ -343,6 +349,12 @@ def _check_target(target: str, storage: dict[str, str]) -> None:
         list_keys(store, key)
     except Exception as exc:  # noqa: BLE001 - obstore raises its own classes; describe_store_error names them
         raise InvalidOptionError(describe_store_error(target, exc)) from None
+
+
+def needs_shots(candidate: Candidate, template: str) -> bool:
+    """Whether the candidate's layout orders shots and signals (it refuses other files)."""
+    values = candidate.recipe_values(template)
+    return values.get("by") in ("shot", "signal") or values.get("order") in ("signal", "shot-packed")
 
 
 def _too_small(budget: float, unit: str, scales: tuple[float, float, float], clock: _Clock) -> None:
@@ -380,8 +392,7 @@ def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: Ad
     else:
         full = float(sum(a.storage_bytes for a in inventory.arrays) or 1)
         target = min(full, MAX_SAMPLE_BYTES, max(8e6, options.budget * 2e6))
-        larger = array_part(inventory, int(target))
-        parts = (array_part(inventory, int(target / 2), among=larger.arrays), larger)
+        parts = (array_part(inventory, int(target / 2)), array_part(inventory, int(target)))
         unit = "bytes"
     small = write_part(src, inventory, parts[0], work / "sample-small.h5")
     large = write_part(src, inventory, parts[1], work / "sample-large.h5")

@@ -7,21 +7,24 @@ into another file drops the references in ``DIMENSION_LIST`` and ``REFERENCE_LIS
 
 For a shot archive the part is a set of whole shots, spread evenly over the archive
 (early and late shots alike), plus everything outside the shot groups; for any other
-file it is a set of whole arrays, with the dimension scales they use.
+file it is every array cut to its first rows (the same rows along a shared dimension),
+chunks copied as stored.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
 
 from layoutkit.errors import CorruptSourceError
-from layoutkit.inventory import Inventory, first_line
+from layoutkit.inventory import ArrayInfo, Inventory, first_line
 from layoutkit.plan import compile_template, match_template, natural_key
 
 SCALE_BOOKKEEPING = ("DIMENSION_LIST", "REFERENCE_LIST")
@@ -32,13 +35,15 @@ class Part:
     """Which part of a source a sample holds.
 
     ``prefixes`` are groups copied whole (shot groups); ``arrays`` are datasets copied one
-    by one. ``scale`` is the sample's size in the unit predictions extrapolate by
-    (shots, or stored bytes when the source is not a shot archive).
+    by one; ``rows`` the arrays cut to their first rows (path -> rows kept). ``scale`` is
+    the sample's size in the unit predictions extrapolate by (shots, or stored bytes
+    when the source is not a shot archive).
     """
 
     prefixes: tuple[str, ...]
     arrays: tuple[str, ...]
     scale: float
+    rows: tuple[tuple[str, int], ...] = ()
 
 
 def shots_of(inventory: Inventory, template: str) -> dict[str, str]:
@@ -74,28 +79,73 @@ def shot_part(inventory: Inventory, shots: dict[str, str], chosen: Sequence[str]
     return Part(tuple(shots[s] for s in chosen), outside, float(len(chosen)))
 
 
-def array_part(inventory: Inventory, target_bytes: int, among: Iterable[str] | None = None) -> Part:
-    """Whole arrays in hierarchy order until their stored bytes reach ``target_bytes``
-    (at least one array), with the dimension scales they use; only arrays ``among``
-    when given (a smaller sample inside a larger one)."""
-    chosen: dict[str, None] = {}
-    by_path = {a.path: a for a in inventory.arrays}
-    allowed = None if among is None else set(among)
-    total = 0
+def array_part(inventory: Inventory, target_bytes: int) -> Part:
+    """Every array, cut along its first axis to about ``target_bytes`` stored in all.
+
+    Arrays that share their first dimension (a netCDF dimension, or a dimension scale)
+    keep the same rows, so the sample's coordinates still fit its variables; a file
+    within ``target_bytes`` is taken whole, and so is an array whose filters are not
+    :data:`CUTTABLE_FILTERS`.
+    """
+    total = sum(a.storage_bytes for a in inventory.arrays)
+    paths = tuple(a.path for a in inventory.arrays)
+    if total <= target_bytes:
+        return Part((), paths, float(max(1, total)))
+    fraction = target_bytes / total
+    longest: dict[str, int] = {}
     for a in inventory.arrays:
-        if a.is_scale or a.path in chosen or (allowed is not None and a.path not in allowed):
+        if a.shape and not a.null_space:
+            key = _first_dim(a)
+            longest[key] = max(longest.get(key, 0), a.shape[0])
+    rows, stored = {}, 0.0
+    for a in inventory.arrays:
+        if not a.shape or a.null_space or a.shape[0] <= 1 or not _cuttable(a):
+            stored += a.storage_bytes
             continue
-        if chosen and total + a.storage_bytes > target_bytes:
-            continue
-        for path in (a.path, *(s for scales in a.dim_scales for s in scales)):
-            if path not in chosen and path in by_path:
-                chosen[path] = None
-                total += by_path[path].storage_bytes
-    if not chosen:  # only scales: take them
-        for a in inventory.arrays[:1]:
-            chosen[a.path] = None
-            total += a.storage_bytes
-    return Part((), tuple(chosen), float(max(1, total)))
+        kept = min(a.shape[0], max(1, math.ceil(fraction * longest[_first_dim(a)])))
+        if kept < a.shape[0]:
+            rows[a.path] = kept
+        stored += a.storage_bytes * kept / a.shape[0]
+    return Part((), paths, float(max(1.0, stored)), tuple(sorted(rows.items())))
+
+
+# Filters whose creation leaves their parameters as given. Others (bitshuffle, blosc,
+# szip...) rewrite them in a callback when a dataset is created, so a dataset created
+# with the source's settings would not hold the source's; such arrays are copied whole.
+CUTTABLE_FILTERS = frozenset({1, 2, 3})  # deflate, shuffle, fletcher32
+
+
+def _cuttable(a: ArrayInfo) -> bool:
+    return all(f.id in CUTTABLE_FILTERS for f in a.filters) and not a.external
+
+
+def _first_dim(a: ArrayInfo) -> str:
+    name = a.dims[0] if a.dims else ""
+    return a.path if not name or name.startswith("phony_dim_") else f"dim:{name}"
+
+
+def _copy_rows(theirs: h5py.Dataset, out: h5py.File, path: str, rows: int) -> None:
+    """The dataset's first ``rows`` rows, with its creation properties: stored chunks
+    copied as they are (an edge chunk is stored whole in HDF5 too), other layouts read
+    and written."""
+    parent, name = out[path.rsplit("/", 1)[0] or "/"], path.rsplit("/", 1)[-1]
+    shape = (rows, *theirs.shape[1:])
+    if theirs.chunks is not None:  # the source's limits: a chunk may not exceed a fixed dimension
+        maxshape = tuple(h5py.h5s.UNLIMITED if m is None else m for m in (theirs.maxshape or theirs.shape))
+    else:
+        maxshape = shape
+    space = h5py.h5s.create_simple(shape, maxshape)
+    ours = h5py.h5d.create(parent.id, name.encode(), theirs.id.get_type(), space, dcpl=theirs.id.get_create_plist())
+    if theirs.chunks is not None and theirs.dtype.kind != "O":
+        def copy(info: Any) -> None:
+            if info.chunk_offset[0] < rows:
+                mask, data = theirs.id.read_direct_chunk(info.chunk_offset)
+                ours.write_direct_chunk(info.chunk_offset, data, filter_mask=mask)
+
+        theirs.id.chunk_iter(copy)
+    else:
+        out[path][...] = theirs[:rows]
+    _copy_attrs(theirs, out[path])
 
 
 def _copy_attrs(src: h5py.HLObject, dst: h5py.HLObject) -> None:
@@ -179,6 +229,7 @@ def _write_part(source: str | os.PathLike, inventory: Inventory, part: Part, des
         return any(path == p or path.startswith(p + "/") for p in part.prefixes)
 
     kept = [a for a in inventory.arrays if a.path in part.arrays or inside(a.path)]
+    cut = dict(part.rows)
     with h5py.File(source, "r") as src, h5py.File(destination, "w", libver=(low, "latest")) as out:
         _copy_attrs(src, out)
         for g in inventory.groups:
@@ -188,7 +239,9 @@ def _write_part(source: str | os.PathLike, inventory: Inventory, part: Part, des
             parent, name = a.path.rsplit("/", 1)
             _ensure_group(src, out, parent or "/")
             try:
-                if a.dtype.kind == "O":  # H5Ocopy mishandles variable-length data and fill values
+                if a.path in cut:
+                    _copy_rows(src[a.path], out, a.path, cut[a.path])
+                elif a.dtype.kind == "O":  # H5Ocopy mishandles variable-length data and fill values
                     _recreate(src[a.path], out, a.path)
                 else:
                     src.copy(src[a.path], out[parent or "/"], name=name)

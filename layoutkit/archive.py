@@ -565,24 +565,51 @@ class ZarrArchive(Archive):
         array (and another per time base)."""
         import asyncio
 
+        from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
-        arrays = [self._array(p) for p, _ in reads]
+        # whole arrays stored as one chunk with plain codecs (most signals and time bases):
+        # one GET each, decoded here, without building a zarr array per read
+        plans = {i: _single_chunk(self._nodes.get(p)) if sel in ((), None) else None for i, (p, sel) in enumerate(reads)}
+        prototype = default_buffer_prototype()
 
-        async def read_all() -> list[Any]:
-            return await asyncio.gather(
-                *(a._async_array.getitem(sel if sel not in ((), None) else Ellipsis) for a, (_, sel) in zip(arrays, reads))
-            )
+        async def read_one(i: int) -> Any:
+            plan = plans[i]
+            if plan is None:
+                return None
+            buf = await self.store.get(f"{reads[i][0].strip('/')}/{plan.key}", prototype)
+            return None if buf is None else plan.decode(buf.to_bytes())  # None: not stored, zarr fills it
 
-        return [np.asarray(v) for v in sync(read_all())]
+        async def read_all(indices: list[int]) -> list[Any]:
+            return await asyncio.gather(*(read_one(i) for i in indices))
+
+        values: list[Any] = list(sync(read_all([i for i in plans if plans[i] is not None]))) if any(
+            plan is not None for plan in plans.values()) else []
+        got = dict(zip([i for i in plans if plans[i] is not None], values))
+        rest = [i for i in range(len(reads)) if got.get(i) is None]
+        arrays = {i: self._array(reads[i][0]) for i in rest}  # outside the event loop: zarr opens with sync()
+
+        async def read_rest() -> list[Any]:
+            return await asyncio.gather(*(
+                arrays[i]._async_array.getitem(reads[i][1] if reads[i][1] not in ((), None) else Ellipsis)
+                for i in rest
+            ))  # fmt: skip
+
+        got.update(zip(rest, sync(read_rest()) if rest else []))
+        return [np.asarray(got[i]) for i in range(len(reads))]
+
+    def _attrs_of(self, path: str) -> dict[str, Any]:
+        node = self._nodes.get(path)
+        return dict(node.attributes) if isinstance(node, _ArrayDoc) else dict(self._array(path).attrs)
 
     def _variables(self, paths: list[str]) -> list[xr.DataArray]:
         """Several arrays with their dimension scales as coordinates, read together
         (each scale once, however many arrays it serves)."""
         axes = {}
         for p in paths:
-            a = self._array(p)
-            axes[p] = [s[:1] for s in (self._scale_paths(p) or [[]] * a.ndim)]
+            node = self._nodes.get(p)
+            ndim = len(node.shape) if isinstance(node, _ArrayDoc) else self._array(p).ndim
+            axes[p] = [s[:1] for s in (self._scale_paths(p) or [[]] * ndim)]
         needed = list(dict.fromkeys([*paths, *(s[0] for p in paths for s in axes[p] if s)]))
         values = dict(zip(needed, self._read_many([(n, ()) for n in needed])))
         out = []
@@ -591,12 +618,12 @@ class ZarrArchive(Archive):
             for axis, scales in enumerate(axes[p]):
                 if scales:
                     name = scales[0].rsplit("/", 1)[-1]
-                    attrs = _bytes_back(_plain_attrs(dict(self._array(scales[0]).attrs), _HIDDEN_ZARR_ATTRS))
+                    attrs = _bytes_back(_plain_attrs(self._attrs_of(scales[0]), _HIDDEN_ZARR_ATTRS))
                     coords[name] = (name, values[scales[0]], attrs)
                     dims.append(name)
                 else:
                     dims.append(f"dim_{axis}")
-            attrs = _bytes_back(_plain_attrs(dict(self._array(p).attrs), _HIDDEN_ZARR_ATTRS))
+            attrs = _bytes_back(_plain_attrs(self._attrs_of(p), _HIDDEN_ZARR_ATTRS))
             out.append(xr.DataArray(values[p], dims=dims, coords=coords, attrs=attrs))
         return out
 
@@ -618,6 +645,68 @@ class ZarrArchive(Archive):
         found = [(shot, path) for shot, _, path in self._expand({"signal": signal})]
         arrays = self._variables([path for _, path in found])
         return {shot: a.rename(signal) for (shot, _), a in zip(found, arrays)}
+
+
+@dataclass(frozen=True)
+class _SingleChunk:
+    """How to read a whole array stored as one chunk: its key and its decoding."""
+
+    key: str
+    dtype: np.dtype
+    chunk_shape: tuple[int, ...]
+    shape: tuple[int, ...]
+    compressor: str | None  # "zstd", "gzip" or None
+
+    def decode(self, raw: bytes) -> np.ndarray:
+        if self.compressor == "zstd":
+            from numcodecs import Zstd
+
+            raw = Zstd().decode(raw)
+        elif self.compressor == "gzip":
+            from numcodecs import GZip
+
+            raw = GZip().decode(raw)
+        block = np.frombuffer(raw, dtype=self.dtype).reshape(self.chunk_shape)
+        return block[tuple(slice(0, n) for n in self.shape)].copy()  # writable, as zarr's are
+
+
+def _single_chunk(node: Any) -> _SingleChunk | None:
+    """The plan for a Zarr v3 array of numbers in one chunk, little-endian bytes and at
+    most zstd or gzip after them; None for anything else (zarr reads it)."""
+    if not isinstance(node, _ArrayDoc) or not node.shape or 0 in node.shape:
+        return None
+    doc = node.doc
+    grid, keys = doc.get("chunk_grid") or {}, doc.get("chunk_key_encoding") or {}
+    chunk_shape = tuple((grid.get("configuration") or {}).get("chunk_shape") or ())
+    if grid.get("name") != "regular" or len(chunk_shape) != len(node.shape):
+        return None
+    if any(c < n for c, n in zip(chunk_shape, node.shape)):
+        return None
+    separator = (keys.get("configuration") or {}).get("separator", "/")
+    if keys.get("name") == "default":
+        key = "c" + "".join(f"{separator}0" for _ in chunk_shape)
+    elif keys.get("name") == "v2":
+        key = separator.join("0" for _ in chunk_shape)
+    else:
+        return None
+    codecs = list(doc.get("codecs") or ())
+    if not codecs or codecs[0].get("name") != "bytes":
+        return None
+    if (codecs[0].get("configuration") or {}).get("endian", "little") != "little":
+        return None
+    compressor = None
+    if len(codecs) == 2 and codecs[1].get("name") in ("zstd", "gzip"):
+        compressor = codecs[1]["name"]
+    elif len(codecs) != 1:
+        return None
+    try:
+        dtype = node.native_dtype
+    except (TypeError, ValueError):
+        return None
+    if dtype.kind not in "biufc?" or dtype.byteorder == ">":
+        return None
+    return _SingleChunk(key, dtype.newbyteorder("<") if dtype.itemsize > 1 else dtype, chunk_shape, node.shape,
+                        compressor)
 
 
 def _store_text(store: Any, key: str) -> str:

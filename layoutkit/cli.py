@@ -56,8 +56,31 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-def _terminate(signum: int, frame: object) -> None:
+class Interrupted:
+    """Set when Ctrl-C or SIGTERM arrived. Python runs a signal handler between any two
+    bytecodes, a weakref or ``__del__`` callback included, and an exception raised there
+    is printed as "ignored" and lost; the flag keeps it, and the next progress step
+    raises it again."""
+
+    flag = False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    Interrupted.flag = True
     raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: what it wrote is removed
+
+
+def _unraisable(args: object) -> None:
+    if isinstance(getattr(args, "exc_value", None), KeyboardInterrupt):
+        Interrupted.flag = True  # raised inside a callback that cannot pass it on: kept, not printed
+        return
+    sys.__unraisablehook__(args)  # type: ignore[arg-type]
+
+
+def check_interrupted() -> None:
+    """Raise the interrupt that a callback swallowed, if any."""
+    if Interrupted.flag:
+        raise KeyboardInterrupt
 
 
 @app.callback()
@@ -71,8 +94,16 @@ def main(
     """File-layout conversion and optimisation for scientific HDF5 data."""
     State.quiet = quiet
     if threading.current_thread() is threading.main_thread():
-        before = signal.signal(signal.SIGTERM, _terminate), signal.signal(signal.SIGINT, signal.default_int_handler)
-        ctx.call_on_close(lambda: (signal.signal(signal.SIGTERM, before[0]), signal.signal(signal.SIGINT, before[1])))
+        Interrupted.flag = False
+        before = signal.signal(signal.SIGTERM, _interrupt), signal.signal(signal.SIGINT, _interrupt), sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+        def restore() -> None:
+            signal.signal(signal.SIGTERM, before[0])
+            signal.signal(signal.SIGINT, before[1])
+            sys.unraisablehook = before[2]
+
+        ctx.call_on_close(restore)
 
 
 def fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> typer.Exit:
@@ -113,7 +144,11 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
             return None
         with _progress(plan.nbytes, command) as bar:
             task = bar.add_task(command, total=plan.nbytes)
-            return pipeline.run(layout, src, dest, options, lambda n: bar.advance(task, n), (inventory, plan))
+            def advance(n: int) -> None:
+                check_interrupted()
+                bar.advance(task, n)
+
+            return pipeline.run(layout, src, dest, options, advance, (inventory, plan))
     except LayoutkitError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:

@@ -519,7 +519,7 @@ def advise(
             result = run_advise(
                 src, options,
                 on_total=lambda n: bar.update(task, total=n, description="advise: candidates"),
-                on_step=lambda name: bar.update(task, advance=1, description=f"advise: {name}"),
+                on_step=lambda name: (check_interrupted(), bar.update(task, advance=1, description=f"advise: {name}")),
             )  # fmt: skip
         if overwrite and out_path.is_dir():
             for name in ("results.json", "recommended.toml", "advise.png"):

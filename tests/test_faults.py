@@ -202,3 +202,22 @@ def test_two_writers_one_wins_the_other_refuses(big_sample: Path, tmp_path: Path
     assert "exists" in said, said
     assert compare_variant(big_sample, dst) == []  # the winner's, whole: never a mix
     assert [p.name for p in tmp_path.iterdir()] == [dst.name]
+
+
+def test_an_interrupt_swallowed_by_a_callback_is_kept_and_raised_at_the_next_step(capsys):
+    """Python may run the signal handler inside a weakref or __del__ callback, where an
+    exception is printed as "ignored" and dropped: the CLI keeps it instead."""
+    import sys
+    import types
+
+    from layoutkit import cli
+
+    cli.Interrupted.flag = False
+    cli._unraisable(types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(),
+                                          exc_traceback=None, err_msg=None, object=None))
+    assert cli.Interrupted.flag and capsys.readouterr().err == ""
+    with pytest.raises(KeyboardInterrupt):
+        cli.check_interrupted()
+    cli.Interrupted.flag = False
+    cli.check_interrupted()  # nothing pending: nothing raised
+    assert sys.unraisablehook is not cli._unraisable  # installed only while a command runs

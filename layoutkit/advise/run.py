@@ -560,7 +560,7 @@ def write_command(result: AdviseResult, recipe_path: Path) -> str:
     """The exact command that writes the recommended layout."""
     src = Path(result.source)
     best = result.recommended
-    dst = f"{src.stem}.zarr" if best.command == "convert" else f"{src.stem}-{best.recipe.get('by', 'paged')}.h5"
+    dst = f"{src.stem}-{best.name}" + (".zarr" if best.command == "convert" else ".h5")  # beside, never over, SRC
     return f"layoutkit {best.command} {src} {src.with_name(dst)} --recipe {recipe_path}"
 
 

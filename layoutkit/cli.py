@@ -477,7 +477,7 @@ def advise(
     out_dir: Annotated[Path | None, typer.Option("--out", help="Where results.json, recommended.toml and advise.png go (default: SRC's name + -advice, beside it).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace what an earlier run left in --out.")] = False,
     sample: Annotated[int, typer.Option(help="K: shots, signals or arrays read per pattern, as verify's --sample (at most half the smaller sample's shots).")] = 10,
-    sample_shots: Annotated[int | None, typer.Option("--sample-shots", help="Shots in the larger sample (default: from the budget, one per 10 s).")] = None,
+    sample_shots: Annotated[int | None, typer.Option("--sample-shots", help="Shots in the larger sample (default: as many as let every candidate fit 80% of the budget).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
     repeat: Annotated[int, typer.Option(help="Repetitions of each measurement (the median counts).")] = 3,
     price_per_1000_get: Annotated[float, typer.Option("--price-per-1000-get", help="Dollars per 1000 GET requests, for the request-cost column.")] = 0.0004,

@@ -249,12 +249,13 @@ def archive(tmp_path_factory) -> Path:
     return path
 
 
-def run_advise(archive: Path, tmp: Path, patterns: str) -> tuple[dict, str, Path]:
+def run_advise(archive: Path, tmp: Path, patterns: str, repeat: int = 3) -> tuple[dict, str, Path]:
     out, work = tmp / f"out-{patterns}", tmp / f"work-{patterns}"
     work.mkdir()
     result = runner.invoke(app, [
         "advise", str(archive), "--patterns", patterns, "--latency", "10ms", "--workers", "2",
         "--sample-shots", "4", "--sample", "2", "--out", str(out), "--tmpdir", str(work), "--budget", "10min",
+        "--repeat", str(repeat),
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert not any(work.iterdir())  # nothing left behind but --out
@@ -263,7 +264,9 @@ def run_advise(archive: Path, tmp: Path, patterns: str) -> tuple[dict, str, Path
 
 @pytest.mark.parametrize("patterns, orders", [("signal=1", {"signal"}), ("shot=1", {"shot", "shot-packed"})])
 def test_recommends_a_layout_ordered_for_the_pattern(archive, tmp_path, patterns, orders):
-    doc, output, out = run_advise(archive, tmp_path, patterns)
+    # medians of 5: on this small archive, shot-major Zarr's one concurrent batch of GETs reads a signal
+    # of every shot within 10-25% of signal-major's time (measured), so the timing noise must stay small
+    doc, output, out = run_advise(archive, tmp_path, patterns, repeat=5)
     best = next(c for c in doc["candidates"] if c["name"] == doc["recommended"])
     assert (best["recipe"].get("order") or best["recipe"].get("by")) in orders
     assert {c["name"] for c in doc["candidates"]} == {c.name for c in candidates("recipes", TEMPLATE)}
@@ -323,7 +326,10 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
         for c in doc["candidates"]:
             assert c["status"] == "measured" and c["stored_bytes_samples"][0] > 0
             assert c["patterns"]["signal"]["large"]["requests"] > 0
-        assert doc["recommended"] == "zarr-signal"
+        # with no latency the two are close in time; the requests are what differs, and they are counted
+        assert doc["recommended"] in ("zarr-signal", "zarr-shot")
+        requests = {c["name"]: c["patterns"]["signal"]["large"]["requests"] for c in doc["candidates"]}
+        assert requests["zarr-signal"] < requests["zarr-shot"]
         assert s3.list_objects_v2(Bucket="scratch").get("KeyCount", 0) == 0
         bad = runner.invoke(app, ["advise", str(archive), "--target", "s3://no-such-bucket/x", "--storage-option",
                                   f"endpoint_url={endpoint}", "--out", str(tmp_path / "o2")], env=env)

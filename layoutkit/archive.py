@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import h5py
@@ -779,7 +780,7 @@ class _LazyRoot:
     def __init__(self, store: CountingStore, doc: dict[str, Any]) -> None:
         self.store = store
         self.attrs: dict[str, Any] = doc.get("attributes") or {}
-        self.metadata = type("Metadata", (), {"zarr_format": 3, "consolidated_metadata": None})()
+        self.metadata = SimpleNamespace(zarr_format=3, consolidated_metadata=None)
         entries = (doc.get("consolidated_metadata") or {}).get("metadata") or {}
         self.nodes: dict[str, _GroupDoc | _ArrayDoc] = {}
         for name, entry in entries.items():

@@ -42,6 +42,7 @@ from layoutkit.advise.candidates import Candidate, candidates
 from layoutkit.advise.model import (
     Observation,
     Prediction,
+    extend,
     fit_concurrency,
     full_counts,
     grown_concurrency,
@@ -487,8 +488,6 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
 
 
 def _extend_bytes(scales: tuple[float, float, float], stored: tuple[int, int]) -> float:
-    from layoutkit.advise.model import extend
-
     return extend(scales[0], stored[0], scales[1], stored[1], scales[2])
 
 

@@ -485,6 +485,7 @@ class ZarrArchive(Archive):
             self.store, self.root = _counting_store(path, model, self.counter, sleep, base=root.store), root
         self._nodes = self._list_nodes()
         self._scales: dict[str, list[list[str]]] | None = None
+        self._chunk_plans: dict[str, _SingleChunk | None] = {}
 
     def _list_nodes(self) -> dict[str, Any]:
         """Every node below the root: path -> metadata."""
@@ -571,22 +572,17 @@ class ZarrArchive(Archive):
 
         # whole arrays stored as one chunk with plain codecs (most signals and time bases):
         # one GET each, decoded here, without building a zarr array per read
-        plans = {i: _single_chunk(self._nodes.get(p)) if sel in ((), None) else None for i, (p, sel) in enumerate(reads)}
+        plans = {i: plan for i, (p, sel) in enumerate(reads) if sel in ((), None) and (plan := self._single_chunk(p))}
         prototype = default_buffer_prototype()
 
         async def read_one(i: int) -> Any:
-            plan = plans[i]
-            if plan is None:
-                return None
-            buf = await self.store.get(f"{reads[i][0].strip('/')}/{plan.key}", prototype)
-            return None if buf is None else plan.decode(buf.to_bytes())  # None: not stored, zarr fills it
+            buf = await self.store.get(f"{reads[i][0].strip('/')}/{plans[i].key}", prototype)
+            return None if buf is None else plans[i].decode(buf.to_bytes())  # None: not stored, zarr fills it
 
-        async def read_all(indices: list[int]) -> list[Any]:
-            return await asyncio.gather(*(read_one(i) for i in indices))
+        async def read_fast() -> list[Any]:
+            return await asyncio.gather(*(read_one(i) for i in plans))
 
-        values: list[Any] = list(sync(read_all([i for i in plans if plans[i] is not None]))) if any(
-            plan is not None for plan in plans.values()) else []
-        got = dict(zip([i for i in plans if plans[i] is not None], values))
+        got = dict(zip(plans, sync(read_fast()))) if plans else {}
         rest = [i for i in range(len(reads)) if got.get(i) is None]
         arrays = {i: self._array(reads[i][0]) for i in rest}  # outside the event loop: zarr opens with sync()
 
@@ -598,6 +594,12 @@ class ZarrArchive(Archive):
 
         got.update(zip(rest, sync(read_rest()) if rest else []))
         return [np.asarray(got[i]) for i in range(len(reads))]
+
+    def _single_chunk(self, path: str) -> _SingleChunk | None:
+        """The fast-read plan of an array, worked out once per archive."""
+        if path not in self._chunk_plans:
+            self._chunk_plans[path] = _single_chunk(self._nodes.get(path))
+        return self._chunk_plans[path]
 
     def _attrs_of(self, path: str) -> dict[str, Any]:
         node = self._nodes.get(path)
@@ -1213,7 +1215,7 @@ class ShotPackedArchive(SignalMajorArchive):
         wanted: dict[str, int] = {}
         for r in rows:
             wanted[r.data] = wanted.get(r.data, 0) + r.length
-        sizes = {data: self._array(data).shape[0] for data in wanted}
+        sizes = {data: self._nodes[data].shape[0] for data in wanted}
         whole = {data for data, size in sizes.items() if size <= WHOLE_READ_BYTES or 2 * wanted[data] >= size}
         spans = list(dict.fromkeys(
             (r.data, 0, sizes[r.data]) if r.data in whole else (r.data, r.start, r.start + r.length) for r in rows

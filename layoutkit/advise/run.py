@@ -57,7 +57,7 @@ from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import describe_store_error, destination, is_icechunk, is_url, object_store
 from layoutkit.storage.buckets import delete_keys, list_keys
 from layoutkit.verify.patterns import ARRAY_PATTERNS, PATTERNS, SHOT_ARCHIVE_PATTERNS, ReadPlan, plan_reads
-from layoutkit.verify.run import Condition, describe, files_of, measure
+from layoutkit.verify.run import Condition, Variant, describe, measure
 
 # Measured on the sample archive (2 cores): a candidate costs about 0.5 s per shot of the
 # larger sample for each pass over it (writing, and each pattern measured).
@@ -196,22 +196,14 @@ def _plans(source: Path, patterns: tuple[str, ...], reads: int, seed: int, templ
         return [plan_reads(p, archive, reads, seed) for p in patterns]
 
 
-def _stored(path: Path | str, storage: dict[str, str]) -> int:
-    if is_url(str(path)):
-        store, key = object_store(str(path), storage)
-        return sum(size for _, size in list_keys(store, key))
-    return sum(f.stat().st_size for f in files_of(path))
-
-
 def _remove_target(prefix: str, storage: dict[str, str]) -> None:
     """Delete every object advise wrote under ``prefix``."""
     store, key = object_store(prefix, storage)
     delete_keys(store, [k for k, _ in list_keys(store, key)])
 
 
-def _observe(path: Path | str, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float,
-             storage: tuple[tuple[str, str], ...] = ()) -> tuple[Observation, str | None]:
-    variant = describe(path, str(path).rstrip("/").rsplit("/", 1)[-1], True, template, storage)
+def _observe(variant: Variant, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float
+             ) -> tuple[Observation, str | None]:
     cpu0 = time.process_time()
     (result,) = measure([variant], [plan], lambda _: [condition], repeat, template)
     cpu = (time.process_time() - cpu0) / repeat
@@ -220,12 +212,14 @@ def _observe(path: Path | str, plan: ReadPlan, condition: Condition, repeat: int
 
 
 def _write(candidate: Candidate, source: Path, written: Path | str, template: str, storage: dict[str, str],
-           tmpdir: str | None) -> None:
+           tmpdir: str | None) -> int:
+    """Write the candidate from ``source``; returns the bytes it stored."""
     from layoutkit.convert import convert
     from layoutkit.reorder import reorder
 
     options = candidate.options(template)
-    (convert if candidate.command == "convert" else reorder)(source, destination(written, storage, tmpdir), options)
+    write = convert if candidate.command == "convert" else reorder
+    return write(source, destination(written, storage, tmpdir), options).dest_bytes
 
 
 class _Clock:
@@ -300,9 +294,8 @@ def advise(
         reads = min(options.sample, max(1, int(scales[0]) // 2)) if unit == "shots" else options.sample
         # every pattern opens the archive, which costs more as it grows: measure open too
         patterns = (*weights, *(() if "open" in weights else ("open",)))
-        drawn = _plans(small, patterns, reads, options.seed, options.template)
-        # the same reads on both samples (the larger holds the smaller): they differ by size alone
-        plans = {"small": drawn, "large": drawn}
+        # drawn from the smaller sample and made on both (the larger holds the smaller): they differ by size alone
+        plans = _plans(small, patterns, reads, options.seed, options.template)
         on_total(len(trials))
         estimate = 4 * (clock.now() - clock.start) + 1.0  # before any candidate: from the sampling
         done: list[Trial] = []
@@ -400,7 +393,7 @@ def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: Ad
     return small, large, (parts[0].scale, parts[1].scale, full), unit
 
 
-def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[ReadPlan]], weights: dict[str, float],
+def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], weights: dict[str, float],
          scales: tuple[float, float, float], options: AdviseOptions, work: Path, where: str | None, clock: _Clock
          ) -> Trial:
     from layoutkit.verify.equality import compare_variant
@@ -421,31 +414,31 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             raise _OverBudget
 
     try:
+        stored = {}
         for size in ("small", "large"):
-            _write(candidate, samples[size], written[size], options.template, storage, str(work))
+            stored[size] = _write(candidate, samples[size], written[size], options.template, storage, str(work))
             check_time()
         mismatches = compare_variant(large, written["large"], workers=2, storage_options=storage)
         if mismatches:
             trial.status, trial.reason = "different", f"{len(mismatches)} mismatches, e.g. {mismatches[0]}"
             return trial
-        trial.stored_bytes = (_stored(written["small"], storage), _stored(written["large"], storage))
-        paged = candidate.command == "reorder"
+        trial.stored_bytes = (stored["small"], stored["large"])
+        variants = {size: describe(w, size, True, options.template, options.storage_options)
+                    for size, w in written.items()}  # opened once each, not once per measurement
         # the full page buffer on the samples too: shrunk with them, it thrashes on metadata pages the full
         # file keeps (measured: 206 GETs predicted for a shot read that takes 18)
-        page_buffer = options.page_buffer if paged else None
-        local = {size: Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0) for size in written}
-        remote = {size: Condition("threads", options.workers, page_buffer, "warm", options.latency, options.bandwidth)
-                  for size in written}
+        page_buffer = options.page_buffer if candidate.command == "reorder" else None
+        local = Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0)
+        remote = Condition("threads", options.workers, page_buffer, "warm", options.latency, options.bandwidth)
         observed: dict[str, dict[str, Observation]] = {}
         at_latency: dict[str, dict[str, float]] = {}
-        for index, plan in enumerate(plans["large"]):
+        for plan in plans:
             pattern = plan.pattern
             observed[pattern] = {}
             for size, scale in (("small", scales[0]), ("large", scales[1])):
                 repeat = max(5, options.repeat) if pattern == "open" else options.repeat  # short: noisier
-                observed[pattern][size], error = _observe(
-                    written[size], plans[size][index], local[size], repeat, options.template, scale,
-                    options.storage_options)
+                observed[pattern][size], error = _observe(variants[size], plan, local, repeat, options.template,
+                                                          scale)  # fmt: skip
                 if error:
                     trial.status, trial.reason = "failed", f"the {pattern} pattern failed: {error}"
                     return trial
@@ -453,12 +446,11 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: dict[str, list[R
             at_latency[pattern] = {size: o.seconds for size, o in observed[pattern].items()}
             if (options.latency or options.bandwidth) and pattern in weights:
                 for size, scale in (("small", scales[0]), ("large", scales[1])):
-                    timed, _ = _observe(written[size], plans[size][index], remote[size], options.repeat,
-                                        options.template, scale, options.storage_options)  # fmt: skip
+                    timed, _ = _observe(variants[size], plan, remote, options.repeat, options.template, scale)
                     at_latency[pattern][size] = timed.seconds
                     check_time()
         opened = observed.get("open", {})
-        for plan in plans["large"]:
+        for plan in plans:
             pattern = plan.pattern
             if pattern not in weights:
                 continue

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import shutil
 
-from common import HERE, PY, parse_args, report, run_all, sample
+from common import HERE, PY, parse_args, report, run_all, sample, suffix
 
 
 def main() -> None:
     args = parse_args(__doc__)
-    src, logical = sample(args.workdir, args.shots, args.signals)
+    src, logical = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     work = args.workdir
     runs = {
         "layoutkit convert": ([PY, "-m", "layoutkit", "-q", "convert", str(src), str(work / "layoutkit.zarr"),
@@ -32,7 +32,7 @@ def main() -> None:
             ["h5repack", "-S", "PAGE", "-G", "8388608", str(src), str(work / "repack.h5")], work / "repack.h5")
     results = run_all(runs, logical)
     report(f"convert: {src.name}, {logical / 1e9:.2f} GB of data, {args.workers} workers",
-           results, "plain h5py->zarr loop", logical, "convert")
+           results, "plain h5py->zarr loop", logical, "convert" + suffix(args.rate_factor))
 
 
 if __name__ == "__main__":

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import shutil
 
-from common import PY, parse_args, report, run_all, sample
+from common import PY, parse_args, report, run_all, sample, suffix
 
 REFERENCE = "h5repack -S PAGE -G 8388608"
 
 
 def main() -> None:
     args = parse_args(__doc__)
-    src, logical = sample(args.workdir, args.shots, args.signals)
+    src, logical = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     if not shutil.which("h5repack"):
         raise SystemExit("h5repack is the reference: apt-get install -y hdf5-tools")
     work = args.workdir
@@ -43,7 +43,7 @@ def main() -> None:
     }
     results = run_all(runs, logical)
     report(f"copy: {src.name}, {logical / 1e9:.2f} GB of data, {args.workers} workers", results, REFERENCE,
-           logical, "copy")
+           logical, "copy" + suffix(args.rate_factor))
 
 
 if __name__ == "__main__":

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import shutil
 
-from common import PY, parse_args, report, run_all, sample
+from common import PY, parse_args, report, run_all, sample, suffix
 
 
 def main() -> None:
     args = parse_args(__doc__)
     if not shutil.which("h5repack"):
         raise SystemExit("h5repack is needed as the reference: apt-get install hdf5-tools")
-    src, logical = sample(args.workdir, args.shots, args.signals)
+    src, logical = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     work = args.workdir
     runs = {
         "layoutkit reorder --by signal": (
@@ -32,7 +32,7 @@ def main() -> None:
     }
     results = run_all(runs, logical)
     report(f"reorder: {src.name}, {logical / 1e9:.2f} GB of data, {args.workers} workers",
-           results, "h5repack -S PAGE -G 8388608 -f GZIP=4", logical, "reorder")
+           results, "h5repack -S PAGE -G 8388608 -f GZIP=4", logical, "reorder" + suffix(args.rate_factor))
 
 
 if __name__ == "__main__":

@@ -23,26 +23,33 @@ def parse_args(doc: str, extra=None):  # noqa: ANN001, ANN201 - argparse.Namespa
     parser.add_argument("--signals", type=int, default=70)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rate-factor", type=int, default=1,
+                        help="layoutkit sample --rate-factor: 10 gives signals of about 1-10 MB")
     if extra is not None:
         extra(parser)
     return parser.parse_args()
 
 
-def sample(work: Path, shots: int, signals: int) -> tuple[Path, int]:
+def sample(work: Path, shots: int, signals: int, rate_factor: int = 1) -> tuple[Path, int]:
     """The sample archive (written once per size), read once so that every method
     starts with it in the page cache; returns its path and logical bytes."""
     from layoutkit.sample import estimate_logical_bytes
 
     work.mkdir(parents=True, exist_ok=True)
-    src = work / f"sample-{shots}x{signals}.h5"
+    src = work / f"sample-{shots}x{signals}{suffix(rate_factor)}.h5"
     if not src.exists():
         print(f"writing {src} ...", flush=True)
         subprocess.run([PY, "-m", "layoutkit", "-q", "sample", str(src), "--shots", str(shots),
-                        "--signals", str(signals)], check=True)
+                        "--signals", str(signals), "--rate-factor", str(rate_factor)], check=True)
     with open(src, "rb") as fh:
         while fh.read(64 << 20):
             pass
-    return src, estimate_logical_bytes(shots, signals)
+    return src, estimate_logical_bytes(shots, signals, rate_factor=rate_factor)
+
+
+def suffix(rate_factor: int) -> str:
+    """What a sample's file name and a benchmark's output names carry for its rate factor."""
+    return f"-r{rate_factor}" if rate_factor != 1 else ""
 
 
 def measure(cmd: list[str], target: Path, logical: int) -> dict:

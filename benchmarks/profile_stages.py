@@ -1,6 +1,6 @@
 """Where convert's and reorder's time goes, stage by stage (issue 13).
 
-    .venv/bin/python benchmarks/profile_stages.py [--shots 40] [--signals 70]
+    .venv/bin/python benchmarks/profile_stages.py [--shots 40] [--signals 70] [--rate-factor 10]
 
 Each command runs once under cProfile on the sample archive with one worker (serial,
 so all work is on the profiled thread; the stages' shares are what a worker spends), and
@@ -19,7 +19,7 @@ metadata      JSON, zarr metadata, HDF5 scale attachment and attribute copies
 python        everything else (layoutkit's own loops, numpy, dict and list work)
 ============  =============================================================
 
-Results: benchmarks/out/stages.{txt,json}.
+Results: benchmarks/out/stages[-rF].{txt,json}.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import shutil
 import time
 from pathlib import Path
 
-from common import HERE, parse_args, sample
+from common import HERE, parse_args, sample, suffix
 
 STAGES = ("inventory", "h5py objects", "read", "decode", "encode", "write", "metadata", "python")
 
@@ -43,9 +43,9 @@ def stage_of(filename: str, name: str) -> str:
         return "inventory"
     if name.endswith(("pread>", "preadv>")) or name in ("read_direct_chunk", "readinto", "read_ranges"):
         return "read"
-    if "decompress" in name or name in ("decode", "_decode", "decode_chunk"):
+    if "decompress" in name or "_decode" in name or name in ("decode", "decode_chunk"):
         return "decode"
-    if "compress" in name or name in ("encode", "_encode", "encode_chunk", "encode_shard"):
+    if "compress" in name or "_encode" in name or name in ("encode", "encode_chunk", "encode_shard"):
         return "encode"
     if name.endswith(("_io.open>", "posix.mkdir>", "posix.replace>", "posix.rename>", "posix.fsync>")) or (
         name.startswith(("<method 'write' of '_io", "<method '__exit__' of '_io", "<method 'close' of '_io"))
@@ -83,7 +83,7 @@ def main() -> None:
 
     args = parse_args(__doc__)
     args.shots = 40 if args.shots == 250 else args.shots
-    src, logical = sample(args.workdir, args.shots, args.signals)
+    src, logical = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     out = args.workdir / "stages"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -96,7 +96,8 @@ def main() -> None:
     }
     results = {label: profile(fn, label) for label, fn in runs.items()}
     lines = [f"# where the time goes: {src.name} ({logical / 1e9:.2f} GB of data), one worker, cProfile own time",
-             f"# command: benchmarks/profile_stages.py --shots {args.shots} --signals {args.signals}", "",
+             f"# command: benchmarks/profile_stages.py --shots {args.shots} --signals {args.signals}"
+             + (f" --rate-factor {args.rate_factor}" if args.rate_factor != 1 else ""), "",
              "| command | wall s | " + " | ".join(STAGES) + " |", "|---|---:|" + "---:|" * len(STAGES)]
     for label, t in results.items():
         profiled = sum(t[s] for s in STAGES) or 1.0
@@ -104,8 +105,8 @@ def main() -> None:
         lines.append(f"| {label} | {t['wall']:.1f} | {cells} |")
     text = "\n".join(lines)
     print(text)
-    (HERE / "out" / "stages.txt").write_text(text + "\n")
-    (HERE / "out" / "stages.json").write_text(json.dumps(results, indent=1))
+    (HERE / "out" / f"stages{suffix(args.rate_factor)}.txt").write_text(text + "\n")
+    (HERE / "out" / f"stages{suffix(args.rate_factor)}.json").write_text(json.dumps(results, indent=1))
     shutil.rmtree(out, ignore_errors=True)
 
 

@@ -27,9 +27,31 @@ if _started_as_the_command():
     _signal.signal(_signal.SIGINT, _quiet_exit)
     _signal.signal(_signal.SIGTERM, _quiet_exit)
 
-from layoutkit.archive import Archive  # noqa: E402
-from layoutkit.archive import open_archive as open  # noqa: E402
 from layoutkit.convert import ConvertOptions, convert, plan_convert  # noqa: E402
 from layoutkit.errors import LayoutkitError  # noqa: E402
+
+# layoutkit.open is imported on first use (PEP 562): layoutkit.archive brings xarray and
+# pandas (0.2 s), which commands never need at start-up. (convert cannot be: importing the
+# submodule layoutkit.convert would put the module where the function should be.)
+_LAZY = {
+    "Archive": ("layoutkit.archive", "Archive"),
+    "open": ("layoutkit.archive", "open_archive"),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'layoutkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["Archive", "ConvertOptions", "LayoutkitError", "__version__", "convert", "open", "plan_convert"]

@@ -196,17 +196,18 @@ def sample(
     shots: Annotated[int, typer.Option(help="Number of shots.")] = 25,
     signals: Annotated[int, typer.Option(help="Signals per shot.")] = 70,
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same file).")] = 0,
+    rate_factor: Annotated[int, typer.Option(help="Every digitizer samples this many times faster: signals this many times longer (20: a few MB each).")] = 1,
 ) -> None:
     """Write a realistic synthetic shot archive (/shots/<SHOT>/signals/<SIGNAL>)."""
     from layoutkit.sample import estimate_logical_bytes, write_sample
 
     try:
-        total = estimate_logical_bytes(shots, signals, seed)
+        total = estimate_logical_bytes(shots, signals, seed, rate_factor)
         with _progress(total, "sample") as bar:
             task = bar.add_task("write", total=total)
             summary = write_sample(
                 out_path, shots=shots, signals=signals, seed=seed,
-                progress=lambda n: bar.advance(task, n),
+                progress=lambda n: bar.advance(task, n), rate_factor=rate_factor,
             )
     except (LayoutkitError, ValueError, FileExistsError) as exc:
         raise fail(exc) from None

@@ -36,8 +36,8 @@ import numpy as np
 from layoutkit.errors import LayoutkitError
 from layoutkit.inventory import FILTER_NAMES, open_source, read_attrs
 from layoutkit.options import format_size
+from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import DEFAULT_PAGE_BYTES, DEFAULT_TEMPLATE, compile_template, match_template
-from layoutkit.recipes import PROVENANCE_ATTR
 from layoutkit.storage import ObjectSource, is_url, store_at
 
 SMALL_CHUNK_BYTES = 16 * 1024
@@ -371,23 +371,35 @@ class _Scales:
         self.keys: list[tuple[str, tuple[Any, ...]]] = []
         self.count = 0
 
-    def add(self, ds: h5py.Dataset, path: str, shape: tuple[int, ...] | None, nbytes: int, f: h5py.File) -> None:
+    def add(self, dsid: h5py.h5d.DatasetID, path: str, shape: tuple[int, ...] | None, nbytes: int) -> None:
         self.count += 1
         if not shape or nbytes > SCALE_READ_LIMIT:
             return
-        data = np.ascontiguousarray(ds[()])
+        ds = h5py.Dataset(dsid)
+        data = None
+        if not ds.dtype.hasobject:  # straight into a buffer, without h5py's selection machinery
+            data = np.empty(shape, dtype=ds.dtype)
+            try:
+                dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, data)
+            except (TypeError, ValueError):
+                data = None
+        if data is None:
+            data = np.ascontiguousarray(ds[()])
         content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
-        attrs = read_attrs(ds, f, [])
-        key = (data.dtype.str, shape, hashlib.sha256(content).hexdigest(),
-               repr(sorted((k, repr(v)) for k, v in attrs.items())))
-        self.keys.append((path, key))
+        self.keys.append((path, (data.dtype.str, shape, hashlib.sha256(content).hexdigest())))
 
-    def duplicates(self) -> tuple[int, int]:
-        """(duplicates anywhere, duplicates within the same shot)."""
+    def duplicates(self, f: h5py.File) -> tuple[int, int]:
+        """(duplicates anywhere, duplicates within the same shot). Attributes are read
+        only for scales whose contents another scale repeats: only they can be equal."""
+        repeated = {key for key, n in Counter(key for _, key in self.keys).items() if n > 1}
         seen: set[tuple[Any, ...]] = set()
         seen_in_shot: set[tuple[str, tuple[Any, ...]]] = set()
         anywhere = same_shot = 0
-        for path, key in self.keys:
+        for path, content_key in self.keys:
+            if content_key not in repeated:
+                continue
+            attrs = read_attrs(f[path], f, [])
+            key = (*content_key, repr(sorted((k, repr(v)) for k, v in attrs.items())))
             anywhere += key in seen
             seen.add(key)
             m = self.prefix.match(path)
@@ -433,7 +445,7 @@ def _inspect_hdf5(path: Path, template: str) -> InspectReport:
         meta += userblock
         free = file_info.free.tot_space if file_info is not None else 0
         filesize = fid.get_filesize()
-        anywhere, same_shot = scales.duplicates()
+        anywhere, same_shot = scales.duplicates(f)
         is_netcdf4 = "_NCProperties" in f.attrs or tally.netcdf_hints > 0
         written_by = _recorded(f.attrs.get(PROVENANCE_ATTR))
         raw = tally.raw
@@ -499,7 +511,7 @@ def _dataset(f: h5py.File, name: bytes, tally: _Tally, scales: _Scales) -> int:
     if tally.arrays <= 50:
         tally.netcdf_hints += any(h5py.h5a.exists(dsid, n) for n in NETCDF4_DATASET_ATTRS)
     if h5py.h5ds.is_scale(dsid):
-        scales.add(h5py.Dataset(dsid), path, shape, logical, f)
+        scales.add(dsid, path, shape, logical)
     return storage if layout == "compact" else 0
 
 

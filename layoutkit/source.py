@@ -100,9 +100,28 @@ def _unbitshuffle_hdf5(buf: bytes, options: tuple[int, ...], itemsize: int, chun
     return bytes(out)
 
 
+def _inflater(chunk_bytes: int) -> Callable[[bytes], bytes]:
+    """Deflate decoding by libdeflate into a buffer of the chunk's size: 2-2.5x zlib's
+    speed (measured on the sample's chunks). A stream that does not fit (a pipeline
+    where deflate's output is not the chunk) goes to zlib, which also words the error
+    of a corrupt one."""
+    import imagecodecs
+
+    if not chunk_bytes:
+        return zlib.decompress
+
+    def inflate(buf: bytes) -> bytes:
+        try:
+            return imagecodecs.deflate_decode(buf, out=chunk_bytes)
+        except RuntimeError:
+            return zlib.decompress(buf)
+
+    return inflate
+
+
 def _decoder(fid: int, options: tuple[int, ...], itemsize: int, chunk_bytes: int = 0) -> Callable[[bytes], bytes]:
     if fid == FILTER_GZIP:
-        return zlib.decompress
+        return _inflater(chunk_bytes)
     if fid == FILTER_SHUFFLE:
         elementsize = options[0] if options else itemsize
         shuffle = numcodecs.Shuffle(elementsize=elementsize)

@@ -244,8 +244,11 @@ def test_refuses_a_source_that_is_not_hdf5_and_an_existing_out(tmp_path, shot_fi
 def archive(tmp_path_factory) -> Path:
     from layoutkit.sample import write_sample
 
+    # 30 shots: on 10, shot-major Zarr's one concurrent batch of GETs read a signal of
+    # every shot as fast as signal-major's 3 GETs (a coin toss, and one CI run lost it);
+    # at 30 it takes 62 GETs, and signal-major's predicted time is 40% under it (measured)
     path = tmp_path_factory.mktemp("advise") / "shots.h5"
-    write_sample(path, shots=10, signals=12, seed=3)
+    write_sample(path, shots=30, signals=12, seed=3)
     return path
 
 
@@ -264,13 +267,12 @@ def run_advise(archive: Path, tmp: Path, patterns: str, repeat: int = 3) -> tupl
 
 @pytest.mark.parametrize("patterns, orders", [("signal=1", {"signal"}), ("shot=1", {"shot", "shot-packed"})])
 def test_recommends_a_layout_ordered_for_the_pattern(archive, tmp_path, patterns, orders):
-    # medians of 5: on this small archive, shot-major Zarr's one concurrent batch of GETs reads a signal
-    # of every shot within 10-25% of signal-major's time (measured), so the timing noise must stay small
+    # medians of 5, so that the timing noise of a loaded CI machine stays small next to the margin
     doc, output, out = run_advise(archive, tmp_path, patterns, repeat=5)
     best = next(c for c in doc["candidates"] if c["name"] == doc["recommended"])
-    assert (best["recipe"].get("order") or best["recipe"].get("by")) in orders
+    assert (best["recipe"].get("order") or best["recipe"].get("by")) in orders, output
     assert {c["name"] for c in doc["candidates"]} == {c.name for c in candidates("recipes", TEMPLATE)}
-    assert doc["sample"] == {"small": 2.0, "large": 4.0, "full": 10.0, "reads_per_pattern": 1}
+    assert doc["sample"] == {"small": 2.0, "large": 4.0, "full": 30.0, "reads_per_pattern": 1}
     recipe = load_recipe(out / "recommended.toml")
     assert recipe.values["template"] == TEMPLATE and (out / "advise.png").stat().st_size > 0
     # the last line is the command that writes it: run it, and the layout holds the source's data

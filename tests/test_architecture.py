@@ -107,3 +107,22 @@ def test_recipes_and_pipeline_import_no_command() -> None:
         bad = [t for t, _ in imports(MODULES[name]) if t in ("layoutkit.convert", "layoutkit.reorder")]
         assert bad == [], name
     assert not any(t.startswith("layoutkit.layouts") for t, _ in imports(MODULES["layoutkit.pipeline"]))
+
+
+def test_the_package_imports_layoutkit_open_on_first_use() -> None:
+    """`import layoutkit` (every command's start-up) does not bring xarray and pandas;
+    layoutkit.open and layoutkit.Archive still resolve, and convert stays the function."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, layoutkit\n"
+        "assert 'xarray' not in sys.modules and 'layoutkit.archive' not in sys.modules\n"
+        "from layoutkit.archive import Archive, open_archive\n"
+        "assert layoutkit.open is open_archive and layoutkit.Archive is Archive\n"
+        "import layoutkit.convert\n"
+        "assert callable(layoutkit.convert) and layoutkit.convert.__name__ == 'convert'\n"
+        "assert 'open' in dir(layoutkit)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

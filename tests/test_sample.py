@@ -343,3 +343,27 @@ def test_an_interrupted_write_leaves_no_file_behind(tmp_path):
         write_sample(path, shots=2, signals=SIGNALS, progress=interrupt_after_a_while)
     assert len(written) == 20
     assert list(tmp_path.iterdir()) == []
+
+
+def test_rate_factor_lengthens_every_signal_and_time_base(tmp_path):
+    base = tmp_path / "base.h5"
+    fast = tmp_path / "fast.h5"
+    write_sample(base, shots=1, signals=8, seed=0)
+    summary = write_sample(fast, shots=1, signals=8, seed=0, rate_factor=3)
+    assert summary.logical_bytes == estimate_logical_bytes(1, 8, 0, rate_factor=3)
+    with h5py.File(base, "r") as a, h5py.File(fast, "r") as b:
+        da, db = all_datasets(a["shots"]), all_datasets(b["shots"])
+        assert da.keys() == db.keys()
+        for name, ds in da.items():
+            if "timebases" in name and ds.shape[0] < 64:  # channel scales keep their length
+                assert db[name].shape == ds.shape
+                continue
+            # the same span, sampled 3x as often (rounding may add or drop a sample)
+            assert abs(db[name].shape[0] - 3 * ds.shape[0]) <= 2, name
+            assert db[name].shape[1:] == ds.shape[1:], name
+        rate = {n: d.attrs["sampling_rate_hz"] for n, d in da.items() if "sampling_rate_hz" in d.attrs}
+        assert rate and all(db[n].attrs["sampling_rate_hz"] == 3 * r for n, r in rate.items())
+        assert "3x faster" in b.attrs["title"] and "faster" not in a.attrs["title"]
+    with pytest.raises(ValueError, match="Expected rate factor"):
+        write_sample(tmp_path / "never.h5", shots=1, signals=2, rate_factor=0)
+    assert not (tmp_path / "never.h5").exists()

@@ -41,3 +41,37 @@ def test_every_decoder_matches_hdf5(hard_cases: dict[str, Path]) -> None:
                          ids=lambda p: p.name if p else "absent")
 def test_realdata_filter_variants(path: Path) -> None:
     assert check_raw_equals_h5py(path)
+
+
+def test_deflate_decoding_falls_back_to_zlib_when_the_output_is_not_the_chunk() -> None:
+    import zlib
+
+    from layoutkit.source import _inflater
+
+    data = np.arange(1000, dtype="f8").tobytes()
+    stream = zlib.compress(data, 4)
+    assert _inflater(len(data))(stream) == data  # libdeflate, into the chunk's size
+    assert _inflater(len(data) // 2)(stream) == data  # larger than assumed: zlib decodes it
+    with pytest.raises(zlib.error):  # a damaged stream gets zlib's words
+        _inflater(len(data))(stream[:2] + b"\x00" * 20 + stream[22:])
+
+
+def test_gzip_chunks_layoutkit_encodes_are_zlib_streams_hdf5_reads(tmp_path: Path) -> None:
+    import zlib
+
+    from layoutkit.options import parse_compressor
+    from layoutkit.writers.hdf5_paged import ChunkEncoder
+
+    values = (np.sin(np.arange(20_000) / 50.0) * 1000).astype("i2")
+    for text in ("gzip:0", "gzip:4", "shuffle+gzip:9"):
+        spec = parse_compressor(text)
+        encoded = ChunkEncoder(spec, values.dtype.itemsize).encode(values.tobytes())
+        path = tmp_path / f"{text.replace(':', '_').replace('+', '_')}.h5"
+        with h5py.File(path, "w") as f:
+            ds = f.create_dataset("x", shape=values.shape, dtype=values.dtype, chunks=values.shape,
+                                  compression="gzip", compression_opts=spec.level, shuffle=spec.shuffle)
+            ds.id.write_direct_chunk((0,), encoded)
+        with h5py.File(path, "r") as f:
+            np.testing.assert_array_equal(f["x"][...], values)
+        if not spec.shuffle:
+            assert zlib.decompress(encoded) == values.tobytes()

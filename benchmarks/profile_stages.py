@@ -43,9 +43,14 @@ def stage_of(filename: str, name: str) -> str:
         return "inventory"
     if name.endswith(("pread>", "preadv>")) or name in ("read_direct_chunk", "readinto", "read_ranges"):
         return "read"
-    if "decompress" in name or "_decode" in name or name in ("decode", "decode_chunk"):
+    # imagecodecs' Cython functions are not seen by cProfile: their time is their caller's
+    if "decompress" in name or "_decode" in name or name in ("decode", "decode_chunk") or (
+        "layoutkit/source" in where and name == "inflate"
+    ):
         return "decode"
-    if "compress" in name or "_encode" in name or name in ("encode", "encode_chunk", "encode_shard"):
+    if "compress" in name or "_encode" in name or name in ("encode", "encode_chunk", "encode_shard") or (
+        "writers/hdf5_paged" in where and name == "<lambda>"
+    ):
         return "encode"
     if name.endswith(("_io.open>", "posix.mkdir>", "posix.replace>", "posix.rename>", "posix.fsync>")) or (
         name.startswith(("<method 'write' of '_io", "<method '__exit__' of '_io", "<method 'close' of '_io"))

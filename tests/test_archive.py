@@ -66,6 +66,25 @@ def test_open_gives_the_same_archive_over_every_layout(four_layouts: dict[str, P
     }
 
 
+@pytest.mark.parametrize("layout", ["shot-major", "signal-major", "shot-packed"])
+def test_signals_of_one_read_share_a_time_base_without_aliasing_it(four_layouts: dict[str, Path], layout: str) -> None:
+    """One coordinate is built per scale and read (faster than one per array): each
+    DataArray still owns its coordinate's attributes."""
+    with layoutkit.open(four_layouts[layout]) as variant, layoutkit.open(four_layouts["source"]) as source:
+        shot = variant.shots[0]
+        tree, want = variant.shot(shot), source.shot(shot)
+        by_dim: dict[str, list] = {}
+        for node in tree.subtree:
+            for name, da in node.dataset.data_vars.items():
+                by_dim.setdefault(da.dims[0], []).append(da)
+                np.testing.assert_array_equal(da[da.dims[0]].values, want[node.path][name][da.dims[0]].values)
+                assert da[da.dims[0]].attrs == want[node.path][name][da.dims[0]].attrs
+        first, second = next(arrays for arrays in by_dim.values() if len(arrays) > 1)[:2]
+        before = dict(second[second.dims[0]].attrs)
+        first.coords[first.dims[0]].attrs["changed"] = 1
+        assert second[second.dims[0]].attrs == before
+
+
 @pytest.mark.parametrize("layout", ["source", "reorder", "shot-major", "signal-major", "shot-packed"])
 def test_text_attributes_that_are_not_utf8_come_back_as_bytes(edge_archive: Path, tmp_path: Path, layout: str) -> None:
     """Stored losslessly as "base64:..." text (JSON has no bytes), read back as the bytes."""

@@ -273,3 +273,14 @@ def test_choices_are_refused_in_one_sentence(good_h5: Path, tmp_path: Path, opti
     assert "Value error" not in result.output and "Invalid value" not in result.output
     assert_refused(run("reorder", good_h5, tmp_path / "out.h5", "--by", "diagonal"),
                    "Expected --by shot, signal or group. Got 'diagonal'.")
+
+
+def test_sample_command_takes_a_rate_factor_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    out = tmp_path / "fast.h5"
+    result = runner.invoke(app, ["sample", str(out), "--shots", "1", "--signals", "3", "--rate-factor", "2"])
+    assert result.exit_code == 0, result.output
+    with h5py.File(out, "r") as f:
+        assert "2x faster" in f.attrs["title"]
+    bad = runner.invoke(app, ["sample", str(tmp_path / "never.h5"), "--shots", "1", "--rate-factor", "0"])
+    assert bad.exit_code == 2 and "Expected rate factor to be an integer of at least 1" in bad.output
+    assert "Traceback" not in bad.output and not (tmp_path / "never.h5").exists()

@@ -464,3 +464,26 @@ def test_plots_follow_what_varies(tmp_path, vary, plots):
     assert {p.name for p, _ in made} == plots
     for path, caption in made:
         assert path.read_bytes()[:4] == b"\x89PNG" and caption.startswith(path.name + ": ")
+
+
+def test_memory_freed_by_a_condition_goes_back_to_the_system() -> None:
+    """Worker threads free their page buffers into glibc's per-thread arenas; verify
+    trims them after each condition, so a sweep peaks at its largest cell, not their sum."""
+    import subprocess
+    import sys
+
+    code = (
+        "import threading, psutil, numpy as np\n"
+        "from layoutkit.verify.run import release_freed_memory\n"
+        "def work():\n"
+        "    for _ in range(3):\n"
+        "        blocks = [np.ones(1 << 20, np.uint8) for _ in range(200)]\n"
+        "        del blocks\n"
+        "threads = [threading.Thread(target=work) for _ in range(4)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "before = psutil.Process().memory_info().rss\n"
+        "release_freed_memory()\n"
+        "print(before - psutil.Process().memory_info().rss)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(done.stdout) > 100 * 2**20, done.stdout

@@ -16,6 +16,8 @@ when none is given). Clusters are started once per worker count, before timing.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
 import os
 import re
@@ -368,6 +370,7 @@ def measure(
                         outs = engines[key].map(read_share, shares)
                         times.append(time.perf_counter() - t0)
                         progress(f"{v.name} {plan.pattern}")
+                    release_freed_memory()
                     median = statistics.median(times)
                     logical = sum(o["logical"] for o in outs)
                     meta_rate, raw_rate = _hit_rates([o["page_buffer"] for o in outs])
@@ -402,6 +405,24 @@ def measure(
         for e in engines.values():
             e.close()
     return results
+
+
+@functools.cache
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to trim
+        return None
+
+
+def release_freed_memory() -> None:
+    """Hand the memory the last condition freed back to the system. glibc keeps freed
+    memory in per-thread arenas, so a sweep of page buffers (8 workers x 256 MiB each,
+    then the next condition) peaked at about the sum of its conditions rather than the
+    largest one (measured: 3.98 GB for a local sweep whose largest cell takes 2.59 GB)."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
 
 
 def count_runs(

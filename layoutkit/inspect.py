@@ -375,16 +375,15 @@ class _Scales:
         self.count += 1
         if not shape or nbytes > SCALE_READ_LIMIT:
             return
-        ds = h5py.Dataset(dsid)
         data = None
-        if not ds.dtype.hasobject:  # straight into a buffer, without h5py's selection machinery
-            data = np.empty(shape, dtype=ds.dtype)
+        if not dsid.dtype.hasobject:  # straight into a buffer, without h5py's selection machinery
+            data = np.empty(shape, dtype=dsid.dtype)
             try:
                 dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, data)
             except (TypeError, ValueError):
                 data = None
         if data is None:
-            data = np.ascontiguousarray(ds[()])
+            data = np.ascontiguousarray(h5py.Dataset(dsid)[()])
         content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
         self.keys.append((path, (data.dtype.str, shape, hashlib.sha256(content).hexdigest())))
 

@@ -1,0 +1,97 @@
+"""Whole arrays read from their one stored object (layoutkit.zarr_direct) equal what zarr reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
+
+from layoutkit.zarr_direct import ChecksumError, DirectRead, plan_direct_read
+
+
+def _written(path: Path, data: np.ndarray, **kwargs) -> tuple[zarr.Array, DirectRead | None, bytes | None]:
+    """The array written with ``kwargs``, its plan, and the bytes of its one object."""
+    z = zarr.create_array(path, shape=data.shape, dtype=data.dtype, **kwargs)
+    z[...] = data
+    doc = json.loads((path / "zarr.json").read_text())
+    plan = plan_direct_read(doc, data.shape, np.dtype(data.dtype))
+    obj = path / plan.key if plan else None
+    return z, plan, obj.read_bytes() if obj and obj.exists() else None
+
+
+CASES = [
+    pytest.param(np.arange(1000, dtype="f4"), {"chunks": (1000,), "compressors": None}, id="chunk-raw"),
+    pytest.param(np.arange(1000, dtype="<i2"), {"chunks": (4096,), "compressors": ZstdCodec(level=3)}, id="chunk-zstd-padded"),
+    pytest.param(np.arange(999, dtype="f8"), {"chunks": (999,), "compressors": GzipCodec(level=4)}, id="chunk-gzip"),
+    pytest.param(np.arange(10_000, dtype="u1"), {"chunks": (1024,), "shards": (10_240,), "compressors": ZstdCodec(level=1)},
+                 id="shard-zstd-partial"),
+    pytest.param(np.arange(5000, dtype="f4"), {"chunks": (1000,), "shards": (5000,), "compressors": None}, id="shard-raw"),
+    pytest.param(np.arange(60 * 70, dtype="i4").reshape(60, 70), {"chunks": (16, 32), "shards": (64, 96),
+                 "compressors": GzipCodec(level=1)}, id="shard-2d-gzip"),
+    pytest.param(np.arange(64, dtype="f4"), {"chunks": (64,), "compressors": None, "serializer": ShardingCodec(
+                 chunk_shape=(8,), codecs=[BytesCodec(), ZstdCodec()], index_location="start")}, id="shard-index-first"),
+    pytest.param(np.array([True, False] * 50), {"chunks": (100,), "compressors": None}, id="bool"),
+    pytest.param((np.arange(40) + 1j).astype("c8"), {"chunks": (10,), "shards": (40,), "compressors": ZstdCodec()},
+                 id="complex"),
+]
+
+
+@pytest.mark.parametrize(("data", "kwargs"), CASES)
+def test_a_whole_array_decodes_as_zarr_reads_it(tmp_path: Path, data: np.ndarray, kwargs: dict) -> None:
+    z, plan, raw = _written(tmp_path / "a.zarr", data, **kwargs)
+    assert plan is not None and raw is not None
+    got = plan.decode(raw)
+    np.testing.assert_array_equal(got, z[...])
+    assert got.dtype == z.dtype and got.shape == z.shape
+    got[...] = got.flat[0]  # writable, and the caller's own
+
+
+def test_chunks_not_stored_come_back_as_the_fill_value(tmp_path: Path) -> None:
+    data = np.zeros(4096, dtype="f4")
+    data[1024:2048] = 7.5  # three of four inner chunks hold only the fill value: not stored
+    z, plan, raw = _written(tmp_path / "a.zarr", data, chunks=(1024,), shards=(4096,), fill_value=0.0,
+                            compressors=ZstdCodec(), config={"write_empty_chunks": False})
+    assert plan is not None and raw is not None
+    index = np.frombuffer(raw[-(16 * 4 + 4):-4], dtype="<u8").reshape(4, 2)
+    assert (index[:, 0] == 2**64 - 1).sum() == 3  # the case is the one meant
+    np.testing.assert_array_equal(plan.decode(raw), z[...])
+
+
+def test_a_fill_value_zarr_spells_as_text_is_left_to_zarr(tmp_path: Path) -> None:
+    data = np.full(4096, np.nan, dtype="f4")
+    data[:1024] = 1.0
+    _, plan, raw = _written(tmp_path / "a.zarr", data, chunks=(1024,), shards=(4096,), fill_value=np.nan,
+                            compressors=None, config={"write_empty_chunks": False})
+    assert plan is not None and raw is not None
+    assert plan.decode(raw) is None
+
+
+@pytest.mark.parametrize("kwargs", [
+    pytest.param({"chunks": (100,), "compressors": BloscCodec()}, id="blosc"),
+    pytest.param({"chunks": (100,), "compressors": None, "serializer": BytesCodec(endian="big")}, id="big-endian"),
+    pytest.param({"chunks": (50,), "compressors": None}, id="two-chunks"),
+    pytest.param({"chunks": (10,), "shards": (50,), "compressors": None}, id="two-shards"),
+])
+def test_other_layouts_are_left_to_zarr(tmp_path: Path, kwargs: dict) -> None:
+    _, plan, _ = _written(tmp_path / "a.zarr", np.arange(100, dtype="<i4"), **kwargs)
+    assert plan is None
+
+
+def test_a_transposed_array_is_left_to_zarr(tmp_path: Path) -> None:
+    _, plan, _ = _written(tmp_path / "a.zarr", np.arange(12, dtype="f4").reshape(3, 4), chunks=(3, 4),
+                          filters=[TransposeCodec(order=(1, 0))], compressors=None)
+    assert plan is None
+
+
+def test_a_damaged_shard_index_is_refused(tmp_path: Path) -> None:
+    _, plan, raw = _written(tmp_path / "a.zarr", np.arange(5000, dtype="f4"), chunks=(1000,), shards=(5000,),
+                            compressors=None)
+    assert plan is not None and raw is not None
+    damaged = bytearray(raw)
+    damaged[-10] ^= 0xFF  # inside the index, before its checksum
+    with pytest.raises(ChecksumError, match="checksum"):
+        plan.decode(bytes(damaged))

@@ -77,6 +77,19 @@ def _unraisable(args: object) -> None:
     sys.__unraisablehook__(args)  # type: ignore[arg-type]
 
 
+def interrupted(exc: BaseException) -> bool:
+    """Whether an error is the interrupt in disguise: h5py calls Python back from C while it
+    iterates (attributes, links), and a KeyboardInterrupt raised there comes out as a
+    SystemError ("returned a result with an exception set") chained to it."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 20:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return Interrupted.flag
+
+
 def check_interrupted() -> None:
     """Raise the interrupt that a callback swallowed, if any."""
     if Interrupted.flag:
@@ -153,6 +166,10 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
         raise fail(exc) from None
     except KeyboardInterrupt:
         raise fail("interrupted; the destination was not written.", 130) from None
+    except Exception as exc:
+        if not interrupted(exc):
+            raise
+        raise fail("interrupted; the destination was not written.", 130) from None
 
 
 RECIPE_HELP = (
@@ -212,6 +229,10 @@ def sample(
     except (LayoutkitError, ValueError, FileExistsError) as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
+        raise fail("interrupted; nothing was written.", 130) from None
+    except Exception as exc:
+        if not interrupted(exc):
+            raise
         raise fail("interrupted; nothing was written.", 130) from None
     if not State.quiet:
         out.print(
@@ -428,6 +449,10 @@ def verify(
         raise fail(exc) from None
     except KeyboardInterrupt:
         raise fail("interrupted.", 130) from None
+    except Exception as exc:
+        if not interrupted(exc):
+            raise
+        raise fail("interrupted.", 130) from None
     bad = {n: ms for n, ms in result.mismatches.items() if ms}
     for name, ms in bad.items():
         out.print(f"[bold red]{name} differs from {src.name}[/] ({len(ms)} mismatch{'es' if len(ms) > 1 else ''}):")
@@ -529,6 +554,10 @@ def advise(
     except LayoutkitError as exc:
         raise fail(exc) from None
     except KeyboardInterrupt:
+        raise fail("interrupted; nothing was written.", 130) from None
+    except Exception as exc:
+        if not interrupted(exc):
+            raise
         raise fail("interrupted; nothing was written.", 130) from None
     wide = out if out.is_terminal else Console(width=200)
     wide.print(_advice_table(result))

@@ -623,15 +623,18 @@ class ZarrArchive(Archive):
         plans = {i: plan for i, (p, sel) in enumerate(reads) if (plan := self._direct(p, sel))}
         prototype = default_buffer_prototype()
 
-        async def read_one(i: int) -> Any:
-            buf = await self.store.get(f"{reads[i][0].strip('/')}/{plans[i].key}", prototype)
-            return None if buf is None else buf.to_bytes()  # None: not stored, zarr fills it
+        async def read_one(key: str) -> np.ndarray | None:
+            buf = await self.store.get(key, prototype)
+            return None if buf is None else buf.as_numpy_array()  # its bytes, not copied; None: not stored
 
         async def read_fast() -> list[Any]:
-            return await asyncio.gather(*(read_one(i) for i in plans))
+            return await asyncio.gather(*(read_one(key) for key in keys))
 
-        raw = dict(zip(plans, sync(read_fast()))) if plans else {}
-        got = {i: plans[i].decode(b) for i, b in raw.items() if b is not None}
+        keys = [f"{reads[i][0].strip('/')}/{k}" for i in plans for k in plans[i].keys]
+        raw = iter(sync(read_fast()) if keys else [])
+        got = {}
+        for i, plan in plans.items():
+            got[i] = plan.decode([next(raw) for _ in plan.keys])  # None: zarr reads it (fills it)
         rest = [i for i in range(len(reads)) if got.get(i) is None]
         arrays = {i: self._array(reads[i][0]) for i in rest}  # outside the event loop: zarr opens with sync()
 
@@ -658,11 +661,7 @@ class ZarrArchive(Archive):
         plan = self._chunk_plans[path]
         if plan is None:
             return None
-        whole = selection in ((), None, Ellipsis) or (
-            len(plan.shape) == 1 and isinstance(selection, tuple) and len(selection) == 1
-            and selection[0] == slice(0, plan.shape[0])
-        )
-        return plan if whole else None
+        return plan if _whole(selection, plan.shape) else None
 
     def _attrs_of(self, path: str) -> dict[str, Any]:
         node = self._nodes.get(path)
@@ -711,6 +710,16 @@ class ZarrArchive(Archive):
         found = [(shot, path) for shot, _, path in self._expand({"signal": signal})]
         arrays = self._variables([path for _, path in found])
         return {shot: a.rename(signal) for (shot, _), a in zip(found, arrays)}
+
+
+def _whole(selection: Any, shape: tuple[int, ...]) -> bool:
+    """Whether a selection is the whole array (``()``, ``...``, or full slices)."""
+    if selection is None or selection is Ellipsis or selection == ():
+        return True
+    if not isinstance(selection, tuple) or len(selection) > len(shape):
+        return False
+    return all(isinstance(s, slice) and s.step in (None, 1) and s.indices(n)[:2] == (0, n)
+               for s, n in zip(selection, shape))
 
 
 def _store_text(store: Any, key: str) -> str:

@@ -252,12 +252,12 @@ def archive(tmp_path_factory) -> Path:
     return path
 
 
-def run_advise(archive: Path, tmp: Path, patterns: str, repeat: int = 3) -> tuple[dict, str, Path]:
+def run_advise(archive: Path, tmp: Path, patterns: str, repeat: int = 3, shots: int = 4) -> tuple[dict, str, Path]:
     out, work = tmp / f"out-{patterns}", tmp / f"work-{patterns}"
     work.mkdir()
     result = runner.invoke(app, [
         "advise", str(archive), "--patterns", patterns, "--latency", "10ms", "--workers", "2",
-        "--sample-shots", "4", "--sample", "2", "--out", str(out), "--tmpdir", str(work), "--budget", "10min",
+        "--sample-shots", str(shots), "--sample", "2", "--out", str(out), "--tmpdir", str(work), "--budget", "10min",
         "--repeat", str(repeat),
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -285,7 +285,11 @@ def test_recommends_a_layout_ordered_for_the_pattern(archive, tmp_path, patterns
 
 
 def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
-    doc, _, _ = run_advise(archive, tmp_path, "shot=1,signal=1")
+    # samples of 4 and 8 shots: on 2 and 4, signal-major Zarr's requests per shot read were
+    # still growing (25, then 36: a tiny sample holds fewer distinct time-base series), and
+    # the log line through them predicted 68 for 38 measured (+79%); on 4 and 8 it predicts
+    # 80 for 76. That model miss surfaced only when timing put zarr-signal in the top two.
+    doc, _, _ = run_advise(archive, tmp_path, "shot=1,signal=1", shots=8)
     ranked = sorted((c for c in doc["candidates"] if c["status"] == "measured"), key=lambda c: c["weighted_seconds"])
     for c in ranked[:2]:  # the recommended layout and the runner-up, at full size
         candidate = Candidate(c["name"], c["name"])

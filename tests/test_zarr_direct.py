@@ -8,19 +8,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from conftest import assert_same_reads
 from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
-from layoutkit.zarr_direct import ChecksumError, DirectRead, plan_direct_read
+from layoutkit.zarr_direct import MAX_OBJECTS, ChecksumError, DirectRead, plan_direct_read
 
 
-def _written(path: Path, data: np.ndarray, **kwargs) -> tuple[zarr.Array, DirectRead | None, bytes | None]:
-    """The array written with ``kwargs``, its plan, and the bytes of its one object."""
+def _written(path: Path, data: np.ndarray, **kwargs) -> tuple[zarr.Array, DirectRead | None, list[bytes | None]]:
+    """The array written with ``kwargs``, its plan, and the bytes of its objects (None
+    for one not stored)."""
     z = zarr.create_array(path, shape=data.shape, dtype=data.dtype, **kwargs)
     z[...] = data
     doc = json.loads((path / "zarr.json").read_text())
     plan = plan_direct_read(doc, data.shape, np.dtype(data.dtype))
-    obj = path / plan.key if plan else None
-    return z, plan, obj.read_bytes() if obj and obj.exists() else None
+    objects = [path / key for key in plan.keys] if plan else []
+    return z, plan, [p.read_bytes() if p.exists() else None for p in objects]
 
 
 CASES = [
@@ -37,14 +39,21 @@ CASES = [
     pytest.param(np.array([True, False] * 50), {"chunks": (100,), "compressors": None}, id="bool"),
     pytest.param((np.arange(40) + 1j).astype("c8"), {"chunks": (10,), "shards": (40,), "compressors": ZstdCodec()},
                  id="complex"),
+    pytest.param(np.arange(100, dtype="<i4"), {"chunks": (30,), "compressors": ZstdCodec()}, id="four-chunks"),
+    pytest.param(np.arange(1000, dtype="f8"), {"chunks": (64,), "shards": (256,), "compressors": ZstdCodec()},
+                 id="four-shards-last-partial"),
+    pytest.param(np.arange(130 * 50, dtype="f4").reshape(130, 50), {"chunks": (16, 16), "shards": (64, 32),
+                 "compressors": GzipCodec(level=1)}, id="shards-2d-both-edges"),
+    pytest.param(np.arange(45 * 7, dtype="u2").reshape(45, 7), {"chunks": (10, 4), "compressors": None},
+                 id="chunks-2d"),
 ]
 
 
 @pytest.mark.parametrize(("data", "kwargs"), CASES)
 def test_a_whole_array_decodes_as_zarr_reads_it(tmp_path: Path, data: np.ndarray, kwargs: dict) -> None:
-    z, plan, raw = _written(tmp_path / "a.zarr", data, **kwargs)
-    assert plan is not None and raw is not None
-    got = plan.decode(raw)
+    z, plan, raws = _written(tmp_path / "a.zarr", data, **kwargs)
+    assert plan is not None and None not in raws
+    got = plan.decode(raws)
     np.testing.assert_array_equal(got, z[...])
     assert got.dtype == z.dtype and got.shape == z.shape
     got[...] = got.flat[0]  # writable, and the caller's own
@@ -53,28 +62,42 @@ def test_a_whole_array_decodes_as_zarr_reads_it(tmp_path: Path, data: np.ndarray
 def test_chunks_not_stored_come_back_as_the_fill_value(tmp_path: Path) -> None:
     data = np.zeros(4096, dtype="f4")
     data[1024:2048] = 7.5  # three of four inner chunks hold only the fill value: not stored
-    z, plan, raw = _written(tmp_path / "a.zarr", data, chunks=(1024,), shards=(4096,), fill_value=0.0,
-                            compressors=ZstdCodec(), config={"write_empty_chunks": False})
+    z, plan, (raw,) = _written(tmp_path / "a.zarr", data, chunks=(1024,), shards=(4096,), fill_value=0.0,
+                               compressors=ZstdCodec(), config={"write_empty_chunks": False})
     assert plan is not None and raw is not None
     index = np.frombuffer(raw[-(16 * 4 + 4):-4], dtype="<u8").reshape(4, 2)
     assert (index[:, 0] == 2**64 - 1).sum() == 3  # the case is the one meant
-    np.testing.assert_array_equal(plan.decode(raw), z[...])
+    np.testing.assert_array_equal(plan.decode([raw]), z[...])
+
+
+def test_objects_not_stored_come_back_as_the_fill_value(tmp_path: Path) -> None:
+    data = np.full((40, 6), -1, dtype="i2")
+    data[10:20] = 3  # of four chunks, one holds data: the others are not written
+    z, plan, raws = _written(tmp_path / "a.zarr", data, chunks=(10, 6), fill_value=-1, compressors=ZstdCodec(),
+                             config={"write_empty_chunks": False})
+    assert plan is not None and raws.count(None) == 3
+    np.testing.assert_array_equal(plan.decode(raws), z[...])
+
+
+def test_too_many_objects_are_left_to_zarr(tmp_path: Path) -> None:
+    _, plan, _ = _written(tmp_path / "a.zarr", np.arange(MAX_OBJECTS + 1, dtype="u1"), chunks=(1,), compressors=None)
+    assert plan is None
+    _, plan, _ = _written(tmp_path / "b.zarr", np.arange(MAX_OBJECTS, dtype="u1"), chunks=(1,), compressors=None)
+    assert plan is not None and len(plan.keys) == MAX_OBJECTS
 
 
 def test_a_fill_value_zarr_spells_as_text_is_left_to_zarr(tmp_path: Path) -> None:
     data = np.full(4096, np.nan, dtype="f4")
     data[:1024] = 1.0
-    _, plan, raw = _written(tmp_path / "a.zarr", data, chunks=(1024,), shards=(4096,), fill_value=np.nan,
-                            compressors=None, config={"write_empty_chunks": False})
-    assert plan is not None and raw is not None
-    assert plan.decode(raw) is None
+    _, plan, raws = _written(tmp_path / "a.zarr", data, chunks=(1024,), shards=(4096,), fill_value=np.nan,
+                             compressors=None, config={"write_empty_chunks": False})
+    assert plan is not None and None not in raws
+    assert plan.decode(raws) is None
 
 
 @pytest.mark.parametrize("kwargs", [
     pytest.param({"chunks": (100,), "compressors": BloscCodec()}, id="blosc"),
     pytest.param({"chunks": (100,), "compressors": None, "serializer": BytesCodec(endian="big")}, id="big-endian"),
-    pytest.param({"chunks": (50,), "compressors": None}, id="two-chunks"),
-    pytest.param({"chunks": (10,), "shards": (50,), "compressors": None}, id="two-shards"),
 ])
 def test_other_layouts_are_left_to_zarr(tmp_path: Path, kwargs: dict) -> None:
     _, plan, _ = _written(tmp_path / "a.zarr", np.arange(100, dtype="<i4"), **kwargs)
@@ -88,10 +111,27 @@ def test_a_transposed_array_is_left_to_zarr(tmp_path: Path) -> None:
 
 
 def test_a_damaged_shard_index_is_refused(tmp_path: Path) -> None:
-    _, plan, raw = _written(tmp_path / "a.zarr", np.arange(5000, dtype="f4"), chunks=(1000,), shards=(5000,),
-                            compressors=None)
+    _, plan, (raw,) = _written(tmp_path / "a.zarr", np.arange(5000, dtype="f4"), chunks=(1000,), shards=(5000,),
+                               compressors=None)
     assert plan is not None and raw is not None
     damaged = bytearray(raw)
     damaged[-10] ^= 0xFF  # inside the index, before its checksum
     with pytest.raises(ChecksumError, match="checksum"):
-        plan.decode(bytes(damaged))
+        plan.decode([bytes(damaged)])
+
+
+@pytest.mark.parametrize("order", ["signal", "shot"])  # shot-packed sizes its own shards
+def test_stores_of_many_small_shards_read_as_the_source(shot_file: Path, tmp_path: Path, order: str) -> None:
+    """Shards of 16 KiB and chunks of 4 KiB: most arrays are several objects, read whole
+    through the direct path, and every read of ``layoutkit.open`` equals the source's."""
+    import layoutkit
+    from layoutkit.convert import ConvertOptions, convert
+    from layoutkit.options import parse_chunks, parse_shards
+
+    store = tmp_path / "small-shards.zarr"
+    convert(shot_file, store, ConvertOptions(order=order, shards=parse_shards("16KiB"), chunk_bytes=4096, chunks=parse_chunks("auto")))
+    with layoutkit.open(store) as variant, layoutkit.open(shot_file) as source:
+        multi = [p for p, node in variant._nodes.items()
+                 if (plan := variant._direct(p, ())) is not None and len(plan.keys) > 1]  # type: ignore[attr-defined]
+        assert multi, "no array of several objects: the case is not the one meant"
+        assert_same_reads(source, variant, slices=False)

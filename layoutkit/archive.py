@@ -32,6 +32,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import h5py
 import numpy as np
+import pandas as pd
 import xarray as xr
 import zarr
 
@@ -250,6 +251,17 @@ class _Coordinate(NamedTuple):
 
 
 def _coordinate(name: str, values: np.ndarray, attrs: dict[str, Any]) -> _Coordinate:
+    """A scale's coordinate. Numbers (the usual time base) get their pandas index over the
+    values as read, not a copy of them: 3x faster than through ``xr.Coordinates``, which
+    matters when a signal of 100 shots brings 100 time bases. Anything else (float16,
+    text) goes through xarray's own casting."""
+    values = np.asarray(values)
+    if values.ndim == 1 and values.dtype.kind in "iuf" and values.dtype != np.float16:
+        from xarray.indexes import PandasIndex
+
+        index = PandasIndex(pd.Index(values, copy=False), name, coord_dtype=values.dtype)
+        variable = index.create_variables({name: xr.Variable((name,), values, attrs)})[name]
+        return _Coordinate(variable, index)  # type: ignore[arg-type]
     built = xr.Coordinates({name: xr.IndexVariable((name,), values, attrs)})
     return _Coordinate(built.variables[name], built.xindexes[name])  # type: ignore[arg-type]
 

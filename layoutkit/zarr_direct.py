@@ -37,6 +37,15 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+def _forget_pool() -> None:
+    # a forked child inherits the pool but not its threads: work sent to it would never run
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 class ChecksumError(ValueError):
     """A shard index whose crc32c does not match its bytes (a damaged object)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -135,3 +136,31 @@ def test_stores_of_many_small_shards_read_as_the_source(shot_file: Path, tmp_pat
                  if (plan := variant._direct(p, ())) is not None and len(plan.keys) > 1]  # type: ignore[attr-defined]
         assert multi, "no array of several objects: the case is not the one meant"
         assert_same_reads(source, variant, slices=False)
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")  # forking is the point
+def test_a_forked_child_decodes_with_a_pool_of_its_own(tmp_path: Path) -> None:
+    """The decoding pool's threads do not survive a fork: the child starts its own (without
+    the at-fork reset this test hangs, measured, and fails after 60 s)."""
+    import os
+
+    z, plan, raws = _written(tmp_path / "a.zarr", np.arange(4096, dtype="f4"), chunks=(512,), shards=(4096,),
+                             compressors=ZstdCodec())
+    assert plan is not None
+    np.testing.assert_array_equal(plan.decode(raws), z[...])  # the parent's pool exists now
+    pid = os.fork()
+    if pid == 0:  # the child: decode again, with the pool, and report by exit code
+        try:
+            ok = np.array_equal(plan.decode(raws), np.arange(4096, dtype="f4"))
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung decoding: it used the parent's pool, whose threads it does not have")

@@ -662,18 +662,15 @@ class ZarrArchive(Archive):
     def _direct(self, path: str, selection: Any) -> DirectRead | None:
         """The direct-read plan of a whole-array read (worked out once per array), or None."""
         if path not in self._chunk_plans:
-            node = self._nodes.get(path)
-            plan = None
+            node, plan = self._nodes.get(path), None
             if isinstance(node, _ArrayDoc):
                 try:
                     plan = plan_direct_read(node.doc, tuple(node.shape), node.native_dtype)
-                except (TypeError, ValueError):
-                    plan = None
+                except (TypeError, ValueError):  # a data type zarr's parser refuses: zarr reads it
+                    pass
             self._chunk_plans[path] = plan
         plan = self._chunk_plans[path]
-        if plan is None:
-            return None
-        return plan if _whole(selection, plan.shape) else None
+        return plan if plan is not None and _whole(selection, plan.shape) else None
 
     def _attrs_of(self, path: str) -> dict[str, Any]:
         node = self._nodes.get(path)
@@ -1088,17 +1085,20 @@ class SignalMajorArchive(ZarrArchive):
                 out[s] = (super().get(s), _plain_attrs(dict(self._nodes[s].attributes), _HIDDEN_ZARR_ATTRS))
         return out
 
+    def _has_array(self, path: str) -> bool:
+        """Whether a dataset of the source is at ``path`` (located in a packed array, or
+        stored at its path). Unlike :meth:`_exists`, it never needs the tree of groups,
+        which is built on first use (50 ms for 7,000 signals)."""
+        return self._locate(path) is not None or self._is_stored_array(path)
+
     def _variable(self, path: str) -> xr.DataArray:
-        if self._locate(path) is None and not self._is_stored_array(path):
+        if not self._has_array(path):
             raise KeyError(f"{path} is not an array in {self.path}")
         return self._variables([path])[0]
 
     def shot(self, shot: str | int) -> xr.DataTree:
         shot = str(shot)
-        # an array exists where it is located or stored (what _exists also asks, after
-        # the tree of groups: built on first use, 50 ms for 7,000 signals)
-        names = [sig for sig in self.signals
-                 if self._locate(p := self.path_of(shot, sig)) is not None or self._is_stored_array(p)]
+        names = [sig for sig in self.signals if self._has_array(self.path_of(shot, sig))]
         arrays = self._variables([self.path_of(shot, sig) for sig in names])
         return _shot_tree(shot, list(zip(names, arrays)), self._group_attrs(self.shot_path(shot)))
 

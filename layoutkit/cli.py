@@ -90,6 +90,14 @@ def interrupted(exc: BaseException) -> bool:
     return Interrupted.flag
 
 
+def ended_by_interrupt(exc: BaseException, message: str) -> typer.Exit:
+    """The exit (130, one line) for an interrupt or an error it caused; anything else is
+    raised again as it came."""
+    if not interrupted(exc):
+        raise exc
+    return fail(message, 130)
+
+
 def check_interrupted() -> None:
     """Raise the interrupt that a callback swallowed, if any."""
     if Interrupted.flag:
@@ -164,12 +172,8 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
             return pipeline.run(layout, src, dest, options, advance, (inventory, plan))
     except LayoutkitError as exc:
         raise fail(exc) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted; the destination was not written.", 130) from None
-    except Exception as exc:
-        if not interrupted(exc):
-            raise
-        raise fail("interrupted; the destination was not written.", 130) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        raise ended_by_interrupt(exc, "interrupted; the destination was not written.") from None
 
 
 RECIPE_HELP = (
@@ -228,12 +232,8 @@ def sample(
             )
     except (LayoutkitError, ValueError, FileExistsError) as exc:
         raise fail(exc) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted; nothing was written.", 130) from None
-    except Exception as exc:
-        if not interrupted(exc):
-            raise
-        raise fail("interrupted; nothing was written.", 130) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        raise ended_by_interrupt(exc, "interrupted; nothing was written.") from None
     if not State.quiet:
         out.print(
             f"wrote {summary.path}: {summary.shots} shots x {summary.signals} signals, "
@@ -447,12 +447,8 @@ def verify(
             bar.stop()
     except LayoutkitError as exc:
         raise fail(exc) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted.", 130) from None
-    except Exception as exc:
-        if not interrupted(exc):
-            raise
-        raise fail("interrupted.", 130) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        raise ended_by_interrupt(exc, "interrupted.") from None
     bad = {n: ms for n, ms in result.mismatches.items() if ms}
     for name, ms in bad.items():
         out.print(f"[bold red]{name} differs from {src.name}[/] ({len(ms)} mismatch{'es' if len(ms) > 1 else ''}):")
@@ -553,12 +549,8 @@ def advise(
         written = write_outputs(result, out_path)
     except LayoutkitError as exc:
         raise fail(exc) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted; nothing was written.", 130) from None
-    except Exception as exc:
-        if not interrupted(exc):
-            raise
-        raise fail("interrupted; nothing was written.", 130) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        raise ended_by_interrupt(exc, "interrupted; nothing was written.") from None
     wide = out if out.is_terminal else Console(width=200)
     wide.print(_advice_table(result))
     for t in result.trials:

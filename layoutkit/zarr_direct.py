@@ -18,6 +18,7 @@ zarr checks it) at either end; at most :data:`MAX_OBJECTS` objects. Anything els
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -66,19 +67,14 @@ class DirectRead:
     index_checksum: bool = True
 
     @property
-    def key(self) -> str:
-        """The one object of an array stored as one chunk or shard."""
-        return self.keys[0]
-
-    @property
     def grid(self) -> tuple[int, ...]:
         return tuple(-(-n // c) for n, c in zip(self.shape, self.chunk_shape))
 
     def decode(self, raw: Any) -> np.ndarray | None:
         """The array's values from its objects' bytes (any buffer: one, or a list of one
-        per key, None for an object not stored): a new, writable array. None when an object missing (or a
-        shard's missing chunk) needs a fill value this plan cannot give, or when no
-        object is stored at all: zarr reads those.
+        per key, None for an object not stored): a new, writable array. None when a
+        missing object (or a shard's missing chunk) needs a fill value this plan cannot
+        give, or when no object is stored at all: zarr reads those.
 
         Raises
         ------
@@ -92,14 +88,14 @@ class DirectRead:
             return None
         out = np.empty(self.shape, dtype=self.dtype)
         pieces: list[tuple[Any, tuple[slice, ...], tuple[int, ...]]] = []  # (bytes or None, where, block shape)
-        for position, data in zip(np.ndindex(*self.grid), raws):
+        for position, key, data in zip(np.ndindex(*self.grid), self.keys, raws):
             origin = tuple(k * c for k, c in zip(position, self.chunk_shape))
             if data is None:
                 out[_region(origin, self.chunk_shape, self.shape)] = self.fill_value
             elif self.inner is None:
                 pieces.append((data, _region(origin, self.chunk_shape, self.shape), self.chunk_shape))
             else:
-                shard = self._shard_pieces(memoryview(data), origin)
+                shard = self._shard_pieces(memoryview(data), origin, key)
                 if shard is None:
                     return None
                 pieces.extend(shard)
@@ -120,17 +116,9 @@ class DirectRead:
         return out
 
     def _decompress(self, raw: Any) -> Any:
-        if self.compressor == "zstd":
-            from numcodecs import Zstd
+        return _codec(self.compressor).decode(raw) if self.compressor else raw
 
-            return Zstd().decode(raw)
-        if self.compressor == "gzip":
-            from numcodecs import GZip
-
-            return GZip().decode(raw)
-        return raw
-
-    def _shard_pieces(self, raw: memoryview, origin: tuple[int, ...]) -> list[Any] | None:
+    def _shard_pieces(self, raw: memoryview, origin: tuple[int, ...], key: str) -> list[Any] | None:
         """The inner chunks of one shard that fall inside the array: (bytes or None when
         not stored, where in the array, chunk shape); None when a missing chunk needs a
         fill value this plan cannot give."""
@@ -144,7 +132,7 @@ class DirectRead:
 
             body, stored = index_bytes[:-4], bytes(index_bytes[-4:])
             if np.uint32(google_crc32c.value(bytes(body))).tobytes() != stored:
-                raise ChecksumError(f"a shard of {self.keys[0].split('/')[0]!r}: its index does not match its checksum")
+                raise ChecksumError(f"the index of shard {key!r} does not match its checksum")
             index_bytes = body
         index = np.frombuffer(index_bytes, dtype="<u8").reshape(count, 2)
         pieces = []
@@ -161,6 +149,15 @@ class DirectRead:
             offset, length = int(index[i, 0]), int(index[i, 1])
             pieces.append((raw[offset : offset + length], where, self.inner))
         return pieces
+
+
+@functools.cache
+def _codec(name: str) -> Any:
+    """The numcodecs codec of a compressor name, made once: called per chunk, and its
+    decode keeps no state between calls."""
+    import numcodecs
+
+    return numcodecs.Zstd() if name == "zstd" else numcodecs.GZip()
 
 
 def _plain_number(value: Any) -> bool:

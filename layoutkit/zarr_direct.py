@@ -118,6 +118,15 @@ class DirectRead:
     def _decompress(self, raw: Any) -> Any:
         return _codec(self.compressor).decode(raw) if self.compressor else raw
 
+    def decodes(self, raw: list[Any]) -> bool:
+        """Whether :meth:`decode` is sure to give an array for these objects' bytes,
+        without decoding them: it gives None only when nothing is stored, or when an
+        object or a shard's inner chunk may be missing and the fill value is not a plain
+        number."""
+        if len(raw) != len(self.keys) or all(r is None for r in raw):
+            return False
+        return _plain_number(self.fill_value) or (self.inner is None and all(r is not None for r in raw))
+
     def _shard_pieces(self, raw: memoryview, origin: tuple[int, ...], key: str) -> list[Any] | None:
         """The inner chunks of one shard that fall inside the array: (bytes or None when
         not stored, where in the array, chunk shape); None when a missing chunk needs a

@@ -96,6 +96,43 @@ def test_one_signal_of_a_shot_is_a_ranged_read(packed_store: tuple[Path, Path]) 
         assert archive.counter.bytes < size
 
 
+def test_a_signal_of_many_shots_is_read_in_bounded_batches(packed_store: tuple[Path, Path], monkeypatch) -> None:
+    """One signal of every shot, each shot's part a ranged read through zarr: read in
+    batches of bounded working memory, the values are the source's and the traced peak
+    is well under what all the reads at once hold (8 threads reading signals of 100 shots
+    at once held 0.8 GB)."""
+    import tracemalloc
+
+    import layoutkit.archive as la
+
+    src, store = packed_store
+    monkeypatch.setattr(la, "WHOLE_READ_BYTES", 0)  # every shot's part read as a range, not the packed array whole
+
+    def peak_of_signal(batch_bytes: int) -> tuple[int, dict[str, np.ndarray], int]:
+        monkeypatch.setattr(la, "ZARR_BATCH_BYTES", batch_bytes)
+        with layoutkit.open(store) as archive:
+            archive.signal("ip")  # zarr's arrays opened, the index parsed
+            archive.counter.reset()
+            tracemalloc.start()
+            try:
+                got = archive.signal("ip")
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            return peak, {shot: a.values for shot, a in got.items()}, archive.counter.requests
+
+    all_at_once, values, requests = peak_of_signal(1 << 40)
+    one_by_one, batched_values, batched_requests = peak_of_signal(1)
+    with layoutkit.open(src) as source:
+        expected = {shot: a.values for shot, a in source.signal("ip").items()}
+    assert len(expected) == 6
+    for shot, want in expected.items():
+        np.testing.assert_array_equal(values[shot], want)
+        np.testing.assert_array_equal(batched_values[shot], want)
+    assert batched_requests == requests  # the same reads, in more round trips
+    assert one_by_one < all_at_once / 2, (one_by_one, all_at_once)
+
+
 def test_a_changed_index_is_found(packed_store: tuple[Path, Path], tmp_path: Path) -> None:
     import shutil
 

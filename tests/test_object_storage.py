@@ -483,3 +483,34 @@ def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source
         assert singles == [] and len(batches) == 1 and batches[0] >= 30
         for (p, r), values in zip(reads, got):
             np.testing.assert_array_equal(values, local.read(p, r))
+
+
+def test_files_open_on_one_source_share_one_bounded_block_cache(endpoint, source_url, shot_file, monkeypatch):
+    """verify opens one file per worker: they share one cache of blocks for the source
+    (a block one fetched is no request for the other; 8 workers each with a cache of
+    their own held 0.5 GiB), bounded by READ_CACHE_BLOCKS; once every file is closed
+    the cache is gone, so the next run starts cold."""
+    import layoutkit.storage.sources as sources
+    from layoutkit.storage import ObjectSource
+
+    monkeypatch.setattr(sources, "READ_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(sources, "READ_CACHE_BLOCKS", 3)
+    opts = (("access_key_id", "test"), ("endpoint_url", endpoint), ("region", "us-east-1"),
+            ("secret_access_key", "test"))
+    source = ObjectSource(source_url, opts)
+    expected = shot_file.read_bytes()[: 5 * 4096]
+    first, second = source.open_file(), source.open_file()
+    assert first.read(4096) == expected[:4096] and first.requests == 1
+    assert second.read(4096) == expected[:4096] and second.requests == 0  # the first one's block
+    second.seek(4096)
+    assert second.read(4 * 4096) == expected[4096:] and second.requests == 4
+    assert len(sources._SHARED[source].blocks) == 3  # bounded: the oldest blocks went
+    first.seek(0)
+    assert first.read(10) == expected[:10] and first.requests == 2  # block 0 was let go: fetched again
+    first.close()
+    assert source in sources._SHARED  # the second file still uses it
+    second.close()
+    assert source not in sources._SHARED
+    third = source.open_file()
+    assert third.read(10) == expected[:10] and third.requests == 1  # cold again
+    third.close()

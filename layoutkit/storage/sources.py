@@ -6,6 +6,7 @@ import bisect
 import io
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ def _run(coro: Any) -> Any:
 
 
 READ_BLOCK_BYTES = 4 * 1024**2  # what one metadata read fetches (h5py asks for a few bytes at a time)
-READ_CACHE_BLOCKS = 16  # 64 MiB at most per open file (verify opens one per worker)
+# 64 MiB at most per source object, however many files are open on it in this process
+# (verify opens one per worker: 8 workers with a cache each held 0.5 GiB of blocks)
+READ_CACHE_BLOCKS = 32
 
 
 @dataclass(frozen=True)
@@ -119,15 +122,64 @@ class ObjectSource:
 _STORES: dict[ObjectSource, tuple[Any, str]] = {}
 
 
+class _SharedBlocks:
+    """The blocks of one source object, shared by every :class:`RangeFile` open on it in
+    this process, the most recently used :data:`READ_CACHE_BLOCKS` kept. It lives while a
+    file is open on the source: a run that closes its files starts the next cold."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.blocks: OrderedDict[int, bytes] = OrderedDict()
+        self.users = 0
+
+    def get(self, index: int) -> bytes | None:
+        with self.lock:
+            block = self.blocks.get(index)
+            if block is not None:
+                self.blocks.move_to_end(index)
+            return block
+
+    def put(self, index: int, block: bytes) -> None:
+        with self.lock:
+            self.blocks[index] = block
+            self.blocks.move_to_end(index)
+            while len(self.blocks) > READ_CACHE_BLOCKS:
+                self.blocks.popitem(last=False)
+
+
+_SHARED: dict[ObjectSource, _SharedBlocks] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _forget_shared() -> None:  # a forked child: its parent's lock may have been held mid-fork
+    global _SHARED_LOCK
+    _SHARED.clear()
+    _SHARED_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_shared)
+
+
 class RangeFile(io.RawIOBase):
     """A read-only, seekable file over :meth:`ObjectSource.read_range`, fetching whole
-    blocks of :data:`READ_BLOCK_BYTES` and keeping the last :data:`READ_CACHE_BLOCKS`
-    (h5py reads metadata a few bytes at a time). ``requests`` counts the GETs."""
+    blocks of :data:`READ_BLOCK_BYTES` (h5py reads metadata a few bytes at a time) into a
+    cache every file open on the same source in this process shares
+    (:class:`_SharedBlocks`). ``requests`` counts the GETs this file made."""
 
     def __init__(self, source: ObjectSource, size: int, on_get: Any = None) -> None:
         self.source, self._size, self._pos, self._on_get = source, size, 0, on_get
-        self._blocks: dict[int, bytes] = {}
+        with _SHARED_LOCK:
+            self._blocks = _SHARED.setdefault(source, _SharedBlocks())
+            self._blocks.users += 1
         self.requests = 0
+
+    def close(self) -> None:
+        if not self.closed:
+            with _SHARED_LOCK:
+                self._blocks.users -= 1
+                if self._blocks.users <= 0 and _SHARED.get(self.source) is self._blocks:
+                    del _SHARED[self.source]
+        super().close()
 
     def readable(self) -> bool:
         return True
@@ -144,16 +196,14 @@ class RangeFile(io.RawIOBase):
         return self._pos
 
     def _block(self, index: int) -> bytes:
-        block = self._blocks.pop(index, None)
+        block = self._blocks.get(index)
         if block is None:
             start = index * READ_BLOCK_BYTES
             block = self.source.read_range(start, min(READ_BLOCK_BYTES, self._size - start))
             self.requests += 1
             if self._on_get is not None:
                 self._on_get(len(block))
-            if len(self._blocks) >= READ_CACHE_BLOCKS:
-                self._blocks.pop(next(iter(self._blocks)))
-        self._blocks[index] = block  # most recently used last
+            self._blocks.put(index, block)
         return block
 
     def readinto(self, buffer: Any) -> int:

@@ -101,19 +101,6 @@ def make_netcdf(path: Path, mb: int) -> int:
     return tas.nbytes
 
 
-def reset_peak_rss() -> None:
-    """Start this process's peak RSS (VmHWM) over from its current RSS (Linux >= 4.0), so
-    each phase's peak is its own, not the upload's before it."""
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")
-
-
-def peak_rss() -> int:
-    """This process's peak RSS in bytes since the last :func:`reset_peak_rss`."""
-    with open("/proc/self/status") as fh:
-        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
-
-
 def upload(store, local: Path, key: str) -> None:  # noqa: ANN001
     import obstore
 
@@ -167,7 +154,7 @@ def main() -> None:
 
     from layoutkit.archive import open_archive
     from layoutkit.verify.patterns import plan_reads
-    from layoutkit.verify.run import VerifyOptions, parse_durations, parse_sizes, verify
+    from layoutkit.verify.run import VerifyOptions, parse_durations, parse_sizes, peak_rss, reset_peak_rss, verify
 
     src, logical = sample(args.workdir, args.shots, args.signals)
     chosen = {"source.h5", *(n.strip() for n in args.layouts.split(",") if n.strip())}
@@ -358,6 +345,10 @@ def summarize(report: dict, latencies: tuple[float, ...], source_name: str) -> N
     if phases:
         print("\nPeak RSS of verify in this process, per phase: "
               + ", ".join(f"{k} {v / MiB:.0f} MiB" for k, v in phases.items()))
+        cells = sorted((r for r in report["reads"] if r.get("peak_rss")), key=lambda r: -r["peak_rss"])[:5]
+        print("largest read cells: " + "; ".join(
+            f"{r['variant']} {r['pattern']} w{r['workers']} pb {r['page_buffer']}: {r['peak_rss'] / MiB:.0f} MiB"
+            for r in cells))
     print("\nTargets:\n")
     for what, ok, got in targets:
         print(f"- {'met' if ok else 'MISSED'}: {what}: {got}")

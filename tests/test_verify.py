@@ -24,7 +24,9 @@ from layoutkit.verify.run import (
     parse_bandwidths,
     parse_counts,
     parse_durations,
+    peak_rss,
     read_share,
+    reset_peak_rss,
     warm,
 )
 from layoutkit.verify.storage import LatencyModel
@@ -73,6 +75,7 @@ def test_good_variants_are_equal_and_every_row_is_reported(shot_file, variants, 
     for r in rows:
         assert int(r["requests"]) > 0 and int(r["bytes_read"]) > 0, r
         assert r["equal"] in ("True", ""), r
+        assert int(r["peak_rss"]) > 10 * 2**20, r  # threads: this process's peak over the row's runs
     paged = [r for r in rows if r["variant"] == "by-shot.h5" and r["pattern"] == "shot"]
     with_pb = next(r for r in paged if r["page_buffer"] != "0")
     without = next(r for r in paged if r["page_buffer"] == "0")
@@ -487,3 +490,16 @@ def test_memory_freed_by_a_condition_goes_back_to_the_system() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert int(done.stdout) > 100 * 2**20, done.stdout
+
+
+def test_peak_rss_is_measured_per_row_from_a_reset():
+    """verify's per-row peak RSS starts over at each row: a 200 MB array allocated and
+    freed after a reset shows in the peak, and is gone from it after the next reset."""
+    assert reset_peak_rss()
+    base = peak_rss()
+    block = np.ones(200 * 2**20, dtype=np.uint8)  # touched: resident
+    del block
+    grown = peak_rss()
+    assert grown >= base + 190 * 2**20, (base, grown)
+    assert reset_peak_rss()
+    assert peak_rss() < grown - 150 * 2**20

@@ -21,7 +21,7 @@ from layoutkit.verify.run import Result
 CSV_FIELDS = [
     "variant", "format", "layout", "pattern", "engine", "workers", "page_buffer", "cache", "latency",
     "bandwidth", "seconds", "seconds_min", "seconds_max", "repeats", "requests", "bytes_read",
-    "logical_bytes", "mb_per_s", "meta_hit_rate", "raw_hit_rate", "equal", "error",
+    "logical_bytes", "mb_per_s", "meta_hit_rate", "raw_hit_rate", "peak_rss", "equal", "error",
 ]  # fmt: skip
 
 

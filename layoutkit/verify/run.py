@@ -294,6 +294,7 @@ class Result:
     equal: bool | None
     error: str | None = None
     times: list[float] = field(default_factory=list)
+    peak_rss: int | None = None  # bytes, this process's peak over the row's runs (threads, serial; Linux)
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -363,6 +364,7 @@ def measure(
                     if c.cache == "warm":
                         warm(v.path)
                     times, outs = [], []
+                    in_process = c.engine in ("threads", "serial") and reset_peak_rss()
                     for _ in range(repeat):
                         if c.cache == "cold":
                             evict(v.path)
@@ -370,6 +372,7 @@ def measure(
                         outs = engines[key].map(read_share, shares)
                         times.append(time.perf_counter() - t0)
                         progress(f"{v.name} {plan.pattern}")
+                    peak = peak_rss() if in_process else None
                     release_freed_memory()
                     median = statistics.median(times)
                     logical = sum(o["logical"] for o in outs)
@@ -398,6 +401,7 @@ def measure(
                             raw_hit_rate=raw_rate,
                             equal=v.equal,
                             times=times,
+                            peak_rss=peak,
                             error=next((o["error"] for o in outs if o["error"]), None),
                         )
                     )
@@ -423,6 +427,26 @@ def release_freed_memory() -> None:
     libc = _libc()
     if libc is not None and hasattr(libc, "malloc_trim"):
         libc.malloc_trim(0)
+
+
+def reset_peak_rss() -> bool:
+    """Start this process's peak RSS (VmHWM) over from its current RSS; False where the
+    system cannot (not Linux, or a kernel without ``clear_refs``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss() -> int | None:
+    """This process's peak RSS in bytes since :func:`reset_peak_rss` (None if unknown)."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:")), None)
+    except OSError:
+        return None
 
 
 def count_runs(

@@ -514,3 +514,15 @@ def test_files_open_on_one_source_share_one_bounded_block_cache(endpoint, source
     third = source.open_file()
     assert third.read(10) == expected[:10] and third.requests == 1  # cold again
     third.close()
+
+
+def test_a_403_in_a_port_is_not_access_denied():
+    """What a store's error means is read from its status, not from any '403' in the
+    text: a silent server on port 40317 once read as 'access denied' (a CI flake)."""
+    from layoutkit.storage.buckets import describe_store_error
+
+    url = "s3://bucket/out.zarr"
+    refused = "Generic S3 error: Error after 0 retries in 2.1s: error sending request for url (http://127.0.0.1:40317/bucket/out.zarr/zarr.json)"
+    assert "access denied" not in describe_store_error(url, OSError(refused))
+    forbidden = "Generic S3 error: Received response status: 403 Forbidden, body: <Error><Code>SignatureDoesNotMatch</Code></Error>"
+    assert "access denied" in describe_store_error(url, OSError(forbidden))

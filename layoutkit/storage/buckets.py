@@ -105,7 +105,10 @@ def describe_store_error(url: str, exc: BaseException) -> str:
     text = str(exc)
     if "NoSuchBucket" in text:
         return f"{url}: the bucket does not exist."
-    if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "AccessDenied" in text or "403" in text:
+    # the status as a status, not any "403" in the text: a port such as :40317 in the URL
+    # once made a server that never answered read as "access denied"
+    forbidden = re.search(r"\b403 Forbidden\b|status(?: code)?[:= ]+403\b", text, re.IGNORECASE)
+    if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "AccessDenied" in text or forbidden:
         return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
     if "retries" in text and re.search(r"in [0-9.]+s, after \d+ retries", text) and not re.search(r"\b[45]\d\d\b", text):
         return (f"{url}: the endpoint did not answer in time, even after retries (--storage-option timeout=... "

@@ -8,7 +8,8 @@ For each weighting (`signal=1`, `shot=1`, and `shot=1,signal=1`) `layoutkit advi
 on the sample archive, in a process of its own (wall time and peak RSS), with its
 default budget at 10 ms latency and 2 workers (threads); then
 each candidate it measured is written from the whole archive with its recipe and timed
-with verify's measurement (same patterns, same K, warm cache, 3 repeats). The table
+with verify's measurement (same patterns, same K, warm cache, one untimed run, then the
+median of 9). The table
 gives predicted and measured seconds and GETs per candidate and pattern, the error,
 and whether the recommended layout is the measured best or within 10% of it.
 Results: benchmarks/out/advise.{txt,json} and advise-*.png (advise's own plots).
@@ -33,6 +34,7 @@ from layoutkit.verify.run import Condition, describe, measure
 
 TEMPLATE = "/shots/{shot}/signals/{signal}"
 WEIGHTINGS = ("signal=1", "shot=1", "shot=1,signal=1")
+MEASURED_REPEATS = 9  # the truth's median, after one untimed run (its spread between runs was +-15% at 3)
 
 
 def full_size(src: Path, work: Path, name: str, recipe: str, template: str) -> Path:
@@ -104,7 +106,7 @@ def main() -> None:
                     cond = Condition("threads", args.workers, 64 * 2**20 if paged else None, "warm",
                                      args.latency, 0.0)
                     (r,) = measure([describe(variant, variant.name, True, TEMPLATE)], [plan],
-                                   lambda _, cond=cond: [cond], 3, TEMPLATE)
+                                   lambda _, cond=cond: [cond], MEASURED_REPEATS, TEMPLATE, warmup=1)
                     measured_cache[key] = {"seconds": r.seconds, "requests": r.requests, "bytes": r.bytes_read}
                 m = measured_cache[key]
                 p = fit["predicted"]

@@ -149,11 +149,21 @@ def test_local_time_grows_by_opening_and_per_request():
     small, large = obs(4, 30, 3e6, 0.30), obs(8, 40, 3.3e6, 0.40)
     open_small, open_large = obs(4, 2, 1000, 0.10), obs(8, 2, 2000, 0.12)
     requests = 40 + 10 * 25
-    got = local_seconds(small, large, 108, requests, open_small, open_large)
+    got = local_seconds(small, large, 108, requests, 3.3e6, open_small, open_large)
     opening = 0.12 + 100 * 0.005  # the open line: 0.02 s per 4 shots
     per_request = min((0.28 - 0.20) / 10, 0.28 / 40)  # reads: 0.20 s at 30 requests, 0.28 s at 40
     assert got == pytest.approx(opening + 0.28 + per_request * 250)
-    assert local_seconds(small, large, 8, 40) == pytest.approx(0.40)  # at the larger sample's size: as measured
+    assert local_seconds(small, large, 8, 40, 3.3e6) == pytest.approx(0.40)  # at the larger sample's size: as measured
+
+
+def test_local_time_grows_with_bytes_when_requests_stay():
+    # a signal-major signal read: the same 8 requests, each object holding more shots as the archive grows
+    small, large = obs(7, 8, 7e6, 0.024), obs(13, 8, 13e6, 0.035)
+    per_byte = min((0.035 - 0.024) / 6e6, 0.035 / 13e6)
+    assert local_seconds(small, large, 40, 8, 40e6) == pytest.approx(0.035 + per_byte * 27e6)
+    # bytes that grow less than requests: the requests' growth counts
+    small, large = obs(4, 30, 3e6, 0.30), obs(8, 40, 3.3e6, 0.40)
+    assert local_seconds(small, large, 108, 290, 3.4e6) == pytest.approx(0.40 + 0.01 * 250)
 
 
 def test_concurrency_and_prediction_by_hand():

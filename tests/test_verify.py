@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 import h5py
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 from layoutkit.archive import open_archive
 from layoutkit.cli import app
 from layoutkit.errors import InvalidOptionError
-from layoutkit.verify.patterns import plan_reads, run_reads, split
+from layoutkit.verify.patterns import ReadPlan, plan_reads, run_reads, split
 from layoutkit.verify.run import (
     Condition,
     conditions_for,
@@ -503,3 +504,29 @@ def test_peak_rss_is_measured_per_row_from_a_reset():
     assert grown >= base + 190 * 2**20, (base, grown)
     assert reset_peak_rss()
     assert peak_rss() < grown - 150 * 2**20
+
+
+def test_measure_warms_up_untimed_and_repeats_short_rows_to_a_time_floor(shot_file, monkeypatch):
+    """``warmup`` runs are not timed; ``min_seconds`` repeats a short row past ``repeat``,
+    at most MAX_REPEAT_FACTOR x ``repeat`` times; a long row stops at ``repeat``."""
+    from layoutkit.verify import run as vrun
+
+    calls: list[float] = []
+
+    def fake_share(*args):  # noqa: ANN002, ANN202 - stands in for read_share
+        delay = 0.05 if not calls else 0.01  # the first call (the warm-up) is slow
+        calls.append(delay)
+        time.sleep(delay)
+        return {"logical": 1, "requests": 1, "bytes": 1, "page_buffer": None, "error": None}
+
+    monkeypatch.setattr(vrun, "read_share", fake_share)
+    variant = vrun.describe(shot_file, "src", True, "/shots/{shot}/signals/{signal}")
+    plan = ReadPlan("shot", ("1",))
+    cond = Condition("serial", 1, None, "warm", 0.0, 0.0)
+    (row,) = vrun.measure([variant], [plan], lambda _: [cond], 2, warmup=1, min_seconds=10.0)
+    assert len(calls) == 1 + 2 * vrun.MAX_REPEAT_FACTOR  # capped, not 10 s of runs
+    assert row.repeats == 2 * vrun.MAX_REPEAT_FACTOR
+    assert row.seconds_max < 0.04  # the slow warm-up is not among the timed runs
+    calls.clear()
+    (row,) = vrun.measure([variant], [plan], lambda _: [cond], 3, min_seconds=0.001)
+    assert row.repeats == 3 and len(calls) == 3

@@ -63,6 +63,8 @@ from layoutkit.verify.run import Condition, Variant, describe, measure
 # larger sample for each pass over it (writing, and each pattern measured).
 SECONDS_PER_SHOT_AND_PASS = 0.5
 MAX_SAMPLE_BYTES = 512 * 1024**2  # stored bytes of the larger sample, at most
+OPENING = "opening"  # the plan that opens the archive and reads nothing
+MIN_OBSERVED_SECONDS = 0.5  # timed runs per observation add up to this, at least (verify.measure's min_seconds)
 OUTPUT_RESERVE = 3.0  # seconds kept for writing results.json, the recipe and the plot
 DEFAULT_PAGE_BUFFER = 64 * 1024**2
 
@@ -202,11 +204,15 @@ def _remove_target(prefix: str, storage: dict[str, str]) -> None:
     delete_keys(store, [k for k, _ in list_keys(store, key)])
 
 
-def _observe(variant: Variant, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float
-             ) -> tuple[Observation, str | None]:
+def _observe(variant: Variant, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float,
+             warmup: int = 0) -> tuple[Observation, str | None]:
+    """The plan on the variant: ``warmup`` untimed runs (the first read in a process pays
+    for what later ones reuse), then at least ``repeat`` and :data:`MIN_OBSERVED_SECONDS`
+    of timed ones (a 0.05 s pattern's median of three is mostly noise)."""
     cpu0 = time.process_time()
-    (result,) = measure([variant], [plan], lambda _: [condition], repeat, template)
-    cpu = (time.process_time() - cpu0) / repeat
+    (result,) = measure([variant], [plan], lambda _: [condition], repeat, template, warmup=warmup,
+                        min_seconds=MIN_OBSERVED_SECONDS)
+    cpu = (time.process_time() - cpu0) / (result.repeats + warmup)
     obs = Observation(scale, float(result.requests), float(result.bytes_read), result.seconds, cpu)
     return obs, result.error
 
@@ -292,10 +298,11 @@ def advise(
         # K of the smaller sample's shots, at most half of them: both samples then read a scattered part
         # of the archive, as the full one will (reading every shot of a sample reads it contiguously)
         reads = min(options.sample, max(1, int(scales[0]) // 2)) if unit == "shots" else options.sample
-        # every pattern opens the archive, which costs more as it grows: measure open too
-        patterns = (*weights, *(() if "open" in weights else ("open",)))
         # drawn from the smaller sample and made on both (the larger holds the smaller): they differ by size alone
-        plans = _plans(small, patterns, reads, options.seed, options.template)
+        plans = _plans(small, tuple(weights), reads, options.seed, options.template)
+        # every pattern opens the archive, which costs more as it grows: opening alone is measured too (not the
+        # open pattern, which also lists every array: a paged file's listing grew 3x faster than its opening)
+        plans.append(ReadPlan(OPENING, ()))
         on_total(len(trials))
         estimate = 4 * (clock.now() - clock.start) + 1.0  # before any candidate: from the sampling
         done: list[Trial] = []
@@ -436,9 +443,8 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
             pattern = plan.pattern
             observed[pattern] = {}
             for size, scale in (("small", scales[0]), ("large", scales[1])):
-                repeat = max(5, options.repeat) if pattern == "open" else options.repeat  # short: noisier
-                observed[pattern][size], error = _observe(variants[size], plan, local, repeat, options.template,
-                                                          scale)  # fmt: skip
+                observed[pattern][size], error = _observe(variants[size], plan, local, options.repeat,
+                                                          options.template, scale, warmup=1)  # fmt: skip
                 if error:
                     trial.status, trial.reason = "failed", f"the {pattern} pattern failed: {error}"
                     return trial
@@ -449,7 +455,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
                     timed, _ = _observe(variants[size], plan, remote, options.repeat, options.template, scale)
                     at_latency[pattern][size] = timed.seconds
                     check_time()
-        opened = observed.get("open", {})
+        opened = observed[OPENING]
         for plan in plans:
             pattern = plan.pattern
             if pattern not in weights:

@@ -38,6 +38,7 @@ from layoutkit.verify.patterns import ReadPlan, run_reads, split
 from layoutkit.verify.storage import LatencyModel
 
 ENGINES = ("serial", "threads", "processes", "distributed")
+MAX_REPEAT_FACTOR = 5  # measure(min_seconds=...): at most this many times the repetitions asked for
 CACHES = ("cold", "warm")
 
 
@@ -324,6 +325,8 @@ def measure(
     template: str = "/shots/{shot}/signals/{signal}",
     scheduler: str | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    warmup: int = 0,
+    min_seconds: float = 0.0,
 ) -> list[Result]:
     """Run every plan on every variant under each of its conditions.
 
@@ -339,6 +342,14 @@ def measure(
         Repetitions per row; the row holds their median, minimum and maximum.
     progress
         Called with a label after each repetition.
+    warmup
+        Untimed repetitions before the timed ones, per row: the first read of a
+        variant in a process also pays for what later ones reuse (codec pipelines,
+        thread pools, lazily imported modules), measured up to 4x a later one.
+    min_seconds
+        Repeat past ``repeat`` until the timed repetitions add up to this many
+        seconds (at most ``MAX_REPEAT_FACTOR`` x ``repeat``): a short row's median
+        of three is mostly noise.
     """
     if repeat < 1:
         raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {repeat}.")
@@ -365,7 +376,11 @@ def measure(
                         warm(v.path)
                     times, outs = [], []
                     in_process = c.engine in ("threads", "serial") and reset_peak_rss()
-                    for _ in range(repeat):
+                    for _ in range(warmup):
+                        engines[key].map(read_share, shares)
+                    while len(times) < repeat or (
+                        sum(times) < min_seconds and len(times) < MAX_REPEAT_FACTOR * repeat
+                    ):
                         if c.cache == "cold":
                             evict(v.path)
                         t0 = time.perf_counter()
@@ -392,7 +407,7 @@ def measure(
                             seconds=median,
                             seconds_min=min(times),
                             seconds_max=max(times),
-                            repeats=repeat,
+                            repeats=len(times),
                             requests=sum(o["requests"] for o in outs),
                             bytes_read=sum(o["bytes"] for o in outs),
                             logical_bytes=logical,

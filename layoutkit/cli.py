@@ -568,6 +568,8 @@ def advise(
 
 
 def _advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazily
+    from layoutkit.advise.model import samples_alike
+
     unit = "shots" if result.unit == "shots" else "MB"
     scale = (lambda x: f"{x:.0f}") if result.unit == "shots" else (lambda x: f"{x / 1e6:.0f}")
     o = result.options
@@ -586,15 +588,24 @@ def _advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported laz
     t.add_column("weighted s", justify="right")
     t.add_column("size", justify="right")
     t.add_column(f"$ per 1000 runs (at ${o.price_per_1000_get:g}/1000 GET)", justify="right")
+    alike = False
     for i, trial in enumerate(result.ranked, 1):
         cells = []
         cost = 0.0
         for p, w in result.weights.items():
-            pred = trial.patterns[p].prediction
-            cells += [f"{pred.seconds:.3g}", f"{pred.requests:,.0f}"]
+            fit = trial.patterns[p]
+            pred = fit.prediction
+            mark = "*" if samples_alike(fit.small, fit.large, p) else ""
+            alike = alike or bool(mark)
+            cells += [f"{pred.seconds:.3g}{mark}", f"{pred.requests:,.0f}"]
             cost += pred.requests * w / sum(result.weights.values())
         t.add_row(str(i), trial.name, trial.command, *cells, f"{trial.weighted_seconds:.3g}",
                   format_size(trial.predicted_bytes), f"{cost * o.price_per_1000_get:.4f}")
+    if alike:
+        t.caption = ("* both samples made the same requests for a read that grows with the archive (they fit the "
+                     "same pages or objects): no growth is predicted, and the time may be low. Larger samples "
+                     "(--sample-shots, --budget) show the growth.")
+        t.caption_justify = "left"
     return t
 
 

@@ -161,6 +161,12 @@ def test_local_time_grows_with_bytes_when_requests_stay():
     small, large = obs(7, 8, 7e6, 0.024), obs(13, 8, 13e6, 0.035)
     per_byte = min((0.035 - 0.024) / 6e6, 0.035 / 13e6)
     assert local_seconds(small, large, 40, 8, 40e6) == pytest.approx(0.035 + per_byte * 27e6)
+    # the same medians from runs whose ranges overlap: noise, not growth; the bytes add nothing
+    noisy_small = Observation(7, 8, 7e6, 0.024, 0.0, 0.020, 0.036)
+    noisy_large = Observation(13, 8, 13e6, 0.035, 0.0, 0.030, 0.041)
+    assert local_seconds(noisy_small, noisy_large, 40, 8, 40e6) == pytest.approx(0.035)
+    apart = Observation(13, 8, 13e6, 0.035, 0.0, 0.0365, 0.041)
+    assert local_seconds(noisy_small, apart, 40, 8, 40e6) == pytest.approx(0.035 + per_byte * 27e6)
     # bytes that grow less than requests: the requests' growth counts
     small, large = obs(4, 30, 3e6, 0.30), obs(8, 40, 3.3e6, 0.40)
     assert local_seconds(small, large, 108, 290, 3.4e6) == pytest.approx(0.40 + 0.01 * 250)
@@ -366,3 +372,36 @@ def test_a_file_that_is_not_a_shot_archive_gets_the_array_patterns(hard_cases, t
     assert {n for n, s in status.items() if s == "measured"} == {"cloud-netcdf", "local-fast", "zarr-shot"}
     assert all(s == "not applicable" for n, s in status.items() if n in ("cmod-shot", "zarr-signal", "zarr-shot-packed"))
     assert "order)" not in result.output and load_recipe(out / "recommended.toml").target == "zarr"
+
+
+def test_samples_that_show_no_growth_are_flagged():
+    """A read that grows with the archive, with the same requests and bytes on both
+    samples (a paged file's pages hold both), is predicted flat: the table marks it and
+    results.json says so; a fixed-size read, or counts that differ, are not marked."""
+    from rich.console import Console
+
+    from layoutkit.advise.model import Prediction, samples_alike
+    from layoutkit.advise.run import AdviseOptions, AdviseResult, PatternFit, Trial, to_json
+    from layoutkit.cli import _advice_table
+
+    alike_small, alike_large = obs(7, 14, 50e6, 0.1), obs(13, 14, 50e6, 0.16)
+    assert samples_alike(alike_small, alike_large, "signal")
+    assert not samples_alike(alike_small, alike_large, "shot")  # a fixed-size read may well stay
+    assert not samples_alike(alike_small, obs(13, 15, 58e6, 0.16), "signal")
+    pred = Prediction(14, 50e6, 0.16, 0.14, 0.1, 1.0)
+
+    def trial(name, small, large):  # noqa: ANN001, ANN202
+        t = Trial(name, "reorder", {"by": "signal"}, patterns={"signal": PatternFit(small, large, 0.2, 0.3, pred)})
+        t.weighted_seconds = pred.seconds
+        return t
+
+    result = AdviseResult("shots.h5", AdviseOptions(), {"signal": 1.0}, "shots", (7, 13, 40), 3,
+                          [trial("flat", alike_small, alike_large), trial("grows", alike_small, obs(13, 19, 92e6, 0.2))],
+                          1.0)
+    console = Console(width=250, record=True)
+    console.print(_advice_table(result))
+    text = console.export_text()
+    assert "0.3*" in text and text.count("*") == 2  # the flat prediction and the caption's footnote
+    assert "the time may be low" in text
+    flags = {c["name"]: c["patterns"]["signal"]["samples_alike"] for c in to_json(result)["candidates"]}
+    assert flags == {"flat": True, "grows": False}

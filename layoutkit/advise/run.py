@@ -47,6 +47,7 @@ from layoutkit.advise.model import (
     full_counts,
     grown_concurrency,
     predict,
+    samples_alike,
     weighted,
 )
 from layoutkit.advise.subset import Part, array_part, shot_part, shots_of, spread, write_part
@@ -213,7 +214,8 @@ def _observe(variant: Variant, plan: ReadPlan, condition: Condition, repeat: int
     (result,) = measure([variant], [plan], lambda _: [condition], repeat, template, warmup=warmup,
                         min_seconds=MIN_OBSERVED_SECONDS)
     cpu = (time.process_time() - cpu0) / (result.repeats + warmup)
-    obs = Observation(scale, float(result.requests), float(result.bytes_read), result.seconds, cpu)
+    obs = Observation(scale, float(result.requests), float(result.bytes_read), result.seconds, cpu,
+                      result.seconds_min, result.seconds_max)
     return obs, result.error
 
 
@@ -507,6 +509,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
                     "predicted": {**asdict(f.prediction), "seconds": f.prediction.seconds,
                                   "get_cost": f.prediction.requests * price},
                     "small": asdict(f.small), "large": asdict(f.large),
+                    "samples_alike": samples_alike(f.small, f.large, p),  # no growth seen: may predict low
                     "small_seconds_at_latency": f.small_seconds_at_latency,
                     "large_seconds_at_latency": f.seconds_at_latency,
                 }

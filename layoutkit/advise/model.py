@@ -27,7 +27,7 @@ requests x latency and bytes / bandwidth over the concurrency ``c``, where
   two in ``R`` (a reader that sends its requests together overlaps more of them when
   there are more);
 - ``T0(S)`` is opening plus reading: opening (every pattern opens the archive) follows
-  the line of the ``open`` pattern's local seconds, and reading grows by its local cost
+  the line of opening alone (open, read nothing), and reading grows by its local cost
   per request or per byte measured between the samples, whichever grows more, each at
   most the larger sample's average (local work cannot grow faster than the requests
   and bytes it handles).
@@ -152,7 +152,7 @@ def full_counts(small: Observation, large: Observation, scale: float, pattern: s
 
 def local_seconds(small: Observation, large: Observation, scale: float, requests: float, nbytes: float = 0.0,
                   open_small: Observation | None = None, open_large: Observation | None = None) -> float:
-    """Local seconds at size ``scale``: opening, along the ``open`` pattern's line, plus
+    """Local seconds at size ``scale``: opening, along the line of opening alone, plus
     the reads, grown by their local cost per request or per byte measured between the
     samples (each at most the larger sample's average), whichever grows more: a
     signal-major signal read fetches the same few objects from a bigger archive, but
@@ -166,23 +166,25 @@ def local_seconds(small: Observation, large: Observation, scale: float, requests
     opening = extend(open_small.scale, open_small.seconds, open_large.scale, open_large.seconds, scale)
     read_small = max(0.0, small.seconds - open_small.seconds)
     read_large = max(0.0, large.seconds - open_large.seconds)
-    growth = 0.0
-    by_bytes = separated(small, large)  # tiny samples' few-ms reads: their noise read as growth per byte
-    for count_small, count_large, count in ((small.requests, large.requests, requests),
-                                            (small.bytes, large.bytes, nbytes) if by_bytes else (0, 0, 0)):
+
+    def growth(count_small: float, count_large: float, count: float) -> float:
         per_unit = slope(count_small, read_small, count_large, read_large)
         if count_large:
             per_unit = min(per_unit, read_large / count_large)
-        growth = max(growth, per_unit * max(0.0, count - count_large))
-    return opening + read_large + growth
+        return per_unit * max(0.0, count - count_large)
+
+    grown = growth(small.requests, large.requests, requests)
+    if separated(small, large):  # tiny samples' few-ms reads: their noise is not growth per byte
+        grown = max(grown, growth(small.bytes, large.bytes, nbytes))
+    return opening + read_large + grown
 
 
 def predict(
     small: Observation, large: Observation, scale: float, latency: float, bandwidth: float, concurrency: float,
     open_small: Observation | None = None, open_large: Observation | None = None, pattern: str = "signal",
 ) -> Prediction:
-    """The pattern's cost at size ``scale`` (see the module's docstring). ``open_*``: the
-    ``open`` pattern on the same samples (None when the pattern is ``open``)."""
+    """The pattern's cost at size ``scale`` (see the module's docstring). ``open_*``: opening
+    alone (open, read nothing) on the same samples (None when the pattern is ``open``)."""
     requests, nbytes = full_counts(small, large, scale, pattern)
     local = local_seconds(small, large, scale, requests, nbytes, open_small, open_large)
     cpu = large.cpu * (local / large.seconds) if large.seconds else large.cpu

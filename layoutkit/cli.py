@@ -568,8 +568,6 @@ def advise(
 
 
 def _advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazily
-    from layoutkit.advise.model import samples_alike
-
     unit = "shots" if result.unit == "shots" else "MB"
     scale = (lambda x: f"{x:.0f}") if result.unit == "shots" else (lambda x: f"{x / 1e6:.0f}")
     o = result.options
@@ -595,7 +593,7 @@ def _advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported laz
         for p, w in result.weights.items():
             fit = trial.patterns[p]
             pred = fit.prediction
-            mark = "*" if samples_alike(fit.small, fit.large, p) else ""
+            mark = "*" if fit.may_be_low(p) else ""
             alike = alike or bool(mark)
             cells += [f"{pred.seconds:.3g}{mark}", f"{pred.requests:,.0f}"]
             cost += pred.requests * w / sum(result.weights.values())
@@ -603,7 +601,8 @@ def _advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported laz
                   format_size(trial.predicted_bytes), f"{cost * o.price_per_1000_get:.4f}")
     if alike:
         t.caption = ("* both samples made the same requests for a read that grows with the archive (they fit the "
-                     "same pages or objects): no growth is predicted, and the time may be low. Larger samples "
+                     "same objects, and no geometry counted its pages): no growth is predicted, and the time may "
+                     "be low. Larger samples "
                      "(--sample-shots, --budget) show the growth.")
         t.caption_justify = "left"
     return t

@@ -306,6 +306,10 @@ def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
     # the log line through them predicted 68 for 38 measured (+79%); on 4 and 8 it predicts
     # 80 for 76. That model miss surfaced only when timing put zarr-signal in the top two.
     doc, _, _ = run_advise(archive, tmp_path, "shot=1,signal=1", shots=8)
+    for c in doc["candidates"]:  # a paged file's pages are counted from its geometry (pages.py), no other's
+        if c["status"] == "measured":
+            paged = c["command"] == "reorder"
+            assert all((f["extra_pages"] is not None) == paged for f in c["patterns"].values()), c["name"]
     ranked = sorted((c for c in doc["candidates"] if c["status"] == "measured"), key=lambda c: c["weighted_seconds"])
     for c in ranked[:2]:  # the recommended layout and the runner-up, at full size
         candidate = Candidate(c["name"], c["name"])

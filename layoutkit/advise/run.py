@@ -50,10 +50,12 @@ from layoutkit.advise.model import (
     samples_alike,
     weighted,
 )
+from layoutkit.advise.pages import PAGED_PATTERNS, PagedFile, extra_requests
 from layoutkit.advise.subset import Part, array_part, shot_part, shots_of, spread, write_part
 from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.inventory import Inventory, check_source, first_line, read_inventory
+from layoutkit.layouts import get_layout
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import describe_store_error, destination, is_icechunk, is_url, object_store
 from layoutkit.storage.buckets import delete_keys, list_keys
@@ -148,6 +150,12 @@ class PatternFit:
     small_seconds_at_latency: float
     seconds_at_latency: float
     prediction: Prediction
+    extra_pages: int | None = None  # a paged file's data pages beyond the larger sample's (None: not counted)
+
+    def may_be_low(self, pattern: str) -> bool:
+        """Both samples made the same requests for a read that grows, and nothing else
+        counted its growth: the prediction may be low."""
+        return self.extra_pages is None and samples_alike(self.small, self.large, pattern)
 
 
 @dataclass
@@ -215,7 +223,7 @@ def _observe(variant: Variant, plan: ReadPlan, condition: Condition, repeat: int
                         min_seconds=MIN_OBSERVED_SECONDS)
     cpu = (time.process_time() - cpu0) / (result.repeats + warmup)
     obs = Observation(scale, float(result.requests), float(result.bytes_read), result.seconds, cpu,
-                      result.seconds_min, result.seconds_max)
+                      result.seconds_min, result.seconds_max, float(result.logical_bytes))
     return obs, result.error
 
 
@@ -305,6 +313,9 @@ def advise(
         # every pattern opens the archive, which costs more as it grows: opening alone is measured too (not the
         # open pattern, which also lists every array: a paged file's listing grew 3x faster than its opening)
         plans.append(ReadPlan(OPENING, ()))
+        # the larger sample's and the source's arrays, for a paged file's pages at full size (pages.py)
+        inventories = ((read_inventory(large, workers=1), inventory)
+                       if unit == "shots" and any(c.command == "reorder" for c in trials) else None)
         on_total(len(trials))
         estimate = 4 * (clock.now() - clock.start) + 1.0  # before any candidate: from the sampling
         done: list[Trial] = []
@@ -322,7 +333,8 @@ def advise(
             if not any(t.status == "measured" for t in done) and clock.left() < estimate:
                 _too_small(options.budget, unit, scales, clock)
             where = f"{target}/c{i}" if target else None
-            trial = _try(candidate, small, large, plans, weights, scales, options, work / f"c{i}", where, clock)
+            trial = _try(candidate, small, large, plans, weights, scales, options, work / f"c{i}", where, clock,
+                         inventories)
             if trial.status == "over budget" and not any(t.status == "measured" for t in done):
                 _too_small(options.budget, unit, scales, clock)
             done.append(trial)
@@ -403,8 +415,8 @@ def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: Ad
 
 
 def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], weights: dict[str, float],
-         scales: tuple[float, float, float], options: AdviseOptions, work: Path, where: str | None, clock: _Clock
-         ) -> Trial:
+         scales: tuple[float, float, float], options: AdviseOptions, work: Path, where: str | None, clock: _Clock,
+         inventories: tuple[Inventory, Inventory] | None = None) -> Trial:
     from layoutkit.verify.equality import compare_variant
 
     started = clock.now()
@@ -458,6 +470,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
                     at_latency[pattern][size] = timed.seconds
                     check_time()
         opened = observed[OPENING]
+        paged = _paged_files(candidate, options.template, inventories, stored["large"]) if page_buffer else None
         for plan in plans:
             pattern = plan.pattern
             if pattern not in weights:
@@ -465,13 +478,19 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
             obs = observed[pattern]
             c_small, c_large = (fit_concurrency(obs[size], at_latency[pattern][size], options.latency, options.bandwidth)
                                 for size in ("small", "large"))
-            requests = full_counts(obs["small"], obs["large"], scales[2], pattern)[0]
-            c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, requests)
+            counts = full_counts(obs["small"], obs["large"], scales[2], pattern)
+            extra = None
+            if paged is not None and pattern in PAGED_PATTERNS:
+                extra = extra_requests(*paged, pattern, [str(i) for i in plan.items], options.workers,
+                                       page_buffer or 0, options.template)  # fmt: skip
+                counts = (max(counts[0], obs["large"].requests + extra),
+                          max(counts[1], obs["large"].bytes + extra * paged[1].page))
+            c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, counts[0])
             others = {} if pattern == "open" else opened
             prediction = predict(obs["small"], obs["large"], scales[2], options.latency, options.bandwidth, c,
-                                 others.get("small"), others.get("large"), pattern)  # fmt: skip
+                                 others.get("small"), others.get("large"), pattern, counts)  # fmt: skip
             trial.patterns[pattern] = PatternFit(obs["small"], obs["large"], at_latency[pattern]["small"],
-                                                 at_latency[pattern]["large"], prediction)
+                                                 at_latency[pattern]["large"], prediction, extra)
         trial.predicted_bytes = _extend_bytes(scales, trial.stored_bytes)
     except _OverBudget:
         trial.status, trial.reason, trial.patterns = "over budget", "the budget ran out while it was measured", {}
@@ -485,6 +504,27 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
         if where:
             _remove_target(where, storage)
     return trial
+
+
+def _paged_files(candidate: Candidate, template: str, inventories: tuple[Inventory, Inventory] | None,
+                 stored_large: int) -> tuple[PagedFile, PagedFile] | None:
+    """The candidate's paged file as written from the larger sample and as it would be
+    from the full source (the same plan ``reorder`` makes; every array at its stored size
+    scaled by what the candidate stored against the sample's source): None for a
+    candidate that writes no paged file."""
+    if candidate.command != "reorder" or inventories is None:
+        return None
+    options = candidate.options(template)
+    layout = get_layout("hdf5-paged")
+    large_source = sum(a.storage_bytes for a in inventories[0].arrays) or 1
+    ratio = stored_large / large_source
+    out = []
+    for inventory in inventories:
+        plan = layout.plan(inventory, options, {})
+        sizes = {a.path: round(a.storage_bytes * ratio) for a in inventory.arrays}
+        scales_of = {a.path: [s for axis in a.dim_scales for s in axis] for a in inventory.arrays if a.dim_scales}
+        out.append(PagedFile(plan.order, sizes, scales_of, plan.page_size))
+    return out[0], out[1]
 
 
 def _extend_bytes(scales: tuple[float, float, float], stored: tuple[int, int]) -> float:
@@ -509,7 +549,8 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
                     "predicted": {**asdict(f.prediction), "seconds": f.prediction.seconds,
                                   "get_cost": f.prediction.requests * price},
                     "small": asdict(f.small), "large": asdict(f.large),
-                    "samples_alike": samples_alike(f.small, f.large, p),  # no growth seen: may predict low
+                    "samples_alike": f.may_be_low(p),  # no growth seen: may predict low
+                    "extra_pages": f.extra_pages,
                     "small_seconds_at_latency": f.small_seconds_at_latency,
                     "large_seconds_at_latency": f.seconds_at_latency,
                 }

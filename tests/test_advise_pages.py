@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from layoutkit.advise.model import Observation, predict
 from layoutkit.advise.pages import PagedFile, extra_requests, layout_pages, page_requests, read_sequence
-from layoutkit.plan import write_order
+from layoutkit.plan import match_template, write_order
 
 TEMPLATE = "/shots/{shot}/signals/{signal}"
 MiB = 1024**2
@@ -55,10 +55,11 @@ def test_a_reader_fetches_each_page_once_unless_its_buffer_drops_it():
 def test_a_read_sequence_goes_shot_by_shot_with_the_scales_first():
     paths = ["/shots/10/signals/ip", "/shots/9/signals/ip", "/shots/9/signals/ne", "/shots/9/time"]
     scales = {"/shots/9/signals/ip": ["/shots/9/time"], "/shots/10/signals/ip": []}
-    assert read_sequence(paths, scales, TEMPLATE, "signal", "ip") == [
+    matches = match_template(paths, TEMPLATE)
+    assert read_sequence(matches, scales, "signal", "ip") == [
         "/shots/9/time", "/shots/9/signals/ip", "/shots/10/signals/ip"]
-    assert read_sequence(paths, scales, TEMPLATE, "shot", "9") == ["/shots/9/time", "/shots/9/signals/ip",
-                                                                   "/shots/9/signals/ne"]
+    assert read_sequence(matches, scales, "shot", "9") == ["/shots/9/time", "/shots/9/signals/ip",
+                                                           "/shots/9/signals/ne"]
 
 
 def _archive(shots: int, signals: int, size: int, by: str, page: int) -> PagedFile:

@@ -61,14 +61,14 @@ def layout_pages(order: Sequence[str], sizes: Mapping[str, int], page: int) -> d
     return out
 
 
-def read_sequence(paths: Iterable[str], scales_of: Mapping[str, Sequence[str]], template: str, pattern: str,
+def read_sequence(matches: Mapping[str, tuple[str, str]], scales_of: Mapping[str, Sequence[str]], pattern: str,
                   item: str) -> list[str]:
     """The arrays one ``shot`` or ``signal`` read of ``item`` fetches, in the order a
     reader fetches them: shot by shot (or signal by signal) in natural order, each
-    signal's dimension scales before it."""
+    signal's dimension scales before it. ``matches``: each signal's ``(shot, signal)``
+    (:func:`layoutkit.plan.match_template`)."""
     which = 0 if pattern == "shot" else 1
-    other = 1 - which
-    found = [(parts[other], p) for p, parts in match_template(list(paths), template).items() if parts[which] == item]
+    found = [(parts[1 - which], p) for p, parts in matches.items() if parts[which] == item]
     out: list[str] = []
     for _, p in sorted(found, key=lambda x: natural_key(x[0])):
         out.extend(scales_of.get(p, ()))
@@ -109,7 +109,8 @@ class PagedFile:
         """Data pages a ``shot`` or ``signal`` read of ``items`` fetches, its items dealt
         round-robin to ``workers`` readers with a page buffer of ``buffer`` bytes each."""
         pages = layout_pages(self.order, self.sizes, self.page)
-        sequences = [read_sequence(self.order, self.scales_of, template, pattern, str(i)) for i in items]
+        matches = match_template(self.order, template)
+        sequences = [read_sequence(matches, self.scales_of, pattern, str(i)) for i in items]
         shares = [sequences[w::workers] for w in range(max(1, workers))]
         return page_requests(pages, shares, buffer // self.page)
 

@@ -181,6 +181,61 @@ def test_an_endpoint_that_refuses_connections_is_one_sentence(shot_file):
     assert "the endpoint cannot be reached" in " ".join(result.output.split())
 
 
+@pytest.mark.timeout(150)
+def test_a_request_that_gets_no_answer_is_sent_again(endpoint, source_url, shot_file, tmp_path):
+    """The endpoint takes the first connection and never answers on it (a GET to moto,
+    and one through the benchmark's proxy to SeaweedFS, each did that once): the request
+    times out, is sent again on a new connection, and the run succeeds."""
+    import threading
+    from urllib.parse import urlparse
+
+    target = urlparse(endpoint)
+    front = socket.socket()
+    front.bind(("127.0.0.1", 0))
+    front.listen(16)
+    stalled: list[socket.socket] = []
+    stop = threading.Event()
+
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def accept() -> None:
+        front.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn = front.accept()[0]
+            except OSError:
+                continue
+            if not stalled:
+                stalled.append(conn)  # read nothing, answer nothing
+                continue
+            back = socket.create_connection((target.hostname, target.port))
+            threading.Thread(target=pump, args=(conn, back), daemon=True).start()
+            threading.Thread(target=pump, args=(back, conn), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        port = front.getsockname()[1]
+        out = tmp_path / "through-a-stall.zarr"
+        # the default timeout (30 s), so that the test fails where a stall is not retried by default
+        result = runner.invoke(app, ["--quiet", "convert", source_url, str(out),
+                                     "--storage-option", f"endpoint_url=http://127.0.0.1:{port}"], env=CREDENTIALS)
+        assert result.exit_code == 0, result.output
+        assert len(stalled) == 1  # the stall happened, and the run went on past it
+        assert compare_variant(shot_file, out) == []
+    finally:
+        stop.set()
+        for conn in stalled:
+            conn.close()
+        front.close()
+
+
 @pytest.mark.timeout(120)
 def test_an_endpoint_that_stops_answering_is_one_sentence_within_the_timeout(shot_file, tmp_path):
     """A server that accepts connections and never answers: the request times out

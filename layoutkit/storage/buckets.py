@@ -81,7 +81,10 @@ def store_at(url: str, storage_options: dict[str, str]) -> Any:
     from obstore.store import from_url
 
     config: dict[str, Any] = {}
-    client: dict[str, Any] = {"connect_timeout": "10s", "timeout": "120s"}
+    # a request that stalls is retried: its timeout is below the retries' window (a GET to
+    # moto, and one to SeaweedFS through the benchmark's proxy, each once got no answer at
+    # all; with 120 s per request and 30 s of retries, the whole run failed after 120 s)
+    client: dict[str, Any] = {"connect_timeout": "10s", "timeout": "30s"}
     for k, v in storage_options.items():
         if k in READ_KEYS:
             continue
@@ -94,7 +97,7 @@ def store_at(url: str, storage_options: dict[str, str]) -> Any:
             config[k] = v
     if str(config.get("endpoint", "")).startswith("http://"):
         client.setdefault("allow_http", True)
-    retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=30), "backoff": {}}
+    retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=90), "backoff": {}}
     return from_url(url.rstrip("/"), config=config or None, client_options=client, retry_config=retry)
 
 
@@ -112,7 +115,7 @@ def describe_store_error(url: str, exc: BaseException) -> str:
         return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
     if "retries" in text and re.search(r"in [0-9.]+s, after \d+ retries", text) and not re.search(r"\b[45]\d\d\b", text):
         return (f"{url}: the endpoint did not answer in time, even after retries (--storage-option timeout=... "
-                "sets the limit per request; 120s by default).")
+                "sets the limit per request; 30s by default).")
     if "onnect" in text or "timed out" in text.lower() or "dns" in text.lower():
         first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         return f"{url}: the endpoint cannot be reached ({first[:160]})."

@@ -173,7 +173,36 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
     except LayoutkitError as exc:
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:
+        if (store := _store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
+            raise fail(_store_failure(store, (str(src), str(dst)))) from None
         raise ended_by_interrupt(exc, "interrupted; the destination was not written.") from None
+
+
+def _store_error(exc: BaseException) -> BaseException | None:
+    """What an object store answered (obstore's errors), ``exc`` or an error it came from
+    (HDF5 reports a failed read of its file object as its own error); None for anything
+    else, and for an interrupt."""
+    from obstore.exceptions import BaseError
+
+    if interrupted(exc):
+        return None
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, BaseError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _store_failure(exc: BaseException, urls: tuple[str, ...]) -> str:
+    """One sentence for a store's failure during a run, naming the bucket URL it concerns
+    (the one whose bucket and key the request named; else the first URL given)."""
+    from layoutkit.storage import describe_store_error, is_url
+
+    text = str(exc)
+    named = [u for u in urls if is_url(u)] or list(urls)
+    where = next((u for u in named if u.split("://", 1)[-1].rstrip("/") in text), named[0])
+    return describe_store_error(where, exc) + " The destination was not written."
 
 
 RECIPE_HELP = (

@@ -181,22 +181,30 @@ def test_an_endpoint_that_refuses_connections_is_one_sentence(shot_file):
     assert "the endpoint cannot be reached" in " ".join(result.output.split())
 
 
-@pytest.mark.timeout(150)
-def test_a_request_that_gets_no_answer_is_sent_again(endpoint, source_url, shot_file, tmp_path):
-    """The endpoint takes the first connection and never answers on it (a GET to moto,
-    and one through the benchmark's proxy to SeaweedFS, each did that once): the request
-    times out, is sent again on a new connection, and the run succeeds."""
-    import threading
-    from urllib.parse import urlparse
+class StallingProxy:
+    """A TCP proxy in front of ``endpoint`` that takes some connections and never answers
+    on them (``stall(i)`` for the i-th connection accepted): a GET to moto, and one through
+    the benchmark's proxy to SeaweedFS, each once got no answer at all."""
 
-    target = urlparse(endpoint)
-    front = socket.socket()
-    front.bind(("127.0.0.1", 0))
-    front.listen(16)
-    stalled: list[socket.socket] = []
-    stop = threading.Event()
+    def __init__(self, endpoint: str, stall) -> None:  # noqa: ANN001 - int -> bool
+        import threading
+        from urllib.parse import urlparse
 
-    def pump(src: socket.socket, dst: socket.socket) -> None:
+        self.target = urlparse(endpoint)
+        self.stall = stall
+        self.front = socket.socket()
+        self.front.bind(("127.0.0.1", 0))
+        self.front.listen(64)
+        self.stalled: list[socket.socket] = []
+        self.accepted = 0
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.front.getsockname()[1]}"
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
@@ -205,35 +213,66 @@ def test_a_request_that_gets_no_answer_is_sent_again(endpoint, source_url, shot_
         finally:
             dst.close()
 
-    def accept() -> None:
-        front.settimeout(0.2)
-        while not stop.is_set():
+    def _accept(self) -> None:
+        import threading
+
+        self.front.settimeout(0.2)
+        while not self.stop.is_set():
             try:
-                conn = front.accept()[0]
+                conn = self.front.accept()[0]
             except OSError:
                 continue
-            if not stalled:
-                stalled.append(conn)  # read nothing, answer nothing
+            self.accepted += 1
+            if self.stall(self.accepted):
+                self.stalled.append(conn)  # read nothing, answer nothing
                 continue
-            back = socket.create_connection((target.hostname, target.port))
-            threading.Thread(target=pump, args=(conn, back), daemon=True).start()
-            threading.Thread(target=pump, args=(back, conn), daemon=True).start()
+            back = socket.create_connection((self.target.hostname, self.target.port))
+            threading.Thread(target=self._pump, args=(conn, back), daemon=True).start()
+            threading.Thread(target=self._pump, args=(back, conn), daemon=True).start()
 
-    threading.Thread(target=accept, daemon=True).start()
+    def close(self) -> None:
+        self.stop.set()
+        for conn in self.stalled:
+            conn.close()
+        self.front.close()
+
+
+@pytest.mark.timeout(150)
+def test_a_request_that_gets_no_answer_is_sent_again(endpoint, source_url, shot_file, tmp_path):
+    """The endpoint takes the first connection and never answers on it: the request times
+    out, is sent again on a new connection, and the run succeeds."""
+    proxy = StallingProxy(endpoint, lambda i: i == 1)
     try:
-        port = front.getsockname()[1]
         out = tmp_path / "through-a-stall.zarr"
         # the default timeout (30 s), so that the test fails where a stall is not retried by default
         result = runner.invoke(app, ["--quiet", "convert", source_url, str(out),
-                                     "--storage-option", f"endpoint_url=http://127.0.0.1:{port}"], env=CREDENTIALS)
+                                     "--storage-option", f"endpoint_url={proxy.url}"], env=CREDENTIALS)
         assert result.exit_code == 0, result.output
-        assert len(stalled) == 1  # the stall happened, and the run went on past it
+        assert len(proxy.stalled) == 1  # the stall happened, and the run went on past it
         assert compare_variant(shot_file, out) == []
     finally:
-        stop.set()
-        for conn in stalled:
-            conn.close()
-        front.close()
+        proxy.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_store_that_stops_answering_mid_run_is_one_sentence(endpoint, source_url, tmp_path):
+    """The checks before the run pass on the first connection; every later one gets no
+    answer: one sentence naming the source, exit 2, no traceback, nothing written (a CI
+    run once ended in obstore's raw GenericError here)."""
+    proxy = StallingProxy(endpoint, lambda i: i > 1)
+    try:
+        out = tmp_path / "stalled.zarr"
+        result = runner.invoke(app, ["--quiet", "convert", source_url, str(out), "--workers", "4",
+                                     "--storage-option", f"endpoint_url={proxy.url}",
+                                     "--storage-option", "timeout=1s"], env=CREDENTIALS)
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+        assert source_url in text and "did not answer in time" in text, text
+        assert "Traceback" not in result.output
+        assert not out.exists() and not list(tmp_path.iterdir())  # no staging folder either
+        assert proxy.stalled  # the run did meet the stall
+    finally:
+        proxy.close()
 
 
 @pytest.mark.timeout(120)

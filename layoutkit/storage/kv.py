@@ -10,11 +10,18 @@ system needed): a target is picklable, except an Icechunk session's, which threa
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Protocol
 
 from layoutkit.storage.buckets import METADATA_NAMES, store_at, store_error
+
+# Objects up to this size go up in one PUT. obstore (and so zarr's ObjectStore) splits
+# anything over 5 MiB into a multipart upload: create, a part per 5 MiB, complete, i.e.
+# 15 requests for a 64 MiB shard where one does. S3 takes up to 5 GiB in one PUT; the
+# writers hold each object in memory whole already, within the memory budget.
+SINGLE_PUT_MAX = 5 * 1024**3
 
 
 class KeyValue(Protocol):
@@ -112,7 +119,7 @@ class BucketKV:
             self._held[key] = bytes(data)
             return
         try:
-            obstore.put(self.store, key, data)
+            obstore.put(self.store, key, data, use_multipart=len(data) > SINGLE_PUT_MAX)
         except Exception as exc:  # obstore's errors: one sentence naming the destination
             raise store_error(self.url, exc) from None
 
@@ -127,9 +134,7 @@ class BucketKV:
             return None
 
     def zarr_store(self) -> Any:
-        import zarr.storage
-
-        return zarr.storage.ObjectStore(self.store)
+        return _single_put_store()(self.store)
 
     def release(self) -> None:
         """Write the held root documents: ``zarr.json`` (or ``.zgroup``) last, so the store
@@ -143,6 +148,28 @@ class BucketKV:
         except Exception as exc:
             raise store_error(self.url, exc) from None
         self._held = {}
+
+
+@functools.cache
+def _single_put_store() -> type:
+    """zarr's ``ObjectStore``, putting each object in one request (``SINGLE_PUT_MAX``)."""
+    import obstore
+    import zarr.storage
+
+    class SinglePutStore(zarr.storage.ObjectStore):
+        async def set(self, key: str, value: Any) -> None:
+            self._check_writable()
+            buf = value.as_buffer_like()
+            await obstore.put_async(self.store, key, buf, use_multipart=memoryview(buf).nbytes > SINGLE_PUT_MAX)
+
+        def __reduce__(self) -> tuple[Any, ...]:  # the class is made here: pickle how to make it again
+            return _remade_store, (self.store, self.read_only)
+
+    return SinglePutStore
+
+
+def _remade_store(store: Any, read_only: bool) -> Any:
+    return _single_put_store()(store, read_only=read_only)
 
 
 def as_kv(target: Any) -> Any:

@@ -1468,6 +1468,8 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
         fmt = zarr_format_at(prefixed)
     except FileNotFoundError:
         fmt = None
+    except LayoutkitError:  # one sentence already (storage options that set up no store)
+        raise
     except Exception as exc:  # obstore's own errors: name what the store said
         from layoutkit.storage import describe_store_error
 

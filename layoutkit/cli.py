@@ -28,7 +28,31 @@ from rich.table import Table
 from layoutkit.errors import LayoutkitError
 from layoutkit.options import format_size, size_relative
 
+
+class _Commands(typer.core.TyperGroup):
+    """The command group: every command runs through :meth:`invoke`, the one place where
+    an object store that fails in the middle of any command (a request that gets no
+    answer even after retries, an endpoint that goes away) becomes one sentence naming
+    the URL it concerned and exit 2, not obstore's traceback. ``convert`` and
+    ``reorder`` say so themselves first, and remove what they wrote."""
+
+    def invoke(self, ctx: typer.Context) -> object:
+        import click
+
+        given = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # before the command takes them
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            store = _store_error(exc)
+            if store is None:
+                raise
+            raise fail(_store_failure(store, tuple(given))) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="layoutkit",
     help="File-layout conversion and optimisation for scientific HDF5 data.",
     no_args_is_help=True,
@@ -174,7 +198,7 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:
         if (store := _store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
-            raise fail(_store_failure(store, (str(src), str(dst)))) from None
+            raise fail(_store_failure(store, (str(src), str(dst))) + " The destination was not written.") from None
         raise ended_by_interrupt(exc, "interrupted; the destination was not written.") from None
 
 
@@ -194,15 +218,17 @@ def _store_error(exc: BaseException) -> BaseException | None:
     return None
 
 
-def _store_failure(exc: BaseException, urls: tuple[str, ...]) -> str:
+def _store_failure(exc: BaseException, given: tuple[str, ...]) -> str:
     """One sentence for a store's failure during a run, naming the bucket URL it concerns
-    (the one whose bucket and key the request named; else the first URL given)."""
+    (of the arguments given, the URL whose bucket and key the request named; else the
+    first URL)."""
     from layoutkit.storage import describe_store_error, is_url
 
     text = str(exc)
-    named = [u for u in urls if is_url(u)] or list(urls)
+    named = [u for u in given if is_url(u) and re.match(r"[a-z][a-z0-9+.-]*:", u)]  # not endpoint_url=http://...
+    named = named or [u for u in given if not u.startswith("-")] or ["the object store"]
     where = next((u for u in named if u.split("://", 1)[-1].rstrip("/") in text), named[0])
-    return describe_store_error(where, exc) + " The destination was not written."
+    return describe_store_error(where, exc)
 
 
 RECIPE_HELP = (
@@ -404,7 +430,7 @@ def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
 
 @app.command()
 def verify(
-    src: Annotated[Path, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from.")],
+    src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from: a path, or s3://bucket/key.h5.")],
     variants: Annotated[list[str], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")],
     check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
     patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",
@@ -479,14 +505,15 @@ def verify(
     except (KeyboardInterrupt, Exception) as exc:
         raise ended_by_interrupt(exc, "interrupted.") from None
     bad = {n: ms for n, ms in result.mismatches.items() if ms}
+    src_name = result.variants[0].name  # the file's name, local or in a bucket
     for name, ms in bad.items():
-        out.print(f"[bold red]{name} differs from {src.name}[/] ({len(ms)} mismatch{'es' if len(ms) > 1 else ''}):")
+        out.print(f"[bold red]{name} differs from {src_name}[/] ({len(ms)} mismatch{'es' if len(ms) > 1 else ''}):")
         for m in ms[:20]:
             out.print(f"  {m.path}: {m.what}: {m.detail}", highlight=False)
         if len(ms) > 20:
             out.print(f"  ... and {len(ms) - 20} more")
     if check and not bad:
-        out.print(f"all {len(variants)} variants hold exactly the data of {src.name}")
+        out.print(f"all {len(variants)} variants hold exactly the data of {src_name}")
     for name, left_out in result.skipped.items() if check else ():
         if left_out:
             out.print(f"{name} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "
@@ -495,7 +522,7 @@ def verify(
     # a log or a pipe gets the whole table rather than columns cut to 80 characters
     wide = out if out.is_terminal else Console(width=200)
     wide.print(rep.answer_table(result.results, result.variants[0].name))
-    wide.print(rep.table(result.results, f"every measurement: read patterns on {src.name} and its variants"))
+    wide.print(rep.table(result.results, f"every measurement: read patterns on {src_name} and its variants"))
     failed = rep.failures(result.results)
     for line in failed:
         out.print(f"[bold red]failed:[/] {line}", highlight=False)
@@ -518,14 +545,14 @@ def verify(
 
 @app.command()
 def advise(
-    src: Annotated[Path, typer.Argument(metavar="SRC", help="The HDF5 file to find a layout for.")],
+    src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 file to find a layout for: a path, or s3://bucket/key.h5.")],
     patterns: Annotated[str, typer.Option(help="The reads to optimise for, NAME=WEIGHT: shot, signal, scan, subset, axis, open (default shot=1,signal=1 for a shot archive, else scan=1,subset=1).")] = "",
     latency: Annotated[str, typer.Option(help="Latency per request of the store the layout will live in (simulated), e.g. 10ms; 0 for a local disk.")] = "10ms",
     bandwidth: Annotated[str, typer.Option(help="Bandwidth per request (simulated), e.g. 100MB/s; 0 = unlimited.")] = "0",
     workers: Annotated[int, typer.Option(help="Readers in parallel (threads), as the analysis will read.")] = 2,
     budget: Annotated[str, typer.Option(help="Wall time for the whole run, e.g. 2min, 90s, 1h: it decides the sample's size and how many candidates are tried.")] = "2min",
     candidates: Annotated[str, typer.Option(help="recipes (the shipped recipes), grid (and the layouts one knob away from each), or recipe names and files, comma-separated.")] = "recipes",
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Where results.json, recommended.toml and advise.png go (default: SRC's name + -advice, beside it).")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Where results.json, recommended.toml and advise.png go (default: SRC's name + -advice, beside it; for a SRC in a bucket, in the current folder).")] = None,
     overwrite: Annotated[bool, typer.Option(help="Replace what an earlier run left in --out.")] = False,
     sample: Annotated[int, typer.Option(help="K: shots, signals or arrays read per pattern, as verify's --sample (at most half the smaller sample's shots).")] = 10,
     sample_shots: Annotated[int | None, typer.Option("--sample-shots", help="Shots in the larger sample (default: as many as let every candidate fit 80% of the budget).")] = None,
@@ -552,7 +579,7 @@ def advise(
     )  # fmt: skip
     task = bar.add_task("advise: sampling", total=None)
     try:
-        out_path = out_dir if out_dir is not None else src.with_name(f"{src.stem}-advice")
+        out_path = out_dir if out_dir is not None else _advice_folder(src)
         if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())) and not overwrite:
             raise InvalidOptionError(f"--out {str(out_path)!r} exists and is not empty; choose another or pass --overwrite.")
         lat, bw = parse_durations(latency), parse_bandwidths(bandwidth)
@@ -594,6 +621,17 @@ def advise(
     out.print(f"recommended: {best.name}{order}, predicted {best.weighted_seconds:.3g} s per weighted "
               "pattern run at full size. Write it with:", highlight=False)
     out.print(write_command(result, written[1]), highlight=False, soft_wrap=True)
+
+
+def _advice_folder(src: str) -> Path:
+    """advise's default --out: SRC's name + -advice, beside a local SRC; in the current
+    folder for a SRC in a bucket."""
+    from layoutkit.storage import as_source, is_url
+
+    if is_url(src):
+        return Path(f"{as_source(src).stem}-advice")
+    path = Path(src.removeprefix("file://"))
+    return path.with_name(f"{path.stem}-advice")
 
 
 def _advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazily

@@ -22,6 +22,7 @@ import numpy as np
 
 from layoutkit.errors import (
     CorruptSourceError,
+    LayoutkitError,
     NotHDF5Error,
     SourceIsDirectoryError,
     SourceNotFoundError,
@@ -167,6 +168,8 @@ def _check_object_source(source: ObjectSource) -> ObjectSource:
         size = source.size()
     except FileNotFoundError:
         raise SourceNotFoundError(f"Source {source.url!r} does not exist.") from None
+    except LayoutkitError:  # already one sentence (storage options that set up no store)
+        raise
     except Exception as exc:  # obstore's errors: say what the store answered
         raise CorruptSourceError(f"Source {describe_store_error(source.url, exc)}") from None
     if source.read_range(0, min(4, size))[:4] in NETCDF3_MAGICS:

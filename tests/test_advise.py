@@ -360,6 +360,27 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
         bad = runner.invoke(app, ["advise", str(archive), "--target", "s3://no-such-bucket/x", "--storage-option",
                                   f"endpoint_url={endpoint}", "--out", str(tmp_path / "o2")], env=env)
         assert bad.exit_code == 2 and "no-such-bucket" in bad.output and "Traceback" not in bad.output
+        # the source in a bucket too: the samples are copied out of it, and the command
+        # printed writes the recommended layout beside it, in its bucket
+        s3.create_bucket(Bucket="archive")
+        s3.upload_file(str(archive), "archive", "campaign/shots.h5")
+        before = s3.head_object(Bucket="archive", Key="campaign/shots.h5")["ETag"]
+        out = tmp_path / "from-bucket"
+        result = runner.invoke(app, [
+            "advise", "s3://archive/campaign/shots.h5", "--patterns", "signal=1", "--latency", "10ms",
+            "--sample-shots", "4", "--sample", "1", "--candidates", "zarr-signal,zarr-shot", "--repeat", "1",
+            "--storage-option", f"endpoint_url={endpoint}", "--storage-option", "secret_access_key=test",
+            "--out", str(out),
+        ], env=env)  # fmt: skip
+        assert result.exit_code == 0, result.output
+        doc = json.loads((out / "results.json").read_text())
+        assert doc["source"] == "s3://archive/campaign/shots.h5" and doc["recommended"] == "zarr-signal"
+        command = " ".join(result.output.split()).rsplit("Write it with: ", 1)[1]
+        assert command.startswith("layoutkit convert s3://archive/campaign/shots.h5 "
+                                  "s3://archive/campaign/shots-zarr-signal.zarr --recipe ")
+        assert f"--storage-option endpoint_url={endpoint}" in command and "secret" not in command
+        assert s3.head_object(Bucket="archive", Key="campaign/shots.h5")["ETag"] == before
+        assert [o["Key"] for o in s3.list_objects_v2(Bucket="archive")["Contents"]] == ["campaign/shots.h5"]
     finally:
         server.stop()
 

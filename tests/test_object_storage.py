@@ -104,6 +104,29 @@ def test_a_paged_hdf5_file_in_a_bucket(endpoint, shot_file, tmp_path):
     assert compare_variant(shot_file, copy) == []
 
 
+@pytest.mark.parametrize("args", [
+    pytest.param([], id="encoded-by-zarr"),
+    pytest.param(["--compressor", "source"], id="stored-chunks-copied"),
+])
+def test_a_large_shard_goes_up_in_one_put(endpoint, tmp_path, args):
+    """A 12 MiB shard is one PUT, not a multipart upload (create, three parts, complete).
+    S3 marks an object put in parts by its ETag: the parts' digest, "-", their count."""
+    import numpy as np
+
+    src = tmp_path / "big.h5"
+    with h5py.File(src, "w") as f:  # random bytes: they stay ~12 MiB compressed
+        f.create_dataset("x", data=np.random.default_rng(0).integers(0, 2**63, 1536 * 1024), chunks=(128 * 1024,))
+    key = f"one-put-{len(args)}.zarr"
+    result = cli(endpoint, "convert", src, f"s3://{BUCKET}/{key}", "--shards", "64MiB", *args)
+    assert result.exit_code == 0, result.output
+    s3 = client(endpoint)
+    sizes = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=key + "/")["Contents"]}
+    (shard,) = (k for k in sizes if "/c/" in k)
+    assert sizes[shard] > 2 * 5 * 1024**2  # big enough for obstore to split it in parts by default
+    etags = {k: s3.head_object(Bucket=BUCKET, Key=k)["ETag"].strip('"') for k in sizes}
+    assert all("-" not in tag for tag in etags.values()), etags
+
+
 def test_metadata_is_published_last_and_the_root_document_at_the_very_end(endpoint, shot_file, monkeypatch):
     import obstore
 
@@ -363,12 +386,6 @@ def test_a_run_stopped_while_writing_to_a_bucket_leaves_no_store(endpoint, tmp_p
         "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}}) == []
 
 
-def test_a_verify_source_must_be_local_and_says_so(tmp_path):
-    """verify reads variants from buckets, its source from a local file: one sentence."""
-    result = runner.invoke(app, ["--quiet", "verify", "s3://archive/shots.h5", str(tmp_path)])
-    assert result.exit_code == 2 and "'s3://archive/shots.h5' is a URL" in " ".join(result.output.split())
-
-
 # -- sources in a bucket ------------------------------------------------------------------
 
 
@@ -464,6 +481,58 @@ def test_verify_checks_and_measures_variants_in_a_bucket(endpoint, shot_file, bu
     assert {r["variant"] for r in rows} == {"shots.zarr", "signal.zarr", "by-shot.h5"}
     assert all(int(r["requests"]) > 0 for r in rows)
     assert json.loads((out / "results.json").read_text())["options"]["storage_options"]["secret_access_key"] == "***"
+
+
+def test_verify_reads_its_source_from_a_bucket(endpoint, source_url, shot_file, bucket_variants, tmp_path):
+    """The source too may be in a bucket: the variants are proven equal to it, and its
+    reads are measured as real requests, like the variants'."""
+    import csv
+
+    out = tmp_path / "report"
+    result = cli(endpoint, "verify", source_url, *bucket_variants.values(), "--repeat", "1", "--sample", "1",
+                 "--patterns", "open,shot", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "all 3 variants hold exactly the data of shots.h5" in " ".join(result.output.split())
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert {r["variant"] for r in rows} == {"shots.h5", "shots.zarr", "signal.zarr", "by-shot.h5"}
+    assert all(int(r["requests"]) > 0 and int(r["bytes_read"]) > 0 for r in rows if r["variant"] == "shots.h5")
+    # a changed variant is found against the bucket source as against the local file
+    changed = tmp_path / "changed.zarr"
+    assert runner.invoke(app, ["--quiet", "convert", str(shot_file), str(changed), "--compressor", "none"]).exit_code == 0
+    chunk = next(p for p in changed.glob("shots/*/signals/*/c/0"))
+    body = bytearray(chunk.read_bytes())
+    body[0] ^= 0xFF
+    chunk.write_bytes(bytes(body))
+    result = cli(endpoint, "verify", source_url, changed, "--repeat", "1", "--patterns", "open")
+    assert result.exit_code == 1 and "values: first difference" in result.output, result.output
+
+
+def test_a_verify_source_missing_from_its_bucket_is_one_sentence(endpoint, tmp_path):
+    result = cli(endpoint, "verify", f"s3://{BUCKET}/sources/no-such.h5", tmp_path)
+    assert result.exit_code == 2, result.output
+    assert f"s3://{BUCKET}/sources/no-such.h5" in " ".join(result.output.split()) and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", [
+    ["convert", "s3://b/in.h5", "{tmp}/out.zarr"],
+    ["convert", "{src}", "s3://b/out.zarr"],
+    ["reorder", "s3://b/in.h5", "{tmp}/out.h5", "--by", "shot"],
+    ["verify", "s3://b/in.h5", "{tmp}"],
+    ["inspect", "s3://b/in.h5"],
+    ["recipes", "from", "s3://b/out.zarr"],
+    ["advise", "s3://b/in.h5", "--out", "{tmp}/advice"],
+], ids=["convert-src", "convert-dst", "reorder", "verify", "inspect", "recipes-from", "advise"])
+def test_storage_options_the_store_does_not_take_are_one_sentence(shot_file, tmp_path, command):
+    """An unknown key or a value obstore cannot parse: one sentence naming the URL,
+    before any request (inspect and recipes from once showed obstore's traceback)."""
+    args = [a.format(tmp=tmp_path, src=shot_file) for a in command]
+    url = next(a for a in args if a.startswith("s3://"))
+    for option in ("no_such_key=1", "timeout=soon"):
+        result = runner.invoke(app, ["--quiet", *args, "--storage-option", option], env=CREDENTIALS)
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2, (option, result.output, result.exception)
+        assert url in text and "cannot be set up with these --storage-option values" in text, text
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_verify_finds_a_changed_object_in_a_bucket(endpoint, shot_file, tmp_path):
@@ -625,3 +694,32 @@ def test_a_403_in_a_port_is_not_access_denied():
     assert "access denied" not in describe_store_error(url, OSError(refused))
     forbidden = "Generic S3 error: Received response status: 403 Forbidden, body: <Error><Code>SignatureDoesNotMatch</Code></Error>"
     assert "access denied" in describe_store_error(url, OSError(forbidden))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("command", "answered", "named"), [
+    (["verify", "{src}", "{zarr}", "--repeat", "1", "--sample", "1"], 1, "{src}"),
+    (["verify", "{src}", "{zarr}", "--repeat", "1", "--sample", "1"], 3, "{zarr}"),  # the source read, then the variant
+    (["inspect", "{src}"], 1, "{src}"),
+    (["inspect", "{zarr}"], 1, "{zarr}"),
+    (["recipes", "from", "{zarr}"], 1, "{zarr}"),
+    (["advise", "{src}", "--out", "{tmp}/advice", "--sample-shots", "2", "--candidates", "zarr-shot"], 1, "{src}"),
+], ids=["verify-source", "verify-variant", "inspect-hdf5", "inspect-zarr", "recipes-from", "advise"])
+def test_every_command_says_in_one_sentence_that_a_store_stopped_answering(
+        endpoint, source_url, bucket_variants, tmp_path, command, answered, named):
+    """The endpoint answers the first ``answered`` connections, then none: whatever the
+    command was doing, one sentence naming the URL the request was for, exit 2, no
+    traceback (these commands once ended in obstore's raw GenericError, exit 1)."""
+    fill = {"src": source_url, "zarr": bucket_variants["mirror"], "tmp": tmp_path}
+    proxy = StallingProxy(endpoint, lambda i: i > answered)
+    try:
+        result = runner.invoke(app, ["--quiet", *(a.format(**fill) for a in command),
+                                     "--storage-option", f"endpoint_url={proxy.url}",
+                                     "--storage-option", "timeout=1s"], env=CREDENTIALS)
+    finally:
+        proxy.close()
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert named.format(**fill) in text and "did not answer in time" in text, text
+    assert text.count("error:") == 1 and "Traceback" not in result.output
+    assert proxy.stalled and list(tmp_path.iterdir()) == []  # advise wrote no --out

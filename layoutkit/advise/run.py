@@ -57,7 +57,15 @@ from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.inventory import Inventory, check_source, first_line, read_inventory
 from layoutkit.layouts import get_layout
 from layoutkit.plan import DEFAULT_TEMPLATE
-from layoutkit.storage import describe_store_error, destination, is_icechunk, is_url, object_store
+from layoutkit.storage import (
+    ObjectSource,
+    as_source,
+    describe_store_error,
+    destination,
+    is_icechunk,
+    is_url,
+    object_store,
+)
 from layoutkit.storage.buckets import delete_keys, list_keys
 from layoutkit.verify.patterns import ARRAY_PATTERNS, PATTERNS, SHOT_ARCHIVE_PATTERNS, ReadPlan, plan_reads
 from layoutkit.verify.run import Condition, Variant, describe, measure
@@ -265,7 +273,8 @@ def advise(
     Parameters
     ----------
     source
-        A local HDF5 file.
+        An HDF5 file: a path, or a URL (``s3://bucket/key.h5``, read with
+        ``options.storage_options``; the samples are copied from it into the work folder).
     options
         Patterns and weights, the conditions to predict for, the budget, the candidates.
     on_total, on_step
@@ -278,7 +287,7 @@ def advise(
         budget.
     """
     clock = _Clock(options.budget)
-    src = check_source(source)
+    src = check_source(as_source(source, dict(options.storage_options)))  # a local file, or one in a bucket
     if options.workers < 1:
         raise InvalidOptionError(f"Expected --workers of 1 or more. Got {options.workers}.")
     if options.repeat < 1:
@@ -389,7 +398,7 @@ def sample_shots(budget: float, candidates: int, patterns: int) -> int:
     return max(2, int(0.8 * budget / (passes * SECONDS_PER_SHOT_AND_PASS)))
 
 
-def _samples(src: Path, inventory: Inventory, shots: dict[str, str], options: AdviseOptions, work: Path,
+def _samples(src: Path | ObjectSource, inventory: Inventory, shots: dict[str, str], options: AdviseOptions, work: Path,
              candidates: int, patterns: int) -> tuple[Path, Path, tuple[float, float, float], str]:
     """Write the two samples; returns their paths, the sizes (small, large, full) and the
     unit of size."""
@@ -598,11 +607,17 @@ def recommended_toml(result: AdviseResult) -> str:
 
 
 def write_command(result: AdviseResult, recipe_path: Path) -> str:
-    """The exact command that writes the recommended layout."""
-    src = Path(result.source)
+    """The exact command that writes the recommended layout, beside SRC (in its bucket
+    for a URL, with the storage options given, secrets left out: they come from the
+    environment)."""
+    src = as_source(result.source)
     best = result.recommended
     dst = f"{src.stem}-{best.name}" + (".zarr" if best.command == "convert" else ".h5")  # beside, never over, SRC
-    return f"layoutkit {best.command} {src} {src.with_name(dst)} --recipe {recipe_path}"
+    command = f"layoutkit {best.command} {src} {src.with_name(dst)} --recipe {recipe_path}"
+    if isinstance(src, ObjectSource):
+        command += "".join(f" --storage-option {k}={v}" for k, v in result.options.storage_options
+                           if not re.search("key|secret|token|password", k, re.I))
+    return command
 
 
 def plot(result: AdviseResult, out: Path) -> Path:

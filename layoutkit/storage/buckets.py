@@ -70,12 +70,19 @@ def object_store(url: str, storage_options: dict[str, str]) -> tuple[Any, str]:
     """
     scheme, _, rest = url.partition("://")
     bucket, _, key = rest.partition("/")
-    return store_at(f"{scheme}://{bucket}", storage_options), key.strip("/")
+    return store_at(f"{scheme}://{bucket}", storage_options, named=url), key.strip("/")
 
 
-def store_at(url: str, storage_options: dict[str, str]) -> Any:
+def store_at(url: str, storage_options: dict[str, str], named: str | None = None) -> Any:
     """An obstore store rooted at ``url`` (a bucket, or a prefix inside one): keys are
-    relative to it, as zarr's ``ObjectStore`` wants for a store in a bucket."""
+    relative to it, as zarr's ``ObjectStore`` wants for a store in a bucket.
+
+    Raises
+    ------
+    InvalidOptionError
+        When obstore cannot set the store up (an unknown key, a value it cannot parse),
+        naming ``named`` (the URL the user gave; default ``url``).
+    """
     from datetime import timedelta
 
     from obstore.store import from_url
@@ -98,7 +105,15 @@ def store_at(url: str, storage_options: dict[str, str]) -> Any:
     if str(config.get("endpoint", "")).startswith("http://"):
         client.setdefault("allow_http", True)
     retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=90), "backoff": {}}
-    return from_url(url.rstrip("/"), config=config or None, client_options=client, retry_config=retry)
+    try:
+        return from_url(url.rstrip("/"), config=config or None, client_options=client, retry_config=retry)
+    except Exception as exc:  # an unknown key, a value it cannot parse, a scheme it does not know: no request yet
+        from layoutkit.errors import InvalidOptionError
+
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+        raise InvalidOptionError(
+            f"{named or url}: the store cannot be set up with these --storage-option values ({said[:200]})."
+        ) from None
 
 
 def describe_store_error(url: str, exc: BaseException) -> str:

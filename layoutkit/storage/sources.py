@@ -74,6 +74,19 @@ class ObjectSource:
     def resolve(self) -> ObjectSource:
         return self
 
+    @property
+    def name(self) -> str:
+        """The object's name, the key's last part (as a Path's ``name``)."""
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def stem(self) -> str:
+        return self.name.rsplit(".", 1)[0] if "." in self.name.lstrip(".") else self.name
+
+    def with_name(self, name: str) -> str:
+        """The URL of an object beside this one (as a Path's ``with_name``)."""
+        return self.url.rstrip("/").rsplit("/", 1)[0] + "/" + name
+
     def read_range(self, offset: int, size: int) -> bytes:
         import obstore
 
@@ -241,6 +254,12 @@ def portable(source: Path | ObjectSource) -> str | ObjectSource:
     return source if isinstance(source, ObjectSource) else str(Path(source).resolve())
 
 
+def h5py_file(source: str | os.PathLike | ObjectSource) -> Any:
+    """What ``h5py.File`` opens for a source: the path, or for a file in a bucket a
+    block-cached file object over ranged GETs."""
+    return source.open_file() if isinstance(source, ObjectSource) else source
+
+
 def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
     """The first ``size`` bytes of a source (its user block)."""
     if isinstance(source, ObjectSource):
@@ -249,4 +268,4 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
         return fh.read(size)
 
 
-__all__ = ["ObjectSource", "RangeFile", "as_source", "portable", "read_head"]
+__all__ = ["ObjectSource", "RangeFile", "as_source", "h5py_file", "portable", "read_head"]

@@ -33,7 +33,7 @@ from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
 from layoutkit.inventory import first_line
 from layoutkit.options import parse_size
-from layoutkit.storage import is_url
+from layoutkit.storage import ObjectSource, as_source, is_url
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
 from layoutkit.verify.storage import LatencyModel
 
@@ -526,7 +526,8 @@ def verify(
     Parameters
     ----------
     source
-        The HDF5 file the variants were made from.
+        The HDF5 file the variants were made from: a path, or a URL (``s3://bucket/key.h5``,
+        read with ``options.storage_options``).
     variants
         Zarr stores and HDF5 files written by ``convert`` and ``reorder``.
     options
@@ -549,15 +550,16 @@ def verify(
         raise InvalidOptionError(f"Expected --sample of 1 or more. Got {options.sample}.")
     if options.repeat < 1:
         raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {options.repeat}.")
-    src = check_source(source)
-    paths: list[Path | str] = [str(v) if is_url(str(v)) else Path(v) for v in variants]
     storage = options.storage_options
+    src = check_source(as_source(source, dict(storage)))  # a local file, or an HDF5 file in a bucket
+    src_at: Path | str = str(src) if isinstance(src, ObjectSource) else src  # what open_archive takes
+    paths: list[Path | str] = [str(v) if is_url(str(v)) else Path(v) for v in variants]
     names = _names(paths)
     described = [describe(p, n, None, options.template, storage) for p, n in zip(paths, names)]  # raises on bad input
     # datasets a variant left out on purpose: named in the report, never drawn (no variant can serve them)
     skipped = {n: recorded_skips(p, dict(storage)) for p, n in zip(paths, names)}
     left_out = frozenset(s for paths_left in skipped.values() for s in paths_left)
-    with open_archive(src, template=options.template) as source_archive:  # opened once: seconds for big files
+    with open_archive(src_at, template=options.template, storage_options=dict(storage)) as source_archive:
         patterns = parse_patterns(options.patterns, available_patterns(source_archive))
         plans = [plan_reads(p, source_archive, options.sample, options.seed, left_out) for p in patterns]
     on_start()
@@ -572,7 +574,7 @@ def verify(
         Variant(v.name, v.path, v.format, v.layout, v.kind, not mismatches[v.name] if options.check else None, storage)
         for v in described
     ]
-    measured = [describe(src, src.name, None, options.template), *checked]
+    measured = [describe(src_at, _name(src_at), None, options.template, storage), *checked]
 
     def conditions(v: Variant) -> list[Condition]:
         return conditions_for(

@@ -561,23 +561,28 @@ def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
                 other(group, name, group_path)
 
     def hard(group: h5py.Group, raw_name: bytes, child_path: str) -> None:
-        """A hard link, from its object's header alone: opening every dataset through
-        h5py to learn its type and address took 6x as long (2.4 s for 24,387 objects)."""
+        """A hard link: its address from the link (asked here, per link), its kind from
+        the identifier HDF5 opens; a second link to a seen object opens nothing. Opening
+        every object through h5py took 6x as long (2.4 s for 24,387 objects). Memory,
+        measured with HDF5 2.0 on the 500-shot sample (47,350 datasets): ``h5o.get_info``
+        by name peaked at 726 MiB (each call holds ~7 kB until the file closes), and
+        reading every link's address up front in :func:`_links` at 652 MiB; this walk
+        peaks at 226 MiB (the walk before either change: 265 MiB)."""
+        addr = group.id.links.get_info(raw_name).u
+        if addr in seen:
+            links.append(LinkInfo(child_path, "hard", seen[addr]))
+            return
         try:
-            info = h5py.h5o.get_info(group.id, raw_name)
+            oid = h5py.h5o.open(group.id, raw_name)
         except (KeyError, OSError) as exc:
             notes.append(f"{child_path}: unreadable object ({first_line(exc)})")
             return
-        if info.addr in seen:
-            links.append(LinkInfo(child_path, "hard", seen[info.addr]))
-            return
-        seen[info.addr] = child_path
-        if info.type == h5py.h5o.TYPE_GROUP:
-            visit(h5py.Group(h5py.h5g.open(group.id, raw_name)), child_path)
-        elif info.type == h5py.h5o.TYPE_DATASET:
+        seen[addr] = child_path
+        if isinstance(oid, h5py.h5g.GroupID):
+            visit(h5py.Group(oid), child_path)
+        elif isinstance(oid, h5py.h5d.DatasetID):
             if len(dataset_paths) < 50:
-                dsid = h5py.h5d.open(group.id, raw_name)
-                if h5py.h5a.exists(dsid, b"_Netcdf4Dimid") or h5py.h5a.exists(dsid, b"_Netcdf4Coordinates"):
+                if h5py.h5a.exists(oid, b"_Netcdf4Dimid") or h5py.h5a.exists(oid, b"_Netcdf4Coordinates"):
                     netcdf_hints.append(True)
             dataset_paths.append(child_path)
             if walkers is not None and len(dataset_paths) == PARALLEL_MIN_DATASETS:

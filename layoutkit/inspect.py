@@ -368,7 +368,7 @@ class _Scales:
 
     def __init__(self, template: str) -> None:
         self.prefix = compile_template(template)[1]
-        self.keys: list[tuple[str, tuple[Any, ...]]] = []
+        self.keys: list[tuple[str, h5py.h5d.DatasetID, tuple[Any, ...]]] = []
         self.count = 0
 
     def add(self, dsid: h5py.h5d.DatasetID, path: str, shape: tuple[int, ...] | None, nbytes: int) -> None:
@@ -385,19 +385,21 @@ class _Scales:
         if data is None:
             data = np.ascontiguousarray(h5py.Dataset(dsid)[()])
         content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
-        self.keys.append((path, (data.dtype.str, shape, hashlib.sha256(content).hexdigest())))
+        self.keys.append((path, dsid, (data.dtype.str, shape, hashlib.sha256(content).hexdigest())))
 
     def duplicates(self, f: h5py.File) -> tuple[int, int]:
         """(duplicates anywhere, duplicates within the same shot). Attributes are read
         only for scales whose contents another scale repeats: only they can be equal."""
-        repeated = {key for key, n in Counter(key for _, key in self.keys).items() if n > 1}
+        repeated = {key for key, n in Counter(key for _, _, key in self.keys).items() if n > 1}
         seen: set[tuple[Any, ...]] = set()
         seen_in_shot: set[tuple[str, tuple[Any, ...]]] = set()
         anywhere = same_shot = 0
-        for path, content_key in self.keys:
+        for path, dsid, content_key in self.keys:
             if content_key not in repeated:
                 continue
-            attrs = read_attrs(f[path], f, [])
+            # the id the walk opened: no second lookup by path, and no asking again
+            # whether it is a scale (CLASS and NAME are a scale's bookkeeping)
+            attrs = read_attrs(h5py.Dataset(dsid), f, [], is_scale=True)
             key = (*content_key, repr(sorted((k, repr(v)) for k, v in attrs.items())))
             anywhere += key in seen
             seen.add(key)

@@ -192,8 +192,8 @@ def check_source(path: str | os.PathLike) -> Path:
     if not p.exists() and re.match(r"^[a-z][a-z0-9+.-]*:/", str(path)):  # "s3://b/k", or "s3:/b/k" once a Path
         url = re.sub(r"^([a-z][a-z0-9+.-]*):/+", r"\1://", str(path))
         raise SourceNotFoundError(
-            f"Source {url!r} is a URL: layoutkit reads sources from local files for now (destinations may be "
-            "in a bucket); copy it locally first."
+            f"Source {url!r} is a URL given as a local path; pass it as text, e.g. "
+            "layoutkit.storage.as_source(url, storage_options), to read it from its bucket."
         )
     if not p.exists():
         raise SourceNotFoundError(f"Source {str(p)!r} does not exist.")

@@ -216,6 +216,36 @@ def check_source(path: str | os.PathLike) -> Path:
     return p
 
 
+class _FileOverObject(h5py.File):
+    """An HDF5 file in a bucket, read through its block-cached file object, which closes
+    with it. h5py never closes a file object it was given, and its File objects sit in
+    reference cycles: the object's shared blocks stayed alive into the next command run
+    in the same process (a bucket source's reads in verify then counted 0 GETs)."""
+
+    def __init__(self, source: ObjectSource, **kwargs: Any) -> None:
+        fileobj = source.open_file()
+        try:
+            super().__init__(fileobj, "r", **kwargs)
+        except BaseException:
+            fileobj.close()
+            raise
+        self._fileobj = fileobj
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._fileobj.close()
+
+
+def open_h5(source: str | os.PathLike | ObjectSource, **kwargs: Any) -> h5py.File:
+    """Open an HDF5 file read-only, local or in a bucket, without :func:`check_source`.
+    Keyword arguments go to :class:`h5py.File` (e.g. ``page_buf_size``)."""
+    if isinstance(source, ObjectSource):  # metadata through a block-cached file object
+        return _FileOverObject(source, **kwargs)
+    return h5py.File(source, "r", **kwargs)
+
+
 def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
     """Open an HDF5 source read-only after :func:`check_source`.
 
@@ -223,9 +253,7 @@ def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
     """
     p = check_source(path)
     try:
-        if isinstance(p, ObjectSource):  # metadata through a block-cached file object
-            return h5py.File(p.open_file(), "r", **kwargs)
-        return h5py.File(p, "r", **kwargs)
+        return open_h5(p, **kwargs)
     except OSError as exc:
         raise CorruptSourceError(
             f"Source {str(p)!r} has an HDF5 signature but cannot be opened "
@@ -486,7 +514,7 @@ PARALLEL_MIN_DATASETS = 3000
 def _records(source: str, paths: list[str], is_netcdf4: bool) -> tuple[list[_Record], list[str]]:
     """Records of ``paths``, in order, read in this process (a worker's whole job)."""
     notes: list[str] = []
-    with h5py.File(source, "r") as f:
+    with open_h5(source) as f:
         return [_record(f[p], p, f, notes, is_netcdf4) for p in paths], notes
 
 

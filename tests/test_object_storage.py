@@ -419,7 +419,8 @@ def test_bucket_to_bucket_on_a_cluster_of_processes(endpoint, source_url, shot_f
         (copy / rel[len("cluster/shots.zarr/"):]).parent.mkdir(parents=True, exist_ok=True)
         (copy / rel[len("cluster/shots.zarr/"):]).write_bytes(data)
     assert compare_variant(shot_file, copy) == []
-    assert cli(endpoint, "reorder", source_url, f"s3://{BUCKET}/cluster/by-shot.h5", "--by", "shot").exit_code == 0
+    result = cli(endpoint, "reorder", source_url, f"s3://{BUCKET}/cluster/by-shot.h5", "--by", "shot")
+    assert result.exit_code == 0, result.output
     (data,) = objects(endpoint, "cluster/by-shot.h5").values()
     (tmp_path / "by-shot.h5").write_bytes(data)
     assert compare_variant(shot_file, tmp_path / "by-shot.h5") == []
@@ -723,3 +724,26 @@ def test_every_command_says_in_one_sentence_that_a_store_stopped_answering(
     assert named.format(**fill) in text and "did not answer in time" in text, text
     assert text.count("error:") == 1 and "Traceback" not in result.output
     assert proxy.stalled and list(tmp_path.iterdir()) == []  # advise wrote no --out
+
+
+def test_a_file_in_a_bucket_lets_go_of_its_blocks_when_it_closes(endpoint, source_url):
+    """A file in a bucket closes its block-cached file object with it (h5py never closes
+    a file object it was given), so its shared blocks are let go at once, not when the
+    file object is collected: with the collector off, nothing of the source stays cached
+    after the file, or the walk, is closed."""
+    import gc
+
+    from layoutkit.inventory import open_source, read_inventory
+    from layoutkit.storage import as_source, sources
+
+    src = as_source(source_url, {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test",
+                                 "region": "us-east-1"})
+    gc.disable()
+    try:
+        with open_source(src) as f:
+            assert "shots" in f and src in sources._SHARED
+        assert src not in sources._SHARED
+        read_inventory(src)
+        assert src not in sources._SHARED
+    finally:
+        gc.enable()

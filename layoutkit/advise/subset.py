@@ -24,9 +24,8 @@ import h5py
 import numpy as np
 
 from layoutkit.errors import CorruptSourceError
-from layoutkit.inventory import ArrayInfo, Inventory, first_line
+from layoutkit.inventory import ArrayInfo, Inventory, first_line, open_h5
 from layoutkit.plan import compile_template, match_template, natural_key
-from layoutkit.storage import h5py_file
 
 SCALE_BOOKKEEPING = ("DIMENSION_LIST", "REFERENCE_LIST")
 
@@ -231,7 +230,7 @@ def _write_part(source: str | os.PathLike, inventory: Inventory, part: Part, des
 
     kept = [a for a in inventory.arrays if a.path in part.arrays or inside(a.path)]
     cut = dict(part.rows)
-    with h5py.File(h5py_file(source), "r") as src, h5py.File(destination, "w", libver=(low, "latest")) as out:
+    with open_h5(source) as src, h5py.File(destination, "w", libver=(low, "latest")) as out:
         _copy_attrs(src, out)
         for g in inventory.groups:
             if inside(g.path):

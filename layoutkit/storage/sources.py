@@ -254,12 +254,6 @@ def portable(source: Path | ObjectSource) -> str | ObjectSource:
     return source if isinstance(source, ObjectSource) else str(Path(source).resolve())
 
 
-def h5py_file(source: str | os.PathLike | ObjectSource) -> Any:
-    """What ``h5py.File`` opens for a source: the path, or for a file in a bucket a
-    block-cached file object over ranged GETs."""
-    return source.open_file() if isinstance(source, ObjectSource) else source
-
-
 def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
     """The first ``size`` bytes of a source (its user block)."""
     if isinstance(source, ObjectSource):
@@ -268,4 +262,4 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
         return fh.read(size)
 
 
-__all__ = ["ObjectSource", "RangeFile", "as_source", "h5py_file", "portable", "read_head"]
+__all__ = ["ObjectSource", "RangeFile", "as_source", "portable", "read_head"]

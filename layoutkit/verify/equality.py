@@ -28,11 +28,11 @@ import numpy as np
 import zarr
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.inventory import ArrayInfo, Inventory, first_line, read_inventory
+from layoutkit.inventory import ArrayInfo, Inventory, first_line, open_h5, read_inventory
 from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import iter_blocks
 from layoutkit.source import SourceReader
-from layoutkit.storage import ObjectSource, h5py_file, is_url, store_at
+from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
 
 # JSON has no NaN or infinities: the README's rule stores them in attributes as these strings
@@ -313,7 +313,7 @@ def compare_hdf5(
     def miss(path: str, what: str, detail: str) -> None:
         found.append(Mismatch(name, path, what, detail))
 
-    with h5py.File(h5py_file(source), "r") as fs, h5py.File(h5py_file(variant), "r") as fv:
+    with open_h5(source) as fs, open_h5(variant) as fv:
         for g in inventory.groups:
             if g.path not in fv:
                 miss(g.path, "missing", "group not in the variant")

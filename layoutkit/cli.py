@@ -137,7 +137,12 @@ def main(
     ] = False,
 ) -> None:
     """File-layout conversion and optimisation for scientific HDF5 data."""
+    from layoutkit.storage.sources import forget_stores
+
     State.quiet = quiet
+    # a command starts with its own connections: one run before it in this process (a
+    # test, a notebook) may have left pooled connections the server has since closed
+    forget_stores()
     if threading.current_thread() is threading.main_thread():
         Interrupted.flag = False
         before = signal.signal(signal.SIGTERM, _interrupt), signal.signal(signal.SIGINT, _interrupt), sys.unraisablehook

@@ -135,6 +135,12 @@ class ObjectSource:
 _STORES: dict[ObjectSource, tuple[Any, str]] = {}
 
 
+def forget_stores() -> None:
+    """Drop the stores (and their connection pools) that sources made in this process:
+    the next request opens new connections."""
+    _STORES.clear()
+
+
 class _SharedBlocks:
     """The blocks of one source object, shared by every :class:`RangeFile` open on it in
     this process, the most recently used :data:`READ_CACHE_BLOCKS` kept. It lives while a

@@ -631,12 +631,12 @@ def advise(
 def _advice_folder(src: str) -> Path:
     """advise's default --out: SRC's name + -advice, beside a local SRC; in the current
     folder for a SRC in a bucket."""
-    from layoutkit.storage import as_source, is_url
+    from layoutkit.storage import ObjectSource, as_source
 
-    if is_url(src):
-        return Path(f"{as_source(src).stem}-advice")
-    path = Path(src.removeprefix("file://"))
-    return path.with_name(f"{path.stem}-advice")
+    source = as_source(src)
+    if isinstance(source, ObjectSource):
+        return Path(f"{source.stem}-advice")
+    return source.with_name(f"{source.stem}-advice")
 
 
 def _advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazily

@@ -218,9 +218,8 @@ def check_source(path: str | os.PathLike) -> Path:
 
 class _FileOverObject(h5py.File):
     """An HDF5 file in a bucket, read through its block-cached file object, which closes
-    with it. h5py never closes a file object it was given, and its File objects sit in
-    reference cycles: the object's shared blocks stayed alive into the next command run
-    in the same process (a bucket source's reads in verify then counted 0 GETs)."""
+    with it: h5py never closes a file object it was given, so the object's shared blocks
+    were let go only when h5py dropped its reference, not when the file closed."""
 
     def __init__(self, source: ObjectSource, **kwargs: Any) -> None:
         fileobj = source.open_file()

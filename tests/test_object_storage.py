@@ -201,7 +201,36 @@ def test_an_endpoint_that_refuses_connections_is_one_sentence(shot_file):
         port = s.getsockname()[1]
     result = cli(f"http://127.0.0.1:{port}", "convert", shot_file, f"s3://{BUCKET}/z.zarr")
     assert result.exit_code == 2, result.output
-    assert "the endpoint cannot be reached" in " ".join(result.output.split())
+    assert "the endpoint cannot be reached (Connection refused)" in " ".join(result.output.split())
+
+
+def test_an_endpoint_that_closes_connections_is_not_called_slow(tmp_path):
+    """A server that reads each request and hangs up answered at once: the sentence says
+    the connection closed, not that the endpoint did not answer in time."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                conn.recv(65536)
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        result = cli(f"http://127.0.0.1:{server.getsockname()[1]}", "convert", f"s3://{BUCKET}/in.h5", tmp_path / "out.zarr")
+    finally:
+        server.close()
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "the connection closed before the answer was complete" in text and "in time" not in text, text
+    assert not (tmp_path / "out.zarr").exists()
 
 
 class StallingProxy:

@@ -117,7 +117,14 @@ def store_at(url: str, storage_options: dict[str, str], named: str | None = None
 
 
 def describe_store_error(url: str, exc: BaseException) -> str:
-    """One sentence for what an object store answered."""
+    """One sentence for what an object store answered.
+
+    A request that failed without an answer is told by what the HTTP client saw (obstore
+    writes its error chain into the text: ``HttpError { kind: Timeout | Connect | ... }``
+    and the operating system's message): a request that got no answer in time, an
+    endpoint that refused the connection, or one that closed it mid-request are three
+    different faults for the user to look into.
+    """
     from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
 
     text = str(exc)
@@ -128,13 +135,38 @@ def describe_store_error(url: str, exc: BaseException) -> str:
     forbidden = re.search(r"\b403 Forbidden\b|status(?: code)?[:= ]+403\b", text, re.IGNORECASE)
     if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)) or "AccessDenied" in text or forbidden:
         return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
-    if "retries" in text and re.search(r"in [0-9.]+s, after \d+ retries", text) and not re.search(r"\b[45]\d\d\b", text):
+    first = (text.strip().splitlines() or [type(exc).__name__])[0]
+    retried = re.search(r"in [0-9.]+m?s, after (\d+) retries", text)
+    kind = re.search(r"HttpError \{\s*kind: (\w+)", text)
+    said = _innermost_cause(text)
+    if kind is not None and kind.group(1) == "Connect" or said in _REFUSED:
+        return f"{url}: the endpoint cannot be reached ({said or first[:160]})."
+    if kind is not None and kind.group(1) == "Timeout" or retried and kind is None and not re.search(r"\b[45]\d\d\b", text):
         return (f"{url}: the endpoint did not answer in time, even after retries (--storage-option timeout=... "
                 "sets the limit per request; 30s by default).")
+    if kind is not None:  # an answer cut off, a body that could not be read...
+        again = f" after {retried.group(1)} retries" if retried else ""
+        return f"{url}: the request to the endpoint failed{again} ({said or kind.group(1)})."
     if "onnect" in text or "timed out" in text.lower() or "dns" in text.lower():
-        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         return f"{url}: the endpoint cannot be reached ({first[:160]})."
-    return f"{url}: the object store refused the request ({(text.strip().splitlines() or [type(exc).__name__])[0][:200]})."
+    return f"{url}: the object store refused the request ({first[:200]})."
+
+
+_REFUSED = frozenset({"Connection refused", "Network is unreachable", "No route to host",
+                      "Cannot assign requested address"})
+
+
+def _innermost_cause(text: str) -> str:
+    """The deepest cause obstore's error chain names: the operating system's message
+    (``message: "Connection refused"``) or hyper's error kind (``IncompleteMessage``),
+    else ''."""
+    said = re.findall(r'message: "([^"]+)"', text)
+    if said:
+        return said[-1]
+    hyper = re.findall(r"hyper::Error\(\s*(\w+)", text)
+    if hyper:
+        return {"IncompleteMessage": "the connection closed before the answer was complete"}.get(hyper[-1], hyper[-1])
+    return ""
 
 
 def store_error(url: str, exc: BaseException) -> Exception:

@@ -40,7 +40,7 @@ from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundE
 from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template, natural_key
 from layoutkit.storage import ObjectSource, is_url, store_at
-from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
+from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel, NamingStore
 from layoutkit.writers.zarr_shot_packed import INDEX_ATTR as SHOT_INDEX_ATTR
 from layoutkit.writers.zarr_shot_packed import LAYOUT_VERSION as SHOT_PACKED_VERSION
 from layoutkit.writers.zarr_shot_packed import PACKED_ARRAY
@@ -1477,7 +1477,8 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
     if fmt is None:  # an object, not a store: HDF5 (or refused in one sentence)
         source = check_source(ObjectSource(url, tuple(sorted(storage_options.items()))))
         return HDF5Archive(source, template, model, page_buffer, sleep)  # type: ignore[arg-type]
-    return _zarr_archive(url, zarr.storage.ObjectStore(prefixed, read_only=True), fmt, template, model, sleep)
+    return _zarr_archive(url, NamingStore(zarr.storage.ObjectStore(prefixed, read_only=True), url), fmt, template, model,
+                         sleep)
 
 
 def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyModel | None, sleep: Any) -> Archive:

@@ -250,6 +250,7 @@ class StallingProxy:
         self.stalled: list[socket.socket] = []
         self.accepted = 0
         self.stop = threading.Event()
+        self.silent = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -259,7 +260,8 @@ class StallingProxy:
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if not self.silent.is_set():  # silenced: what comes is read and dropped, nothing answers
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
@@ -281,6 +283,10 @@ class StallingProxy:
             back = socket.create_connection((self.target.hostname, self.target.port))
             threading.Thread(target=self._pump, args=(conn, back), daemon=True).start()
             threading.Thread(target=self._pump, args=(back, conn), daemon=True).start()
+
+    def silence(self) -> None:
+        """From now on nothing is forwarded, on open connections too."""
+        self.silent.set()
 
     def close(self) -> None:
         self.stop.set()
@@ -323,6 +329,41 @@ def test_a_store_that_stops_answering_mid_run_is_one_sentence(endpoint, source_u
         assert "Traceback" not in result.output
         assert not out.exists() and not list(tmp_path.iterdir())  # no staging folder either
         assert proxy.stalled  # the run did meet the stall
+    finally:
+        proxy.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("which", ["source", "mirror", "signal", "paged"])
+def test_layoutkit_open_names_the_url_when_the_store_stops_answering(endpoint, source_url, bucket_variants, which):
+    """The library, not only the commands: a read that the store stops answering raises
+    layoutkit's StoreError naming the URL (obstore's error as its cause), not obstore's
+    GenericError. HDF5 files are opened after the store goes silent (what an open file
+    reads next may already be in its block cache)."""
+    import layoutkit
+    from layoutkit.errors import StoreError
+
+    url = source_url if which == "source" else bucket_variants[which]
+    proxy = StallingProxy(endpoint, lambda i: False)
+    opts = {"endpoint_url": proxy.url, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1",
+            "timeout": "1s"}
+    try:
+        with pytest.raises(StoreError, match="did not answer in time") as info:
+            if url.endswith(".h5"):
+                from layoutkit.storage import ObjectSource
+
+                source = ObjectSource(url, tuple(sorted(opts.items())))
+                size = source.size()  # known before the silence, as a check would have learned it
+                proxy.silence()
+                with h5py.File(source.open_file(), "r") as f:  # h5py passes the file object's error on
+                    f.attrs.keys()
+                assert size  # not reached
+            with layoutkit.open(url, storage_options=opts) as archive:
+                signal = archive.signals[0]
+                proxy.silence()
+                archive.signal(signal)
+        assert info.value.url == url and str(info.value).startswith(url)
+        assert type(info.value.__cause__).__module__.startswith("obstore")
     finally:
         proxy.close()
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit.archive import open_archive
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError, StoreError
 from layoutkit.inventory import first_line
 from layoutkit.options import parse_size
 from layoutkit.storage import ObjectSource, as_source, is_url
@@ -160,6 +160,8 @@ def read_share(
         error = None
         try:
             logical = run_reads(archive, pattern, items)
+        except StoreError:  # the store failed, not the variant: the command says so and stops
+            raise
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             # a damaged variant: the row says what failed instead of a time
             logical, error = 0, f"{type(exc).__name__}: {first_line(exc)}"

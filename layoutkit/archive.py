@@ -36,7 +36,7 @@ import pandas as pd
 import xarray as xr
 import zarr
 
-from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError
+from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError, StoreError
 from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template, natural_key
 from layoutkit.storage import ObjectSource, is_url, store_at
@@ -899,10 +899,11 @@ class _LazyRoot:
 
 def _open_counted(
     path: Path | str, model: LatencyModel | None, counter: Counter, sleep: Any, base: Any = None,
-    zarr_format: int | None = None,
+    zarr_format: int | None = None, document: Any = None,
 ) -> tuple[CountingStore, Any]:
     """The root group of a store, read through a CountingStore: a :class:`_LazyRoot` when
-    it is Zarr v3 with consolidated metadata, else zarr's own group."""
+    it is Zarr v3 with consolidated metadata, else zarr's own group. ``document``: the
+    root ``zarr.json`` (a buffer) when the caller fetched it already."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
@@ -911,7 +912,7 @@ def _open_counted(
     if zarr_format is None:
         zarr_format = 3 if (Path(path) / "zarr.json").exists() else 2
     if zarr_format == 3:
-        buf = sync(store.get("zarr.json", default_buffer_prototype()))
+        buf = document if document is not None else sync(store.get("zarr.json", default_buffer_prototype()))
         doc = json.loads(buf.to_bytes()) if buf is not None else None
         if isinstance(doc, dict) and doc.get("node_type") == "group" and doc.get("consolidated_metadata"):
             return store, _LazyRoot(store, doc)
@@ -1099,10 +1100,11 @@ class SignalMajorArchive(ZarrArchive):
 
     def _variables(self, paths: list[str]) -> list[xr.DataArray]:
         """Several source datasets with their coordinates; each packed array is read
-        once for all of them, and so is each scale's."""
+        once for all of them, and so is each scale's. The datasets' rows and their
+        scales' rows are fetched together (one round of requests, not two: a signal read
+        in a bucket waited for its data, then for its time bases)."""
         located = {p: self._locate(p) for p in paths}
         packed = [p for p in paths if located[p] is not None]
-        datas = dict(zip(packed, self._read_rows([located[p] for p in packed])))
         scales: dict[str, str] = {}  # the first scale of each axis
         for p in packed:
             shot = self._prefix.match(p).group("shot")
@@ -1114,7 +1116,13 @@ class SignalMajorArchive(ZarrArchive):
                 for axis in self._scale_paths(p):
                     if axis:
                         scales.setdefault(axis[0], "")
-        coords = self._coordinates(list(scales))
+        scale_rows = {s: row for s in scales if (row := self._locate(s)) is not None}
+        values = self._read_rows([located[p] for p in packed] + list(scale_rows.values()))
+        datas = dict(zip(packed, values))
+        coords = {s: (v, dict(row.attrs)) for (s, row), v in zip(scale_rows.items(), values[len(packed):])}
+        for s in scales:  # a scale stored at its own path, as a shot-major store holds it
+            if s not in coords:
+                coords[s] = (super().get(s), _plain_attrs(dict(self._nodes[s].attributes), _HIDDEN_ZARR_ATTRS))
         index: dict[str, _Coordinate] = {}  # scale -> its coordinate, built once
         out = []
         for p in paths:
@@ -1140,15 +1148,6 @@ class SignalMajorArchive(ZarrArchive):
                 coord[name] = index[scale]
                 dims.append(name)
             out.append(_with_coords(data, dims, coord, _bytes_back(dict(attrs))))
-        return out
-
-    def _coordinates(self, scales: list[str]) -> dict[str, tuple[np.ndarray, dict[str, Any]]]:
-        located = {s: self._locate(s) for s in scales}
-        packed = [s for s in scales if located[s] is not None]
-        out = {s: (v, dict(located[s].attrs)) for s, v in zip(packed, self._read_rows([located[s] for s in packed]))}
-        for s in scales:
-            if s not in out:
-                out[s] = (super().get(s), _plain_attrs(dict(self._nodes[s].attributes), _HIDDEN_ZARR_ATTRS))
         return out
 
     def _has_array(self, path: str) -> bool:
@@ -1437,11 +1436,14 @@ def open_archive(
     return HDF5Archive(p, template, model, page_buffer, sleep)
 
 
-def zarr_format_at(store: Any) -> int | None:
-    """3 or 2 when an obstore store (rooted at a Zarr store) has a root document, else None."""
+def zarr_format_at(store: Any, formats: tuple[int, ...] = (3, 2)) -> int | None:
+    """3 or 2 when an obstore store (rooted at a Zarr store) has a root document of one
+    of ``formats``, else None."""
     import obstore
 
     for name, fmt in (("zarr.json", 3), (".zgroup", 2)):
+        if fmt not in formats:
+            continue
         try:
             obstore.head(store, name)
             return fmt
@@ -1463,11 +1465,20 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
         except LayoutkitError as exc:
             raise NotAnArchiveError(str(exc)) from None
         return _zarr_archive(url, base, 3, template, model, sleep)
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    counter = Counter()
     try:
         prefixed = store_at(url, storage_options)
-        fmt = zarr_format_at(prefixed)
+        base = NamingStore(zarr.storage.ObjectStore(prefixed, read_only=True), url)
+        # one GET tells a v3 store and brings its root document (a HEAD first cost a round trip more)
+        document = sync(_counting_store(url, model, counter, sleep, base).get("zarr.json", default_buffer_prototype()))
+        fmt = 3 if document is not None else zarr_format_at(prefixed, formats=(2,))
     except FileNotFoundError:
         fmt = None
+    except StoreError as exc:  # the store failed: one sentence already
+        raise NotAnArchiveError(str(exc)) from None
     except LayoutkitError:  # one sentence already (storage options that set up no store)
         raise
     except Exception as exc:  # obstore's own errors: name what the store said
@@ -1477,14 +1488,15 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
     if fmt is None:  # an object, not a store: HDF5 (or refused in one sentence)
         source = check_source(ObjectSource(url, tuple(sorted(storage_options.items()))))
         return HDF5Archive(source, template, model, page_buffer, sleep)  # type: ignore[arg-type]
-    return _zarr_archive(url, NamingStore(zarr.storage.ObjectStore(prefixed, read_only=True), url), fmt, template, model,
-                         sleep)
+    return _zarr_archive(url, base, fmt, template, model, sleep, counter, document)
 
 
-def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyModel | None, sleep: Any) -> Archive:
-    """The archive of the layout a Zarr store (over the zarr store ``base``) records."""
+def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyModel | None, sleep: Any,
+                  counter: Counter | None = None, document: Any = None) -> Archive:
+    """The archive of the layout a Zarr store (over the zarr store ``base``) records;
+    ``document``: its root ``zarr.json`` when already fetched (counted in ``counter``)."""
     try:
-        _, root = _open_counted(url, model, Counter(), sleep, base=base, zarr_format=fmt)
+        _, root = _open_counted(url, model, counter or Counter(), sleep, base=base, zarr_format=fmt, document=document)
     except (ValueError, KeyError, OSError) as exc:
         raise NotAnArchiveError(f"{url} is not a readable Zarr store: {exc}.") from None
     layout = root.attrs.get(LAYOUT_ATTR, {}) or {}

@@ -251,15 +251,18 @@ class StallingProxy:
         self.accepted = 0
         self.stop = threading.Event()
         self.silent = threading.Event()
+        self.requests: list[str] = []  # "GET /bucket/key..." as forwarded
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.front.getsockname()[1]}"
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, requests: list[str] | None = None) -> None:
         try:
             while data := src.recv(65536):
+                if requests is not None and data.split(b" ", 1)[0] in (b"GET", b"HEAD", b"PUT", b"POST", b"DELETE"):
+                    requests.append(" ".join(data.split(b"\r\n", 1)[0].decode().split(" ")[:2]))
                 if not self.silent.is_set():  # silenced: what comes is read and dropped, nothing answers
                     dst.sendall(data)
         except OSError:
@@ -281,7 +284,7 @@ class StallingProxy:
                 self.stalled.append(conn)  # read nothing, answer nothing
                 continue
             back = socket.create_connection((self.target.hostname, self.target.port))
-            threading.Thread(target=self._pump, args=(conn, back), daemon=True).start()
+            threading.Thread(target=self._pump, args=(conn, back, self.requests), daemon=True).start()
             threading.Thread(target=self._pump, args=(back, conn), daemon=True).start()
 
     def silence(self) -> None:
@@ -329,6 +332,24 @@ def test_a_store_that_stops_answering_mid_run_is_one_sentence(endpoint, source_u
         assert "Traceback" not in result.output
         assert not out.exists() and not list(tmp_path.iterdir())  # no staging folder either
         assert proxy.stalled  # the run did meet the stall
+    finally:
+        proxy.close()
+
+
+def test_opening_a_zarr_store_in_a_bucket_is_one_get(endpoint, bucket_variants):
+    """One GET of the root document tells a v3 store and brings its metadata (a HEAD
+    first cost a round trip more), counted where the store's requests are counted."""
+    import layoutkit
+
+    proxy = StallingProxy(endpoint, lambda i: False)
+    opts = {"endpoint_url": proxy.url, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
+    try:
+        for name in ("mirror", "signal"):
+            proxy.requests.clear()
+            with layoutkit.open(bucket_variants[name], storage_options=opts) as archive:
+                key = bucket_variants[name].removeprefix("s3://")
+                assert proxy.requests == [f"GET /{key}/zarr.json"], proxy.requests
+                assert archive.counter.requests == 1
     finally:
         proxy.close()
 

@@ -171,6 +171,33 @@ def test_one_signal_of_every_shot_is_a_handful_of_requests(hundred_shots: tuple[
         assert mirrored >= 100, (name, mirrored)
 
 
+def test_a_signal_and_its_time_bases_are_fetched_in_one_round(hundred_shots: tuple[Path, Path, Path],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data rows and the scale rows go out together: on object storage a second round
+    waited one more round trip per read, for the time bases."""
+    from layoutkit.archive import SignalMajorArchive
+
+    rounds: list[list[str]] = []
+    real = SignalMajorArchive._iter_many
+
+    def spy(self, reads):  # noqa: ANN001, ANN202
+        rounds.append([path for path, _ in reads])
+        return real(self, reads)
+
+    monkeypatch.setattr(SignalMajorArchive, "_iter_many", spy)
+    _, _, signal_major = hundred_shots
+    with layoutkit.open(signal_major) as archive:
+        rounds.clear()
+        got = archive.signal("ip")
+        assert len(rounds) == 1, rounds
+        assert any(p.startswith("/signals/ip/") for p in rounds[0]), rounds
+        assert any(p.startswith("/scales/") for p in rounds[0]), rounds  # the time base, in the same round
+        rounds.clear()
+        archive.shot(archive.shots[0])
+        assert len(rounds) == 1, rounds
+    assert len(got) == 100 and all(a.dims and a.dims[0] in a.coords for a in got.values())
+
+
 def test_one_shot_costs_at_most_twice_the_shot_major_requests(hundred_shots: tuple[Path, Path, Path]) -> None:
     src, shot_major, signal_major = hundred_shots
     with layoutkit.open(src) as source:

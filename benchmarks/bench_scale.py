@@ -92,7 +92,7 @@ def main() -> None:
         objects, arrays = predicted_objects(the_plan)
         predicted = {"tasks": len(the_plan.tasks), "objects": objects, "arrays": arrays, "bytes": the_plan.nbytes}
         print(f"plan: {predicted} ({plan_seconds:.1f} s)", flush=True)
-        proxy.by_method.clear()
+        proxy.reset_counts()
         cmd = [PY, "-m", "layoutkit", "-q", "convert", "s3://scale/source.h5", "s3://scale/out.zarr", *layout_args,
                "--scheduler", "processes", "--workers", str(args.workers),
                *[a for k, v in opts.items() for a in ("--storage-option", f"{k}={v}")]]

@@ -130,12 +130,9 @@ class SeaweedFS:
         self.close()
 
 
-class DelayProxy:
-    """A TCP proxy on 127.0.0.1 that delays every HTTP request by ``latency`` seconds.
-
-    Set ``latency`` at any time; ``endpoint`` is the URL clients use instead of the
-    server's. It runs its own event loop on a thread.
-    """
+class _ProxyLoop:
+    """The proxy itself: an event loop on a thread of the process it runs in (the
+    child process :class:`DelayProxy` starts)."""
 
     def __init__(self, upstream_port: int, latency: float = 0.0) -> None:
         self.latency = latency
@@ -197,6 +194,67 @@ class DelayProxy:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
 
+
+class DelayProxy:
+    """A TCP proxy on 127.0.0.1 that delays every HTTP request by ``latency`` seconds.
+
+    Set ``latency`` at any time; ``endpoint`` is the URL clients use instead of the
+    server's; ``requests`` and ``by_method`` count what went through it since the last
+    :meth:`reset_counts`.
+
+    It runs in a process of its own, as a remote store would: in the process it measures,
+    its event loop would wait for the GIL behind the readers' decoding threads (up to the
+    5 ms switch interval per wake-up), adding time to every request and every 1 MiB it
+    forwards that no network adds.
+    """
+
+    def __init__(self, upstream_port: int, latency: float = 0.0) -> None:
+        self._child = subprocess.Popen([sys.executable, __file__, "--proxy", str(upstream_port), str(latency)],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        self.port = int(self._child.stdout.readline())
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._latency = latency
+
+    def _ask(self, line: str) -> str:
+        self._child.stdin.write(line + "\n")
+        self._child.stdin.flush()
+        return self._child.stdout.readline().strip()
+
+    @property
+    def latency(self) -> float:
+        return self._latency
+
+    @latency.setter
+    def latency(self, seconds: float) -> None:
+        self._ask(f"latency {seconds!r}")
+        self._latency = seconds
+
+    def _counts(self) -> dict:
+        return json.loads(self._ask("counts"))
+
+    @property
+    def requests(self) -> int:
+        return self._counts()["requests"]
+
+    @property
+    def by_method(self) -> collections.Counter[str]:
+        """GET, PUT, HEAD, POST, DELETE and LIST requests forwarded (a copy)."""
+        return collections.Counter(self._counts()["by_method"])
+
+    def reset_counts(self) -> None:
+        self._ask("reset")
+
+    def close(self) -> None:
+        if self._child.poll() is None:
+            try:
+                self._ask("quit")
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self._child.wait(10)
+            except subprocess.TimeoutExpired:
+                self._child.kill()
+
     def __enter__(self) -> DelayProxy:
         return self
 
@@ -204,12 +262,35 @@ class DelayProxy:
         self.close()
 
 
+def _run_proxy(upstream_port: int, latency: float) -> None:
+    """The child's side: serve, print the port, then answer one line per command line."""
+    proxy = _ProxyLoop(upstream_port, latency)
+    print(proxy.port, flush=True)
+    for line in sys.stdin:
+        command, _, arg = line.strip().partition(" ")
+        if command == "latency":
+            proxy.latency = float(arg)
+            answer = "ok"
+        elif command == "counts":
+            answer = json.dumps({"requests": proxy.requests, "by_method": dict(proxy.by_method)})
+        elif command == "reset":
+            proxy.requests = 0
+            proxy.by_method.clear()
+            answer = "ok"
+        else:
+            break
+        print(answer, flush=True)
+    proxy.close()
+
+
 def storage_options(endpoint: str) -> dict[str, str]:
     """What layoutkit's ``--storage-option`` needs for this endpoint."""
     return {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": "us-east-1"}
 
 
-if __name__ == "__main__":  # a quick check: start, make a bucket, time a GET through the proxy
+if __name__ == "__main__" and sys.argv[1:2] == ["--proxy"]:  # DelayProxy's child process
+    _run_proxy(int(sys.argv[2]), float(sys.argv[3]))
+elif __name__ == "__main__":  # a quick check: start, make a bucket, time a GET through the proxy
     import obstore
     from obstore.store import S3Store
 

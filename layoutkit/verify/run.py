@@ -16,8 +16,6 @@ when none is given). Clusters are started once per worker count, before timing.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import itertools
 import os
 import re
@@ -32,6 +30,7 @@ from typing import Any
 from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError, StoreError
 from layoutkit.inventory import first_line
+from layoutkit.memory import peak_rss, release_freed_memory, reset_peak_rss
 from layoutkit.options import parse_size
 from layoutkit.storage import ObjectSource, as_source, is_url
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
@@ -426,44 +425,6 @@ def measure(
         for e in engines.values():
             e.close()
     return results
-
-
-@functools.cache
-def _libc() -> Any:
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc: nothing to trim
-        return None
-
-
-def release_freed_memory() -> None:
-    """Hand the memory the last condition freed back to the system. glibc keeps freed
-    memory in per-thread arenas, so a sweep of page buffers (8 workers x 256 MiB each,
-    then the next condition) peaked at about the sum of its conditions rather than the
-    largest one (measured: 3.98 GB for a local sweep whose largest cell takes 2.59 GB)."""
-    libc = _libc()
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
-
-
-def reset_peak_rss() -> bool:
-    """Start this process's peak RSS (VmHWM) over from its current RSS; False where the
-    system cannot (not Linux, or a kernel without ``clear_refs``)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        return False
-    return True
-
-
-def peak_rss() -> int | None:
-    """This process's peak RSS in bytes since :func:`reset_peak_rss` (None if unknown)."""
-    try:
-        with open("/proc/self/status") as fh:
-            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:")), None)
-    except OSError:
-        return None
 
 
 def count_runs(

@@ -152,6 +152,10 @@ def main() -> None:
     args = parse_args(__doc__, extra)
     from obstore.store import S3Store
 
+    from layoutkit.memory import return_large_blocks
+
+    return_large_blocks()  # as every layoutkit command does: verify runs in this process
+
     from layoutkit.archive import open_archive
     from layoutkit.verify.patterns import plan_reads
     from layoutkit.verify.run import VerifyOptions, parse_durations, parse_sizes, peak_rss, reset_peak_rss, verify

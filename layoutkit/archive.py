@@ -36,11 +36,11 @@ import pandas as pd
 import xarray as xr
 import zarr
 
-from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError, StoreError
+from layoutkit.errors import InvalidOptionError, LayoutkitError, SourceNotFoundError
 from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template, iter_blocks, match_template, natural_key
 from layoutkit.storage import ObjectSource, is_url, store_at
-from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel, NamingStore
+from layoutkit.verify.storage import Counter, CountingFile, CountingStore, LatencyModel
 from layoutkit.writers.zarr_shot_packed import INDEX_ATTR as SHOT_INDEX_ATTR
 from layoutkit.writers.zarr_shot_packed import LAYOUT_VERSION as SHOT_PACKED_VERSION
 from layoutkit.writers.zarr_shot_packed import PACKED_ARRAY
@@ -1471,14 +1471,12 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
     counter = Counter()
     try:
         prefixed = store_at(url, storage_options)
-        base = NamingStore(zarr.storage.ObjectStore(prefixed, read_only=True), url)
+        base = zarr.storage.ObjectStore(prefixed, read_only=True)
         # one GET tells a v3 store and brings its root document (a HEAD first cost a round trip more)
         document = sync(_counting_store(url, model, counter, sleep, base).get("zarr.json", default_buffer_prototype()))
         fmt = 3 if document is not None else zarr_format_at(prefixed, formats=(2,))
     except FileNotFoundError:
         fmt = None
-    except StoreError as exc:  # the store failed: one sentence already
-        raise NotAnArchiveError(str(exc)) from None
     except LayoutkitError:  # one sentence already (storage options that set up no store)
         raise
     except Exception as exc:  # obstore's own errors: name what the store said

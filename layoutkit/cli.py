@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from layoutkit.errors import LayoutkitError, StoreError
+from layoutkit.errors import LayoutkitError
 from layoutkit.options import format_size, size_relative
 
 
@@ -201,8 +201,6 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
                 bar.advance(task, n)
 
             return pipeline.run(layout, src, dest, options, advance, (inventory, plan))
-    except StoreError as exc:  # a read failed mid-run (it names its URL): what was written is gone
-        raise fail(f"{exc} The destination was not written.") from None
     except LayoutkitError as exc:
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:

@@ -80,23 +80,6 @@ class OutputNotWritableError(LayoutkitError, PermissionError):
     """The destination cannot be written."""
 
 
-class StoreError(LayoutkitError, OSError):
-    """An object store failed a read: no answer in time, a refused or cut connection,
-    access denied. The message names the URL; the store's own error is its ``__cause__``.
-
-    Parameters
-    ----------
-    url
-        The bucket URL the request was for.
-    message
-        One sentence saying what the store answered.
-    """
-
-    def __init__(self, url: str, message: str) -> None:
-        self.url = url
-        super().__init__(message)
-
-
 class InvalidOptionError(LayoutkitError):
     """A user-supplied option value could not be parsed."""
 

@@ -250,7 +250,6 @@ class StallingProxy:
         self.stalled: list[socket.socket] = []
         self.accepted = 0
         self.stop = threading.Event()
-        self.silent = threading.Event()
         self.requests: list[str] = []  # "GET /bucket/key..." as forwarded
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -263,8 +262,7 @@ class StallingProxy:
             while data := src.recv(65536):
                 if requests is not None and data.split(b" ", 1)[0] in (b"GET", b"HEAD", b"PUT", b"POST", b"DELETE"):
                     requests.append(" ".join(data.split(b"\r\n", 1)[0].decode().split(" ")[:2]))
-                if not self.silent.is_set():  # silenced: what comes is read and dropped, nothing answers
-                    dst.sendall(data)
+                dst.sendall(data)
         except OSError:
             pass
         finally:
@@ -286,10 +284,6 @@ class StallingProxy:
             back = socket.create_connection((self.target.hostname, self.target.port))
             threading.Thread(target=self._pump, args=(conn, back, self.requests), daemon=True).start()
             threading.Thread(target=self._pump, args=(back, conn), daemon=True).start()
-
-    def silence(self) -> None:
-        """From now on nothing is forwarded, on open connections too."""
-        self.silent.set()
 
     def close(self) -> None:
         self.stop.set()
@@ -350,41 +344,6 @@ def test_opening_a_zarr_store_in_a_bucket_is_one_get(endpoint, bucket_variants):
                 key = bucket_variants[name].removeprefix("s3://")
                 assert proxy.requests == [f"GET /{key}/zarr.json"], proxy.requests
                 assert archive.counter.requests == 1
-    finally:
-        proxy.close()
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("which", ["source", "mirror", "signal", "paged"])
-def test_layoutkit_open_names_the_url_when_the_store_stops_answering(endpoint, source_url, bucket_variants, which):
-    """The library, not only the commands: a read that the store stops answering raises
-    layoutkit's StoreError naming the URL (obstore's error as its cause), not obstore's
-    GenericError. HDF5 files are opened after the store goes silent (what an open file
-    reads next may already be in its block cache)."""
-    import layoutkit
-    from layoutkit.errors import StoreError
-
-    url = source_url if which == "source" else bucket_variants[which]
-    proxy = StallingProxy(endpoint, lambda i: False)
-    opts = {"endpoint_url": proxy.url, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1",
-            "timeout": "1s"}
-    try:
-        with pytest.raises(StoreError, match="did not answer in time") as info:
-            if url.endswith(".h5"):
-                from layoutkit.storage import ObjectSource
-
-                source = ObjectSource(url, tuple(sorted(opts.items())))
-                size = source.size()  # known before the silence, as a check would have learned it
-                proxy.silence()
-                with h5py.File(source.open_file(), "r") as f:  # h5py passes the file object's error on
-                    f.attrs.keys()
-                assert size  # not reached
-            with layoutkit.open(url, storage_options=opts) as archive:
-                signal = archive.signals[0]
-                proxy.silence()
-                archive.signal(signal)
-        assert info.value.url == url and str(info.value).startswith(url)
-        assert type(info.value.__cause__).__module__.startswith("obstore")
     finally:
         proxy.close()
 
@@ -499,12 +458,27 @@ def test_a_source_in_a_bucket_converts_to_the_same_store(endpoint, source_url, s
     assert local_files(tmp_path / "remote.zarr") == local_files(tmp_path / "local.zarr")
 
 
+@pytest.mark.timeout(400)
 def test_bucket_to_bucket_on_a_cluster_of_processes(endpoint, source_url, shot_file, tmp_path):
     """Workers in other processes read the source from the bucket themselves (no shared
-    file system for the source); the reorder goes bucket to bucket too."""
-    result = cli(endpoint, "convert", source_url, f"s3://{BUCKET}/cluster/shots.zarr", "--scheduler", "processes",
-                 "--workers", "2", "--chunk-size", "256KiB")
-    assert result.exit_code == 0, result.output
+    file system for the source); the reorder goes bucket to bucket too.
+
+    The cluster's convert runs as a command of its own, as a user runs it. Run inside
+    this test's process (CliRunner), the first bucket read after the LocalCluster closed
+    got no answer from the in-process moto server, even after retries, in about half of
+    the fresh-clone CI runs of 2026-11-24/25 (never locally on demand; cause not found).
+    """
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "layoutkit", "--quiet", "convert", source_url, f"s3://{BUCKET}/cluster/shots.zarr",
+         "--scheduler", "processes", "--workers", "2", "--chunk-size", "256KiB",
+         "--storage-option", f"endpoint_url={endpoint}"],
+        env={**os.environ, **CREDENTIALS}, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
     copy = tmp_path / "shots.zarr"
     for rel, data in objects(endpoint, "cluster/shots.zarr/").items():
         (copy / rel[len("cluster/shots.zarr/"):]).parent.mkdir(parents=True, exist_ok=True)

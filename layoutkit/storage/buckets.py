@@ -7,10 +7,8 @@ ranged, concurrent and multipart requests itself.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Iterator
 from typing import Any
 
 METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -171,22 +169,6 @@ def _innermost_cause(text: str) -> str:
     return ""
 
 
-@contextlib.contextmanager
-def naming_failures(url: str) -> Iterator[None]:
-    """Reads of ``url`` inside the block that the store fails (obstore's errors: no answer
-    in time, a refused connection, access denied...) raise a
-    :class:`~layoutkit.errors.StoreError` naming the URL, obstore's error as its cause. A
-    missing object stays ``FileNotFoundError``; anything else passes as it is."""
-    from obstore.exceptions import BaseError
-
-    from layoutkit.errors import StoreError
-
-    try:
-        yield
-    except BaseError as exc:
-        raise StoreError(url, describe_store_error(url, exc)) from exc
-
-
 def store_error(url: str, exc: BaseException) -> Exception:
     """The one-sentence error for what a store answered to a write."""
     from layoutkit.errors import OutputNotWritableError
@@ -234,5 +216,5 @@ def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP, limit: int 
 
 
 __all__ = ["COALESCE_GAP", "COALESCE_MAX", "METADATA_NAMES", "READ_KEYS", "UPLOAD_THREADS", "coalesce", "delete_keys",
-           "describe_store_error", "is_url", "list_keys", "naming_failures", "object_store", "parse_storage_options",
+           "describe_store_error", "is_url", "list_keys", "object_store", "parse_storage_options",
            "store_at", "store_error"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce, is_url, naming_failures, object_store
+from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce, is_url, object_store
 
 _LOOP: Any = None
 _LOOP_LOCK = threading.Lock()
@@ -63,8 +63,7 @@ class ObjectSource:
         import obstore
 
         store, key = self._store
-        with naming_failures(self.url):
-            return int(obstore.head(store, key)["size"])
+        return int(obstore.head(store, key)["size"])
 
     def stat(self) -> Any:
         """The one ``os.stat_result`` field the commands use (``st_size``), as a Path has it."""
@@ -92,8 +91,7 @@ class ObjectSource:
         import obstore
 
         store, key = self._store
-        with naming_failures(self.url):
-            return bytes(obstore.get_range(store, key, start=offset, length=size)) if size else b""
+        return bytes(obstore.get_range(store, key, start=offset, length=size)) if size else b""
 
     def coalescing(self) -> tuple[int, int]:
         """The gap and size limits of merged GETs (``coalesce_gap``, ``coalesce_max``)."""
@@ -120,8 +118,7 @@ class ObjectSource:
         async def fetch() -> list[Any]:
             return await asyncio.gather(*(obstore.get_range_async(store, key, start=o, length=n) for o, n in merged))
 
-        with naming_failures(self.url):
-            bodies = _run(fetch())
+        bodies = _run(fetch())
         starts = [o for o, _ in merged]
         out = []
         for offset, size in ranges:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit.archive import open_archive
-from layoutkit.errors import InvalidOptionError, StoreError
+from layoutkit.errors import InvalidOptionError
 from layoutkit.inventory import first_line
 from layoutkit.memory import peak_rss, release_freed_memory, reset_peak_rss
 from layoutkit.options import parse_size
@@ -159,8 +159,6 @@ def read_share(
         error = None
         try:
             logical = run_reads(archive, pattern, items)
-        except StoreError:  # the store failed, not the variant: the command says so and stops
-            raise
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             # a damaged variant: the row says what failed instead of a time
             logical, error = 0, f"{type(exc).__name__}: {first_line(exc)}"

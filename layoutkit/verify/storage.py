@@ -27,7 +27,6 @@ from zarr.abc.store import Store
 from zarr.storage import WrapperStore
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.storage.buckets import naming_failures
 
 
 @dataclass(frozen=True)
@@ -126,39 +125,6 @@ class CountingFile(io.RawIOBase):
 
     def reset(self) -> None:
         self.counter.reset()
-
-
-class NamingStore(WrapperStore):
-    """A Zarr store in a bucket whose failed reads raise a
-    :class:`~layoutkit.errors.StoreError` naming ``url`` (obstore's own error as its
-    cause), as every command says it: ``layoutkit.open`` callers catch layoutkit's errors,
-    not obstore's. A key that is not there still reads as None."""
-
-    def __init__(self, store: Any, url: str) -> None:
-        super().__init__(store)
-        self.url = url
-
-    def _with_store(self, store: Any) -> NamingStore:
-        return type(self)(store, self.url)
-
-    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-        with naming_failures(self.url):
-            return await self._store.get(key, prototype, byte_range)
-
-    async def get_partial_values(self, prototype: Any, key_ranges: Iterable[tuple[str, Any]]) -> list[Any]:
-        with naming_failures(self.url):
-            return await self._store.get_partial_values(prototype, key_ranges)
-
-    async def get_ranges(
-        self, key: str, byte_ranges: Sequence[Any], *, prototype: Any, **kwargs: Any
-    ) -> AsyncIterator[Sequence[tuple[int, Any]]]:
-        with naming_failures(self.url):
-            async for group in self._store.get_ranges(key, byte_ranges, prototype=prototype, **kwargs):
-                yield group
-
-    async def exists(self, key: str) -> bool:
-        with naming_failures(self.url):
-            return await self._store.exists(key)
 
 
 class CountingStore(WrapperStore):

@@ -141,7 +141,7 @@ def main(
     from layoutkit.storage.sources import forget_stores
 
     State.quiet = quiet
-    return_large_blocks()  # freed chunk-sized blocks go back to the system (a bucket convert: 1.14 -> 0.57 GB peak)
+    return_large_blocks()  # freed chunk-sized blocks go back to the system (a bucket convert: 1,142 -> 526 MiB peak)
     # a command starts with its own connections: one run before it in this process (a
     # test, a notebook) may have left pooled connections the server has since closed
     forget_stores()

@@ -468,6 +468,17 @@ def cli_process(endpoint: str, *args: str | Path) -> subprocess.CompletedProcess
                           env={**os.environ, **CREDENTIALS}, capture_output=True, text=True, timeout=300)
 
 
+def server_threads() -> str:
+    """Where every thread of this process (moto's server among them) stands: printed
+    with a failed command, so a stall in the endpoint can be told from one in the client."""
+    import threading
+    import traceback
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "\n".join(f"-- thread {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame))
+                     for ident, frame in sys._current_frames().items())
+
+
 @pytest.mark.timeout(700)
 def test_bucket_to_bucket_on_a_cluster_of_processes(endpoint, source_url, shot_file, tmp_path):
     """Workers in other processes read the source from the bucket themselves (no shared
@@ -481,14 +492,14 @@ def test_bucket_to_bucket_on_a_cluster_of_processes(endpoint, source_url, shot_f
     """
     done = cli_process(endpoint, "convert", source_url, f"s3://{BUCKET}/cluster/shots.zarr",
                        "--scheduler", "processes", "--workers", "2", "--chunk-size", "256KiB")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr + server_threads()
     copy = tmp_path / "shots.zarr"
     for rel, data in objects(endpoint, "cluster/shots.zarr/").items():
         (copy / rel[len("cluster/shots.zarr/"):]).parent.mkdir(parents=True, exist_ok=True)
         (copy / rel[len("cluster/shots.zarr/"):]).write_bytes(data)
     assert compare_variant(shot_file, copy) == []
     done = cli_process(endpoint, "reorder", source_url, f"s3://{BUCKET}/cluster/by-shot.h5", "--by", "shot")
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr + server_threads()
     (data,) = objects(endpoint, "cluster/by-shot.h5").values()
     (tmp_path / "by-shot.h5").write_bytes(data)
     assert compare_variant(shot_file, tmp_path / "by-shot.h5") == []

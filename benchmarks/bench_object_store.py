@@ -61,6 +61,7 @@ def extra(parser) -> None:  # noqa: ANN001
                         help="only step 3 (convert from the bucket against xarray and h5py over s3fs)")
     parser.add_argument("--layouts", default=",".join(LAYOUTS),
                         help="comma-separated layouts to write and read (source.h5 is always read)")
+    parser.add_argument("--patterns", default="shot,signal", help="read patterns of the sweep (open always runs)")
     parser.add_argument("--out-name", default="object_store", help="results: benchmarks/out/NAME.json, NAME-L.png")
 
 
@@ -168,6 +169,7 @@ def main() -> None:
     workers = tuple(int(w) for w in args.sweep_workers.split(","))
     buffers = parse_sizes(args.page_buffers, "--page-buffers")
     template = "/shots/{shot}/signals/{signal}"
+    patterns = tuple(p.strip() for p in args.patterns.split(",") if p.strip() in ("shot", "signal"))
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     report: dict = {"shots": args.shots, "signals": args.signals, "source_bytes": src.stat().st_size,
@@ -208,7 +210,7 @@ def main() -> None:
         print(f"one GET through the proxy: {bw / 1e6:.0f} MB/s", flush=True)
         # what each pattern's reads need, as stored (the modelled minimum's bytes)
         with open_archive(src, template=template) as archive:
-            plans = {p: plan_reads(p, archive, args.sample_k, 0) for p in ("shot", "signal")}
+            plans = {p: plan_reads(p, archive, args.sample_k, 0) for p in patterns}
         needed = {p: stored_bytes(src, p, list(plan.items), template) for p, plan in plans.items()}
         report["needed_bytes"] = needed
         proxied = tuple(storage_options(proxy.endpoint).items())
@@ -220,7 +222,7 @@ def main() -> None:
             print(f"reading at {latency * 1e3:.0f} ms per request ...", flush=True)
             t0 = time.perf_counter()
             result = verify(src, urls, VerifyOptions(
-                patterns="open,shot,signal", sample=args.sample_k, repeat=1, caches=("warm",), workers=workers,
+                patterns=",".join(("open", *patterns)), sample=args.sample_k, repeat=1, caches=("warm",), workers=workers,
                 page_buffers=buffers, check=False, storage_options=proxied))
             for r in result.results:
                 row = r.row()
@@ -285,7 +287,7 @@ def summarize(report: dict, latencies: tuple[float, ...], source_name: str) -> N
         print(f"\nReads at {latency * 1e3:.0f} ms per request (best page buffer for paged files; GETs and MB per cell):\n")
         cells = [r for r in rows if r["proxy_latency"] == latency or r["where"] == "local disk"]
         workers = sorted({r["workers"] for r in cells})
-        for pattern in ("shot", "signal"):
+        for pattern in [p for p in ("shot", "signal") if any(r["pattern"] == p for r in cells)]:
             print(f"**{pattern}** (read {'K shots, all signals' if pattern == 'shot' else 'K signals, all shots'})\n")
             print("| layout | " + " | ".join(f"{w} workers" for w in workers) + " | GETs | MB fetched | vs source |")
             print("|---|" + "---:|" * (len(workers) + 3))

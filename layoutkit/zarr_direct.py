@@ -105,8 +105,15 @@ class DirectRead:
             if data is None:
                 out[where] = self.fill_value
                 return
+            target = out[where]
+            if self.compressor and target.shape == block and target.flags.c_contiguous:
+                # a whole block that is one run of the result's memory: decoded in place,
+                # no buffer of its own (allocating one per chunk kept two threads from
+                # decoding any faster than one: page faults on fresh memory)
+                _codec(self.compressor).decode(data, out=target.view(np.uint8).reshape(-1))
+                return
             values = np.frombuffer(self._decompress(data), dtype=self.dtype).reshape(block)
-            out[where] = values[tuple(slice(0, w.stop - w.start) for w in where)]
+            target[...] = values[tuple(slice(0, w.stop - w.start) for w in where)]
 
         if len(pieces) > 1 and self.compressor:
             list(_pool().map(one, pieces))

@@ -66,6 +66,46 @@ def test_open_gives_the_same_archive_over_every_layout(four_layouts: dict[str, P
     }
 
 
+@pytest.mark.parametrize("layout", ["source", "reorder", "shot-major", "signal-major", "shot-packed"])
+def test_iterating_shots_reads_what_shot_reads(four_layouts: dict[str, Path], layout: str) -> None:
+    """iter_shots gives each shot's tree as shot() does, with no more requests; where the
+    layout fetches ahead (whole objects: shot-major and shot-packed Zarr), the second
+    shot's objects are asked for before the first shot is handed over."""
+    import xarray as xr
+
+    with layoutkit.open(four_layouts[layout]) as archive:
+        shots = archive.shots[:3]
+        archive.counter.reset()
+        for shot in shots:
+            archive.shot(shot)
+        one_by_one = archive.counter.requests
+    with layoutkit.open(four_layouts[layout]) as archive:
+        assert archive.shots[:3] == shots  # the listing read, as above
+        archive.counter.reset()
+        started: list[str] = []  # the shots whose objects went ahead (started before handed over)
+        fetch_ahead = getattr(archive, "_fetch_ahead", None)
+        if fetch_ahead is not None:
+            def spy(reads: list, fetch=fetch_ahead) -> object:
+                ahead = fetch(reads)
+                if ahead is not None:
+                    started.extend(s for s in shots if any(f"/{s}/" in f"{path}/" for path, _ in reads))
+                return ahead
+
+            archive._fetch_ahead = spy
+        trees = archive.iter_shots(shots)
+        first = next(trees)
+        after_first = list(started)
+        got = [first, *trees]
+        assert archive.counter.requests <= one_by_one
+        assert [shot for shot, _ in got] == shots
+        for shot, tree in got:
+            xr.testing.assert_identical(tree, archive.shot(shot))
+    if layout in ("shot-major", "shot-packed"):
+        assert after_first == [shots[1]] and started == shots[1:], (after_first, started)
+    else:
+        assert started == []
+
+
 @pytest.mark.parametrize("layout", ["shot-major", "signal-major", "shot-packed"])
 def test_signals_of_one_read_share_a_time_base_without_aliasing_it(four_layouts: dict[str, Path], layout: str) -> None:
     """One coordinate is built per scale and read (faster than one per array): each
@@ -106,6 +146,33 @@ def test_shot_keeps_the_shot_attributes(four_layouts: dict[str, Path]) -> None:
         with layoutkit.open(path) as archive:
             tree = archive.shot(archive.shots[0])
             assert tree.attrs["shot"] == int(archive.shots[0]) and "comment" in tree.attrs
+
+
+def test_a_shot_tree_is_the_tree_xarray_builds_from_its_nodes(four_layouts: dict[str, Path]) -> None:
+    """The shot tree links its nodes without xarray's alignment check: it must be the tree
+    the public constructor gives, and behave as one (paths, parents, a node added later)."""
+    import xarray as xr
+
+    from layoutkit.archive import _adopt
+
+    for path in four_layouts.values():
+        with layoutkit.open(path) as archive:
+            tree = archive.shot(archive.shots[0])
+        public = xr.DataTree.from_dict({f"/{name}": node.to_dataset() for name, node in tree.children.items()},
+                                       name=tree.name)
+        public.attrs = dict(tree.attrs)
+        xr.testing.assert_identical(tree, public)
+        for name, node in tree.children.items():
+            assert node.parent is tree and node.path == f"/{name}" and tree[name] is node
+        assert len(list(tree.subtree)) == len(tree.children) + 1
+        tree["extra"] = xr.DataTree(xr.Dataset({"x": ("n", [1, 2])}))
+        assert tree["extra"].parent is tree and "extra" in tree.children
+    # never over a parent that holds something, nor a node that has a parent already
+    full = xr.DataTree(xr.Dataset({"x": ("n", [1, 2])}))
+    assert not _adopt(full, {"a": xr.DataTree()})
+    taken = xr.DataTree(children={"a": xr.DataTree()})
+    assert not _adopt(xr.DataTree(), {"b": taken["a"]})
+    assert taken["a"].parent is taken
 
 
 def test_every_stored_array_scans(four_layouts: dict[str, Path]) -> None:

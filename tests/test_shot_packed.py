@@ -85,6 +85,68 @@ def test_a_shot_costs_fewer_requests_than_paged_hdf5_by_shot(packed_store: tuple
         assert zarr_requests < hdf5_requests, (shot, zarr_requests, hdf5_requests)
 
 
+def test_iterating_shots_fetches_the_next_one_ahead(packed_store: tuple[Path, Path], monkeypatch) -> None:
+    """iter_shots gives the trees shot() gives, with the same requests, but the next
+    shot's object is asked for before the current shot is handed over; a read that wants
+    other objects than those fetched ahead fetches its own."""
+    import xarray as xr
+
+    from layoutkit.archive import Archive
+
+    _, store = packed_store
+    with layoutkit.open(store) as archive:
+        shots = archive.shots[:4]
+        archive.counter.reset()
+        ahead: list[list] = []
+        fetch_ahead = archive._fetch_ahead
+        archive._fetch_ahead = lambda reads: ahead.append(reads) or fetch_ahead(reads)
+        trees = archive.iter_shots(shots)
+        first, tree = next(trees)
+        assert first == shots[0] and len(ahead) == 1 and f"/{shots[1]}/" in ahead[0][0][0]  # shot 1's, started
+        rest = list(trees)
+        assert archive.counter.requests == len(shots)  # nothing fetched twice, nothing past the last
+        for shot, got in [(first, tree), *rest]:
+            xr.testing.assert_identical(got, archive.shot(shot))
+        # bytes fetched ahead for one shot are never handed to a read of another
+        want = archive.shot(shots[2])
+        rows = list(archive._rows_of(archive._shot_paths(shots[1])[1]).values())
+        archive._local.fetched = archive._fetch_ahead([(p, (slice(lo, hi),)) for p, lo, hi in archive._spans(rows)])
+        xr.testing.assert_identical(archive.shot(shots[2]), want)
+        assert list(Archive.iter_shots(archive, [shots[2]]))[0][0] == shots[2]
+    # a shot larger than the budget is fetched ahead, not decoded ahead: the same trees
+    monkeypatch.setattr("layoutkit.archive.AHEAD_DECODED_BYTES", 0)
+    with layoutkit.open(store) as archive:
+        archive.counter.reset()
+        for shot, got in archive.iter_shots(shots):
+            xr.testing.assert_identical(got, archive.shot(shot))
+        assert archive.counter.requests == 2 * len(shots)
+    with layoutkit.open(store) as archive:
+        monkeypatch.setattr(type(archive), "_fetch_ahead", lambda self, reads: None)
+        archive.counter.reset()
+        list(archive.iter_shots(shots))
+        assert archive.counter.requests == len(shots)  # with nothing ahead, one GET each as it comes
+
+
+def test_a_shot_read_views_its_packed_array_and_a_signal_read_copies(packed_store: tuple[Path, Path]) -> None:
+    """A whole shot's arrays are views of the decoded packed array (aligned ones; nothing
+    of it is wasted), a signal's arrays are copies: one signal must not keep every shot's
+    packed array alive."""
+
+    def owner(a: np.ndarray) -> np.ndarray:
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        return a
+
+    _, store = packed_store
+    with layoutkit.open(store) as archive:
+        tree = archive.shot(archive.shots[0])
+        values = [node.dataset[name].values for node in tree.subtree for name in node.dataset.data_vars]
+        assert all(v.flags.aligned for v in values)
+        assert len({id(owner(v)) for v in values}) < len(values)  # views of a shared buffer
+        for a in archive.signal("ip").values():
+            assert owner(a.values).nbytes == a.values.nbytes  # its own copy
+
+
 def test_one_signal_of_a_shot_is_a_ranged_read(packed_store: tuple[Path, Path]) -> None:
     _, store = packed_store
     with layoutkit.open(store) as archive:

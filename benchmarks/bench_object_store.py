@@ -255,15 +255,17 @@ def convert_matrix(args, proxy: DelayProxy, nc_logical: int, shot_logical: int) 
     results: dict = {}
     tmp = args.workdir / "convert-out"
     for key, logical, methods in (
-        ("tas.nc", nc_logical, ("layoutkit", "xarray", "h5py")),
-        ("source.h5", shot_logical, ("layoutkit", "h5py")),
+        ("tas.nc", nc_logical, ("layoutkit", "layoutkit-copy", "xarray", "h5py")),
+        ("source.h5", shot_logical, ("layoutkit", "layoutkit-copy", "h5py")),
     ):
         url = f"s3://{BUCKET}/{key}"
         for method in methods:
             shutil.rmtree(tmp, ignore_errors=True)
             print(f"converting {key} from the bucket with {method} (10 ms) ...", flush=True)
-            if method == "layoutkit":
+            if method.startswith("layoutkit"):
+                # layoutkit-copy: the stored chunks copied, not decoded and re-encoded (--compressor source)
                 cmd = [PY, "-m", "layoutkit", "-q", "convert", url, str(tmp), "--workers", str(args.workers),
+                       *(["--compressor", "source"] if method == "layoutkit-copy" else []),
                        *opts_args(storage_options(proxy.endpoint))]
             else:
                 cmd = [PY, str(HERE / "fsspec_baselines.py"), method, proxy.endpoint, url, str(tmp)]
@@ -343,9 +345,14 @@ def summarize(report: dict, latencies: tuple[float, ...], source_name: str) -> N
             print(f"| {key} | {method} | {r['seconds']:.1f} | {r['mb_per_s']:.0f} | "
                   f"{ref['seconds'] / r['seconds']:.1f}x | {r['peak_rss'] / MiB:.0f} MiB |")
         ratio = conv["tas.nc xarray"]["seconds"] / conv["tas.nc layoutkit"]["seconds"]
-        targets.append(("convert from a bucket >= 5x faster than xarray at 10 ms", ratio >= 5, f"{ratio:.1f}x"))
+        targets.append(("convert from a bucket >= 5x faster than xarray at 10 ms (re-encoded to zstd:3, as xarray "
+                        "writes it)", ratio >= 5, f"{ratio:.1f}x"))
+        if "tas.nc layoutkit-copy" in conv:
+            ratio = conv["tas.nc xarray"]["seconds"] / conv["tas.nc layoutkit-copy"]["seconds"]
+            targets.append(("convert from a bucket >= 5x faster than xarray at 10 ms (chunks copied as stored, "
+                            "--compressor source)", ratio >= 5, f"{ratio:.1f}x"))
     peaks = [r["peak_rss"] for r in report["writes"].values()] + ([report["peak_rss_verify"]] if report["reads"] else [])
-    peaks += [r["peak_rss"] for label, r in report["convert"].items() if label.endswith("layoutkit")]
+    peaks += [r["peak_rss"] for label, r in report["convert"].items() if label.split(" ")[1].startswith("layoutkit")]
     targets.append(("peak RSS <= 1 GiB throughout (layoutkit's runs)", max(peaks) <= 1024 * MiB,
                     f"{max(peaks) / MiB:.0f} MiB"))
     phases = report.get("peak_rss_phases", {})

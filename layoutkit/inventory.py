@@ -20,6 +20,7 @@ import h5py
 import hdf5plugin  # noqa: F401  (registers third-party HDF5 filters: zstd, lz4, bitshuffle, blosc...)
 import numpy as np
 
+from layoutkit.chunk_index import entries_in_bucket
 from layoutkit.errors import (
     CorruptSourceError,
     LayoutkitError,
@@ -487,7 +488,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         filters=_filters(plist),
         fill_value=_fill_value(ds),
         is_scale=is_scale,
-        storage_bytes=int(dsid.get_storage_size()),
+        storage_bytes=_storage_bytes(ds, f),
         enum_mapping=h5py.check_enum_dtype(dtype),
         external=_is_external(plist),
         null_space=ds_shape is None,
@@ -497,6 +498,16 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
     attrs = _convert_attrs(read_attrs(ds, f, notes, is_scale), f, is_netcdf4)
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
+
+
+def _storage_bytes(ds: h5py.Dataset, f: h5py.File) -> int:
+    """Bytes the dataset stores. HDF5 walks a chunked dataset's index for it, one node
+    at a time; in a bucket a many-chunk index is read here level by level instead."""
+    fileobj = getattr(f, "_fileobj", None)
+    entries = entries_in_bucket(ds, fileobj) if fileobj is not None else None
+    if entries is not None:
+        return sum(size for _, size, _ in entries.values())
+    return int(ds.id.get_storage_size())
 
 
 def _attached(dsid: h5py.h5d.DatasetID, axis: int) -> tuple[int, ...]:

@@ -22,6 +22,7 @@ import h5py
 import numcodecs
 import numpy as np
 
+from layoutkit.chunk_index import entries_in_bucket
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.inventory import ArrayInfo, open_source
 from layoutkit.plan import Region
@@ -150,8 +151,13 @@ def _decoder(fid: int, options: tuple[int, ...], itemsize: int, chunk_bytes: int
 class _ChunkIndex:
     """Byte offset, size and filter mask of every allocated chunk of one dataset."""
 
-    def __init__(self, ds: h5py.Dataset) -> None:
-        self.entries: dict[tuple[int, ...], tuple[int, int, int]] = {}
+    def __init__(self, ds: h5py.Dataset, fileobj: Any = None) -> None:
+        # in a bucket, a many-chunk index is read level by level in concurrent GETs
+        found = entries_in_bucket(ds, fileobj) if fileobj is not None else None
+        if found is not None:
+            self.entries = found
+            return
+        self.entries = {}
 
         def add(info: Any) -> None:
             self.entries[tuple(info.chunk_offset)] = (info.byte_offset, info.size, info.filter_mask)
@@ -183,6 +189,7 @@ class SourceReader:
         self._fd = -1 if self._remote is not None else os.open(self.path, os.O_RDONLY)
         self._lock = threading.Lock()
         self._indexes: dict[str, _ChunkIndex] = {}
+        self._index_locks: dict[str, threading.Lock] = {}
         self._pipelines: dict[str, list[tuple[int, Callable[[bytes], bytes]]]] = {}
         self._ahead = threading.local()  # per thread: (offset, size) -> bytes fetched by prefetch()
         self.bytes_read = 0
@@ -346,10 +353,12 @@ class SourceReader:
     def _index(self, info: ArrayInfo) -> _ChunkIndex:
         index = self._indexes.get(info.path)
         if index is None:
-            with self._lock:
+            with self._lock:  # one lock per dataset: indexes of others are read meanwhile
+                lock = self._index_locks.setdefault(info.path, threading.Lock())
+            with lock:
                 index = self._indexes.get(info.path)
                 if index is None:
-                    index = _ChunkIndex(self._dataset(info.path))
+                    index = _ChunkIndex(self._dataset(info.path), getattr(self._file, "_fileobj", None))
                     self._indexes[info.path] = index
         return index
 

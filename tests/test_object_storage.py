@@ -729,6 +729,56 @@ def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source
             np.testing.assert_array_equal(values, local.read(p, r))
 
 
+def test_a_many_chunk_index_in_a_bucket_is_read_a_level_at_a_time(endpoint, tmp_path, monkeypatch):
+    """h5py walks a chunk index one node per round trip (a netCDF-4 file of 1,536 chunks:
+    26 GETs in a row, twice). From a bucket the inventory and the reader read it level by
+    level instead, one batch of concurrent GETs each, and find what h5py finds; the
+    store converted from the bucket is the local one byte for byte."""
+    import numpy as np
+
+    import layoutkit.chunk_index as chunk_index
+    import layoutkit.storage.sources as sources
+    from layoutkit.inventory import read_inventory
+    from layoutkit.source import SourceReader
+    from layoutkit.storage import ObjectSource
+
+    path = tmp_path / "many.h5"
+    with h5py.File(path, "w") as f:  # 500 chunks: a root and 8 or more leaves
+        f.create_dataset("x", data=np.arange(500_000, dtype="f4").reshape(5000, 100), chunks=(10, 100),
+                         compression="gzip", shuffle=True)
+        f.create_dataset("few", data=np.arange(100), chunks=(10,))
+    client(endpoint).upload_file(str(path), BUCKET, "sources/many.h5")
+    opts = (("access_key_id", "test"), ("endpoint_url", endpoint), ("region", "us-east-1"),
+            ("secret_access_key", "test"))
+    remote = ObjectSource(f"s3://{BUCKET}/sources/many.h5", opts)
+    monkeypatch.setattr(sources, "READ_BLOCK_BYTES", 16384)  # the file is many blocks, as a large one is
+    singles: list[int] = []
+    batches: list[int] = []
+    real_range, real_ranges = ObjectSource.read_range, ObjectSource.read_ranges
+    monkeypatch.setattr(ObjectSource, "read_range", lambda self, o, n: singles.append(n) or real_range(self, o, n))
+    monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r: batches.append(len(r)) or real_ranges(self, r))
+    local, inventory = read_inventory(path), read_inventory(remote)
+    assert [(a.path, a.storage_bytes) for a in inventory.arrays] == [(a.path, a.storage_bytes) for a in local.arrays]
+    assert len(batches) <= 2 and max(batches) >= 500 // 64  # the root (unless cached), then every leaf at once
+    walked_here = len(singles)
+    singles.clear()
+    monkeypatch.setattr(chunk_index, "MAX_CHUNKS_FOR_H5PY", 10**9)  # h5py walks every index
+    assert read_inventory(remote) == inventory
+    assert walked_here + 500 // 64 <= len(singles)  # h5py: a block per node, one after the other
+    monkeypatch.setattr(chunk_index, "MAX_CHUNKS_FOR_H5PY", 64)
+    arrays = {a.path: a for a in inventory.arrays}
+    batches.clear()
+    with SourceReader(remote, arrays) as reader, SourceReader(path, arrays) as here:
+        assert reader._index(arrays["/x"]).entries == here._index(arrays["/x"]).entries
+        assert 1 <= len(batches) <= 2 and max(batches) >= 500 // 64
+        np.testing.assert_array_equal(reader.read("/x", ((95, 4321), (0, 100))), here.read("/x", ((95, 4321), (0, 100))))
+    monkeypatch.undo()
+    assert cli(endpoint, "convert", remote.url, tmp_path / "remote.zarr", "--compressor", "source").exit_code == 0
+    assert runner.invoke(app, ["--quiet", "convert", str(path), str(tmp_path / "local.zarr"),
+                               "--compressor", "source"]).exit_code == 0
+    assert local_files(tmp_path / "remote.zarr") == local_files(tmp_path / "local.zarr")
+
+
 def test_files_open_on_one_source_share_one_bounded_block_cache(endpoint, source_url, shot_file, monkeypatch):
     """verify opens one file per worker: they share one cache of blocks for the source
     (a block one fetched is no request for the other; 8 workers each with a cache of

@@ -229,6 +229,43 @@ class RangeFile(io.RawIOBase):
             self._blocks.put(index, block)
         return block
 
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def pread(self, offset: int, size: int) -> bytes:
+        """``size`` bytes from ``offset`` through the block cache, leaving the position
+        alone (h5py may be reading through this file on another thread)."""
+        out = bytearray()
+        offset, end = max(0, offset), min(self._size, offset + size)
+        while offset < end:
+            index, inner = divmod(offset, READ_BLOCK_BYTES)
+            piece = self._block(index)[inner : inner + end - offset]
+            out += piece
+            offset += len(piece)
+        return bytes(out)
+
+    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Several ranges at once: those inside a cached block from there, the others in
+        one batch of concurrent GETs (:meth:`ObjectSource.read_ranges`)."""
+        out: dict[int, bytes] = {}
+        missing = []
+        for i, (offset, size) in enumerate(ranges):
+            index, inner = divmod(offset, READ_BLOCK_BYTES)
+            block = self._blocks.get(index) if inner + size <= READ_BLOCK_BYTES else None
+            if block is not None and inner + size <= len(block):
+                out[i] = block[inner : inner + size]
+            else:
+                missing.append(i)
+        if missing:
+            bodies = self.source.read_ranges([ranges[i] for i in missing])
+            for body in bodies:  # one GET each at most (neighbours are merged)
+                self.requests += 1
+                if self._on_get is not None:
+                    self._on_get(len(body))
+            out.update(zip(missing, bodies))
+        return [out[i] for i in range(len(ranges))]
+
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         want = min(len(view), max(0, self._size - self._pos))

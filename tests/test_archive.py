@@ -175,6 +175,27 @@ def test_a_shot_tree_is_the_tree_xarray_builds_from_its_nodes(four_layouts: dict
     assert taken["a"].parent is taken
 
 
+def test_a_node_built_without_the_copy_is_the_node_xarray_builds() -> None:
+    """_node skips DataTree's copy of a dataset nothing else holds: the node must equal
+    the constructor's, with the dataset's own variables, and behave as one."""
+    import numpy as np
+    import xarray as xr
+
+    from layoutkit.archive import _node
+
+    def dataset() -> xr.Dataset:
+        return xr.Dataset({"ip": (("time", "ch"), np.arange(6.0).reshape(3, 2), {"units": "A"})},
+                          coords={"time": ("time", [0.1, 0.2, 0.3], {"units": "s"})}, attrs={"shot": 7})
+
+    ours, public = _node(dataset()), xr.DataTree(dataset())
+    xr.testing.assert_identical(ours, public)
+    assert ours.parent is None and ours.name is None and not ours.children
+    assert ours.xindexes.keys() == public.xindexes.keys() == {"time"}
+    ours["extra"] = xr.DataTree(xr.Dataset({"x": ("n", [1, 2])}))
+    ours.name = "shot"
+    assert ours["extra"].parent is ours and ours.name == "shot" and ours.dataset["ip"].sel(time=0.2).sum() == 5.0
+
+
 def test_every_stored_array_scans(four_layouts: dict[str, Path]) -> None:
     """blocks() covers every stored array once, and read_block reads each unit."""
     with layoutkit.open(four_layouts["signal-major"]) as archive:

@@ -56,12 +56,12 @@ def test_a_shot_is_one_object(packed_store: tuple[Path, Path]) -> None:
 
             f[f"shots/{shot}"].visititems(note)
             doc = json.loads((store / "shots" / shot / "zarr.json").read_text())["attributes"]["layoutkit_shot_packed"]
-            assert set(doc["members"]) == set(numeric)
-            entries = sorted(doc["members"].values(), key=lambda e: e["start"])
-            ends = [e["start"] + int(np.prod(e["shape"])) * np.dtype(e["dtype"]).itemsize for e in entries]
-            assert [e["start"] for e in entries] == [0, *ends[:-1]]
-            for rel, entry in doc["members"].items():
-                assert np.dtype(entry["dtype"]) == numeric[rel].dtype and tuple(entry["shape"]) == numeric[rel].shape
+            assert doc["version"] == 2 and set(doc["names"]) == set(numeric)
+            entries = sorted(zip(doc["start"], doc["shape"], doc["dtype"], strict=True))
+            ends = [start + int(np.prod(shape)) * np.dtype(dtype).itemsize for start, shape, dtype in entries]
+            assert [start for start, _, _ in entries] == [0, *ends[:-1]]
+            for rel, shape, dtype in zip(doc["names"], doc["shape"], doc["dtype"], strict=True):
+                assert np.dtype(dtype) == numeric[rel].dtype and tuple(shape) == numeric[rel].shape
             objects = [p for p in (store / "shots" / shot / "_packed").rglob("*") if p.is_file() and p.name != "zarr.json"]
             assert len(objects) == 1, objects
 
@@ -204,9 +204,10 @@ def test_a_changed_index_is_found(packed_store: tuple[Path, Path], tmp_path: Pat
     shot = sorted(p.name for p in (copy / "shots").iterdir())[0]
     meta = copy / "shots" / shot / "zarr.json"
     doc = json.loads(meta.read_text())
-    members = doc["attributes"]["layoutkit_shot_packed"]["members"]
-    name = next(n for n, m in members.items() if m["start"] > 0)
-    members[name]["start"] -= 1
+    index = doc["attributes"]["layoutkit_shot_packed"]
+    i = next(i for i, start in enumerate(index["start"]) if start > 0)
+    name = index["names"][i]
+    index["start"][i] -= 1
     meta.write_text(json.dumps(doc))
     found = compare_variant(src, copy)
     assert any(m.path.endswith(name) and m.what == "values" for m in found)
@@ -224,3 +225,67 @@ def test_refusals_are_one_sentence(shot_file: Path, tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFeatureError, match="_packed"):
         convert(src, tmp_path / "r.zarr", PACKED)
     assert not (tmp_path / "r.zarr").exists()
+
+
+def _index_docs(store: Path) -> tuple[dict, dict[Path, dict]]:
+    root = json.loads((store / "zarr.json").read_text())
+    shots = {p: json.loads(p.read_text()) for p in sorted((store / "shots").glob("*/zarr.json"))}
+    return root, shots
+
+
+def test_the_index_writes_each_distinct_attribute_set_once(packed_store: tuple[Path, Path]) -> None:
+    """The shots repeat their signals' attributes: the root's tables hold each distinct
+    set once, and each shot's index points every dataset at the row of its own."""
+    src, store = packed_store
+    root, shots = _index_docs(store)
+    tables = root["attributes"]["layoutkit_layout"]
+    distinct: set[str] = set()
+    with h5py.File(src, "r") as f:
+        for meta, doc in shots.items():
+            index = doc["attributes"]["layoutkit_shot_packed"]
+            for name, row in zip(index["names"], index["attrs"], strict=True):
+                ds = f[f"shots/{meta.parent.name}/{name}"]
+                want = {k: (v.decode() if isinstance(v, bytes) else v.tolist() if hasattr(v, "tolist") else v)
+                        for k, v in ds.attrs.items() if k not in ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME")}
+                got = tables["attrs"][row]
+                assert {k: got[k] for k in want} == want, name
+                distinct.add(json.dumps(got, sort_keys=True))
+    assert len(tables["attrs"]) == len(distinct) < sum(len(d["attributes"]["layoutkit_shot_packed"]["names"])
+                                                        for d in shots.values())
+    assert "attrs" not in json.loads((store / "layoutkit.json").read_text())["layout"]
+
+
+def test_a_version_1_index_is_still_read(packed_store: tuple[Path, Path], tmp_path: Path) -> None:
+    """A store written before the index had tables (a dict per dataset in every shot's
+    index) opens and reads as the source, and is checked as equal to it."""
+    import shutil
+
+    src, store = packed_store
+    old = tmp_path / "v1.zarr"
+    shutil.copytree(store, old)
+    root, shots = _index_docs(old)
+    layout = root["attributes"]["layoutkit_layout"]
+    tables = {"attrs": layout.pop("attrs"), "scales": layout.pop("scales")}
+    layout["version"] = 1
+
+    def v1(index: dict) -> dict:
+        columns = zip(index["names"], index["start"], index["dtype"], index["shape"], index["fill_value"],
+                      index["attrs"], index["scales"], strict=True)
+        return {"version": 1, "members": {
+            name: {"start": start, "dtype": dtype, "shape": shape, "fill_value": fill,
+                   "attrs": tables["attrs"][a], "scales": tables["scales"][sc]}
+            for name, start, dtype, shape, fill, a, sc in columns}}
+
+    consolidated = root["consolidated_metadata"]["metadata"]
+    for meta, doc in shots.items():
+        key = meta.parent.relative_to(old).as_posix()
+        doc["attributes"]["layoutkit_shot_packed"] = v1(doc["attributes"]["layoutkit_shot_packed"])
+        consolidated[key]["attributes"]["layoutkit_shot_packed"] = doc["attributes"]["layoutkit_shot_packed"]
+        meta.write_text(json.dumps(doc))
+    (old / "zarr.json").write_text(json.dumps(root))
+    assert compare_variant(src, old) == []
+    with layoutkit.open(store) as new, layoutkit.open(old) as legacy:
+        shot = new.shots[0]
+        assert legacy.layout == "shot-packed"
+        new_tree, old_tree = new.shot(shot), legacy.shot(shot)
+        assert new_tree.identical(old_tree) and len(old_tree.children) > 1

@@ -43,8 +43,11 @@ from layoutkit.writers.zarr_shot_packed import (
     LAYOUT_NAME,
     LAYOUT_VERSION,
     PACKED_ARRAY,
+    IndexEntry,
+    IndexTables,
     Segment,
     assemble_bytes,
+    index_doc,
 )
 from layoutkit.writers.zarr_signal import LAYOUT_ATTR
 
@@ -134,33 +137,30 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
         else:
             mirrored.append(plan)
     groups = {g.path: g for g in inventory.groups}
-    shots, packed_plans = [], []
+    shots, packed_plans, tables = [], [], IndexTables()
     for shot in sorted(by_shot, key=natural_key):
         members = sorted(by_shot[shot], key=lambda m: natural_key(m[0]))
         shot_path = members[0][1].path[: -len(members[0][0]) - 1]
-        index, segments, start = {}, [], 0
+        entries, segments, start = [], [], 0
         for rel, info in members:
             size = math.prod(info.shape) * info.dtype.itemsize
             segments.append(Segment(info.path, start, size))
-            index[rel] = {
-                "start": start, "dtype": info.dtype.str, "shape": list(info.shape), "fill_value": _fill_json(info),
-                "attrs": json_attrs(dict(info.attrs)), "scales": _scale_refs(info, prefix, shot),
-            }
+            entries.append(IndexEntry(rel, start, info.dtype.str, list(info.shape), _fill_json(info),
+                                      json_attrs(dict(info.attrs)), _scale_refs(info, prefix, shot)))
             start += size
         path = f"{shot_path}/{PACKED_ARRAY}"
         packed_plans.append(_packed_plan(path, start, options, budget))
-        doc = {"version": LAYOUT_VERSION, "members": index}
         group = groups.get(shot_path, GroupInfo(shot_path, {}))
         if INDEX_ATTR in group.attrs:
             raise UnsupportedFeatureError(shot_path, f"an attribute named {INDEX_ATTR!r}, which the layout uses")
-        groups[shot_path] = replace(group, attrs={**group.attrs, INDEX_ATTR: doc})
+        groups[shot_path] = replace(group, attrs={**group.attrs, INDEX_ATTR: index_doc(entries, tables)})
         shots.append(PackedShot(shot, shot_path, path, tuple(segments)))
     root = groups.get("/")
     if root is not None and LAYOUT_ATTR in root.attrs:
         raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
     tasks = plan_tasks([*mirrored, *packed_plans], budget)
     layout = {"name": LAYOUT_NAME, "version": LAYOUT_VERSION, "order": "shot-packed", "template": template,
-              "packed": PACKED_ARRAY}
+              "packed": PACKED_ARRAY, **tables.as_layout()}
     return ShotPackedPlan(
         source=str(inventory.path), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
         skipped=tuple(skipped), tasks=tasks, task_bytes=budget, shots=tuple(shots),
@@ -250,7 +250,8 @@ class ZarrShotPacked(Layout):
             inventory, groups=plan.groups,
             arrays=(*inventory.arrays, *(_packed_info(a) for a in plan.arrays if a.path in packed)),
         )
-        doc = {**sidecar(inventory, plan), "layout": plan.layout}
+        tables = ("attrs", "scales")  # the index's, in the root's attributes only
+        doc = {**sidecar(inventory, plan), "layout": {k: v for k, v in plan.layout.items() if k not in tables}}
         try:
             writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout})
         except OSError as exc:

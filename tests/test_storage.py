@@ -121,3 +121,23 @@ def test_bad_coalescing_options_are_one_sentence():
 
     with pytest.raises(InvalidOptionError, match="coalesce_gap"):
         ObjectSource("s3://b/k.h5", (("coalesce_gap", "lots"),)).coalescing()
+
+
+def test_a_store_is_kept_for_the_same_url_options_and_credentials(monkeypatch) -> None:
+    """Opening the same bucket again reuses its store (its client and connections); other
+    options, other credentials in the environment or another bucket get a store of their
+    own, and a bad option is still one sentence naming the URL."""
+    from layoutkit.storage.buckets import store_at
+
+    options = {"endpoint_url": "http://127.0.0.1:9", "access_key_id": "a", "secret_access_key": "b",
+               "region": "us-east-1"}
+    first = store_at("s3://bucket", options)
+    assert store_at("s3://bucket/", dict(options)) is first
+    assert store_at("s3://other", options) is not first
+    assert store_at("s3://bucket", {**options, "secret_access_key": "c"}) is not first
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "t")
+    assert store_at("s3://bucket", options) is not first
+    monkeypatch.delenv("AWS_SESSION_TOKEN")
+    assert store_at("s3://bucket", options) is first
+    with pytest.raises(InvalidOptionError, match="s3://bucket/k.h5: the store cannot be set up"):
+        store_at("s3://bucket", {**options, "no_such_option": "1"}, named="s3://bucket/k.h5")

@@ -501,7 +501,9 @@ def test_peak_rss_is_measured_per_row_from_a_reset():
     block = np.ones(200 * 2**20, dtype=np.uint8)  # touched: resident
     del block
     grown = peak_rss()
-    assert grown >= base + 190 * 2**20, (base, grown)
+    # not the whole 200 MiB: under the full suite, memory the process held at the reset
+    # was given back before the block came (one run grew by 180 MiB)
+    assert grown >= base + 150 * 2**20, (base, grown)
     assert reset_peak_rss()
     assert peak_rss() < grown - 150 * 2**20
 

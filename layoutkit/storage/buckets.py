@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import lru_cache
 from typing import Any
 
 METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -77,12 +78,43 @@ def store_at(url: str, storage_options: dict[str, str], named: str | None = None
     """An obstore store rooted at ``url`` (a bucket, or a prefix inside one): keys are
     relative to it, as zarr's ``ObjectStore`` wants for a store in a bucket.
 
+    Stores are kept and handed out again for the same URL, options and credentials in the
+    environment, as fsspec keeps its filesystems: setting one up takes 5 ms (its HTTP
+    client), and a kept one has its connections open already (a TLS handshake to a real
+    endpoint is several round trips). obstore's stores are safe to share between threads.
+
     Raises
     ------
     InvalidOptionError
         When obstore cannot set the store up (an unknown key, a value it cannot parse),
         naming ``named`` (the URL the user gave; default ``url``).
     """
+    environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_CREDENTIAL_ENVIRONMENT)))
+    key = (url.rstrip("/"), tuple(sorted(storage_options.items())), environment)
+    make = _kept_store
+    try:
+        hash(key)
+    except TypeError:  # an option's value is not a plain value: a store of its own
+        make = _kept_store.__wrapped__
+    try:
+        return make(*key)
+    except Exception as exc:  # an unknown key, a value it cannot parse, a scheme it does not know: no request yet
+        from layoutkit.errors import InvalidOptionError
+
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+        raise InvalidOptionError(
+            f"{named or url}: the store cannot be set up with these --storage-option values ({said[:200]})."
+        ) from None
+
+
+# what obstore reads from the environment: a change there is a new store
+_CREDENTIAL_ENVIRONMENT = ("AWS_", "GOOGLE_", "AZURE_", "OBJECT_STORE_")
+
+
+@lru_cache(maxsize=32)
+def _kept_store(url: str, options: tuple[tuple[str, str], ...], environment: tuple[tuple[str, str], ...]) -> Any:
+    """The store :func:`store_at` sets up (``environment`` is only part of the key)."""
+    storage_options = dict(options)
     from datetime import timedelta
 
     from obstore.store import from_url
@@ -105,15 +137,7 @@ def store_at(url: str, storage_options: dict[str, str], named: str | None = None
     if str(config.get("endpoint", "")).startswith("http://"):
         client.setdefault("allow_http", True)
     retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=90), "backoff": {}}
-    try:
-        return from_url(url.rstrip("/"), config=config or None, client_options=client, retry_config=retry)
-    except Exception as exc:  # an unknown key, a value it cannot parse, a scheme it does not know: no request yet
-        from layoutkit.errors import InvalidOptionError
-
-        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
-        raise InvalidOptionError(
-            f"{named or url}: the store cannot be set up with these --storage-option values ({said[:200]})."
-        ) from None
+    return from_url(url, config=config or None, client_options=client, retry_config=retry)
 
 
 def describe_store_error(url: str, exc: BaseException) -> str:

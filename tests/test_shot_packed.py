@@ -87,11 +87,11 @@ def test_a_shot_costs_fewer_requests_than_paged_hdf5_by_shot(packed_store: tuple
 
 def test_iterating_shots_fetches_the_next_one_ahead(packed_store: tuple[Path, Path], monkeypatch) -> None:
     """iter_shots gives the trees shot() gives, with the same requests, but the next
-    shot's object is asked for before the current shot is handed over; a read that wants
-    other objects than those fetched ahead fetches its own."""
+    shots' objects (up to AHEAD_SHOTS) are asked for before the current shot is handed
+    over; a read that wants other objects than those fetched ahead fetches its own."""
     import xarray as xr
 
-    from layoutkit.archive import Archive
+    from layoutkit.archive import AHEAD_SHOTS, Archive
 
     _, store = packed_store
     with layoutkit.open(store) as archive:
@@ -102,7 +102,8 @@ def test_iterating_shots_fetches_the_next_one_ahead(packed_store: tuple[Path, Pa
         archive._fetch_ahead = lambda reads: ahead.append(reads) or fetch_ahead(reads)
         trees = archive.iter_shots(shots)
         first, tree = next(trees)
-        assert first == shots[0] and len(ahead) == 1 and f"/{shots[1]}/" in ahead[0][0][0]  # shot 1's, started
+        assert first == shots[0] and len(ahead) == AHEAD_SHOTS == 3  # shots 1, 2 and 3, started in order
+        assert all(f"/{shot}/" in reads[0][0] for shot, reads in zip(shots[1:], ahead, strict=True))
         rest = list(trees)
         assert archive.counter.requests == len(shots)  # nothing fetched twice, nothing past the last
         for shot, got in [(first, tree), *rest]:
@@ -289,3 +290,29 @@ def test_a_version_1_index_is_still_read(packed_store: tuple[Path, Path], tmp_pa
         assert legacy.layout == "shot-packed"
         new_tree, old_tree = new.shot(shot), legacy.shot(shot)
         assert new_tree.identical(old_tree) and len(old_tree.children) > 1
+
+
+def test_shots_on_their_way_stay_within_the_budget(packed_store: tuple[Path, Path], monkeypatch) -> None:
+    """Beyond the next shot, a further one is fetched ahead only while the shots on their
+    way hold less than AHEAD_DECODED_BYTES: with a budget just above one shot's arrays,
+    never more than two are on their way (the next, and one more started under the
+    budget)."""
+    import xarray as xr
+
+    import layoutkit.archive as lk_archive
+
+    _, store = packed_store
+    with layoutkit.open(store) as archive:
+        shots = archive.shots[:5]
+        sizes = [sum(seg.length for seg in archive._segments[shot].values()) for shot in shots]
+    assert 2 * min(sizes) > max(sizes) + 1
+    monkeypatch.setattr(lk_archive, "AHEAD_DECODED_BYTES", max(sizes) + 1)
+    with layoutkit.open(store) as archive:
+        started: list[int] = []
+        fetch_ahead = archive._fetch_ahead
+        archive._fetch_ahead = lambda reads: started.append(len(started)) or fetch_ahead(reads)
+        on_their_way = []
+        for i, (shot, tree) in enumerate(archive.iter_shots(shots)):
+            on_their_way.append(len(started) - i)  # started for shots after this one
+            xr.testing.assert_identical(tree, archive.shot(shot))
+        assert max(on_their_way) == 2 and len(started) == len(shots) - 1, on_their_way

@@ -1,4 +1,4 @@
-"""Shot reads from a bucket, with and without fetching the next shot ahead: an A/B in one run.
+"""Shot reads from a bucket, with and without fetching the next shots ahead (iter_shots): an A/B in one run.
 
     python benchmarks/bench_shot_ahead.py [--shots 100] [--repeat 7] [--latency 10ms]
 
@@ -86,7 +86,7 @@ def main() -> None:
 
         variants = [("source.h5", f"s3://{BUCKET}/source.h5", False),
                     ("shot-packed, one by one", f"s3://{BUCKET}/packed.zarr", False),
-                    ("shot-packed, next shot ahead", f"s3://{BUCKET}/packed.zarr", True)]
+                    ("shot-packed, shots fetched ahead", f"s3://{BUCKET}/packed.zarr", True)]
         runs: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
         for round_ in range(args.repeat + 1):
             for workers in (1, 2):

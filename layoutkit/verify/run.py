@@ -448,6 +448,7 @@ class VerifyOptions:
     latencies: tuple[float, ...] = (0.0,)
     bandwidths: tuple[float, ...] = (0.0,)
     repeat: int = 3
+    min_seconds: float = 0.0  # repeat a short row past ``repeat`` up to this many seconds (see measure)
     template: str = "/shots/{shot}/signals/{signal}"
     scheduler: str | None = None
     check: bool = True
@@ -544,7 +545,8 @@ def verify(
         )  # fmt: skip
 
     on_total(count_runs(measured, plans, conditions, options.repeat))
-    results = measure(measured, plans, conditions, options.repeat, options.template, options.scheduler, on_run)
+    results = measure(measured, plans, conditions, options.repeat, options.template, options.scheduler, on_run,
+                      min_seconds=options.min_seconds)
     return VerifyReport(measured, mismatches, results, patterns, skipped)
 
 

@@ -3,6 +3,7 @@ latency checked by what would have been slept, never by timing."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import h5py
@@ -123,10 +124,11 @@ def test_bad_coalescing_options_are_one_sentence():
         ObjectSource("s3://b/k.h5", (("coalesce_gap", "lots"),)).coalescing()
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_store_is_kept_for_the_same_url_options_and_credentials(monkeypatch) -> None:
     """Opening the same bucket again reuses its store (its client and connections); other
-    options, other credentials in the environment or another bucket get a store of their
-    own, and a bad option is still one sentence naming the URL."""
+    options, other credentials in the environment, another bucket or a forked child get a
+    store of their own, and a bad option is still one sentence naming the URL."""
     from layoutkit.storage.buckets import store_at
 
     options = {"endpoint_url": "http://127.0.0.1:9", "access_key_id": "a", "secret_access_key": "b",
@@ -141,3 +143,24 @@ def test_a_store_is_kept_for_the_same_url_options_and_credentials(monkeypatch) -
     assert store_at("s3://bucket", options) is first
     with pytest.raises(InvalidOptionError, match="s3://bucket/k.h5: the store cannot be set up"):
         store_at("s3://bucket", {**options, "no_such_option": "1"}, named="s3://bucket/k.h5")
+    # a forked child does not use its parent's store (its client's threads stayed behind)
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: say whether it was handed the parent's store, and leave
+        try:
+            os.write(write, b"parent's" if store_at("s3://bucket", options) is first else b"its own")
+        finally:
+            os._exit(0)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):  # a child stuck after the fork fails the test, not the suite
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child did not finish in 60 s")
+        time.sleep(0.05)
+    assert os.read(read, 64) == b"its own"
+    os.close(read)
+    assert store_at("s3://bucket", options) is first

@@ -140,6 +140,11 @@ def _kept_store(url: str, options: tuple[tuple[str, str], ...], environment: tup
     return from_url(url, config=config or None, client_options=client, retry_config=retry)
 
 
+# a forked child sets up its own stores: its parent's clients (their runtime's threads and
+# open connections) are not the child's to use
+os.register_at_fork(after_in_child=_kept_store.cache_clear)
+
+
 def describe_store_error(url: str, exc: BaseException) -> str:
     """One sentence for what an object store answered.
 

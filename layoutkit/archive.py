@@ -252,10 +252,9 @@ def _shot_tree(shot: str, signals: list[tuple[str, xr.DataArray]], attrs: dict[s
 
 
 @cache
-def _node_slots() -> bool:
-    """Whether this xarray's DataTree nodes are built as :func:`_node` builds them."""
-    slots = {name for cls in xr.DataTree.__mro__ for name in getattr(cls, "__slots__", ())}
-    return {"_children", "_parent", "_name", "_data_variables"} <= slots and hasattr(xr.DataTree, "_set_node_data")
+def _tree_slots(cls: type) -> frozenset[str]:
+    """The slots of a DataTree class, which :func:`_node` and :func:`_adopt` set."""
+    return frozenset(name for c in cls.__mro__ for name in getattr(c, "__slots__", ()))
 
 
 def _node(dataset: xr.Dataset) -> xr.DataTree:
@@ -265,7 +264,9 @@ def _node(dataset: xr.Dataset) -> xr.DataTree:
     parentless node; this does the last two on the dataset itself, on an xarray whose
     nodes have the slots it sets (else the constructor; tests/test_archive.py compares
     the two)."""
-    if not _node_slots():
+    if not {"_children", "_parent", "_name", "_data_variables"} <= _tree_slots(xr.DataTree) or not hasattr(
+        xr.DataTree, "_set_node_data"
+    ):
         return xr.DataTree(dataset)
     node = xr.DataTree.__new__(xr.DataTree)
     node._parent, node._children, node._name = None, {}, None
@@ -278,8 +279,7 @@ def _adopt(parent: xr.DataTree, children: dict[str, xr.DataTree]) -> bool:
     the ``children`` setter makes, without its alignment check (vacuous against a parent
     that holds nothing). False, with nothing changed, when this xarray's nodes do not have
     the slots it sets (tests/test_archive.py compares the result with the setter's)."""
-    slots = {name for cls in type(parent).__mro__ for name in getattr(cls, "__slots__", ())}
-    if not {"_children", "_parent", "_name"} <= slots or parent.children or parent.dataset.variables:
+    if not {"_children", "_parent", "_name"} <= _tree_slots(type(parent)) or parent.children or parent.dataset.variables:
         return False
     if any(node.parent is not None or node.children for node in children.values()):
         return False
@@ -841,11 +841,14 @@ class ZarrArchive(Archive):
         (not whole objects) are not fetched ahead."""
         shots = [str(s) for s in shots]
         ahead: dict[int, _Ahead | None] = {}  # shot index -> its objects on their way
+        coming = 1  # the next shot to fetch ahead
         for i, shot in enumerate(shots):
-            for j in range(i + 1, min(i + 1 + AHEAD_SHOTS, len(shots))):
-                held = sum(a.nbytes for a in ahead.values() if a is not None)
-                if j not in ahead and (j == i + 1 or held < AHEAD_DECODED_BYTES):
-                    ahead[j] = self._fetch_ahead(self._shot_reads(shots[j]))
+            coming = max(coming, i + 1)
+            while coming < min(i + 1 + AHEAD_SHOTS, len(shots)):
+                if coming > i + 1 and sum(a.nbytes for a in ahead.values() if a is not None) >= AHEAD_DECODED_BYTES:
+                    break
+                ahead[coming] = self._fetch_ahead(self._shot_reads(shots[coming]))
+                coming += 1
             self._local.fetched = ahead.pop(i, None)
             try:
                 tree = self.shot(shot)

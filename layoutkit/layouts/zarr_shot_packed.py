@@ -250,8 +250,9 @@ class ZarrShotPacked(Layout):
             inventory, groups=plan.groups,
             arrays=(*inventory.arrays, *(_packed_info(a) for a in plan.arrays if a.path in packed)),
         )
-        tables = ("attrs", "scales")  # the index's, in the root's attributes only
-        doc = {**sidecar(inventory, plan), "layout": {k: v for k, v in plan.layout.items() if k not in tables}}
+        # the index's tables are in the root's attributes only
+        layout = {k: v for k, v in plan.layout.items() if k not in IndexTables.LAYOUT_KEYS}
+        doc = {**sidecar(inventory, plan), "layout": layout}
         try:
             writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout})
         except OSError as exc:

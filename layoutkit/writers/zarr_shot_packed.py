@@ -67,9 +67,11 @@ class IndexTables:
             rows.append(value)
         return self._rows[key]
 
+    LAYOUT_KEYS = ("attrs", "scales")  # their keys in the root's layout attribute
+
     def as_layout(self) -> dict[str, Any]:
         """The tables as they go into the root's layout attribute."""
-        return {"attrs": self.attrs, "scales": self.scales}
+        return {key: getattr(self, key) for key in self.LAYOUT_KEYS}
 
 
 @dataclass(frozen=True)

@@ -556,3 +556,70 @@ def test_verify_options_repeat_a_short_row_to_a_time_floor(shot_file, tmp_path) 
     floored = vrun.verify(shot_file, [copy], replace(base, min_seconds=60.0)).results
     assert len(once) == len(floored) == 2
     assert [r.repeats for r in once] == [1, 1] and [r.repeats for r in floored] == [vrun.MAX_REPEAT_FACTOR] * 2
+
+
+def test_a_page_buffer_is_one_process_budget_that_thread_workers_divide():
+    """Thread workers share their process's page buffer budget in whole pages (at least
+    one each); a worker process has it all; no budget stays none."""
+    from layoutkit.verify.run import file_page_buffer
+
+    MiB = 2**20
+    assert file_page_buffer(256 * MiB, 8, "threads", 8 * MiB) == 32 * MiB
+    assert file_page_buffer(256 * MiB, 3, "threads", 8 * MiB) == 80 * MiB  # 85.3 MiB, in whole pages
+    assert file_page_buffer(64 * MiB, 16, "threads", 8 * MiB) == 8 * MiB  # one page each: HDF5's least
+    assert file_page_buffer(256 * MiB, 8, "processes", 8 * MiB) == 256 * MiB
+    assert file_page_buffer(256 * MiB, 8, "distributed", 8 * MiB) == 256 * MiB
+    assert file_page_buffer(0, 8, "threads", 8 * MiB) == 0
+    assert file_page_buffer(64 * MiB, 1, "serial", 8 * MiB) == 64 * MiB
+
+
+def test_measure_opens_each_thread_workers_file_with_its_share_of_the_page_buffer(variants, shot_file, monkeypatch):
+    """The per-file page buffer reaches every worker's open file (and the row), and the
+    files open with it: HDF5 reports page buffer statistics for each."""
+    from layoutkit.verify import run as vrun
+
+    seen: list[int] = []
+    real = vrun.read_share
+
+    def spy(*args):  # noqa: ANN002, ANN202
+        seen.append(args[6])
+        return real(*args)
+
+    monkeypatch.setattr(vrun, "read_share", spy)
+    paged = vrun.describe(variants["by-shot"], "by-shot.h5", True, "/shots/{shot}/signals/{signal}")
+    assert paged.kind == "hdf5-paged" and paged.page_size >= 512
+    with open_archive(shot_file) as source:
+        plan = plan_reads("shot", source, 4, 0)
+    budget = 4 * 4 * paged.page_size + paged.page_size  # four files' four pages, and a page left over
+    cond = Condition("threads", 4, budget, "warm", 0.0, 0.0)
+    (row,) = vrun.measure([paged], [plan], lambda _: [cond], 1)
+    assert row.page_buffer == budget and row.page_buffer_file == 4 * paged.page_size
+    assert seen == [4 * paged.page_size] * len(split(plan.items, 4)) and len(seen) > 1
+    assert row.meta_hit_rate is not None and row.error is None
+
+
+def test_a_rows_peak_rss_leaves_out_the_cyclic_garbage_left_before_it(shot_file, monkeypatch):
+    """Garbage in reference cycles (as the shot trees of the last row are) is collected
+    before a row starts its peak: 300 MiB of it held by a cycle does not count in the row."""
+    import gc
+
+    from layoutkit.memory import peak_rss, reset_peak_rss
+    from layoutkit.verify import run as vrun
+
+    if not reset_peak_rss():
+        pytest.fail("this test needs Linux's /proc/self/clear_refs (the CI machines have it)")
+    monkeypatch.setattr(vrun, "read_share", lambda *a: {"logical": 1, "requests": 1, "bytes": 1, "page_buffer": None,
+                                                         "error": None})
+    variant = vrun.describe(shot_file, "src", True, "/shots/{shot}/signals/{signal}")
+    cond = Condition("serial", 1, None, "warm", 0.0, 0.0)
+    gc.disable()  # the cycle stays until someone collects it
+    try:
+        cycle: list = [np.ones(300 * 2**20, dtype=np.uint8)]
+        cycle.append(cycle)
+        del cycle
+        reset_peak_rss()
+        held = peak_rss()
+        (row,) = vrun.measure([variant], [ReadPlan("shot", ("1",))], lambda _: [cond], 1)
+    finally:
+        gc.enable()
+    assert row.peak_rss < held - 250 * 2**20, (held, row.peak_rss)

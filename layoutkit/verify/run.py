@@ -4,7 +4,9 @@ A *condition* is one point of the sweep: engine, workers, HDF5 page buffer, cach
 state, simulated latency and bandwidth. For each variant x pattern x condition the plan
 of reads is dealt evenly to the workers; each worker opens the variant itself (through
 :func:`layoutkit.open`, so every read is counted), performs its share and reports
-requests, bytes and page-buffer statistics. The wall time from handing out the shares
+requests, bytes and page-buffer statistics. The page buffer of a condition is the
+memory of one reading process: thread workers divide it between their files
+(:func:`file_page_buffer`). The wall time from handing out the shares
 to the last result is one repetition; ``repeat`` repetitions give the median and the
 spread.
 
@@ -16,6 +18,7 @@ when none is given). Clusters are started once per worker count, before timing.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import re
@@ -23,7 +26,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -258,13 +261,31 @@ class Variant:
     kind: str  # "hdf5", "hdf5-paged" or "zarr": decides which conditions apply
     equal: bool | None  # None for the source itself
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option, for a variant in a bucket
+    page_size: int = 0  # a paged HDF5 file's page size: a page buffer holds whole pages
 
 
 def describe(path: Path | str, name: str, equal: bool | None, template: str,
              storage: tuple[tuple[str, str], ...] = ()) -> Variant:
     with open_archive(path, template=template, storage_options=dict(storage)) as a:
         kind = "zarr" if a.format == "zarr" else ("hdf5-paged" if a.layout.startswith("hdf5-paged") else "hdf5")
-        return Variant(name, path, a.format, a.layout, kind, equal, storage)
+        return Variant(name, path, a.format, a.layout, kind, equal, storage, a.page_size)
+
+
+def file_page_buffer(budget: int, workers: int, engine: str, page_size: int = 0) -> int:
+    """The page buffer each worker's open file gets out of ``budget``, the page buffer
+    memory of one reading process.
+
+    Thread workers share their process, so they share its budget: each file gets
+    ``budget / workers``, in whole pages and at least one (HDF5 refuses a page buffer
+    smaller than a page, so a budget below ``workers`` pages is exceeded by what that
+    takes; the row records the size each file had). A worker process (``processes``,
+    ``distributed``) has the budget to itself. 8 threads with a page buffer each of the
+    whole 256 MiB held 2.8 GiB in one process.
+    """
+    if not budget:
+        return 0
+    share = budget // workers if engine in ("threads", "serial") else budget
+    return max(page_size, share // page_size * page_size) if page_size else max(1, share)
 
 
 @dataclass
@@ -295,6 +316,7 @@ class Result:
     error: str | None = None
     times: list[float] = field(default_factory=list)
     peak_rss: int | None = None  # bytes, this process's peak over the row's runs (threads, serial; Linux)
+    page_buffer_file: int | None = None  # each worker's file's share of page_buffer (file_page_buffer)
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -366,14 +388,19 @@ def measure(
                     key = (c.engine, c.workers)
                     if key not in engines:
                         engines[key] = Engine(c.engine, c.workers, scheduler)
+                    per_file = file_page_buffer(c.page_buffer or 0, c.workers, c.engine, v.page_size)
                     shares = [
-                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0,
-                         v.storage)
+                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, per_file, v.storage)
                         for share in split(items, c.workers)
                     ]
                     if c.cache == "warm":
                         warm(v.path)
                     times, outs = [], []
+                    # the row's peak starts from what this process holds: the last row's shot trees are
+                    # freed only by the cyclic collector (DataTree nodes point at their parents; up to
+                    # 120 MiB of them carried into the next row), and glibc keeps what was freed
+                    gc.collect()
+                    release_freed_memory()
                     in_process = c.engine in ("threads", "serial") and reset_peak_rss()
                     for _ in range(warmup):
                         engines[key].map(read_share, shares)
@@ -387,7 +414,6 @@ def measure(
                         times.append(time.perf_counter() - t0)
                         progress(f"{v.name} {plan.pattern}")
                     peak = peak_rss() if in_process else None
-                    release_freed_memory()
                     median = statistics.median(times)
                     logical = sum(o["logical"] for o in outs)
                     meta_rate, raw_rate = _hit_rates([o["page_buffer"] for o in outs])
@@ -416,6 +442,7 @@ def measure(
                             equal=v.equal,
                             times=times,
                             peak_rss=peak,
+                            page_buffer_file=per_file if c.page_buffer is not None else None,
                             error=next((o["error"] for o in outs if o["error"]), None),
                         )
                     )
@@ -532,10 +559,7 @@ def verify(
             mismatches[n] = compare_variant(src, p, inventory, workers=options.check_workers,
                                             storage_options=dict(storage), skipped=skipped[n])
             on_check(n)
-    checked = [
-        Variant(v.name, v.path, v.format, v.layout, v.kind, not mismatches[v.name] if options.check else None, storage)
-        for v in described
-    ]
+    checked = [replace(v, equal=not mismatches[v.name] if options.check else None) for v in described]
     measured = [describe(src_at, _name(src_at), None, options.template, storage), *checked]
 
     def conditions(v: Variant) -> list[Condition]:
@@ -564,6 +588,7 @@ __all__ = [
     "count_runs",
     "describe",
     "evict",
+    "file_page_buffer",
     "measure",
     "parse_bandwidths",
     "parse_choices",

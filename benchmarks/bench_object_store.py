@@ -10,8 +10,8 @@ Needs the ``bench`` extra (``pip install -e '.[bench]'``: SeaweedFS, s3fs).
    proves each equal to the source first.
 2. Behind a proxy that adds L ms to every request, ``layoutkit verify`` reads K shots
    (all signals) and K signals (all shots) of every layout, the source included, with
-   1, 2, 4, 8 workers and, for paged files, page buffers of 0, 64 and 256 MiB (the
-   reading process's; its thread workers divide it between their files): time, GET
+   1, 2, 4, 8 workers and, for paged files, page buffers of 0, 64 and 256 MiB (one
+   per reading process: thread workers share one open file): time, GET
    requests and bytes fetched per cell, and the modelled minimum
    ``bytes / bandwidth + (1 + ceil(bytes / 8 MiB)) x L / workers`` (bytes = what the
    reads need as stored; bandwidth = one GET through the proxy, measured in this run).

@@ -81,13 +81,11 @@ class Archive:
 
     Subclasses implement the layout; the public methods are the same for all.
     Attributes: ``path``, ``format`` ("hdf5" or "zarr"), ``layout`` (e.g. "hdf5",
-    "hdf5-paged", "shot-major"), ``page_size`` (the file space page size of a paged HDF5
-    file, else 0), ``template`` and ``counter`` (requests and bytes read).
+    "hdf5-paged", "shot-major"), ``template`` and ``counter`` (requests and bytes read).
     """
 
     format: ClassVar[str] = ""
     layout: str = ""
-    page_size: int = 0
 
     def __init__(self, path: Path, template: str) -> None:
         self.path = path
@@ -422,10 +420,8 @@ class HDF5Archive(Archive):
                     f"{path} was not written with paged aggregation, so it cannot have a page buffer."
                 ) from None
             raise NotAnArchiveError(f"{path} cannot be opened as HDF5: {exc}.") from None
-        fcpl = self.f.id.get_create_plist()
-        paged = fcpl.get_file_space_strategy()[0] == h5py.h5f.FSPACE_STRATEGY_PAGE
-        self.layout = "hdf5-paged" if paged else "hdf5"
-        self.page_size = fcpl.get_file_space_page_size() if paged else 0
+        strategy = self.f.id.get_create_plist().get_file_space_strategy()[0]
+        self.layout = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
         recorded = _recorded_layout(self.f.attrs.get("layoutkit"))
         if recorded:
             self.layout = recorded

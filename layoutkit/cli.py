@@ -445,7 +445,7 @@ def verify(
     seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
     engine: Annotated[str, typer.Option(help="Comma-separated sweep of serial, threads, processes, distributed.")] = "threads",
     workers: Annotated[str, typer.Option(help="Comma-separated sweep of worker counts, e.g. 1,2,4.")] = "1",
-    page_buffer: Annotated[str, typer.Option("--page-buffer", help="HDF5 page buffer sizes for paged variants, e.g. 0,64MiB: the memory of one reading process, divided between its thread workers' files.")] = "64MiB",
+    page_buffer: Annotated[str, typer.Option("--page-buffer", help="HDF5 page buffer sizes for paged variants, e.g. 0,64MiB: one per reading process (thread workers share one open file).")] = "64MiB",
     cache: Annotated[str, typer.Option(help="cold (evict the files from the OS page cache before each run), warm, or cold,warm.")] = "cold",
     latency: Annotated[str, typer.Option(help="Simulated latency per request, e.g. 0,10ms.")] = "0",
     bandwidth: Annotated[str, typer.Option(help="Simulated bandwidth, e.g. 100MB/s (0 = unlimited).")] = "0",

@@ -21,7 +21,7 @@ from layoutkit.verify.run import Result
 CSV_FIELDS = [
     "variant", "format", "layout", "pattern", "engine", "workers", "page_buffer", "cache", "latency",
     "bandwidth", "seconds", "seconds_min", "seconds_max", "repeats", "requests", "bytes_read",
-    "logical_bytes", "mb_per_s", "meta_hit_rate", "raw_hit_rate", "peak_rss", "page_buffer_file", "equal", "error",
+    "logical_bytes", "mb_per_s", "meta_hit_rate", "raw_hit_rate", "peak_rss", "equal", "error",
 ]  # fmt: skip
 
 
@@ -30,13 +30,7 @@ def _condition(r: Result) -> tuple[Any, ...]:
 
 
 def _pb(r: Result) -> str:
-    if r.page_buffer is None:
-        return "-"
-    if r.page_buffer == 0:
-        return "0"
-    shared = r.engine in ("threads", "serial") and r.workers > 1 and r.page_buffer_file
-    # the process's budget, and how its threads' files divide it
-    return format_size(r.page_buffer) + (f" ({r.workers} x {format_size(r.page_buffer_file)})" if shared else "")
+    return "-" if r.page_buffer is None else ("0" if r.page_buffer == 0 else format_size(r.page_buffer))
 
 
 def _rate(x: float | None) -> str:

@@ -4,9 +4,8 @@ A *condition* is one point of the sweep: engine, workers, HDF5 page buffer, cach
 state, simulated latency and bandwidth. For each variant x pattern x condition the plan
 of reads is dealt evenly to the workers; each worker opens the variant itself (through
 :func:`layoutkit.open`, so every read is counted), performs its share and reports
-requests, bytes and page-buffer statistics. The page buffer of a condition is the
-memory of one reading process: thread workers divide it between their files
-(:func:`file_page_buffer`). The wall time from handing out the shares
+requests, bytes and page-buffer statistics; thread workers reading an HDF5 variant share
+one open file instead (:func:`read_shared`). The wall time from handing out the shares
 to the last result is one repetition; ``repeat`` repetitions give the median and the
 spread.
 
@@ -27,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,34 @@ def read_share(
         }
 
 
+def read_shared(engine: Engine, shares: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """A run whose thread workers share one open file (``shares`` as :func:`read_share`
+    takes them, one per worker): how xarray and dask read HDF5 with threads (one file per
+    process, under a lock), and what h5py allows, which runs one call at a time in a
+    process whatever file it is on. The page buffer is then the process's (8 workers with
+    a 256 MiB page buffer each held 2.8 GiB in one process)."""
+    path, template, pattern, _, latency, bandwidth, page_buffer, storage = shares[0]
+    model = LatencyModel(latency, bandwidth) if latency or bandwidth else None
+    with open_archive(path, template=template, model=model, page_buffer=page_buffer,
+                      storage_options=dict(storage)) as archive:
+        error = None
+        try:
+            logical = sum(engine.map(partial(run_reads, archive, pattern), [(s[3],) for s in shares]))
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            logical, error = 0, f"{type(exc).__name__}: {first_line(exc)}"
+        return {
+            "requests": archive.counter.requests,
+            "bytes": archive.counter.bytes,
+            "logical": logical,
+            "page_buffer": archive.page_buffer_stats(),
+            "error": error,
+        }
+
+
+def _run(engine: Engine, shares: list[tuple[Any, ...]], shared: bool) -> list[dict[str, Any]]:
+    return [read_shared(engine, shares)] if shared else engine.map(read_share, shares)
+
+
 class Engine:
     """Runs shares in parallel; ``map`` returns their results in order."""
 
@@ -261,31 +289,13 @@ class Variant:
     kind: str  # "hdf5", "hdf5-paged" or "zarr": decides which conditions apply
     equal: bool | None  # None for the source itself
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option, for a variant in a bucket
-    page_size: int = 0  # a paged HDF5 file's page size: a page buffer holds whole pages
 
 
 def describe(path: Path | str, name: str, equal: bool | None, template: str,
              storage: tuple[tuple[str, str], ...] = ()) -> Variant:
     with open_archive(path, template=template, storage_options=dict(storage)) as a:
         kind = "zarr" if a.format == "zarr" else ("hdf5-paged" if a.layout.startswith("hdf5-paged") else "hdf5")
-        return Variant(name, path, a.format, a.layout, kind, equal, storage, a.page_size)
-
-
-def file_page_buffer(budget: int, workers: int, engine: str, page_size: int = 0) -> int:
-    """The page buffer each worker's open file gets out of ``budget``, the page buffer
-    memory of one reading process.
-
-    Thread workers share their process, so they share its budget: each file gets
-    ``budget / workers``, in whole pages and at least one (HDF5 refuses a page buffer
-    smaller than a page, so a budget below ``workers`` pages is exceeded by what that
-    takes; the row records the size each file had). A worker process (``processes``,
-    ``distributed``) has the budget to itself. 8 threads with a page buffer each of the
-    whole 256 MiB held 2.8 GiB in one process.
-    """
-    if not budget:
-        return 0
-    share = budget // workers if engine in ("threads", "serial") else budget
-    return max(page_size, share // page_size * page_size) if page_size else max(1, share)
+        return Variant(name, path, a.format, a.layout, kind, equal, storage)
 
 
 @dataclass
@@ -316,7 +326,6 @@ class Result:
     error: str | None = None
     times: list[float] = field(default_factory=list)
     peak_rss: int | None = None  # bytes, this process's peak over the row's runs (threads, serial; Linux)
-    page_buffer_file: int | None = None  # each worker's file's share of page_buffer (file_page_buffer)
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -388,11 +397,12 @@ def measure(
                     key = (c.engine, c.workers)
                     if key not in engines:
                         engines[key] = Engine(c.engine, c.workers, scheduler)
-                    per_file = file_page_buffer(c.page_buffer or 0, c.workers, c.engine, v.page_size)
                     shares = [
-                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, per_file, v.storage)
+                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0,
+                         v.storage)
                         for share in split(items, c.workers)
                     ]
+                    shared = c.engine == "threads" and v.format == "hdf5"
                     if c.cache == "warm":
                         warm(v.path)
                     times, outs = [], []
@@ -403,14 +413,14 @@ def measure(
                     release_freed_memory()
                     in_process = c.engine in ("threads", "serial") and reset_peak_rss()
                     for _ in range(warmup):
-                        engines[key].map(read_share, shares)
+                        _run(engines[key], shares, shared)
                     while len(times) < repeat or (
                         sum(times) < min_seconds and len(times) < MAX_REPEAT_FACTOR * repeat
                     ):
                         if c.cache == "cold":
                             evict(v.path)
                         t0 = time.perf_counter()
-                        outs = engines[key].map(read_share, shares)
+                        outs = _run(engines[key], shares, shared)
                         times.append(time.perf_counter() - t0)
                         progress(f"{v.name} {plan.pattern}")
                     peak = peak_rss() if in_process else None
@@ -442,7 +452,6 @@ def measure(
                             equal=v.equal,
                             times=times,
                             peak_rss=peak,
-                            page_buffer_file=per_file if c.page_buffer is not None else None,
                             error=next((o["error"] for o in outs if o["error"]), None),
                         )
                     )
@@ -588,7 +597,7 @@ __all__ = [
     "count_runs",
     "describe",
     "evict",
-    "file_page_buffer",
+    "read_shared",
     "measure",
     "parse_bandwidths",
     "parse_choices",

@@ -151,17 +151,17 @@ def conditions_for(
 # -- engines ------------------------------------------------------------------------------
 
 
-def read_share(
-    path: str, template: str, pattern: str, items: list[Any], latency: float, bandwidth: float, page_buffer: int,
-    storage: tuple[tuple[str, str], ...] = (),
+def _read_counted(
+    path: str, template: str, latency: float, bandwidth: float, page_buffer: int,
+    storage: tuple[tuple[str, str], ...], read: Callable[[Any], int],
 ) -> dict[str, Any]:
-    """One worker's part of a run: open the variant, read, report the counts."""
+    """Open the variant, ``read(archive)`` (the logical bytes), report the counts."""
     model = LatencyModel(latency, bandwidth) if latency or bandwidth else None
     with open_archive(path, template=template, model=model, page_buffer=page_buffer,
                       storage_options=dict(storage)) as archive:
         error = None
         try:
-            logical = run_reads(archive, pattern, items)
+            logical = read(archive)
         except (OSError, ValueError, RuntimeError, KeyError) as exc:
             # a damaged variant: the row says what failed instead of a time
             logical, error = 0, f"{type(exc).__name__}: {first_line(exc)}"
@@ -174,6 +174,15 @@ def read_share(
         }
 
 
+def read_share(
+    path: str, template: str, pattern: str, items: list[Any], latency: float, bandwidth: float, page_buffer: int,
+    storage: tuple[tuple[str, str], ...] = (),
+) -> dict[str, Any]:
+    """One worker's part of a run: open the variant, read, report the counts."""
+    return _read_counted(path, template, latency, bandwidth, page_buffer, storage,
+                         lambda archive: run_reads(archive, pattern, items))
+
+
 def read_shared(engine: Engine, shares: list[tuple[Any, ...]]) -> dict[str, Any]:
     """A run whose thread workers share one open file (``shares`` as :func:`read_share`
     takes them, one per worker): how xarray and dask read HDF5 with threads (one file per
@@ -181,21 +190,10 @@ def read_shared(engine: Engine, shares: list[tuple[Any, ...]]) -> dict[str, Any]
     process whatever file it is on. The page buffer is then the process's (8 workers with
     a 256 MiB page buffer each held 2.8 GiB in one process)."""
     path, template, pattern, _, latency, bandwidth, page_buffer, storage = shares[0]
-    model = LatencyModel(latency, bandwidth) if latency or bandwidth else None
-    with open_archive(path, template=template, model=model, page_buffer=page_buffer,
-                      storage_options=dict(storage)) as archive:
-        error = None
-        try:
-            logical = sum(engine.map(partial(run_reads, archive, pattern), [(s[3],) for s in shares]))
-        except (OSError, ValueError, RuntimeError, KeyError) as exc:
-            logical, error = 0, f"{type(exc).__name__}: {first_line(exc)}"
-        return {
-            "requests": archive.counter.requests,
-            "bytes": archive.counter.bytes,
-            "logical": logical,
-            "page_buffer": archive.page_buffer_stats(),
-            "error": error,
-        }
+    return _read_counted(
+        path, template, latency, bandwidth, page_buffer, storage,
+        lambda archive: sum(engine.map(partial(run_reads, archive, pattern), [(s[3],) for s in shares])),
+    )
 
 
 def _run(engine: Engine, shares: list[tuple[Any, ...]], shared: bool) -> list[dict[str, Any]]:

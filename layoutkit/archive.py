@@ -257,6 +257,14 @@ def _tree_slots(cls: type) -> frozenset[str]:
     return frozenset(name for c in cls.__mro__ for name in getattr(c, "__slots__", ()))
 
 
+@cache
+def _nodes_settable() -> bool:
+    """Whether this xarray's DataTree nodes have what :func:`_node` sets (asked once, not per node)."""
+    return {"_children", "_parent", "_name", "_data_variables"} <= _tree_slots(xr.DataTree) and hasattr(
+        xr.DataTree, "_set_node_data"
+    )
+
+
 def _node(dataset: xr.Dataset) -> xr.DataTree:
     """``xr.DataTree(dataset)`` for a new dataset that nothing else holds. The constructor
     first copies the dataset (its variables and indexes: 20-25 ms of a read of 8 shots of
@@ -264,9 +272,7 @@ def _node(dataset: xr.Dataset) -> xr.DataTree:
     parentless node; this does the last two on the dataset itself, on an xarray whose
     nodes have the slots it sets (else the constructor; tests/test_archive.py compares
     the two)."""
-    if not {"_children", "_parent", "_name", "_data_variables"} <= _tree_slots(xr.DataTree) or not hasattr(
-        xr.DataTree, "_set_node_data"
-    ):
+    if not _nodes_settable():
         return xr.DataTree(dataset)
     node = xr.DataTree.__new__(xr.DataTree)
     node._parent, node._children, node._name = None, {}, None

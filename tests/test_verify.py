@@ -578,13 +578,13 @@ def test_thread_workers_share_one_open_hdf5_file_and_its_page_buffer(variants, s
     paged = vrun.describe(variants["by-shot"], "by-shot.h5", True, "/shots/{shot}/signals/{signal}")
     with real(shot_file) as source:
         plans = [plan_reads(p, source, 4, 0) for p in ("shot", "signal")]
-    budget = 64 * 2**20
+    page_buffer = 64 * 2**20
     opened.clear()
-    rows = vrun.measure([paged], plans, lambda _: [Condition("threads", 3, budget, "warm", 0.0, 0.0)], 2)
-    assert opened == [budget] * 2 * 2  # one open per run: 2 patterns x 2 repetitions
+    rows = vrun.measure([paged], plans, lambda _: [Condition("threads", 3, page_buffer, "warm", 0.0, 0.0)], 2)
+    assert opened == [page_buffer] * 2 * 2  # one open per run: 2 patterns x 2 repetitions
     assert all(r.error is None and r.meta_hit_rate is not None and r.requests > 0 for r in rows)
     # the same reads, a file per worker (as each worker process opens its own)
-    shares = [(str(paged.path), "/shots/{shot}/signals/{signal}", "shot", s, 0.0, 0.0, budget, ())
+    shares = [(str(paged.path), "/shots/{shot}/signals/{signal}", "shot", s, 0.0, 0.0, page_buffer, ())
               for s in split(plans[0].items, 3)]
     assert len(shares) > 1
     assert sum(vrun.read_share(*s)["logical"] for s in shares) == rows[0].logical_bytes
@@ -619,3 +619,31 @@ def test_a_rows_peak_rss_leaves_out_the_cyclic_garbage_left_before_it(shot_file,
     finally:
         gc.enable()
     assert row.peak_rss < held - 250 * 2**20, (held, row.peak_rss)
+
+
+def test_a_failed_worker_on_a_shared_file_leaves_it_open_for_the_others(variants, shot_file, monkeypatch):
+    """A thread worker that fails on the shared HDF5 file does not close it under the
+    others: they finish their reads on the open file, and the row names the failure."""
+    import threading
+
+    from layoutkit.verify import run as vrun
+
+    real = vrun.run_reads
+    failed = threading.Event()
+    seen_open: list[bool] = []
+
+    def run_reads(archive, pattern, items):  # noqa: ANN001, ANN202
+        if not failed.is_set():
+            failed.set()
+            raise ValueError("a damaged dataset")
+        time.sleep(0.3)  # still reading after the first worker failed
+        seen_open.append(bool(archive.f.id.valid))
+        return real(archive, pattern, items)
+
+    monkeypatch.setattr(vrun, "run_reads", run_reads)
+    paged = vrun.describe(variants["by-shot"], "by-shot.h5", True, "/shots/{shot}/signals/{signal}")
+    with open_archive(shot_file) as source:
+        plan = plan_reads("shot", source, 4, 0)
+    (row,) = vrun.measure([paged], [plan], lambda _: [Condition("threads", 3, 0, "warm", 0.0, 0.0)], 1)
+    assert seen_open and all(seen_open), seen_open
+    assert row.error == "ValueError: a damaged dataset"

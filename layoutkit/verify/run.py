@@ -190,10 +190,23 @@ def read_shared(engine: Engine, shares: list[tuple[Any, ...]]) -> dict[str, Any]
     process whatever file it is on. The page buffer is then the process's (8 workers with
     a 256 MiB page buffer each held 2.8 GiB in one process)."""
     path, template, pattern, _, latency, bandwidth, page_buffer, storage = shares[0]
-    return _read_counted(
-        path, template, latency, bandwidth, page_buffer, storage,
-        lambda archive: sum(engine.map(partial(run_reads, archive, pattern), [(s[3],) for s in shares])),
-    )
+
+    def read_all(archive: Any) -> int:
+        # every worker is done with the file before it is closed, a failed one included
+        done = engine.map(partial(_reads_or_error, archive, pattern), [(s[3],) for s in shares])
+        failed = next((d for d in done if isinstance(d, Exception)), None)
+        if failed is not None:
+            raise failed
+        return sum(done)
+
+    return _read_counted(path, template, latency, bandwidth, page_buffer, storage, read_all)
+
+
+def _reads_or_error(archive: Any, pattern: str, items: list[Any]) -> int | Exception:
+    try:
+        return run_reads(archive, pattern, items)
+    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        return exc
 
 
 def _run(engine: Engine, shares: list[tuple[Any, ...]], shared: bool) -> list[dict[str, Any]]:
@@ -595,7 +608,6 @@ __all__ = [
     "count_runs",
     "describe",
     "evict",
-    "read_shared",
     "measure",
     "parse_bandwidths",
     "parse_choices",
@@ -603,5 +615,6 @@ __all__ = [
     "parse_durations",
     "parse_sizes",
     "read_share",
+    "read_shared",
     "warm",
 ]

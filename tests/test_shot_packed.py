@@ -184,8 +184,10 @@ def test_a_signal_of_many_shots_is_read_in_bounded_batches(packed_store: tuple[P
                 tracemalloc.stop()
             return peak, {shot: a.values for shot, a in got.items()}, archive.counter.requests
 
-    all_at_once, values, requests = peak_of_signal(1 << 40)
-    one_by_one, batched_values, batched_requests = peak_of_signal(1)
+    # the least of three runs: a traced peak also holds any one-off growth of the process's
+    # own tables (3.8 MB allocated inside sys.intern, its table growing, landed in one read here)
+    all_at_once, values, requests = min((peak_of_signal(1 << 40) for _ in range(3)), key=lambda r: r[0])
+    one_by_one, batched_values, batched_requests = min((peak_of_signal(1) for _ in range(3)), key=lambda r: r[0])
     with layoutkit.open(src) as source:
         expected = {shot: a.values for shot, a in source.signal("ip").items()}
     assert len(expected) == 6

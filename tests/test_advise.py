@@ -18,14 +18,14 @@ from typer.testing import CliRunner
 from layoutkit.advise.candidates import Candidate, candidates
 from layoutkit.advise.model import Observation, fit_concurrency, full_counts, local_seconds, predict, weighted
 from layoutkit.advise.run import parse_budget, parse_weights
-from layoutkit.advise.subset import array_part, shot_part, shots_of, spread, write_part
+from layoutkit.advise.subset import array_part, read_sizes, shot_part, shots_of, spread, typical_items, write_part
 from layoutkit.archive import open_archive
 from layoutkit.cli import app
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.inventory import read_inventory
 from layoutkit.recipes import load_recipe
 from layoutkit.verify.equality import compare_variant
-from layoutkit.verify.patterns import SHOT_ARCHIVE_PATTERNS, plan_reads
+from layoutkit.verify.patterns import SHOT_ARCHIVE_PATTERNS, ReadPlan
 from layoutkit.verify.run import Condition, describe, measure
 
 TEMPLATE = "/shots/{shot}/signals/{signal}"
@@ -62,6 +62,42 @@ def test_spread_takes_first_and_last():
     assert spread(list("abcdefghij"), 4) == ["a", "d", "g", "j"]
     assert spread(list("abc"), 5) == ["a", "b", "c"]
     assert spread(list("abcde"), 1) == ["c"]
+
+
+def test_typical_items_are_the_k_whose_mean_is_the_whole_sources():
+    # the sample holds a, b, c; the source also d: its mean shot is 8 (1, 4, 7, 20)
+    sizes = {"a": 1, "b": 4, "c": 7, "d": 20}
+    assert typical_items(["a", "b", "c"], sizes, 2, 0, "shot") == ("b", "c")  # 5.5: closer than 4 or 2.5
+    assert typical_items(["a", "b", "c"], sizes, 1, 0, "shot") == ("c",)
+    assert typical_items(["c", "a", "b"], sizes, 5, 0, "shot") == ("c", "a", "b")  # K past the items: all of them
+    assert typical_items(["x"], sizes, 2, 0, "shot") == ()  # no size known: nothing to choose from
+
+
+def test_typical_items_among_many_draws_are_seeded_and_near_the_mean():
+    sizes = {f"s{i}": i * 1000 for i in range(1, 41)}  # 40 shots, mean 20,500: 9,880 sets of 3, so drawn
+    names = list(sizes)
+    picked = typical_items(names, sizes, 3, 0, "shot")
+    assert picked == typical_items(names, sizes, 3, 0, "shot") and len(set(picked)) == 3
+    assert abs(sum(sizes[n] for n in picked) / 3 - 20_500) <= 200
+    assert typical_items(names, sizes, 3, 1, "shot") != picked  # another seed, other draws
+
+
+def test_read_sizes_are_the_bytes_the_reads_deliver(tmp_path):
+    """What :func:`read_sizes` says a shot or signal read delivers is what verify's read of
+    it counts, shot by shot and signal by signal (scales shared by signals included)."""
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.patterns import run_reads
+
+    src = tmp_path / "shots.h5"
+    write_sample(src, shots=4, signals=6, seed=2)
+    sizes = read_sizes(read_inventory(src), TEMPLATE)
+    with open_archive(src, template=TEMPLATE) as archive:
+        assert sorted(sizes["shot"]) == sorted(archive.shots) and sorted(sizes["signal"]) == sorted(archive.signals)
+        for shot in archive.shots:
+            assert sizes["shot"][shot] == run_reads(archive, "shot", [shot]), shot
+        for signal in archive.signals:
+            assert sizes["signal"][signal] == run_reads(archive, "signal", [signal]), signal
+    assert len(set(sizes["shot"].values())) > 1  # shots differ in size: the choice matters
 
 
 def test_shot_sample_keeps_shots_scales_and_everything_outside(tmp_path):
@@ -289,6 +325,15 @@ def test_recommends_a_layout_ordered_for_the_pattern(archive, tmp_path, patterns
     assert (best["recipe"].get("order") or best["recipe"].get("by")) in orders, output
     assert {c["name"] for c in doc["candidates"]} == {c.name for c in candidates("recipes", TEMPLATE)}
     assert doc["sample"] == {"small": 2.0, "large": 4.0, "full": 30.0, "reads_per_pattern": 1}
+    # the shot or signal read is the one of typical size among the smaller sample's
+    pattern = patterns.split("=")[0]
+    sizes = read_sizes(read_inventory(archive), TEMPLATE)
+    mean = sum(sizes[pattern].values()) / len(sizes[pattern])
+    (item,) = doc["read_items"][pattern]
+    with open_archive(archive, template=TEMPLATE) as source:
+        names = source.shots if pattern == "shot" else source.signals
+    sample_items = [n for n in names if pattern == "signal" or n in spread(names, 4)[::2]]
+    assert abs(sizes[pattern][item] - mean) == min(abs(sizes[pattern][n] - mean) for n in sample_items)
     recipe = load_recipe(out / "recommended.toml")
     assert recipe.values["template"] == TEMPLATE and (out / "advise.png").stat().st_size > 0
     # the last line is the command that writes it: run it, and the layout holds the source's data
@@ -311,13 +356,19 @@ def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
             paged = c["command"] == "reorder"
             assert all((f["extra_pages"] is not None) == paged for f in c["patterns"].values()), c["name"]
     ranked = sorted((c for c in doc["candidates"] if c["status"] == "measured"), key=lambda c: c["weighted_seconds"])
-    for c in ranked[:2]:  # the recommended layout and the runner-up, at full size
+    # the recommended layout and the runner-up, and a paged file (its pages come from its geometry, read
+    # by one page buffer: thread workers share the file), at full size
+    paged = next(c for c in ranked if c["command"] == "reorder")
+    for c in [*ranked[:2], *([paged] if paged not in ranked[:2] else [])]:
         candidate = Candidate(c["name"], c["name"])
         dst = tmp_path / (c["name"] + (".zarr" if candidate.command == "convert" else ".h5"))
         runner.invoke(app, ["-q", candidate.command, str(archive), str(dst), "--recipe", c["name"]])
+        sizes = read_sizes(read_inventory(archive), TEMPLATE)
         for pattern, fit in c["patterns"].items():
-            with open_archive(archive, template=TEMPLATE) as source:
-                plan = plan_reads(pattern, source, doc["sample"]["reads_per_pattern"], 0)
+            with open_archive(archive, template=TEMPLATE) as source:  # K of typical size, as advise reads
+                names = source.shots if pattern == "shot" else source.signals
+                plan = ReadPlan(pattern, typical_items(names, sizes[pattern], doc["sample"]["reads_per_pattern"], 0,
+                                                       pattern))
             page_buffer = 64 * 1024**2 if candidate.command == "reorder" else None
             cond = Condition("threads", 2, page_buffer, "warm", 0.0, 0.0)
             (r,) = measure([describe(dst, dst.name, True, TEMPLATE)], [plan], lambda _, cond=cond: [cond], 1, TEMPLATE)

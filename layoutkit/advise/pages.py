@@ -13,7 +13,8 @@ a read with a page buffer fetches each page it touches once.
 HDF5's paged aggregation does (an allocation smaller than a page never straddles one; a
 larger one starts on a page boundary); :func:`page_requests` replays a shot or signal
 read over them (its arrays and their dimension scales, in the reader's order) through
-one least-recently-used page buffer per worker, as ``verify`` reads. Only the difference
+one least-recently-used page buffer per reader: per reading process, as ``verify``
+reads (its thread workers share one open file and its page buffer). Only the difference
 between the full archive and the larger sample is used (:func:`extra_requests`): what
 the layout adds as the archive grows, on top of the requests measured there, metadata
 pages included.

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layoutkit.advise.model import Observation, predict
-from layoutkit.advise.pages import PagedFile, extra_requests, layout_pages, page_requests, read_sequence
+from layoutkit.advise.pages import PagedFile, extra_requests, interleave, layout_pages, page_requests, read_sequence
 from layoutkit.plan import match_template, write_order
 
 TEMPLATE = "/shots/{shot}/signals/{signal}"
@@ -50,6 +50,14 @@ def test_a_reader_fetches_each_page_once_unless_its_buffer_drops_it():
     assert page_requests(pages, [[["a", "b", "c"]]], buffer_pages=2) == 2
     assert page_requests(pages, [[["a", "b", "c"]]], buffer_pages=1) == 3  # b pushed page 0 out
     assert page_requests(pages, [[["a"]], [["c"]]], buffer_pages=8) == 2  # two readers, two buffers
+
+
+def test_readers_sharing_a_file_take_turns_through_one_buffer():
+    assert interleave([[["a", "b"], ["e"]], [["c", "d"]]]) == ["a", "c", "b", "d", "e"]
+    pages = {"a": range(0, 1), "b": range(1, 2), "c": range(0, 1), "d": range(1, 2)}
+    shares = [[["a", "b"]], [["c", "d"]]]  # two readers on the same two pages, a one-page buffer
+    assert page_requests(pages, shares, buffer_pages=1) == 4  # a buffer each: both fetch both pages
+    assert page_requests(pages, [[interleave(shares)]], buffer_pages=1) == 2  # together: c and d hit
 
 
 def test_a_read_sequence_goes_shot_by_shot_with_the_scales_first():

@@ -506,10 +506,10 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
             counts = full_counts(obs["small"], obs["large"], scales[2], pattern)
             extra = None
             if paged is not None and pattern in PAGED_PATTERNS:
-                # one reader: verify's thread workers share one open file and its page buffer (a reader per
-                # worker counted 51 pages for a signal read that fetched 25)
-                extra = extra_requests(*paged, pattern, [str(i) for i in plan.items], 1, page_buffer or 0,
-                                       options.template)  # fmt: skip
+                # verify's thread workers share one open file and its page buffer, reading at once (a buffer
+                # per worker counted 51 pages for a signal read that fetched 25; one reader, 45)
+                extra = extra_requests(*paged, pattern, [str(i) for i in plan.items], options.workers,
+                                       page_buffer or 0, options.template, shared=True)  # fmt: skip
                 counts = (max(counts[0], obs["large"].requests + extra),
                           max(counts[1], obs["large"].bytes + extra * paged[1].page))
             c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, counts[0])

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from layoutkit.advise.candidates import Candidate, candidates
 from layoutkit.advise.model import Observation, fit_concurrency, full_counts, local_seconds, predict, weighted
-from layoutkit.advise.run import parse_budget, parse_weights
+from layoutkit.advise.run import opening_plan, parse_budget, parse_weights
 from layoutkit.advise.subset import array_part, read_sizes, shot_part, shots_of, spread, typical_items, write_part
 from layoutkit.archive import open_archive
 from layoutkit.cli import app
@@ -98,6 +98,26 @@ def test_read_sizes_are_the_bytes_the_reads_deliver(tmp_path):
         for signal in archive.signals:
             assert sizes["signal"][signal] == run_reads(archive, "signal", [signal]), signal
     assert len(set(sizes["shot"].values())) > 1  # shots differ in size: the choice matters
+
+
+def test_opening_is_measured_with_one_open_per_worker_the_patterns_use(tmp_path):
+    from layoutkit.convert import ConvertOptions, convert
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.patterns import OPEN_ONLY
+
+    two, three, scan = ReadPlan("shot", ("1", "2")), ReadPlan("signal", ("a", "b", "c")), ReadPlan("scan", (), True)
+    assert opening_plan([two, three], 2).items == (0, 1)
+    assert opening_plan([ReadPlan("shot", ("1",))], 4).items == (0,)  # one item: one worker reads, one opens
+    assert opening_plan([ReadPlan("shot", ("1",)), scan], 4).items == (0, 1, 2, 3)
+    # and verify opens once per share of it (a Zarr store: every worker opens its own)
+    src, dst = tmp_path / "shots.h5", tmp_path / "shots.zarr"
+    write_sample(src, shots=3, signals=4, seed=1)
+    convert(src, dst, ConvertOptions())
+    cond = Condition("threads", 2, None, "warm", 0.0, 0.0)
+    variant = describe(dst, dst.name, True, TEMPLATE)
+    one, both = (measure([variant], [ReadPlan(OPEN_ONLY, items)], lambda _: [cond], 1, TEMPLATE)[0]
+                 for items in ((0,), (0, 1)))
+    assert one.requests > 0 and both.requests == 2 * one.requests and both.logical_bytes == 0
 
 
 def test_shot_sample_keeps_shots_scales_and_everything_outside(tmp_path):

@@ -33,6 +33,9 @@ from layoutkit.archive import Archive, Selection
 from layoutkit.errors import InvalidOptionError
 
 PATTERNS = ("open", "shot", "signal", "scan", "subset", "axis")
+OPEN_ONLY = "opening"
+"""Not a user's pattern: each worker opens the variant and reads nothing (``advise``
+measures what opening costs each pattern, one open per worker as the pattern makes)."""
 SHOT_ARCHIVE_PATTERNS = ("open", "shot", "signal", "scan", "subset")
 ARRAY_PATTERNS = ("open", "scan", "subset", "axis")
 SUBSETS_PER_SAMPLE = 4
@@ -172,6 +175,8 @@ def run_reads(archive: Archive, pattern: str, items: Sequence[Any]) -> int:
     """Perform one share of a pattern on an open archive; returns the logical bytes
     delivered (data and coordinates, uncompressed)."""
     total = 0
+    if pattern == OPEN_ONLY:
+        return 0
     if pattern == "open":
         return sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in archive.arrays().values())
     if pattern == "shot":  # as a user reads several shots: the layout may fetch the next one ahead
@@ -193,6 +198,7 @@ def run_reads(archive: Archive, pattern: str, items: Sequence[Any]) -> int:
 
 __all__ = [
     "ARRAY_PATTERNS",
+    "OPEN_ONLY",
     "PATTERNS",
     "ReadPlan",
     "SHOT_ARCHIVE_PATTERNS",

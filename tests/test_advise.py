@@ -120,6 +120,22 @@ def test_opening_is_measured_with_one_open_per_worker_the_patterns_use(tmp_path)
     assert one.requests > 0 and both.requests == 2 * one.requests and both.logical_bytes == 0
 
 
+def test_resharded_counts_the_arrays_a_larger_archive_shards(archive, tmp_path):
+    from layoutkit.advise.run import _resharded
+
+    full = read_inventory(archive)
+    shots = shots_of(full, TEMPLATE)
+    one = write_part(archive, full, shot_part(full, shots, list(shots)[:1]), tmp_path / "one.h5")
+    small = read_inventory(one)
+    assert _resharded(Candidate("cmod-shot", "cmod-shot"), TEMPLATE, (small, full)) is None  # not a Zarr store
+    assert _resharded(Candidate("zarr-shot", "zarr-shot"), TEMPLATE, (small, full)) == 0  # a shot's arrays stay
+    signal = Candidate("zarr-signal", "zarr-signal")
+    assert _resharded(signal, TEMPLATE, (full, full)) == 0
+    # one shot's worth of each signal is stored whole; thirty shots' worth is sharded
+    grown = _resharded(signal, TEMPLATE, (small, full))
+    assert grown is not None and grown > 0
+
+
 def test_shot_sample_keeps_shots_scales_and_everything_outside(tmp_path):
     src = build_edge_archive(tmp_path / "edge.h5")
     inventory = read_inventory(src)
@@ -379,7 +395,9 @@ def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
     # the recommended layout and the runner-up, and a paged file (its pages come from its geometry, read
     # by one page buffer: thread workers share the file), at full size
     paged = next(c for c in ranked if c["command"] == "reorder")
-    for c in [*ranked[:2], *([paged] if paged not in ranked[:2] else [])]:
+    signal_major = next(c for c in ranked if c["name"] == "zarr-signal")  # its shot reads grow with the samples
+    for c in dict.fromkeys(c["name"] for c in [*ranked[:2], paged, signal_major]):
+        c = next(t for t in ranked if t["name"] == c)
         candidate = Candidate(c["name"], c["name"])
         dst = tmp_path / (c["name"] + (".zarr" if candidate.command == "convert" else ".h5"))
         runner.invoke(app, ["-q", candidate.command, str(archive), str(dst), "--recipe", c["name"]])

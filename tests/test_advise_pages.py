@@ -100,6 +100,34 @@ def test_predicted_time_grows_with_counts_from_the_geometry():
     assert grown.network_seconds == pytest.approx(28 * 0.01 / 2)
 
 
+def test_pages_the_full_file_adds_cost_a_page_read_each():
+    """Measured on the 40-shot benchmark (cmod-signal's shot read of 2 shots, samples of
+    5 and 9 shots): 8 and 10 requests in 0.264 and 0.330 s, 25 pages at full size. The
+    samples' slope charged 33 ms or more to each added page (0.83 s of local time); a page read
+    costs ~2 ms, and the shots delivered, hence decoded, stay the same."""
+    small = Observation(5, 8, 40e6, 0.264, 0.3, 0.25, 0.27, logical=31.6e6)
+    large = Observation(9, 10, 50e6, 0.330, 0.3, 0.32, 0.34, logical=31.6e6)
+    counts = (25, 50e6 + 15 * 8 * MiB)
+    by_slope = predict(small, large, 40, 0.0, 0.0, 1.0, pattern="shot", counts=counts)
+    by_page = predict(small, large, 40, 0.0, 0.0, 1.0, pattern="shot", counts=counts, page_seconds=0.002)
+    assert by_slope.local_seconds >= 0.330 + 15 * 0.033  # the samples' cost per request, or per byte fetched
+    assert by_page.local_seconds == pytest.approx(0.330 + 15 * 0.002)
+    # a signal read delivers more at full size: that decoding still grows, where the runs separate
+    grows = predict(replace(small, logical=10e6), replace(large, logical=20e6), 40, 0.0, 0.0, 1.0, pattern="signal",
+                    counts=counts, page_seconds=0.002)
+    assert grows.local_seconds > by_page.local_seconds
+
+
+def test_a_page_read_is_timed_on_the_written_file(tmp_path):
+    from layoutkit.advise.run import _page_seconds
+
+    path = tmp_path / "paged.h5"
+    path.write_bytes(b"x" * (3 * 65536))
+    seconds = _page_seconds(path, 65536)
+    assert seconds is not None and 0 < seconds < 0.05
+    assert _page_seconds("s3://bucket/paged.h5", 65536) is None  # in a bucket a page is a request, counted
+
+
 def test_local_time_grows_with_the_bytes_delivered():
     """Measured on the 40-shot benchmark (cmod-signal, a signal read of K=3, no latency):
     the samples fetched the same 14 pages, so neither requests nor bytes fetched grow,

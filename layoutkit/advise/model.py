@@ -166,7 +166,7 @@ def full_logical(small: Observation, large: Observation, scale: float, pattern: 
 
 def local_seconds(small: Observation, large: Observation, scale: float, requests: float, nbytes: float = 0.0,
                   open_small: Observation | None = None, open_large: Observation | None = None,
-                  logical: float = 0.0) -> float:
+                  logical: float = 0.0, page_seconds: float | None = None) -> float:
     """Local seconds at size ``scale``: opening, along the line of opening alone, plus
     the reads, grown by their local cost per request or per byte measured between the
     samples (each at most the larger sample's average), whichever grows more: a
@@ -177,7 +177,13 @@ def local_seconds(small: Observation, large: Observation, scale: float, requests
     shots, but delivered 2.8 and 5.1 MB in 0.068 and 0.107 s, and at 40 shots 16 MB in
     0.321 s. Growth by bytes counts only where the samples' runs are :func:`separated`: on samples of 2 and 4 shots, reads of 3-6 ms whose noise,
     grown 6x by bytes, ranked signal-major Zarr behind shot-major (0.071 s predicted,
-    0.046 s measured)."""
+    0.046 s measured).
+
+    ``page_seconds``: the requests at full size are a paged file's pages counted from its
+    geometry, each of those it adds costing this much (reading a page, measured): the
+    pages a larger file adds are read for a piece of what they hold, so the larger
+    sample's average per request, which is mostly decoding, charged 33 ms to each where
+    the page cost 2 ms (cmod-signal's shot read at 40 shots predicted +94%)."""
     if open_small is None or open_large is None:
         open_small = open_large = Observation(0, 0, 0, 0, 0)
     opening = extend(open_small.scale, open_small.seconds, open_large.scale, open_large.seconds, scale)
@@ -193,6 +199,11 @@ def local_seconds(small: Observation, large: Observation, scale: float, requests
             per_unit = min(per_unit, average)
         return per_unit * max(0.0, count - count_large)
 
+    if page_seconds is not None:  # the pages the full file adds: read, each at the cost of a page
+        grown = page_seconds * max(0.0, requests - large.requests)
+        if separated(small, large):
+            grown = max(grown, growth(small.logical, large.logical, logical))
+        return opening + read_large + grown
     grown = growth(small.requests, large.requests, requests)
     if separated(small, large):  # tiny samples' few-ms reads: their noise is not growth per byte
         grown = max(grown, growth(small.bytes, large.bytes, nbytes), growth(small.logical, large.logical, logical))
@@ -202,15 +213,16 @@ def local_seconds(small: Observation, large: Observation, scale: float, requests
 def predict(
     small: Observation, large: Observation, scale: float, latency: float, bandwidth: float, concurrency: float,
     open_small: Observation | None = None, open_large: Observation | None = None, pattern: str = "signal",
-    counts: tuple[float, float] | None = None,
+    counts: tuple[float, float] | None = None, page_seconds: float | None = None,
 ) -> Prediction:
     """The pattern's cost at size ``scale`` (see the module's docstring). ``open_*``: opening
     alone (open, read nothing) on the same samples (None when the pattern is ``open``);
     ``counts``: requests and bytes at full size known otherwise (a paged file's pages,
-    :mod:`layoutkit.advise.pages`), instead of :func:`full_counts`."""
+    :mod:`layoutkit.advise.pages`), instead of :func:`full_counts`; ``page_seconds``: what
+    reading one of those pages costs locally (see :func:`local_seconds`)."""
     requests, nbytes = counts or full_counts(small, large, scale, pattern)
     logical = full_logical(small, large, scale, pattern)
-    local = local_seconds(small, large, scale, requests, nbytes, open_small, open_large, logical)
+    local = local_seconds(small, large, scale, requests, nbytes, open_small, open_large, logical, page_seconds)
     cpu = large.cpu * (local / large.seconds) if large.seconds else large.cpu
     return Prediction(
         requests=requests,

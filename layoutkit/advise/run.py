@@ -505,6 +505,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
         paged = (_paged_files(candidate, options.template, inventories, _data_bytes(written["large"], storage))
                  if page_buffer else None)
         resharded = _resharded(candidate, options.template, inventories) if "shot" in weights else None
+        page_seconds = _page_seconds(written["large"], paged[1].page) if paged is not None else None
         for plan in plans:
             pattern = plan.pattern
             if pattern not in weights:
@@ -513,7 +514,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
             c_small, c_large = (fit_concurrency(obs[size], at_latency[pattern][size], options.latency, options.bandwidth)
                                 for size in ("small", "large"))
             counts = full_counts(obs["small"], obs["large"], scales[2], pattern)
-            extra = None
+            extra, pages_cost = None, None
             if paged is not None and pattern in PAGED_PATTERNS:
                 # verify's thread workers share one open file and its page buffer, reading at once (a buffer
                 # per worker counted 51 pages for a signal read that fetched 25; one reader, 45)
@@ -521,6 +522,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
                                        page_buffer or 0, options.template, shared=True)  # fmt: skip
                 counts = (max(counts[0], obs["large"].requests + extra),
                           max(counts[1], obs["large"].bytes + extra * paged[1].page))
+                pages_cost = page_seconds
             elif resharded is not None and pattern == "shot":
                 # K shots read the same arrays however large the archive: their requests change only where
                 # the full store keeps an array otherwise, one shard index more per shot read for each array
@@ -529,7 +531,7 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
             c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, counts[0])
             others = {} if pattern == "open" else opened
             prediction = predict(obs["small"], obs["large"], scales[2], options.latency, options.bandwidth, c,
-                                 others.get("small"), others.get("large"), pattern, counts)  # fmt: skip
+                                 others.get("small"), others.get("large"), pattern, counts, pages_cost)  # fmt: skip
             trial.patterns[pattern] = PatternFit(obs["small"], obs["large"], at_latency[pattern]["small"],
                                                  at_latency[pattern]["large"], prediction, extra)
         trial.predicted_bytes = _extend_bytes(scales, trial.stored_bytes)
@@ -564,6 +566,28 @@ def _resharded(candidate: Candidate, template: str, inventories: tuple[Inventory
     except LayoutkitError:
         return None
     return sum(1 for path, sharded in large.items() if not sharded and full.get(path, False))
+
+
+PAGE_TIMING_SECONDS = 0.05  # a paged file's pages are read for at least this long to time one
+
+
+def _page_seconds(written: Path | str, page: int) -> float | None:
+    """What reading one page of a written paged file costs here (from the page cache, as
+    verify's warm reads find it): whole pages read until :data:`PAGE_TIMING_SECONDS` have
+    passed. None for a file in a bucket, whose pages cost requests, counted already."""
+    if is_url(str(written)):
+        return None
+    pages, started = 0, time.perf_counter()
+    with open(written, "rb", buffering=0) as f:
+        size = os.fstat(f.fileno()).st_size
+        if not size:
+            return None
+        while True:
+            for offset in range(0, size, page):
+                os.pread(f.fileno(), page, offset)
+                pages += 1
+            if time.perf_counter() - started >= PAGE_TIMING_SECONDS:
+                return (time.perf_counter() - started) / pages
 
 
 def _data_bytes(written: Path | str, storage: dict[str, str]) -> int:

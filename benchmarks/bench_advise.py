@@ -29,12 +29,12 @@ from common import HERE, PY, sample
 from common import measure as measure_cmd
 
 from layoutkit.advise.candidates import Candidate
-from layoutkit.advise.subset import read_sizes, typical_items
+from layoutkit.advise.run import typical_plan
+from layoutkit.advise.subset import read_sizes
 from layoutkit.archive import open_archive
 from layoutkit.convert import convert
 from layoutkit.inventory import read_inventory
 from layoutkit.reorder import reorder
-from layoutkit.verify.patterns import ReadPlan, plan_reads
 from layoutkit.verify.run import Condition, describe, measure
 
 TEMPLATE = "/shots/{shot}/signals/{signal}"
@@ -108,12 +108,8 @@ def main() -> None:
                 if key not in measured_cache:
                     with open_archive(src, template=TEMPLATE) as archive:
                         # K shots or signals of typical size, as advise reads on its samples: both then
-                        # predict and measure what K items cost on average (subset.typical_items)
-                        if pattern in ("shot", "signal"):
-                            names = archive.shots if pattern == "shot" else archive.signals
-                            plan = ReadPlan(pattern, typical_items(names, sizes[pattern], reads, 0, pattern))
-                        else:
-                            plan = plan_reads(pattern, archive, reads, 0)
+                        # predict and measure what K items cost on average (advise.run.typical_plan)
+                        plan = typical_plan(pattern, archive, reads, 0, sizes)
                     paged = trial["command"] == "reorder"
                     cond = Condition("threads", args.workers, 64 * 2**20 if paged else None, "warm",
                                      args.latency, 0.0)

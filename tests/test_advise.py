@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from layoutkit.advise.candidates import Candidate, candidates
 from layoutkit.advise.model import Observation, fit_concurrency, full_counts, local_seconds, predict, weighted
-from layoutkit.advise.run import opening_plan, parse_budget, parse_weights
+from layoutkit.advise.run import opening_plan, parse_budget, parse_weights, typical_plan
 from layoutkit.advise.subset import array_part, read_sizes, shot_part, shots_of, spread, typical_items, write_part
 from layoutkit.archive import open_archive
 from layoutkit.cli import app
@@ -396,17 +396,15 @@ def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
     # by one page buffer: thread workers share the file), at full size
     paged = next(c for c in ranked if c["command"] == "reorder")
     signal_major = next(c for c in ranked if c["name"] == "zarr-signal")  # its shot reads grow with the samples
+    sizes = read_sizes(read_inventory(archive), TEMPLATE)
     for c in dict.fromkeys(c["name"] for c in [*ranked[:2], paged, signal_major]):
         c = next(t for t in ranked if t["name"] == c)
         candidate = Candidate(c["name"], c["name"])
         dst = tmp_path / (c["name"] + (".zarr" if candidate.command == "convert" else ".h5"))
         runner.invoke(app, ["-q", candidate.command, str(archive), str(dst), "--recipe", c["name"]])
-        sizes = read_sizes(read_inventory(archive), TEMPLATE)
         for pattern, fit in c["patterns"].items():
             with open_archive(archive, template=TEMPLATE) as source:  # K of typical size, as advise reads
-                names = source.shots if pattern == "shot" else source.signals
-                plan = ReadPlan(pattern, typical_items(names, sizes[pattern], doc["sample"]["reads_per_pattern"], 0,
-                                                       pattern))
+                plan = typical_plan(pattern, source, doc["sample"]["reads_per_pattern"], 0, sizes)
             page_buffer = 64 * 1024**2 if candidate.command == "reorder" else None
             cond = Condition("threads", 2, page_buffer, "warm", 0.0, 0.0)
             (r,) = measure([describe(dst, dst.name, True, TEMPLATE)], [plan], lambda _, cond=cond: [cond], 1, TEMPLATE)

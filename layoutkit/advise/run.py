@@ -52,7 +52,7 @@ from layoutkit.advise.model import (
 )
 from layoutkit.advise.pages import PAGED_PATTERNS, PagedFile, extra_requests
 from layoutkit.advise.subset import Part, array_part, read_sizes, shot_part, shots_of, spread, typical_items, write_part
-from layoutkit.archive import open_archive
+from layoutkit.archive import Archive, open_archive
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.inventory import Inventory, check_source, first_line, read_inventory
 from layoutkit.layouts import get_layout, layout_for
@@ -211,19 +211,22 @@ class AdviseResult:
 # -- the run ------------------------------------------------------------------------------
 
 
+def typical_plan(pattern: str, archive: Archive, reads: int, seed: int,
+                 sizes: dict[str, dict[str, int]] | None = None) -> ReadPlan:
+    """One pattern's reads drawn from ``archive``, as verify draws them; with ``sizes``
+    (the whole source's, :func:`read_sizes`), a shot or signal read takes K of typical
+    size (:func:`typical_items`). advise reads its samples so, and the benchmark and the
+    tests measure the full size so."""
+    if sizes and sizes.get(pattern):
+        names = archive.shots if pattern == "shot" else archive.signals
+        return ReadPlan(pattern, typical_items(names, sizes[pattern], reads, seed, pattern))
+    return plan_reads(pattern, archive, reads, seed)
+
+
 def _plans(source: Path, patterns: tuple[str, ...], reads: int, seed: int, template: str,
            sizes: dict[str, dict[str, int]] | None = None) -> list[ReadPlan]:
-    """Each pattern's reads, drawn from ``source``; with ``sizes`` (the whole source's,
-    :func:`read_sizes`), the shots and signals read are K of typical size."""
     with open_archive(source, template=template) as archive:
-        plans = []
-        for p in patterns:
-            if sizes and sizes.get(p):
-                names = archive.shots if p == "shot" else archive.signals
-                plans.append(ReadPlan(p, typical_items(names, sizes[p], reads, seed, p)))
-            else:
-                plans.append(plan_reads(p, archive, reads, seed))
-        return plans
+        return [typical_plan(p, archive, reads, seed, sizes) for p in patterns]
 
 
 def opening_plan(plans: list[ReadPlan], workers: int) -> ReadPlan:

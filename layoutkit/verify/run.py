@@ -151,6 +151,9 @@ def conditions_for(
 # -- engines ------------------------------------------------------------------------------
 
 
+READ_ERRORS = (OSError, ValueError, RuntimeError, KeyError)  # a damaged variant's: reported in its row, not raised
+
+
 def _read_counted(
     path: str, template: str, latency: float, bandwidth: float, page_buffer: int,
     storage: tuple[tuple[str, str], ...], read: Callable[[Any], int],
@@ -162,7 +165,7 @@ def _read_counted(
         error = None
         try:
             logical = read(archive)
-        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+        except READ_ERRORS as exc:
             # a damaged variant: the row says what failed instead of a time
             logical, error = 0, f"{type(exc).__name__}: {first_line(exc)}"
         return {
@@ -205,7 +208,7 @@ def read_shared(engine: Engine, shares: list[tuple[Any, ...]]) -> dict[str, Any]
 def _reads_or_error(archive: Any, pattern: str, items: list[Any]) -> int | Exception:
     try:
         return run_reads(archive, pattern, items)
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
+    except READ_ERRORS as exc:
         return exc
 
 

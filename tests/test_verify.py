@@ -544,6 +544,82 @@ def test_measure_warms_up_untimed_and_repeats_short_rows_to_a_time_floor(shot_fi
     assert row.repeats == 3 and len(calls) == 3
 
 
+def test_measure_interleaved_times_rows_in_turn_until_each_has_its_floor(shot_file, tmp_path, monkeypatch):
+    """``interleave=True``: every row is warmed up, then the rows run one repetition each
+    per round; a row with ``repeat`` runs adding up to ``min_seconds`` sits the later
+    rounds out. Each row keeps its own times, counts and CPU seconds."""
+    import shutil
+
+    from layoutkit.verify import run as vrun
+
+    slow = tmp_path / "slow.h5"
+    shutil.copyfile(shot_file, slow)
+    calls: list[str] = []
+
+    def fake_share(path, *args):  # noqa: ANN001, ANN002, ANN202 - stands in for read_share
+        calls.append(Path(path).name)
+        sum(range(20_000))  # some CPU in this process
+        time.sleep(0.02 if path == str(slow) else 0.001)
+        return {"logical": 1, "requests": 2 if path == str(slow) else 1, "bytes": 1, "page_buffer": None,
+                "error": None}
+
+    monkeypatch.setattr(vrun, "read_share", fake_share)
+    fast_v = vrun.describe(shot_file, "fast", True, "/shots/{shot}/signals/{signal}")
+    slow_v = vrun.describe(slow, "slow", True, "/shots/{shot}/signals/{signal}")
+    cond = Condition("serial", 1, None, "warm", 0.0, 0.0)
+    rows = vrun.measure([fast_v, slow_v], [ReadPlan("shot", ("1",))], lambda _: [cond], 2, warmup=1,
+                        min_seconds=0.05, interleave=True)
+    fast, slow_row = shot_file.name, slow.name
+    # warm-ups first, then in turn: the slow row has its 0.05 s after 3 runs, the fast one runs on alone
+    assert calls[:2] == [fast, slow_row]
+    assert calls[2:8] == [fast, slow_row] * 3
+    assert set(calls[8:]) == {fast}
+    assert [r.variant for r in rows] == ["fast", "slow"]
+    assert rows[1].repeats == 3 and rows[0].repeats == 2 * vrun.MAX_REPEAT_FACTOR
+    assert [r.requests for r in rows] == [1, 2]
+    assert rows[1].seconds_min >= 0.02 > rows[0].seconds_max
+    assert all(r.cpu and r.cpu > 0 for r in rows) and all(r.peak_rss is None for r in rows)
+    calls.clear()
+    vrun.measure([fast_v, slow_v], [ReadPlan("shot", ("1",))], lambda _: [cond], 2)
+    assert calls == [fast, fast, slow_row, slow_row]  # without: one row after the other
+
+
+def test_each_timed_run_starts_with_the_last_ones_garbage_collected_and_the_heap_frozen(shot_file, monkeypatch):
+    """The cyclic garbage a run leaves is collected before the next timed run, outside
+    the timing; the caller's heap is frozen meanwhile (collections walk only what the
+    runs made) and thawed afterwards."""
+    import gc
+    import weakref
+
+    from layoutkit.verify import run as vrun
+
+    class Node:
+        pass
+
+    left: list[weakref.ref] = []
+    seen: list[tuple[bool, int]] = []
+
+    def fake_share(*args):  # noqa: ANN002, ANN202 - stands in for read_share
+        seen.append((bool(left) and left[-1]() is not None, gc.get_freeze_count()))
+        node = Node()
+        node.self = node  # a cycle: only the cyclic collector frees it
+        left.append(weakref.ref(node))
+        return {"logical": 1, "requests": 1, "bytes": 1, "page_buffer": None, "error": None}
+
+    monkeypatch.setattr(vrun, "read_share", fake_share)
+    variant = vrun.describe(shot_file, "src", True, "/shots/{shot}/signals/{signal}")
+    cond = Condition("serial", 1, None, "warm", 0.0, 0.0)
+    gc.disable()  # no collection but measure's own
+    try:
+        vrun.measure([variant], [ReadPlan("shot", ("1",))], lambda _: [cond], 3, warmup=1)
+    finally:
+        gc.enable()
+    assert len(seen) == 4
+    assert [alive for alive, _ in seen[1:]] == [False] * 3  # the warm-up's and each timed run's cycle: gone
+    assert all(frozen > 0 for _, frozen in seen)
+    assert gc.get_freeze_count() == 0
+
+
 def test_verify_options_repeat_a_short_row_to_a_time_floor(shot_file, tmp_path) -> None:
     """VerifyOptions.min_seconds reaches measure: a short row with repeat=1 is repeated
     (MAX_REPEAT_FACTOR times at most), and without it runs once."""

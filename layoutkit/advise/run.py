@@ -243,18 +243,29 @@ def _remove_target(prefix: str, storage: dict[str, str]) -> None:
     delete_keys(store, [k for k, _ in list_keys(store, key)])
 
 
-def _observe(variant: Variant, plan: ReadPlan, condition: Condition, repeat: int, template: str, scale: float,
-             warmup: int = 0) -> tuple[Observation, str | None]:
-    """The plan on the variant: ``warmup`` untimed runs (the first read in a process pays
-    for what later ones reuse), then at least ``repeat`` and :data:`MIN_OBSERVED_SECONDS`
-    of timed ones (a 0.05 s pattern's median of three is mostly noise)."""
-    cpu0 = time.process_time()
-    (result,) = measure([variant], [plan], lambda _: [condition], repeat, template, warmup=warmup,
-                        min_seconds=MIN_OBSERVED_SECONDS)
-    cpu = (time.process_time() - cpu0) / (result.repeats + warmup)
-    obs = Observation(scale, float(result.requests), float(result.bytes_read), result.seconds, cpu,
-                      result.seconds_min, result.seconds_max, float(result.logical_bytes))
-    return obs, result.error
+def _observe(variants: dict[str, Variant], plans: list[ReadPlan], condition: Condition, repeat: int,
+             template: str, scales: dict[str, float], warmup: int = 0,
+             ) -> tuple[dict[str, dict[str, Observation]], str | None]:
+    """Each plan on each sample's variant (pattern -> size -> observation), and the first
+    failure a read reported (None: none): ``warmup`` untimed runs each (the first read in a process
+    pays for what later ones reuse), then at least ``repeat`` and
+    :data:`MIN_OBSERVED_SECONDS` of timed ones (a 0.05 s pattern's median of three is
+    mostly noise), every row in turn (``measure(interleave=True)``): the model reads
+    growth from the samples' difference, a few ms extended many times over, which
+    timing them one after the other left to the machine's slower spells (a signal
+    read's growth per shot varied 3x between runs)."""
+    sizes = list(variants)
+    results = measure([variants[size] for size in sizes], plans, lambda _: [condition], repeat, template,
+                      warmup=warmup, min_seconds=MIN_OBSERVED_SECONDS, interleave=True)
+    observed: dict[str, dict[str, Observation]] = {plan.pattern: {} for plan in plans}
+    rows = iter(results)  # measure's order: variant by variant, plan by plan
+    for size in sizes:
+        for plan in plans:
+            r = next(rows)
+            observed[plan.pattern][size] = Observation(
+                scales[size], float(r.requests), float(r.bytes_read), r.seconds, r.cpu or 0.0, r.seconds_min,
+                r.seconds_max, float(r.logical_bytes))
+    return observed, next((f"the {r.pattern} pattern failed: {r.error}" for r in results if r.error), None)
 
 
 def _write(candidate: Candidate, source: Path, written: Path | str, template: str, storage: dict[str, str],
@@ -486,24 +497,19 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
         page_buffer = options.page_buffer if candidate.command == "reorder" else None
         local = Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0)
         remote = Condition("threads", options.workers, page_buffer, "warm", options.latency, options.bandwidth)
-        observed: dict[str, dict[str, Observation]] = {}
-        at_latency: dict[str, dict[str, float]] = {}
-        for plan in plans:
-            pattern = plan.pattern
-            observed[pattern] = {}
-            for size, scale in (("small", scales[0]), ("large", scales[1])):
-                observed[pattern][size], error = _observe(variants[size], plan, local, options.repeat,
-                                                          options.template, scale, warmup=1)  # fmt: skip
-                if error:
-                    trial.status, trial.reason = "failed", f"the {pattern} pattern failed: {error}"
-                    return trial
-                check_time()
-            at_latency[pattern] = {size: o.seconds for size, o in observed[pattern].items()}
-            if (options.latency or options.bandwidth) and pattern in weights:
-                for size, scale in (("small", scales[0]), ("large", scales[1])):
-                    timed, _ = _observe(variants[size], plan, remote, options.repeat, options.template, scale)
-                    at_latency[pattern][size] = timed.seconds
-                    check_time()
+        sample_scales = {"small": scales[0], "large": scales[1]}
+        observed, error = _observe(variants, plans, local, options.repeat, options.template, sample_scales, warmup=1)
+        if error:
+            trial.status, trial.reason = "failed", error
+            return trial
+        check_time()
+        at_latency = {pattern: {size: o.seconds for size, o in sizes.items()} for pattern, sizes in observed.items()}
+        if options.latency or options.bandwidth:
+            timed, _ = _observe(variants, [p for p in plans if p.pattern in weights], remote, options.repeat,
+                                options.template, sample_scales)
+            for pattern, sizes in timed.items():
+                at_latency[pattern] = {size: o.seconds for size, o in sizes.items()}
+            check_time()
         opened = observed[OPENING]
         paged = (_paged_files(candidate, options.template, inventories, _data_bytes(written["large"], storage))
                  if page_buffer else None)

@@ -340,6 +340,7 @@ class Result:
     error: str | None = None
     times: list[float] = field(default_factory=list)
     peak_rss: int | None = None  # bytes, this process's peak over the row's runs (threads, serial; Linux)
+    cpu: float | None = None  # this process's CPU seconds per timed run, the mean (all of it for threads, serial)
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -361,6 +362,101 @@ def scan_plan(variant: Path | str, template: str, storage: tuple[tuple[str, str]
         return tuple(a.blocks())
 
 
+@dataclass
+class _Row:
+    """One variant x pattern x condition, ready to time."""
+
+    variant: Variant
+    plan: ReadPlan
+    condition: Condition
+    engine: Engine
+    shares: list[tuple[Any, ...]]
+    shared: bool
+    times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    outs: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self) -> tuple[float, float]:
+        """One repetition: its wall and this process's CPU seconds."""
+        if self.condition.cache == "cold":
+            evict(self.variant.path)
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        self.outs = _run(self.engine, self.shares, self.shared)
+        return time.perf_counter() - t0, time.process_time() - cpu0
+
+    def done(self, repeat: int, min_seconds: float) -> bool:
+        times = self.times
+        return len(times) >= repeat and (sum(times) >= min_seconds or len(times) >= MAX_REPEAT_FACTOR * repeat)
+
+    def result(self, peak: int | None) -> Result:
+        v, c, times, outs = self.variant, self.condition, self.times, self.outs
+        median = statistics.median(times)
+        logical = sum(o["logical"] for o in outs)
+        meta_rate, raw_rate = _hit_rates([o["page_buffer"] for o in outs])
+        return Result(
+            variant=v.name,
+            format=v.format,
+            layout=v.layout,
+            pattern=self.plan.pattern,
+            engine=c.engine,
+            workers=c.workers,
+            page_buffer=c.page_buffer,
+            cache=c.cache,
+            latency=c.latency,
+            bandwidth=c.bandwidth,
+            seconds=median,
+            seconds_min=min(times),
+            seconds_max=max(times),
+            repeats=len(times),
+            requests=sum(o["requests"] for o in outs),
+            bytes_read=sum(o["bytes"] for o in outs),
+            logical_bytes=logical,
+            mb_per_s=logical / median / 1e6 if median else 0.0,
+            meta_hit_rate=meta_rate,
+            raw_hit_rate=raw_rate,
+            equal=v.equal,
+            times=times,
+            peak_rss=peak,
+            error=next((o["error"] for o in outs if o["error"]), None),
+            cpu=statistics.fmean(self.cpu),
+        )
+
+
+def _time_rows(rows: list[_Row], repeat: int, warmup: int, min_seconds: float,
+               progress: Callable[[str], None]) -> list[Result]:
+    """Time ``rows`` together: each warmed up, then run in turn, round after round, until
+    each has ``repeat`` repetitions adding up to ``min_seconds`` (a row that has them
+    sits the later rounds out). One row alone gets its own peak RSS."""
+    for row in rows:
+        if row.condition.cache == "warm":
+            warm(row.variant.path)
+    # the peak starts from what this process holds: the last row's shot trees are freed only by the cyclic
+    # collector (DataTree nodes point at their parents; up to 120 MiB of them carried into the next row),
+    # and glibc keeps what was freed
+    gc.collect()
+    release_freed_memory()
+    in_process = len(rows) == 1 and rows[0].condition.engine in ("threads", "serial") and reset_peak_rss()
+    # the caller's heap sits out the collections: each run then starts from the same heap, its predecessor's
+    # garbage collected between the runs, untimed, and a collection during a run walks only what the runs
+    # made (a full collection of advise's heap took 0.06-0.1 s, landing at random in runs of 0.01-0.3 s)
+    gc.freeze()
+    try:
+        for row in rows:
+            for _ in range(warmup):
+                row.run()
+        while pending := [row for row in rows if not row.done(repeat, min_seconds)]:
+            for row in pending:
+                gc.collect()
+                seconds, cpu = row.run()
+                row.times.append(seconds)
+                row.cpu.append(cpu)
+                progress(f"{row.variant.name} {row.plan.pattern}")
+    finally:
+        gc.unfreeze()
+    peak = peak_rss() if in_process else None
+    return [row.result(peak) for row in rows]
+
+
 def measure(
     variants: Sequence[Variant],
     plans: Sequence[ReadPlan],
@@ -371,6 +467,7 @@ def measure(
     progress: Callable[[str], None] = lambda _: None,
     warmup: int = 0,
     min_seconds: float = 0.0,
+    interleave: bool = False,
 ) -> list[Result]:
     """Run every plan on every variant under each of its conditions.
 
@@ -394,11 +491,18 @@ def measure(
         Repeat past ``repeat`` until the timed repetitions add up to this many
         seconds (at most ``MAX_REPEAT_FACTOR`` x ``repeat``): a short row's median
         of three is mostly noise.
+    interleave
+        Time the rows in turn, one repetition of each per round, instead of one row
+        after another: what the machine does meanwhile (another process, a slower
+        spell) then falls on every row alike, and their differences hold. Measured on
+        two samples of 7 and 13 shots, a signal read's growth per shot varied 0.45-1.24
+        ms over three runs row after row, 0.74-0.86 ms in turn. Rows then carry no
+        peak RSS.
     """
     if repeat < 1:
         raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {repeat}.")
     engines: dict[tuple[str, int], Engine] = {}
-    results = []
+    rows: list[_Row] = []
     try:
         for v in variants:
             scan_items: tuple[Any, ...] | None = None
@@ -417,62 +521,12 @@ def measure(
                         for share in split(items, c.workers)
                     ]
                     shared = c.engine == "threads" and v.format == "hdf5"
-                    if c.cache == "warm":
-                        warm(v.path)
-                    times, outs = [], []
-                    # the row's peak starts from what this process holds: the last row's shot trees are
-                    # freed only by the cyclic collector (DataTree nodes point at their parents; up to
-                    # 120 MiB of them carried into the next row), and glibc keeps what was freed
-                    gc.collect()
-                    release_freed_memory()
-                    in_process = c.engine in ("threads", "serial") and reset_peak_rss()
-                    for _ in range(warmup):
-                        _run(engines[key], shares, shared)
-                    while len(times) < repeat or (
-                        sum(times) < min_seconds and len(times) < MAX_REPEAT_FACTOR * repeat
-                    ):
-                        if c.cache == "cold":
-                            evict(v.path)
-                        t0 = time.perf_counter()
-                        outs = _run(engines[key], shares, shared)
-                        times.append(time.perf_counter() - t0)
-                        progress(f"{v.name} {plan.pattern}")
-                    peak = peak_rss() if in_process else None
-                    median = statistics.median(times)
-                    logical = sum(o["logical"] for o in outs)
-                    meta_rate, raw_rate = _hit_rates([o["page_buffer"] for o in outs])
-                    results.append(
-                        Result(
-                            variant=v.name,
-                            format=v.format,
-                            layout=v.layout,
-                            pattern=plan.pattern,
-                            engine=c.engine,
-                            workers=c.workers,
-                            page_buffer=c.page_buffer,
-                            cache=c.cache,
-                            latency=c.latency,
-                            bandwidth=c.bandwidth,
-                            seconds=median,
-                            seconds_min=min(times),
-                            seconds_max=max(times),
-                            repeats=len(times),
-                            requests=sum(o["requests"] for o in outs),
-                            bytes_read=sum(o["bytes"] for o in outs),
-                            logical_bytes=logical,
-                            mb_per_s=logical / median / 1e6 if median else 0.0,
-                            meta_hit_rate=meta_rate,
-                            raw_hit_rate=raw_rate,
-                            equal=v.equal,
-                            times=times,
-                            peak_rss=peak,
-                            error=next((o["error"] for o in outs if o["error"]), None),
-                        )
-                    )
+                    rows.append(_Row(v, plan, c, engines[key], shares, shared))
+        groups = [rows] if interleave else [[row] for row in rows]
+        return [result for group in groups for result in _time_rows(group, repeat, warmup, min_seconds, progress)]
     finally:
         for e in engines.values():
             e.close()
-    return results
 
 
 def count_runs(

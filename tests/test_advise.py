@@ -410,6 +410,9 @@ def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
             (r,) = measure([describe(dst, dst.name, True, TEMPLATE)], [plan], lambda _, cond=cond: [cond], 1, TEMPLATE)
             predicted = fit["predicted"]["requests"]
             assert abs(predicted - r.requests) <= 0.3 * r.requests, (c["name"], pattern, predicted, r.requests)
+            if candidate.command == "convert" and pattern == "shot":  # K shots fetch what their chunks hold
+                nbytes = fit["predicted"]["bytes"]
+                assert abs(nbytes - r.bytes_read) <= 0.3 * r.bytes_read, (c["name"], nbytes, r.bytes_read)
 
 
 def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):

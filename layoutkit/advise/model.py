@@ -36,7 +36,10 @@ requests x latency and bytes / bandwidth over the concurrency ``c``, where
 
 **Paged HDF5** hides its growth from small samples, which fit the same few pages; its
 requests and bytes at full size come from the file's geometry instead
-(:mod:`layoutkit.advise.pages`), passed to :func:`predict` as ``counts``.
+(:mod:`layoutkit.advise.pages`), passed to :func:`predict` as ``counts``. So do a Zarr
+store's shot reads: K shots read the same arrays' chunks however large the archive, a
+shard index more where the full store shards an array the sample keeps whole, each
+request fetching what it did on the larger sample (``advise.run._resharded``).
 
 Pure functions, no I/O.
 """

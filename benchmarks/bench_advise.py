@@ -3,6 +3,7 @@ pattern, then every candidate written at full size and measured under the same
 conditions.
 
     .venv/bin/python benchmarks/bench_advise.py [--shots 40] [--signals 70] [--budget 2min]
+        [--weightings 'signal=1;shot=1'] [--sample-shots N]
 
 For each weighting (`signal=1`, `shot=1`, and `shot=1,signal=1`) `layoutkit advise` runs
 on the sample archive, in a process of its own (wall time and peak RSS), with its
@@ -60,6 +61,8 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.010)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
+    parser.add_argument("--weightings", default=";".join(WEIGHTINGS), help="';'-separated --patterns values")
+    parser.add_argument("--sample-shots", type=int, default=None, help="advise's --sample-shots (default: its own)")
     args = parser.parse_args()
     src, logical = sample(args.workdir, args.shots, args.signals)
     work = args.workdir / f"advise-{args.shots}x{args.signals}"
@@ -77,11 +80,12 @@ def main() -> None:
     say(f"# command: {' '.join(sys.argv)}")
     measured_cache: dict[tuple[str, str], dict] = {}
     sizes = read_sizes(read_inventory(src, workers=1), TEMPLATE)
-    for weighting in WEIGHTINGS:
+    for weighting in args.weightings.split(";"):
         tag = weighting.replace("=1", "").replace(",", "+")
         advice = work / f"out-{tag}"
         cmd = [PY, "-m", "layoutkit", "-q", "advise", str(src), "--patterns", weighting, "--latency",
-               f"{args.latency * 1e3:g}ms", "--workers", str(args.workers), "--budget", args.budget, "--out", str(advice)]
+               f"{args.latency * 1e3:g}ms", "--workers", str(args.workers), "--budget", args.budget, "--out", str(advice),
+               *(["--sample-shots", str(args.sample_shots)] if args.sample_shots else [])]
         run_info = measure_cmd(cmd, advice, logical)  # a fresh process: its wall time and peak RSS
         doc_advice = json.loads((advice / "results.json").read_text())
         shutil.copy(advice / "advise.png", out / f"advise-{tag}.png")

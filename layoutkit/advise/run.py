@@ -71,9 +71,13 @@ from layoutkit.verify.patterns import ARRAY_PATTERNS, PATTERNS, SHOT_ARCHIVE_PAT
 from layoutkit.verify.patterns import OPEN_ONLY as OPENING
 from layoutkit.verify.run import Condition, Variant, describe, measure
 
-# Measured on the sample archive (2 cores): a candidate costs about 0.5 s per shot of the
-# larger sample for each pass over it (writing, and each pattern measured).
-SECONDS_PER_SHOT_AND_PASS = 0.5
+# Measured on the 40-shot sample archive (2 cores, 7 recipes, 2-minute budget): a candidate
+# costs 0.36-0.44 s per shot of the larger sample for each pass over it (writing, and each
+# pattern measured): 65-80 s for 13 shots and one pattern, 79 s for 9 shots and two, 84-91 s
+# for 11 and two. At 0.5 the two-pattern samples were 5 and 9 shots, K=2, and the pick of
+# four layouts within 10-25% of each other was left to noise (12-24% from the best in three
+# runs of six); at 6 and 11 shots, K=3, it was right twice of two.
+SECONDS_PER_SHOT_AND_PASS = 0.4
 MAX_SAMPLE_BYTES = 512 * 1024**2  # stored bytes of the larger sample, at most
 MIN_OBSERVED_SECONDS = 0.5  # timed runs per observation add up to this, at least (verify.measure's min_seconds)
 OUTPUT_RESERVE = 3.0  # seconds kept for writing results.json, the recipe and the plot

@@ -76,7 +76,7 @@ from layoutkit.verify.run import Condition, Variant, describe, measure
 # pattern measured): 65-80 s for 13 shots and one pattern, 79 s for 9 shots and two, 84-91 s
 # for 11 and two. At 0.5 the two-pattern samples were 5 and 9 shots, K=2, and the pick of
 # four layouts within 10-25% of each other was left to noise (12-24% from the best in three
-# runs of six); at 6 and 11 shots, K=3, it was right twice of two.
+# runs of six); at 6 and 11 shots, K=3, it was within 10% in four runs of four.
 SECONDS_PER_SHOT_AND_PASS = 0.4
 MAX_SAMPLE_BYTES = 512 * 1024**2  # stored bytes of the larger sample, at most
 MIN_OBSERVED_SECONDS = 0.5  # timed runs per observation add up to this, at least (verify.measure's min_seconds)

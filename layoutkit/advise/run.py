@@ -258,17 +258,13 @@ def _observe(variants: dict[str, Variant], plans: list[ReadPlan], condition: Con
     growth from the samples' difference, a few ms extended many times over, which
     timing them one after the other left to the machine's slower spells (a signal
     read's growth per shot varied 3x between runs)."""
-    sizes = list(variants)
-    results = measure([variants[size] for size in sizes], plans, lambda _: [condition], repeat, template,
-                      warmup=warmup, min_seconds=MIN_OBSERVED_SECONDS, interleave=True)
+    results = measure(list(variants.values()), plans, lambda _: [condition], repeat, template, warmup=warmup,
+                      min_seconds=MIN_OBSERVED_SECONDS, interleave=True)
     observed: dict[str, dict[str, Observation]] = {plan.pattern: {} for plan in plans}
-    rows = iter(results)  # measure's order: variant by variant, plan by plan
-    for size in sizes:
-        for plan in plans:
-            r = next(rows)
-            observed[plan.pattern][size] = Observation(
-                scales[size], float(r.requests), float(r.bytes_read), r.seconds, r.cpu or 0.0, r.seconds_min,
-                r.seconds_max, float(r.logical_bytes))
+    for r in results:  # each variant is named by its sample's size
+        observed[r.pattern][r.variant] = Observation(
+            scales[r.variant], float(r.requests), float(r.bytes_read), r.seconds, r.cpu or 0.0, r.seconds_min,
+            r.seconds_max, float(r.logical_bytes))
     return observed, next((f"the {r.pattern} pattern failed: {r.error}" for r in results if r.error), None)
 
 

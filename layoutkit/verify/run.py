@@ -427,9 +427,8 @@ def _time_rows(rows: list[_Row], repeat: int, warmup: int, min_seconds: float,
     """Time ``rows`` together: each warmed up, then run in turn, round after round, until
     each has ``repeat`` repetitions adding up to ``min_seconds`` (a row that has them
     sits the later rounds out). One row alone gets its own peak RSS."""
-    for row in rows:
-        if row.condition.cache == "warm":
-            warm(row.variant.path)
+    for path in dict.fromkeys(row.variant.path for row in rows if row.condition.cache == "warm"):
+        warm(path)  # once per variant: rows timed together share it (advise's are 2 variants x 3-6 rows)
     # the peak starts from what this process holds: the last row's shot trees are freed only by the cyclic
     # collector (DataTree nodes point at their parents; up to 120 MiB of them carried into the next row),
     # and glibc keeps what was freed

@@ -22,6 +22,7 @@ from layoutkit.storage.buckets import METADATA_NAMES, store_at, store_error
 # 15 requests for a 64 MiB shard where one does. S3 takes up to 5 GiB in one PUT; the
 # writers hold each object in memory whole already, within the memory budget.
 SINGLE_PUT_MAX = 5 * 1024**3
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
 
 
 class KeyValue(Protocol):
@@ -49,14 +50,21 @@ class FolderKV:
         self.path.mkdir()
 
     def put(self, key: str, data: bytes) -> None:
-        target = self.path / key
+        """Write one object. ``os.open`` and ``os.write``, not ``open()``: a buffered file
+        object adds three system calls to each file (``fstat``, ``ioctl``, ``lseek``), and
+        a store of a shot archive is tens of thousands of small files."""
+        target = os.path.join(self.path, key)
         try:
-            with open(target, "wb") as fh:
-                fh.write(data)
+            fd = os.open(target, _NEW_FILE, 0o666)
         except FileNotFoundError:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(data)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fd = os.open(target, _NEW_FILE, 0o666)
+        try:
+            view = memoryview(data).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
 
     def get(self, key: str) -> bytes | None:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 
-from common import HERE, PY, parse_args, report, run_all, sample, suffix
+from common import HERE, LAYOUTKIT, PY, parse_args, report, run_all, sample, suffix
 
 
 def main() -> None:
@@ -22,7 +22,7 @@ def main() -> None:
     src, logical = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     work = args.workdir
     runs = {
-        "layoutkit convert": ([PY, "-m", "layoutkit", "-q", "convert", str(src), str(work / "layoutkit.zarr"),
+        "layoutkit convert": ([*LAYOUTKIT, "convert", str(src), str(work / "layoutkit.zarr"),
                                "--workers", str(args.workers)], work / "layoutkit.zarr"),
         "plain h5py->zarr loop": ([PY, str(HERE / "plain_loop.py"), str(src), str(work / "plain.zarr")],
                                   work / "plain.zarr"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shutil
 
-from common import PY, parse_args, report, run_all, sample, suffix
+from common import LAYOUTKIT, parse_args, report, run_all, sample, suffix
 
 REFERENCE = "h5repack -S PAGE -G 8388608"
 
@@ -30,7 +30,7 @@ def main() -> None:
 
     def convert(name: str, *extra: str) -> tuple[list[str], object]:
         out = work / f"{name}.zarr"
-        return [PY, "-m", "layoutkit", "-q", "convert", str(src), str(out), "--workers", str(args.workers),
+        return [*LAYOUTKIT, "convert", str(src), str(out), "--workers", str(args.workers),
                 *extra], out
 
     runs = {

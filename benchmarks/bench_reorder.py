@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shutil
 
-from common import PY, parse_args, report, run_all, sample, suffix
+from common import LAYOUTKIT, parse_args, report, run_all, sample, suffix
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
     work = args.workdir
     runs = {
         "layoutkit reorder --by signal": (
-            [PY, "-m", "layoutkit", "-q", "reorder", str(src), str(work / "by-signal.h5"), "--by", "signal",
+            [*LAYOUTKIT, "reorder", str(src), str(work / "by-signal.h5"), "--by", "signal",
              "--compressor", "gzip:4", "--page-size", "8MiB", "--workers", str(args.workers)],
             work / "by-signal.h5"),
         "h5repack -S PAGE -G 8388608 -f GZIP=4": (

@@ -65,7 +65,21 @@ def measure(cmd: list[str], target: Path, logical: int) -> dict:
         raise SystemExit(f"{cmd[0]} failed: {result['stderr']}")
     result["out_bytes"] = du(target)
     result["mb_per_s"] = logical / result["seconds"] / 1e6
+    result["timings"] = timings_of(result.pop("stdout", ""))
     return result
+
+
+LAYOUTKIT = [PY, "-m", "layoutkit", "-q", "--timings"]
+"""How the benchmarks run layoutkit: quiet, but printing where its time went."""
+
+
+def timings_of(stdout: str) -> list[str]:
+    """The lines of layoutkit's ``--timings`` table in a run's output ([] without it)."""
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("where the time went"):
+            return lines[i:]
+    return []
 
 
 def run_all(runs: dict[str, tuple[list[str], Path]], logical: int) -> dict[str, dict]:
@@ -77,6 +91,13 @@ def run_all(runs: dict[str, tuple[list[str], Path]], logical: int) -> dict[str, 
     return results
 
 
+def print_timings(results: dict[str, dict]) -> None:
+    """Where each layoutkit run's time went, by step and kind of work (``--timings``)."""
+    for method, r in results.items():
+        if r.get("timings"):
+            print(f"\n{method}: " + "\n".join(r["timings"]))
+
+
 def report(title: str, results: dict[str, dict], reference: str, logical: int, name: str) -> None:
     """Print a markdown table (ratios against ``reference``), write JSON and a PNG."""
     base = results[reference]
@@ -86,6 +107,7 @@ def report(title: str, results: dict[str, dict], reference: str, logical: int, n
     for method, r in results.items():
         print(f"| {method} | {r['seconds']:.1f} | {r['mb_per_s']:.0f} | {r['out_bytes'] / r['seconds'] / 1e6:.0f} | "
               f"{base['seconds'] / r['seconds']:.2f}x | {r['peak_rss'] / 2**20:.0f} MiB | {r['out_bytes'] / 1e6:.0f} MB |")
+    print_timings(results)
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps({"title": title, "logical_bytes": logical, "results": results}, indent=2))

@@ -52,7 +52,8 @@ def stage_of(filename: str, name: str) -> str:
         "writers/hdf5_paged" in where and name == "<lambda>"
     ):
         return "encode"
-    if name.endswith(("_io.open>", "posix.mkdir>", "posix.replace>", "posix.rename>", "posix.fsync>")) or (
+    if name.endswith(("_io.open>", "posix.open>", "posix.write>", "posix.close>", "posix.makedirs>", "posix.mkdir>",
+                      "posix.replace>", "posix.rename>", "posix.fsync>")) or (
         name.startswith(("<method 'write' of '_io", "<method '__exit__' of '_io", "<method 'close' of '_io"))
         or name == "write_direct_chunk" or "zarr/storage" in where or "layoutkit/storage/kv" in where
     ):

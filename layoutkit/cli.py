@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -70,6 +70,7 @@ SOURCE_SIZE = "the source's size"
 
 class State:
     quiet = False
+    timings = False
 
 
 def _print_version(value: bool) -> None:
@@ -132,6 +133,9 @@ def check_interrupted() -> None:
 def main(
     ctx: typer.Context,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summaries.")] = False,
+    timings: Annotated[
+        bool, typer.Option("--timings", help="After convert or reorder, print where the time went: each step's seconds, and the thread seconds of reading, decoding, encoding and writing inside it (even with -q).")
+    ] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
     ] = False,
@@ -141,6 +145,7 @@ def main(
     from layoutkit.storage.sources import forget_stores
 
     State.quiet = quiet
+    State.timings = timings
     return_large_blocks()  # freed chunk-sized blocks go back to the system (a bucket convert: 1,142 -> 526 MiB peak)
     # a command starts with its own connections: one run before it in this process (a
     # test, a notebook) may have left pooled connections the server has since closed
@@ -181,8 +186,10 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
     the pipeline; errors become one line."""
     from layoutkit import pipeline
     from layoutkit.layouts import layout_for
+    from layoutkit.stages import Stages
     from layoutkit.storage import as_source, destination, parse_storage_options
 
+    stages = Stages()
     try:
         layout = layout_for(command, options)
         storage = parse_storage_options(storage_options)
@@ -190,7 +197,7 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
         dest = destination(dst, storage, tmpdir, icechunk)
         if not dry_run:
             pipeline.check_destination(dest, options)
-        inventory, plan = pipeline.plan(layout, src, dst, options)
+        inventory, plan = pipeline.plan(layout, src, dst, options, stages=stages)
         if dry_run:
             print_plan(plan)
             return None
@@ -200,13 +207,28 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
                 check_interrupted()
                 bar.advance(task, n)
 
-            return pipeline.run(layout, src, dest, options, advance, (inventory, plan))
+            summary = pipeline.run(layout, src, dest, options, advance, (inventory, plan), stages=stages)
+        if State.timings:
+            _print_timings(stages, options)
+        return summary
     except LayoutkitError as exc:
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:
         if (store := _store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
             raise fail(_store_failure(store, (str(src), str(dst))) + " The destination was not written.") from None
         raise ended_by_interrupt(exc, "interrupted; the destination was not written.") from None
+
+
+def _print_timings(stages: Any, options: Any) -> None:
+    """``--timings``: the run's steps, and the work inside each (layoutkit/stages.py)."""
+    workers, scheduler = getattr(options, "workers", 1), getattr(options, "scheduler", "threads")
+    out.print(f"where the time went (seconds; after each step, the thread seconds of its work, {workers} workers):",
+              highlight=False, soft_wrap=True)
+    for line in stages.lines():
+        out.print(line, highlight=False, soft_wrap=True)
+    if scheduler not in ("threads", "serial"):
+        out.print(f"  (the tasks' work ran in worker processes (--scheduler {scheduler}) and is not counted)",
+                  highlight=False)
 
 
 def _store_error(exc: BaseException) -> BaseException | None:

@@ -15,6 +15,7 @@ from layoutkit import pipeline
 from layoutkit.inventory import Inventory
 from layoutkit.layouts import layout_for
 from layoutkit.layouts.zarr_mirror import ConvertOptions, ConvertPlan, ConvertSummary
+from layoutkit.stages import Stages
 
 
 def plan_convert(
@@ -31,6 +32,7 @@ def convert(
     options: ConvertOptions | None = None,
     progress: Any = None,
     plan: tuple[Inventory, ConvertPlan] | None = None,
+    stages: Stages | None = None,
 ) -> ConvertSummary:
     """Convert an HDF5 file to a Zarr store.
 
@@ -44,6 +46,8 @@ def convert(
         Optional callable receiving the logical bytes of each finished task.
     plan
         A plan from :func:`plan_convert`, to avoid walking the source twice.
+    stages
+        Gets where the time went: each step, and the work inside it (:mod:`layoutkit.stages`).
 
     Returns
     -------
@@ -55,7 +59,7 @@ def convert(
         For every expected failure (bad source, existing destination, unsupported feature).
     """
     options = options or ConvertOptions()
-    return pipeline.run(layout_for("convert", options), src, dst, options, progress, plan)
+    return pipeline.run(layout_for("convert", options), src, dst, options, progress, plan, stages)
 
 
 __all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "convert", "plan_convert"]

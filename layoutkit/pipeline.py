@@ -41,6 +41,7 @@ from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.inventory import Inventory, check_source, read_inventory
 from layoutkit.options import RecipeKey
 from layoutkit.scales import ScaleDigest, read_scale_digests
+from layoutkit.stages import Stages
 from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, as_source, destination
 
 PROVENANCE_ATTR = "layoutkit"
@@ -148,9 +149,12 @@ def provenance_attrs(layout: Layout | type[Layout], options: Any) -> dict[str, s
 
 
 def plan(
-    layout: Layout, src: str | os.PathLike, dst: str | os.PathLike, options: Any, inventory: Inventory | None = None
+    layout: Layout, src: str | os.PathLike, dst: str | os.PathLike, options: Any, inventory: Inventory | None = None,
+    stages: Stages | None = None,
 ) -> tuple[Inventory, Any]:
     """Walk the source (unless ``inventory`` is given) and plan ``layout``; writes nothing.
+    ``stages`` gets the time of the walk (``inventory``), the scales' fingerprints
+    (``scales``) and the planning (``plan``).
 
     Raises
     ------
@@ -160,10 +164,18 @@ def plan(
     """
     src = as_source(src)
     options = io_options(options, src)
-    inventory = inventory or read_inventory(src, workers=getattr(options, "workers", 1))
-    template = layout.scale_template(options)
-    digests = read_scale_digests(src, inventory, template) if template else {}
-    return inventory, layout.plan(inventory, options, digests, dest=str(dst))
+    stages = stages or Stages()
+    with stages.active():
+        if inventory is None:
+            with stages.step("inventory"):
+                inventory = read_inventory(src, workers=getattr(options, "workers", 1))
+        template = layout.scale_template(options)
+        digests = {}
+        if template:
+            with stages.step("scales"):
+                digests = read_scale_digests(src, inventory, template)
+        with stages.step("plan"):
+            return inventory, layout.plan(inventory, options, digests, dest=str(dst))
 
 
 def run(
@@ -173,6 +185,7 @@ def run(
     options: Any,
     progress: Progress | None = None,
     planned: tuple[Inventory, Any] | None = None,
+    stages: Stages | None = None,
 ) -> Any:
     """Write ``src`` at ``dst`` in ``layout``: check, plan, stage, run, finish, publish.
 
@@ -186,6 +199,8 @@ def run(
         Called with the bytes of each finished task.
     planned
         ``(inventory, plan)`` from :func:`plan`, to avoid walking the source twice.
+    stages
+        Gets the time of each step, and of the work inside it (``layoutkit --timings``).
 
     Returns
     -------
@@ -198,23 +213,31 @@ def run(
     """
     source = as_source(src)
     options = io_options(options, source)
+    stages = stages or Stages()
     if planned is None:
-        check_source(source)
+        with stages.step("inventory"):
+            check_source(source)
     dest = dst if isinstance(dst, DESTINATIONS) else destination(dst)
     check_destination(dest, options)
-    inventory, the_plan = planned or plan(layout, source, str(dest), options)
+    inventory, the_plan = planned or plan(layout, source, str(dest), options, stages=stages)
     report = progress or (lambda n: None)
     t0 = time.perf_counter()
     staged = dest.stage(layout.output)
     try:
-        work = layout.begin(staged, source, inventory, the_plan, provenance_attrs(layout, options))
-        try:
-            report(work.done_bytes)
-            _execute(work, options, report)
-            layout.finish(work, staged, the_plan)
-        finally:
-            work.close()
-        dest.publish(staged, commit_message(layout, options))
+        with stages.active():
+            with stages.step("skeleton"):
+                work = layout.begin(staged, source, inventory, the_plan, provenance_attrs(layout, options))
+            try:
+                report(work.done_bytes)
+                with stages.step("tasks"):
+                    _execute(work, options, report)
+                with stages.step("finish"):
+                    layout.finish(work, staged, the_plan)
+            finally:
+                with stages.step("close"):
+                    work.close()
+            with stages.step("publish"):
+                dest.publish(staged, commit_message(layout, options))
     except BaseException as exc:
         dest.discard(staged)
         if isinstance(exc, Exception) and not isinstance(exc, LayoutkitError) and _no_space(exc):

@@ -15,6 +15,7 @@ from layoutkit.inventory import Inventory
 from layoutkit.layouts import get_layout
 from layoutkit.layouts.hdf5_paged import ReorderOptions, ReorderPlan, ReorderSummary
 from layoutkit.scales import find_duplicate_scales
+from layoutkit.stages import Stages
 
 
 def plan_reorder(
@@ -30,8 +31,10 @@ def reorder(
     options: ReorderOptions | None = None,
     progress: Callable[[int], None] | None = None,
     plan: tuple[Inventory, ReorderPlan] | None = None,
+    stages: Stages | None = None,
 ) -> ReorderSummary:
     """Rewrite ``src`` as a paged-aggregation HDF5 file ordered by shot, signal or group.
+    ``stages`` gets where the time went (:mod:`layoutkit.stages`).
 
     Raises
     ------
@@ -40,7 +43,7 @@ def reorder(
         destination, missing filter).
     """
     options = options or ReorderOptions()
-    return pipeline.run(get_layout("hdf5-paged"), src, dst, options, progress, plan)
+    return pipeline.run(get_layout("hdf5-paged"), src, dst, options, progress, plan, stages)
 
 
 __all__ = ["ReorderOptions", "ReorderPlan", "ReorderSummary", "find_duplicate_scales", "plan_reorder", "reorder"]

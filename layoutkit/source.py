@@ -26,6 +26,7 @@ from layoutkit.chunk_index import entries_in_bucket
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.inventory import ArrayInfo, open_source
 from layoutkit.plan import Region
+from layoutkit.stages import timed
 from layoutkit.storage import ObjectSource
 
 FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD = 1, 2, 32004, 32001, 32015
@@ -199,8 +200,10 @@ class SourceReader:
             ahead = getattr(self._ahead, "data", None)
             if ahead and (offset, size) in ahead:
                 return ahead.pop((offset, size))
-            return self._remote.read_range(offset, size)
-        return os.pread(self._fd, size, offset)
+            with timed("read"):
+                return self._remote.read_range(offset, size)
+        with timed("read"):
+            return os.pread(self._fd, size, offset)
 
     def prefetch(self, reads: list[tuple[str, Region]]) -> None:
         """Fetch the stored bytes of several upcoming ``read(path, region)`` calls of this
@@ -226,7 +229,8 @@ class SourceReader:
             spans = [range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)]
             ranges += [(e[0], e[1]) for o in itertools.product(*spans) if (e := entries.get(o)) is not None]
         ranges = list(dict.fromkeys(r for r in ranges if r[1] > 0))
-        self._ahead.data = dict(zip(ranges, self._remote.read_ranges(ranges))) if ranges else {}
+        with timed("read"):
+            self._ahead.data = dict(zip(ranges, self._remote.read_ranges(ranges))) if ranges else {}
 
     def _fetch(self, entries: list[tuple[int, int, int]]) -> dict[int, bytes]:
         """The stored bytes of several chunks, by offset: preads locally; in a bucket one
@@ -238,7 +242,8 @@ class SourceReader:
             entries = [e for e in entries if e[0] not in found]
             return {**found, **self._fetch(entries)} if entries else found
         if self._remote is not None and len(entries) > 1:
-            return dict(zip((o for o, _, _ in entries), self._remote.read_ranges([(o, n) for o, n, _ in entries])))
+            with timed("read"):
+                return dict(zip((o for o, _, _ in entries), self._remote.read_ranges([(o, n) for o, n, _ in entries])))
         return {offset: self._pread(size, offset) for offset, size, _ in entries}
 
     def close(self) -> None:
@@ -319,12 +324,13 @@ class SourceReader:
         ds = self._dataset(info.path)
         sel = tuple(slice(a, b) for a, b in region)
         try:
-            if info.kind == "string":
-                return ds.asstr()[sel]
-            if info.kind == "reference":
-                refs = ds[sel]
-                return np.vectorize(self._ref_path, otypes=[object])(refs) if refs.size else refs.astype(object)
-            return ds[sel]
+            with timed("h5py"):
+                if info.kind == "string":
+                    return ds.asstr()[sel]
+                if info.kind == "reference":
+                    refs = ds[sel]
+                    return np.vectorize(self._ref_path, otypes=[object])(refs) if refs.size else refs.astype(object)
+                return ds[sel]
         except (OSError, RuntimeError) as exc:
             raise ChunkDecodeError(info.path, tuple(a for a, _ in region), _short(exc)) from None
 
@@ -358,7 +364,8 @@ class SourceReader:
             with lock:
                 index = self._indexes.get(info.path)
                 if index is None:
-                    index = _ChunkIndex(self._dataset(info.path), getattr(self._file, "_fileobj", None))
+                    with timed("index"):
+                        index = _ChunkIndex(self._dataset(info.path), getattr(self._file, "_fileobj", None))
                     self._indexes[info.path] = index
         return index
 
@@ -393,9 +400,10 @@ class SourceReader:
             raw = fetched[offset]
             self.bytes_read += len(raw)
             try:
-                for position, decode in reversed(pipeline):
-                    if not mask & (1 << position):
-                        raw = decode(raw)
+                with timed("decode"):
+                    for position, decode in reversed(pipeline):
+                        if not mask & (1 << position):
+                            raw = decode(raw)
                 chunk = np.frombuffer(raw, dtype=info.dtype).reshape(chunks)
             except (zlib.error, ValueError, RuntimeError, struct.error) as exc:
                 raise ChunkDecodeError(info.path, origin, _short(exc)) from None

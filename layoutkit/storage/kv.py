@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
+from layoutkit.stages import timed
 from layoutkit.storage.buckets import METADATA_NAMES, store_at, store_error
 
 # Objects up to this size go up in one PUT. obstore (and so zarr's ObjectStore) splits
@@ -54,17 +55,18 @@ class FolderKV:
         object adds three system calls to each file (``fstat``, ``ioctl``, ``lseek``), and
         a store of a shot archive is tens of thousands of small files."""
         target = os.path.join(self.path, key)
-        try:
-            fd = os.open(target, _NEW_FILE, 0o666)
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            fd = os.open(target, _NEW_FILE, 0o666)
-        try:
-            view = memoryview(data).cast("B")
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
+        with timed("write"):
+            try:
+                fd = os.open(target, _NEW_FILE, 0o666)
+            except FileNotFoundError:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                fd = os.open(target, _NEW_FILE, 0o666)
+            try:
+                view = memoryview(data).cast("B")
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
 
     def get(self, key: str) -> bytes | None:
         try:
@@ -127,7 +129,8 @@ class BucketKV:
             self._held[key] = bytes(data)
             return
         try:
-            obstore.put(self.store, key, data, use_multipart=len(data) > SINGLE_PUT_MAX)
+            with timed("write"):
+                obstore.put(self.store, key, data, use_multipart=len(data) > SINGLE_PUT_MAX)
         except Exception as exc:  # obstore's errors: one sentence naming the destination
             raise store_error(self.url, exc) from None
 

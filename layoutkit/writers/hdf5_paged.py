@@ -21,6 +21,7 @@ import numpy as np
 from layoutkit.errors import InvalidOptionError
 from layoutkit.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec
+from layoutkit.stages import timed
 
 FILTER_GZIP, FILTER_SHUFFLE, FILTER_ZSTD = 1, 2, 32015
 
@@ -98,9 +99,10 @@ class ChunkEncoder:
             self.steps.append(lambda b: bytes(zstd.encode(b)))
 
     def encode(self, data: bytes) -> bytes:
-        for step in self.steps:
-            data = step(data)
-        return data
+        with timed("encode"):
+            for step in self.steps:
+                data = step(data)
+            return data
 
 
 class PagedHDF5Writer:
@@ -268,7 +270,9 @@ class PagedHDF5Writer:
     # -- data ---------------------------------------------------------------------
 
     def write_chunk(self, path: str, offset: tuple[int, ...], data: bytes, filter_mask: int = 0) -> None:
-        self._dataset(path).id.write_direct_chunk(offset, data, filter_mask)
+        dsid = self._dataset(path).id
+        with timed("write"):
+            dsid.write_direct_chunk(offset, data, filter_mask)
 
     def write_region(self, path: str, region: tuple[tuple[int, int], ...], data: np.ndarray) -> None:
         ds = self._dataset(path)
@@ -277,10 +281,11 @@ class PagedHDF5Writer:
             data = np.empty(paths.shape, dtype=ds.dtype)
             for i, p in np.ndenumerate(paths):
                 data[i] = self.file[p].ref if p and p in self.file else h5py.Reference()
-        if not region:
-            ds[()] = data
-        else:
-            ds[tuple(slice(a, b) for a, b in region)] = data
+        with timed("h5py"):
+            if not region:
+                ds[()] = data
+            else:
+                ds[tuple(slice(a, b) for a, b in region)] = data
 
     def _dataset(self, path: str) -> h5py.Dataset:
         if self._current is None or self._current[0] != path:

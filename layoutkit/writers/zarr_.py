@@ -31,6 +31,7 @@ from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
+from layoutkit.stages import timed
 from layoutkit.storage.kv import as_kv
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
 
@@ -351,7 +352,8 @@ class ZarrWriter:
                 )
             )
 
-        sync(write_all())
+        with timed("zarr"):
+            sync(write_all())
 
     def _array_files(self, node: str) -> dict[str, Any]:
         """An array's metadata documents: the driver's own, or (in a worker process) read
@@ -522,10 +524,11 @@ class _ChunkEncoder:
             full = np.full(self.chunks, self.fill, dtype=self.dtype)
             full[tuple(slice(0, s) for s in shape)] = block
             block = full
-        buf: Any = np.ascontiguousarray(block).tobytes()
-        for codec in self.codecs:
-            buf = codec.encode(buf)
-        return bytes(buf) if not isinstance(buf, bytes) else buf
+        with timed("encode"):
+            buf: Any = np.ascontiguousarray(block).tobytes()
+            for codec in self.codecs:
+                buf = codec.encode(buf)
+            return bytes(buf) if not isinstance(buf, bytes) else buf
 
 
 class _StoredChunks:
@@ -582,7 +585,8 @@ class _StoredChunks:
         for position in np.ndindex(*per_shard):
             origin = tuple(s + i * c for s, i, c in zip(start, position, chunks))
             inner.append(None if any(o >= n for o, n in zip(origin, self.shape)) else chunk_bytes(origin))
-        blob = encode_shard(inner, per_shard, self.sharding)
+        with timed("encode"):
+            blob = encode_shard(inner, per_shard, self.sharding)
         if blob is not None:
             self.encoder.kv.put(self.encoder.key(tuple(a // s for a, s in zip(start, self.shard))), blob)
 

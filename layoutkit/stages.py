@@ -48,8 +48,8 @@ class Stages:
 
     steps: dict[str, float] = field(default_factory=dict)
     work: dict[str, dict[str, float]] = field(default_factory=dict)
-    _step: str = "other"
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _step: str = field(default="other", init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @contextlib.contextmanager
     def step(self, name: str) -> Iterator[None]:

@@ -3,10 +3,11 @@ inside them by kind, summed over threads."""
 
 from __future__ import annotations
 
+import importlib
 import threading
-import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
@@ -14,46 +15,87 @@ from layoutkit.convert import ConvertOptions, convert
 from layoutkit.reorder import ReorderOptions, reorder
 from layoutkit.stages import KINDS, Stages, timed
 
+stages_module = importlib.import_module("layoutkit.stages")
 
-def test_work_is_counted_per_step_and_summed_over_threads() -> None:
+
+class Clock:
+    """A clock the test moves by hand, in place of ``perf_counter``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    clock = Clock()
+    monkeypatch.setattr(stages_module, "perf_counter", clock)
+    return clock
+
+
+def test_work_is_counted_per_step_and_summed_over_threads(clock: Clock) -> None:
     stages = Stages()
     with timed("read"):  # no run is timed: nothing is counted
-        time.sleep(0.01)
+        clock.now += 1
     with stages.active():
         with stages.step("first"):
             with timed("read"):
-                time.sleep(0.02)
+                clock.now += 2
+            clock.now += 1  # untimed work between timed calls
         with stages.step("second"):
-
-            def encode() -> None:
-                with timed("encode"):
-                    time.sleep(0.05)
-
-            threads = [threading.Thread(target=encode) for _ in range(2)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-    assert set(stages.steps) == {"first", "second"}
-    assert stages.work["first"] == {"read": stages.work["first"]["read"]}
-    assert 0.02 <= stages.work["first"]["read"] <= stages.steps["first"]
-    # two threads at once: their work adds up to about twice the step's wall time
-    assert stages.work["second"]["encode"] >= 0.1
-    assert stages.steps["second"] < 0.75 * stages.work["second"]["encode"]
+            # two workers encoding at once, as two threads would: entered, then left together
+            first, second = timed("encode"), timed("encode")
+            first.__enter__()
+            second.__enter__()
+            clock.now += 5
+            first.__exit__(None, None, None)
+            second.__exit__(None, None, None)
+            with timed("write"):
+                clock.now += 1
+    assert stages.steps == {"first": 3.0, "second": 6.0}
+    assert stages.work == {"first": {"read": 2.0}, "second": {"encode": 10.0, "write": 1.0}}
+    assert stages.total() == 9.0
     with timed("read"):  # the run is over
-        time.sleep(0.01)
-    assert stages.work["first"]["read"] < stages.steps["first"] + 0.005
+        clock.now += 1
+    assert stages.work["first"] == {"read": 2.0}
+    table = stages.lines()
+    assert table[1].split() == ["second", "6.00", "encode", "10.00", "write", "1.00"]
+    assert table[2].split() == ["total", "9.00"]
 
 
-def test_a_run_started_while_another_is_timed_does_not_take_its_work() -> None:
+def test_a_run_started_while_another_is_timed_does_not_take_its_work(clock: Clock) -> None:
     outer, inner = Stages(), Stages()
     with outer.active(), outer.step("tasks"):
         with inner.active(), inner.step("tasks"):
             with timed("write"):
-                time.sleep(0.01)
-    assert outer.work["tasks"]["write"] >= 0.01
+                clock.now += 1
+    assert outer.work == {"tasks": {"write": 1.0}}
     assert inner.work == {}
-    assert inner.steps["tasks"] >= 0.01
+    assert inner.steps == {"tasks": 1.0}
+
+
+def test_threads_add_their_work_to_the_step_they_run_in(clock: Clock) -> None:
+    stages = Stages()
+    inside, moved = threading.Barrier(3), threading.Barrier(3)
+
+    def decode() -> None:
+        with timed("decode"):
+            inside.wait()  # both workers are in their timed block
+            moved.wait()  # and the clock has moved by 4 meanwhile
+
+    with stages.active(), stages.step("tasks"):
+        workers = [threading.Thread(target=decode) for _ in range(2)]
+        for w in workers:
+            w.start()
+        inside.wait()
+        clock.now += 4
+        moved.wait()
+        for w in workers:
+            w.join()
+    assert stages.steps == {"tasks": 4.0}
+    assert stages.work == {"tasks": {"decode": 8.0}}
 
 
 def _work_within_workers(stages: Stages, step: str, workers: int) -> None:

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import HERE, PY, parse_args, sample
+from common import HERE, LAYOUTKIT, PY, parse_args, print_timings, sample, timings_of
 from s3local import DelayProxy, SeaweedFS, storage_options
 
 MiB = 1024**2
@@ -76,6 +76,7 @@ def timed(cmd: list[str]) -> dict:
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if result["returncode"] != 0:
         raise SystemExit(f"{' '.join(cmd[:4])} failed: {result['stderr']}")
+    result["timings"] = timings_of(result.pop("stdout", ""))
     return result
 
 
@@ -194,7 +195,7 @@ def main() -> None:
             if command is None:
                 continue
             print(f"writing {name} bucket to bucket ...", flush=True)
-            cmd = [PY, "-m", "layoutkit", "-q", command[0], source_url, f"s3://{BUCKET}/{name}", *command[1:],
+            cmd = [*LAYOUTKIT, command[0], source_url, f"s3://{BUCKET}/{name}", *command[1:],
                    "--workers", str(args.workers), *opts_args(direct)]
             report["writes"][name] = timed(cmd)
         urls = [f"s3://{BUCKET}/{name}" for name in LAYOUTS]
@@ -269,7 +270,7 @@ def convert_matrix(args, proxy: DelayProxy, nc_logical: int, shot_logical: int) 
             print(f"converting {key} from the bucket with {method} (10 ms) ...", flush=True)
             if method.startswith("layoutkit"):
                 # layoutkit-copy: the stored chunks copied, not decoded and re-encoded (--compressor source)
-                cmd = [PY, "-m", "layoutkit", "-q", "convert", url, str(tmp), "--workers", str(args.workers),
+                cmd = [*LAYOUTKIT, "convert", url, str(tmp), "--workers", str(args.workers),
                        *(["--compressor", "source"] if method == "layoutkit-copy" else []),
                        *opts_args(storage_options(proxy.endpoint))]
             else:
@@ -289,6 +290,7 @@ def summarize(report: dict, latencies: tuple[float, ...], source_name: str) -> N
     print("|---|---:|---:|")
     for name, r in report["writes"].items():
         print(f"| {name} | {r['seconds']:.1f} | {r['peak_rss'] / MiB:.0f} MiB |")
+    print_timings(report["writes"])
     targets = []
     for latency in latencies:
         print(f"\nReads at {latency * 1e3:.0f} ms per request (best page buffer for paged files; GETs and MB per cell):\n")
@@ -349,6 +351,7 @@ def summarize(report: dict, latencies: tuple[float, ...], source_name: str) -> N
             ref = conv.get(f"{key} xarray") or conv.get(f"{key} h5py")
             print(f"| {key} | {method} | {r['seconds']:.1f} | {r['mb_per_s']:.0f} | "
                   f"{ref['seconds'] / r['seconds']:.1f}x | {r['peak_rss'] / MiB:.0f} MiB |")
+        print_timings(conv)
         ratio = conv["tas.nc xarray"]["seconds"] / conv["tas.nc layoutkit"]["seconds"]
         targets.append(("convert from a bucket >= 5x faster than xarray at 10 ms (re-encoded to zstd:3, as xarray "
                         "writes it)", ratio >= 5, f"{ratio:.1f}x"))

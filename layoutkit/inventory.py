@@ -20,7 +20,7 @@ import h5py
 import hdf5plugin  # noqa: F401  (registers third-party HDF5 filters: zstd, lz4, bitshuffle, blosc...)
 import numpy as np
 
-from layoutkit.chunk_index import entries_in_bucket
+from layoutkit.chunk_index import MAX_CHUNKS_FOR_H5PY, entries_in_bucket
 from layoutkit.errors import (
     CorruptSourceError,
     LayoutkitError,
@@ -99,6 +99,10 @@ class ArrayInfo:
     null_space: bool = False
     offset: int | None = None  # file offset of contiguous raw data (None: never written)
     maxshape: tuple[int | None, ...] | None = None  # None on an axis: unlimited (None: as shape)
+    # a chunked dataset's index when it has few chunks (one B-tree leaf): (origin, offset,
+    # size, filter mask) of each allocated chunk, read with its storage size; None: not
+    # recorded (many chunks), readers ask the file
+    chunk_entries: tuple[tuple[tuple[int, ...], int, int, int], ...] | None = None
 
     @property
     def extendible(self) -> bool:
@@ -488,7 +492,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         filters=_filters(plist),
         fill_value=_fill_value(ds),
         is_scale=is_scale,
-        storage_bytes=_storage_bytes(ds, f),
+        **_storage(ds, f, layout),
         enum_mapping=h5py.check_enum_dtype(dtype),
         external=_is_external(plist),
         null_space=ds_shape is None,
@@ -500,14 +504,34 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
 
 
-def _storage_bytes(ds: h5py.Dataset, f: h5py.File) -> int:
-    """Bytes the dataset stores. HDF5 walks a chunked dataset's index for it, one node
-    at a time; in a bucket a many-chunk index is read here level by level instead."""
+def _storage(ds: h5py.Dataset, f: h5py.File, layout: int) -> dict[str, Any]:
+    """Bytes the dataset stores (``storage_bytes``), and the index of a chunked dataset
+    of at most :data:`~layoutkit.chunk_index.MAX_CHUNKS_FOR_H5PY` chunks
+    (``chunk_entries``). HDF5 walks a chunked dataset's index for its storage size, one
+    node at a time; for few chunks the walk here also keeps what it finds, so that the
+    readers of the copy need not ask h5py again (in a bucket that was most of a shot
+    archive's convert: every thread waiting on h5py's lock for one index after another).
+    In a bucket a many-chunk index is read level by level instead."""
     fileobj = getattr(f, "_fileobj", None)
     entries = entries_in_bucket(ds, fileobj) if fileobj is not None else None
     if entries is not None:
-        return sum(size for _, size, _ in entries.values())
-    return int(ds.id.get_storage_size())
+        return {"storage_bytes": sum(size for _, size, _ in entries.values())}
+    if layout == h5py.h5d.CHUNKED and ds.shape and ds.chunks and _most_chunks(ds.shape, ds.chunks) <= MAX_CHUNKS_FOR_H5PY:
+        found: list[tuple[tuple[int, ...], int, int, int]] = []
+        try:
+            ds.id.chunk_iter(lambda c: found.append((tuple(c.chunk_offset), c.byte_offset, c.size, c.filter_mask)))
+        except AttributeError:  # HDF5 older than 1.14: no chunk_iter
+            pass
+        else:
+            return {"storage_bytes": sum(size for _, _, size, _ in found), "chunk_entries": tuple(found)}
+    return {"storage_bytes": int(ds.id.get_storage_size())}
+
+
+def _most_chunks(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    most = 1
+    for n, c in zip(shape, chunks):
+        most *= -(-n // c)
+    return most
 
 
 def _attached(dsid: h5py.h5d.DatasetID, axis: int) -> tuple[int, ...]:

@@ -152,6 +152,14 @@ def _decoder(fid: int, options: tuple[int, ...], itemsize: int, chunk_bytes: int
 class _ChunkIndex:
     """Byte offset, size and filter mask of every allocated chunk of one dataset."""
 
+    @classmethod
+    def recorded(cls, info: ArrayInfo) -> _ChunkIndex:
+        """The index the inventory's walk kept (no call into h5py)."""
+        index = cls.__new__(cls)
+        assert info.chunk_entries is not None
+        index.entries = {origin: (offset, size, mask) for origin, offset, size, mask in info.chunk_entries}
+        return index
+
     def __init__(self, ds: h5py.Dataset, fileobj: Any = None) -> None:
         # in a bucket, a many-chunk index is read level by level in concurrent GETs
         found = entries_in_bucket(ds, fileobj) if fileobj is not None else None
@@ -358,6 +366,8 @@ class SourceReader:
 
     def _index(self, info: ArrayInfo) -> _ChunkIndex:
         index = self._indexes.get(info.path)
+        if index is None and info.chunk_entries is not None:  # recorded by the inventory's walk
+            index = self._indexes[info.path] = _ChunkIndex.recorded(info)
         if index is None:
             with self._lock:  # one lock per dataset: indexes of others are read meanwhile
                 lock = self._index_locks.setdefault(info.path, threading.Lock())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import h5py
@@ -10,7 +11,7 @@ import pytest
 from conftest import realdata_files
 
 from layoutkit.inventory import read_inventory
-from layoutkit.source import SourceReader, can_read_raw
+from layoutkit.source import SourceReader, _ChunkIndex, can_read_raw
 
 FILTER_FILES = [p for p in realdata_files() if p.name in ("bitshuffle_datasets.hdf5", "lz4_datasets.hdf5")]
 
@@ -85,3 +86,56 @@ def test_a_url_that_became_a_path_says_how_to_read_it_from_its_bucket():
 
     with pytest.raises(SourceNotFoundError, match=r"'s3://archive/shots\.h5' is a URL given as a local path.*as_source"):
         check_source(Path("s3://archive/shots.h5"))
+
+
+def _h5py_index(ds: h5py.Dataset) -> tuple:
+    found: list = []
+    ds.id.chunk_iter(lambda c: found.append((tuple(c.chunk_offset), c.byte_offset, c.size, c.filter_mask)))
+    return tuple(found)
+
+
+def test_the_walk_keeps_the_index_of_datasets_of_few_chunks(hard_cases: dict[str, Path], tmp_path: Path) -> None:
+    path = tmp_path / "index.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("few", data=np.arange(1000.0), chunks=(100,), compression="gzip")
+        f.create_dataset("many", data=np.arange(10000.0), chunks=(10,))
+        f.create_dataset("unwritten", shape=(500,), chunks=(100,), dtype="i4")
+        part = f.create_dataset("partly", shape=(500,), chunks=(100,), dtype="i4", fillvalue=-1)
+        part[200:300] = 7
+        f.create_dataset("flat", data=np.arange(10))
+    for source in (path, hard_cases["filters"], hard_cases["scales"]):
+        inv = read_inventory(source)
+        with h5py.File(source, "r") as f:
+            for a in inv.arrays:
+                ds = f[a.path]
+                assert a.storage_bytes == ds.id.get_storage_size(), a.path
+                grid = np.prod([-(-n // c) for n, c in zip(a.shape, a.chunks or ())]) if a.shape else 0
+                if a.layout == "chunked" and a.shape and grid <= 64:
+                    assert a.chunk_entries == _h5py_index(ds), a.path
+                else:
+                    assert a.chunk_entries is None, a.path
+    arrays = {a.path: a for a in read_inventory(path).arrays}
+    assert arrays["/many"].chunk_entries is None  # 1,000 chunks: asked of the file when read
+    assert arrays["/unwritten"].chunk_entries == ()
+    assert [origin for origin, *_ in arrays["/partly"].chunk_entries] == [(200,)]
+    assert arrays["/flat"].chunk_entries is None
+
+
+def test_the_reader_uses_the_index_the_walk_kept(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "two.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("a", data=np.arange(100, dtype="i4"), chunks=(100,))
+        f.create_dataset("b", data=np.arange(100, 200, dtype="i4"), chunks=(100,))
+    arrays = {a.path: a for a in read_inventory(path).arrays}
+
+    def no_h5py(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise AssertionError("the index was asked of h5py")
+
+    monkeypatch.setattr(_ChunkIndex, "__init__", no_h5py)
+    with SourceReader(path, arrays) as reader:
+        np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100))
+        np.testing.assert_array_equal(reader.read("/b", ((10, 20),)), np.arange(110, 120))
+    # the reader reads where the kept index points: give a the index of b
+    swapped = {**arrays, "/a": dataclasses.replace(arrays["/a"], chunk_entries=arrays["/b"].chunk_entries)}
+    with SourceReader(path, swapped) as reader:
+        np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100, 200))

@@ -9,6 +9,7 @@ datasets, attributes, links, dimension scales, filters, chunking) and returns an
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 from collections import defaultdict
@@ -444,8 +445,10 @@ def read_inventory(path: str | os.PathLike, workers: int = 1) -> Inventory:
     if isinstance(path, ObjectSource):
         workers = 1  # spawned walkers would each fetch the metadata again
     with open_source(path) as f:
+        fileobj = getattr(f, "_fileobj", None)  # in a bucket: keep more blocks while walking
         try:
-            return _walk(f, str(path), workers)
+            with fileobj.walking() if fileobj is not None else contextlib.nullcontext():
+                return _walk(f, str(path), workers)
         except (OSError, RuntimeError, KeyError, ValueError) as exc:  # h5py's words for damaged metadata
             raise CorruptSourceError(
                 f"Source {str(path)!r} is damaged and its structure cannot be read "

@@ -164,3 +164,37 @@ def test_a_store_is_kept_for_the_same_url_options_and_credentials(monkeypatch) -
     assert os.read(read, 64) == b"its own"
     os.close(read)
     assert store_at("s3://bucket", options) is first
+
+
+class _Blocks:
+    """An object in a bucket, as RangeFile sees it: counts the ranged GETs."""
+
+    def __init__(self) -> None:
+        self.gets: list[int] = []
+
+    def read_range(self, offset: int, size: int) -> bytes:
+        self.gets.append(offset)
+        return bytes(size)
+
+
+def test_the_walk_keeps_more_blocks_and_trims_back_after(monkeypatch) -> None:
+    from layoutkit.storage import sources
+
+    monkeypatch.setattr(sources, "READ_BLOCK_BYTES", 1024)
+    source = _Blocks()
+    f = sources.RangeFile(source, 100 * 1024)  # type: ignore[arg-type]
+    try:
+        with f.walking():
+            for i in range(40):
+                f.pread(i * 1024, 8)
+            f.pread(0, 8)  # 40 blocks are within the walk's 64: block 0 is still there
+            assert len(source.gets) == 40
+        assert len(f._blocks.blocks) == sources.READ_CACHE_BLOCKS  # trimmed back, the most recent kept
+        f.pread(0, 8)
+        assert len(source.gets) == 40
+        for i in range(40, 80):  # outside the walk only 32 are kept
+            f.pread(i * 1024, 8)
+        f.pread(40 * 1024, 8)
+        assert len(source.gets) == 81
+    finally:
+        f.close()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import io
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ READ_BLOCK_BYTES = 4 * 1024**2  # what one metadata read fetches (h5py asks for 
 # 64 MiB at most per source object, however many files are open on it in this process
 # (verify opens one per worker: 8 workers with a cache each held 0.5 GiB of blocks)
 READ_CACHE_BLOCKS = 32
+WALK_CACHE_BLOCKS = 64  # kept while the inventory walks the file (RangeFile.walking): 256 MiB at most
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ class _SharedBlocks:
         self.lock = threading.Lock()
         self.blocks: OrderedDict[int, bytes] = OrderedDict()
         self.users = 0
+        self.limit = READ_CACHE_BLOCKS
 
     def get(self, index: int) -> bytes | None:
         with self.lock:
@@ -162,8 +166,23 @@ class _SharedBlocks:
         with self.lock:
             self.blocks[index] = block
             self.blocks.move_to_end(index)
-            while len(self.blocks) > READ_CACHE_BLOCKS:
-                self.blocks.popitem(last=False)
+            self._trim()
+
+    def _trim(self) -> None:
+        while len(self.blocks) > self.limit:
+            self.blocks.popitem(last=False)
+
+    @contextlib.contextmanager
+    def widened(self, blocks: int) -> Iterator[None]:
+        """Keep at least ``blocks`` blocks meanwhile, then trim back to what was kept before."""
+        with self.lock:
+            before, self.limit = self.limit, max(self.limit, blocks)
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.limit = before
+                self._trim()
 
 
 _SHARED: dict[ObjectSource, _SharedBlocks] = {}
@@ -217,6 +236,15 @@ class RangeFile(io.RawIOBase):
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
         self._pos = max(0, base + offset)
         return self._pos
+
+    def walking(self) -> contextlib.AbstractContextManager[None]:
+        """While the inventory walks the file: a cache of :data:`WALK_CACHE_BLOCKS` blocks.
+
+        The walk reads each dataset's header, attributes and chunk index, in link order,
+        and it returns to blocks it left 60-80 MB earlier. On the 100-shot sample in a
+        bucket (571 MB, 137 blocks of 4 MiB) it made 565 GETs with 32 blocks kept and
+        took 16.9 s at 10 ms; with 64 kept, 352 GETs and 11.5 s."""
+        return self._blocks.widened(WALK_CACHE_BLOCKS)
 
     def _block(self, index: int) -> bytes:
         block = self._blocks.get(index)

@@ -222,7 +222,8 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
 def _print_timings(stages: Any, options: Any) -> None:
     """``--timings``: the run's steps, and the work inside each (layoutkit/stages.py)."""
     workers, scheduler = getattr(options, "workers", 1), getattr(options, "scheduler", "threads")
-    out.print(f"where the time went (seconds; after each step, the thread seconds of its work, {workers} workers):",
+    out.print(f"where the time went (seconds; after each step, the thread seconds of its work and their CPU seconds "
+              f"in brackets, {workers} workers):",
               highlight=False, soft_wrap=True)
     for line in stages.lines():
         out.print(line, highlight=False, soft_wrap=True)

@@ -18,8 +18,11 @@ zarr     arrays written through zarr-python, which encodes and stores them itsel
 =======  ==============================================================================
 
 Work of several threads adds up, so a step's kinds can sum to more than its wall time
-(``tasks`` with 2 workers: up to twice). Only work done in this process is counted:
-with ``--scheduler processes`` or a cluster, the tasks' work is the workers'.
+(``tasks`` with 2 workers: up to twice). Each kind also has the CPU seconds its threads
+spent in it: with more threads than cores (16 for a source in a bucket, whose requests
+wait on the network) a thread's time in ``encode`` includes waiting for a core, its CPU
+time does not. Only work done in this process is counted: with ``--scheduler
+processes`` or a cluster, the tasks' work is the workers'.
 
 ``layoutkit --timings convert ...`` prints the table; the benchmarks show it for every
 run they time.
@@ -31,7 +34,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 KINDS = ("read", "index", "h5py", "decode", "encode", "write", "zarr")
@@ -44,10 +47,12 @@ _NOTHING = contextlib.nullcontext()
 
 @dataclass
 class Stages:
-    """Seconds per pipeline step (wall) and per kind of work inside each step (thread)."""
+    """Seconds per pipeline step (wall), and per kind of work inside each step: the
+    threads' time in it (``work``) and their CPU time (``cpu``)."""
 
     steps: dict[str, float] = field(default_factory=dict)
     work: dict[str, dict[str, float]] = field(default_factory=dict)
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)
     _step: str = field(default="other", init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
@@ -77,40 +82,43 @@ class Stages:
                 with _active_lock:
                     _active = None
 
-    def add(self, kind: str, seconds: float) -> None:
+    def add(self, kind: str, seconds: float, cpu: float = 0.0) -> None:
         with self._lock:
             kinds = self.work.setdefault(self._step, {})
             kinds[kind] = kinds.get(kind, 0.0) + seconds
+            cpus = self.cpu.setdefault(self._step, {})
+            cpus[kind] = cpus.get(kind, 0.0) + cpu
 
     def total(self) -> float:
         return sum(self.steps.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"steps": dict(self.steps), "work": {k: dict(v) for k, v in self.work.items()}}
+        return {"steps": dict(self.steps), "work": {k: dict(v) for k, v in self.work.items()},
+                "cpu": {k: dict(v) for k, v in self.cpu.items()}}
 
     def lines(self) -> list[str]:
         """The table ``--timings`` prints: a line per step, its wall seconds, then the
-        thread seconds of each kind of work inside it."""
+        thread seconds of each kind of work inside it, with their CPU seconds in brackets."""
         width = max([len(s) for s in self.steps] + [5])
         out = []
         for name, seconds in [*self.steps.items(), ("total", self.total())]:
-            kinds = self.work.get(name, {})
-            inside = "  ".join(f"{k} {kinds[k]:.2f}" for k in KINDS if kinds.get(k, 0.0) > 0)
+            kinds, cpus = self.work.get(name, {}), self.cpu.get(name, {})
+            inside = "  ".join(f"{k} {kinds[k]:.2f} ({cpus.get(k, 0.0):.2f})" for k in KINDS if kinds.get(k, 0.0) > 0)
             out.append(f"  {name:<{width}} {seconds:8.2f}   {inside}".rstrip())
         return out
 
 
 class _Timer:
-    __slots__ = ("kind", "stages", "start")
+    __slots__ = ("cpu", "kind", "stages", "start")
 
     def __init__(self, kind: str, stages: Stages) -> None:
         self.kind, self.stages = kind, stages
 
     def __enter__(self) -> None:
-        self.start = perf_counter()
+        self.start, self.cpu = perf_counter(), thread_time()
 
     def __exit__(self, *exc: object) -> None:
-        self.stages.add(self.kind, perf_counter() - self.start)
+        self.stages.add(self.kind, perf_counter() - self.start, thread_time() - self.cpu)
 
 
 def timed(kind: str) -> contextlib.AbstractContextManager[None]:

@@ -19,19 +19,19 @@ stages_module = importlib.import_module("layoutkit.stages")
 
 
 class Clock:
-    """A clock the test moves by hand, in place of ``perf_counter``."""
+    """Clocks the test moves by hand, in place of ``perf_counter`` (``now``) and
+    ``thread_time`` (``cpu``: moved only while the "threads" compute)."""
 
     def __init__(self) -> None:
         self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+        self.cpu = 0.0
 
 
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(stages_module, "perf_counter", clock)
+    monkeypatch.setattr(stages_module, "perf_counter", lambda: clock.now)
+    monkeypatch.setattr(stages_module, "thread_time", lambda: clock.cpu)
     return clock
 
 
@@ -50,18 +50,20 @@ def test_work_is_counted_per_step_and_summed_over_threads(clock: Clock) -> None:
             first.__enter__()
             second.__enter__()
             clock.now += 5
+            clock.cpu += 4  # computing (a thread's CPU clock is its own: both see it move)
             first.__exit__(None, None, None)
             second.__exit__(None, None, None)
             with timed("write"):
                 clock.now += 1
     assert stages.steps == {"first": 3.0, "second": 6.0}
     assert stages.work == {"first": {"read": 2.0}, "second": {"encode": 10.0, "write": 1.0}}
+    assert stages.cpu == {"first": {"read": 0.0}, "second": {"encode": 8.0, "write": 0.0}}
     assert stages.total() == 9.0
     with timed("read"):  # the run is over
         clock.now += 1
     assert stages.work["first"] == {"read": 2.0}
     table = stages.lines()
-    assert table[1].split() == ["second", "6.00", "encode", "10.00", "write", "1.00"]
+    assert table[1].split() == ["second", "6.00", "encode", "10.00", "(8.00)", "write", "1.00", "(0.00)"]
     assert table[2].split() == ["total", "9.00"]
 
 
@@ -115,6 +117,8 @@ def test_convert_times_every_step_and_the_work_inside(shot_file: Path, tmp_path:
     assert "encode" not in stages.work["skeleton"]
     _work_within_workers(stages, "tasks", 2)
     assert set(tasks) <= set(KINDS)
+    for kind, seconds in tasks.items():  # a thread's CPU time in a block is at most its time there
+        assert 0 <= stages.cpu["tasks"][kind] <= seconds + 0.01, kind
 
 
 def test_reorder_times_every_step_and_the_work_inside(shot_file: Path, tmp_path: Path) -> None:

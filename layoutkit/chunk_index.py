@@ -213,6 +213,14 @@ def _header_address(ds: Any) -> int:
 MAX_CHUNKS_FOR_H5PY = 2 * DEFAULT_K  # one leaf node: h5py reads it from a block it has fetched anyway
 
 
+def chunk_count(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
+    """How many chunks the grid of a dataset of ``shape`` has, allocated or not."""
+    count = 1
+    for n, c in zip(shape, chunks):
+        count *= -(-n // c)
+    return count
+
+
 def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
     """The chunk index of ``ds`` (an h5py dataset of a file read through ``fileobj``, a
     :class:`~layoutkit.storage.RangeFile`) read here, level by level; None when h5py
@@ -221,10 +229,7 @@ def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
     chunks, shape = ds.chunks, ds.shape
     if not chunks or not shape:
         return None
-    most = 1
-    for n, c in zip(shape, chunks):
-        most *= -(-n // c)
-    if most <= MAX_CHUNKS_FOR_H5PY:
+    if chunk_count(shape, chunks) <= MAX_CHUNKS_FOR_H5PY:
         return None
     try:
         sa, sl = superblock_sizes(fileobj.pread(0, 64))
@@ -238,4 +243,4 @@ def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
         return None
 
 
-__all__ = ["Entries", "NotRecognised", "btree_address", "entries_in_bucket", "node_bytes", "read_entries", "superblock_sizes"]
+__all__ = ["Entries", "NotRecognised", "btree_address", "chunk_count", "entries_in_bucket", "node_bytes", "read_entries", "superblock_sizes"]

@@ -21,7 +21,7 @@ import h5py
 import hdf5plugin  # noqa: F401  (registers third-party HDF5 filters: zstd, lz4, bitshuffle, blosc...)
 import numpy as np
 
-from layoutkit.chunk_index import MAX_CHUNKS_FOR_H5PY, entries_in_bucket
+from layoutkit.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket
 from layoutkit.errors import (
     CorruptSourceError,
     LayoutkitError,
@@ -519,7 +519,7 @@ def _storage(ds: h5py.Dataset, f: h5py.File, layout: int) -> dict[str, Any]:
     entries = entries_in_bucket(ds, fileobj) if fileobj is not None else None
     if entries is not None:
         return {"storage_bytes": sum(size for _, size, _ in entries.values())}
-    if layout == h5py.h5d.CHUNKED and ds.shape and ds.chunks and _most_chunks(ds.shape, ds.chunks) <= MAX_CHUNKS_FOR_H5PY:
+    if layout == h5py.h5d.CHUNKED and ds.shape and ds.chunks and chunk_count(ds.shape, ds.chunks) <= MAX_CHUNKS_FOR_H5PY:
         found: list[tuple[tuple[int, ...], int, int, int]] = []
         try:
             ds.id.chunk_iter(lambda c: found.append((tuple(c.chunk_offset), c.byte_offset, c.size, c.filter_mask)))
@@ -528,13 +528,6 @@ def _storage(ds: h5py.Dataset, f: h5py.File, layout: int) -> dict[str, Any]:
         else:
             return {"storage_bytes": sum(size for _, _, size, _ in found), "chunk_entries": tuple(found)}
     return {"storage_bytes": int(ds.id.get_storage_size())}
-
-
-def _most_chunks(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
-    most = 1
-    for n, c in zip(shape, chunks):
-        most *= -(-n // c)
-    return most
 
 
 def _attached(dsid: h5py.h5d.DatasetID, axis: int) -> tuple[int, ...]:

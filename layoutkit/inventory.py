@@ -475,7 +475,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     plist = dsid.get_create_plist()
     layout = plist.get_layout()
     is_scale = bool(h5py.h5ds.is_scale(dsid))
-    ds_shape, dtype = ds.shape, ds.dtype  # each a call into HDF5: asked once
+    ds_shape, dtype, ds_chunks = ds.shape, ds.dtype, ds.chunks  # each a call into HDF5: asked once
     shape = tuple(int(n) for n in ds_shape) if ds_shape is not None else (0,)
     attached: list[tuple[int, ...]] = []
     if not is_scale and h5py.h5a.exists(dsid, b"DIMENSION_LIST"):
@@ -491,11 +491,11 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         dtype=dtype,
         kind=classify_dtype(dtype),
         layout=_LAYOUTS.get(layout, "other"),
-        chunks=tuple(ds.chunks) if ds.chunks else None,
+        chunks=tuple(ds_chunks) if ds_chunks else None,
         filters=_filters(plist),
         fill_value=_fill_value(ds),
         is_scale=is_scale,
-        **_storage(ds, f, layout),
+        **_storage(ds, f, layout, ds_shape, ds_chunks),
         enum_mapping=h5py.check_enum_dtype(dtype),
         external=_is_external(plist),
         null_space=ds_shape is None,
@@ -507,7 +507,8 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
 
 
-def _storage(ds: h5py.Dataset, f: h5py.File, layout: int) -> dict[str, Any]:
+def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...] | None,
+             chunks: tuple[int, ...] | None) -> dict[str, Any]:
     """Bytes the dataset stores (``storage_bytes``), and the index of a chunked dataset
     of at most :data:`~layoutkit.chunk_index.MAX_CHUNKS_FOR_H5PY` chunks
     (``chunk_entries``). HDF5 walks a chunked dataset's index for its storage size, one
@@ -519,7 +520,7 @@ def _storage(ds: h5py.Dataset, f: h5py.File, layout: int) -> dict[str, Any]:
     entries = entries_in_bucket(ds, fileobj) if fileobj is not None else None
     if entries is not None:
         return {"storage_bytes": sum(size for _, size, _ in entries.values())}
-    if layout == h5py.h5d.CHUNKED and ds.shape and ds.chunks and chunk_count(ds.shape, ds.chunks) <= MAX_CHUNKS_FOR_H5PY:
+    if layout == h5py.h5d.CHUNKED and shape and chunks and chunk_count(shape, chunks) <= MAX_CHUNKS_FOR_H5PY:
         found: list[tuple[tuple[int, ...], int, int, int]] = []
         try:
             ds.id.chunk_iter(lambda c: found.append((tuple(c.chunk_offset), c.byte_offset, c.size, c.filter_mask)))

@@ -14,7 +14,7 @@ def _started_as_the_command() -> bool:
 
 
 if _started_as_the_command():
-    # Ctrl-C or SIGTERM while the command is still starting (the imports below take half a
+    # Ctrl-C or SIGTERM while the command is still starting (its imports take a quarter of a
     # second), before it has written anything, ends it with one sentence, not a traceback;
     # the command installs its own handling once it runs (layoutkit.cli.main).
     import os as _os
@@ -27,13 +27,17 @@ if _started_as_the_command():
     _signal.signal(_signal.SIGINT, _quiet_exit)
     _signal.signal(_signal.SIGTERM, _quiet_exit)
 
-from layoutkit.convert import ConvertOptions, convert, plan_convert  # noqa: E402
+import types as _types  # noqa: E402
+
 from layoutkit.errors import LayoutkitError  # noqa: E402
 
-# layoutkit.open is imported on first use (PEP 562): layoutkit.archive brings xarray and
-# pandas (0.2 s), which commands never need at start-up. (convert cannot be: importing the
-# submodule layoutkit.convert would put the module where the function should be.)
+# The public API is imported on first use (PEP 562), so that every command starts with
+# only what it needs: convert brings the layouts and zarr (0.16 s), layoutkit.open
+# brings xarray and pandas (0.2 s); `layoutkit inspect` needs neither.
 _LAZY = {
+    "convert": ("layoutkit.convert", "convert"),
+    "plan_convert": ("layoutkit.convert", "plan_convert"),
+    "ConvertOptions": ("layoutkit.convert", "ConvertOptions"),
     "Archive": ("layoutkit.archive", "Archive"),
     "open": ("layoutkit.archive", "open_archive"),
 }
@@ -53,5 +57,21 @@ def __getattr__(name: str) -> object:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
+
+class _Package(_types.ModuleType):
+    """The package, whose ``convert`` is the function, never the submodule of that name.
+
+    Importing a submodule binds it as an attribute of its package. When something imports
+    ``layoutkit.convert`` (the module) before anyone asked for ``layoutkit.convert`` (the
+    function), that binding would put the module where the function belongs; it is
+    dropped here, and the function is found on first use as the others are."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _LAZY and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
 
 __all__ = ["Archive", "ConvertOptions", "LayoutkitError", "__version__", "convert", "open", "plan_convert"]

@@ -110,19 +110,44 @@ def test_recipes_and_pipeline_import_no_command() -> None:
 
 
 def test_the_package_imports_layoutkit_open_on_first_use() -> None:
-    """`import layoutkit` (every command's start-up) does not bring xarray and pandas;
-    layoutkit.open and layoutkit.Archive still resolve, and convert stays the function."""
+    """`import layoutkit` (every command's start-up) brings neither xarray and pandas nor
+    the layouts and zarr; layoutkit.open and layoutkit.Archive still resolve, and convert
+    stays the function."""
     import subprocess
     import sys
 
     code = (
         "import sys, layoutkit\n"
         "assert 'xarray' not in sys.modules and 'layoutkit.archive' not in sys.modules\n"
+        "assert 'zarr' not in sys.modules and 'layoutkit.convert' not in sys.modules\n"
         "from layoutkit.archive import Archive, open_archive\n"
         "assert layoutkit.open is open_archive and layoutkit.Archive is Archive\n"
         "import layoutkit.convert\n"
         "assert callable(layoutkit.convert) and layoutkit.convert.__name__ == 'convert'\n"
         "assert 'open' in dir(layoutkit)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_convert_stays_the_function_when_its_module_is_imported_first() -> None:
+    """Importing the submodule layoutkit.convert before anyone asked for the function
+    (as a command does) does not put the module where the function belongs; and
+    `layoutkit inspect`'s imports do not bring the layouts and zarr."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib\n"
+        "import layoutkit.inspect, layoutkit.cli\n"
+        "assert 'zarr' not in sys.modules and 'layoutkit.layouts' not in sys.modules\n"
+        "module = importlib.import_module('layoutkit.convert')\n"
+        "import layoutkit\n"
+        "from layoutkit import convert, plan_convert, ConvertOptions\n"
+        "assert convert is module.convert and layoutkit.convert is module.convert\n"
+        "assert plan_convert is module.plan_convert and ConvertOptions is module.ConvertOptions\n"
+        "layoutkit.__version__ = 'x'\n"  # other attributes are set as before
+        "assert layoutkit.__version__ == 'x'\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

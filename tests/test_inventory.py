@@ -76,3 +76,105 @@ def test_the_walk_lists_what_h5py_lists_in_its_order(shot_file: Path, hard_cases
         assert [g.path for g in inv.groups] == groups, path.name
         assert [a.path for a in inv.arrays] == datasets, path.name
         assert [(link.path, link.kind) for link in inv.links] == links, path.name
+
+
+def _every_attribute_kind(path: Path) -> Path:
+    """Attributes of the types h5py reads each in its own way, twice over so that the
+    second of each type is read with what the first worked out."""
+    import h5py
+
+    colour = h5py.enum_dtype({"red": 0, "green": 1}, basetype="u1")
+    other_colour = h5py.enum_dtype({"cyan": 0, "magenta": 7}, basetype="u1")
+    with h5py.File(path, "w") as f:
+        target = f.create_dataset("target", data=np.arange(6).reshape(2, 3))
+        for name in ("a", "b"):
+            g = f.create_group(name)
+            g.attrs["i8"] = np.int8(-3)
+            g.attrs["u64"] = np.uint64(2**63 + 1)
+            g.attrs["f2"] = np.float16(0.5)
+            g.attrs["c16"] = np.complex128(1 - 2j)
+            g.attrs["nan"] = np.float64(np.nan)
+            g.attrs["matrix"] = np.arange(6, dtype="<i4").reshape(2, 3)
+            g.attrs["big_endian"] = np.arange(3, dtype=">f8")
+            g.attrs["bool"] = np.bool_(False)
+            g.attrs["fixed"] = np.bytes_(b"fixed")
+            g.attrs["fixed_array"] = np.array([b"ab", b"c"], dtype="S2")
+            g.attrs["latin1"] = np.bytes_(b"\xb5m")
+            g.attrs["vlen_str"] = "µs ✓"
+            g.attrs["vlen_str_array"] = np.array(["x", "yz", ""], dtype=h5py.string_dtype())
+            g.attrs["vlen_bytes"] = np.array(b"ascii", dtype=h5py.string_dtype("ascii"))
+            g.attrs["not_utf8_vlen"] = np.array([b"\xff\xfe"], dtype=h5py.string_dtype("ascii"))
+            g.attrs["empty_f8"] = h5py.Empty("f8")
+            g.attrs["empty_str"] = h5py.Empty(h5py.string_dtype())
+            g.attrs["zero_length"] = np.zeros((0,), dtype="i4")
+            g.attrs.create("enum", np.array([0, 1, 1], dtype="u1"), dtype=colour)
+            g.attrs.create("other_enum", np.array([7], dtype="u1"), dtype=other_colour)
+            g.attrs.create("compound", np.array([(1, 2.5, b"q")], dtype=[("i", "i4"), ("f", "f8"), ("s", "S1")]))
+            g.attrs.create("array_type", np.arange(6, dtype="f4").reshape(2, 3), dtype=np.dtype(("f4", (3,))))
+            g.attrs.create("vlen_ints", np.array([np.arange(2), np.arange(5)], dtype=object),
+                           dtype=h5py.vlen_dtype("i4"))
+            g.attrs["ref"] = target.ref
+            g.attrs["region_ref"] = target.regionref[0:1, 1:3]
+            g.attrs["refs"] = np.array([target.ref, f["a"].ref], dtype=h5py.ref_dtype)
+    return path
+
+
+def _plain(value: object, f: object) -> object:
+    """A value in a form that compares by content: references by what they point to,
+    arrays by dtype (with h5py's metadata), shape and elements, NaN equal to itself."""
+    import h5py
+
+    if isinstance(value, h5py.RegionReference):
+        return ("region", f[value].name, f[value][value].tobytes())
+    if isinstance(value, h5py.Reference):
+        return ("ref", f[value].name) if value else ("null ref",)
+    if isinstance(value, np.ndarray):
+        elements = [_plain(x, f) for x in value.ravel().tolist()] if value.dtype.hasobject else value.tobytes()
+        return ("array", value.dtype.descr, h5py_dtype_meta(value.dtype), value.shape, elements)
+    if isinstance(value, np.void):
+        return ("void", value.dtype.descr, tuple(_plain(x, f) for x in value.tolist())) \
+            if value.dtype.names else ("void", value.tobytes())
+    if isinstance(value, tuple):
+        return tuple(_plain(x, f) for x in value)
+    if isinstance(value, np.generic):
+        return (type(value).__name__, value.dtype.str, np.asarray(value).tobytes())
+    return (type(value).__name__, repr(value))
+
+
+def h5py_dtype_meta(dtype: np.dtype) -> object:
+    import h5py
+
+    return (h5py.check_enum_dtype(dtype), h5py.check_string_dtype(dtype), h5py.check_vlen_dtype(dtype),
+            h5py.check_ref_dtype(dtype))
+
+
+def test_attribute_values_are_what_h5py_reads(tmp_path: Path, hard_cases: dict[str, Path], shot_file: Path) -> None:
+    """attribute_value (types worked out once per distinct type) gives what h5py's
+    AttributeManager gives, in type, dtype and value, for every attribute of every
+    object of the hard cases and of a file of every kind h5py reads its own way."""
+    import h5py
+
+    from layoutkit.inventory import attribute_value
+
+    files = [_every_attribute_kind(tmp_path / "kinds.h5"), shot_file, *hard_cases.values()]
+    compared = 0
+    for path in files:
+        with h5py.File(path, "r") as f:
+            names: list[str] = []
+            f.visit(names.append)
+            objects = [f, *(obj for obj in map(f.__getitem__, names) if not isinstance(obj, h5py.Datatype))]
+            for obj in objects:
+                for name in obj.attrs:
+                    try:
+                        expected = obj.attrs[name]
+                    except (OSError, TypeError, ValueError) as exc:
+                        try:
+                            attribute_value(obj.id, name)
+                        except type(exc):
+                            continue
+                        raise AssertionError(f"{path.name} {obj.name}@{name}: h5py raised {exc!r}") from None
+                    got = attribute_value(obj.id, name)
+                    assert type(got) is type(expected), (path.name, obj.name, name)
+                    assert _plain(got, f) == _plain(expected, f), (path.name, obj.name, name, got, expected)
+                    compared += 1
+    assert compared > 100

@@ -369,13 +369,29 @@ def attribute_value(oid: Any, name: str | bytes) -> Any:
     return arr
 
 
-def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: bool | None = None) -> dict[str, Any]:
+def attribute_names(oid: Any, plist: Any = None) -> list[str | bytes]:
+    """An object's attribute names, in the order h5py's AttributeManager lists them
+    (creation order where the object tracks it, else by name), as text where they are
+    UTF-8. ``plist``: the object's creation property list, when the caller holds it
+    (h5py copies it out of the file again for every listing)."""
+    if isinstance(oid, h5py.h5f.FileID):  # the root group's, as h5py's File.attrs lists them
+        oid = h5py.h5o.open(oid, b"/")
+    cpl = plist if plist is not None else oid.get_create_plist()
+    tracked = cpl.get_attr_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+    names: list[str | bytes] = []
+    h5py.h5a.iterate(oid, lambda name, *_: names.append(_decoded(name)),
+                     index_type=h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME)
+    return names
+
+
+def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: bool | None = None,
+               plist: Any = None) -> dict[str, Any]:
     """An object's attributes as h5py reads them, without the netCDF-4 and dimension-scale
     bookkeeping; unreadable ones are left out and noted in ``notes``. ``is_scale``:
-    whether the object is a dimension scale, when the caller knows."""
+    whether the object is a dimension scale, and ``plist``: its creation property list,
+    when the caller knows them."""
     out: dict[str, Any] = {}
-    attrs = obj.attrs  # a new manager each time it is asked for
-    for name in attrs:
+    for name in attribute_names(obj.id, plist):
         if name in NETCDF4_INTERNAL_ATTRS:
             continue
         if name in DIMENSION_SCALE_ATTRS and _is_scale_bookkeeping(obj, name, is_scale):
@@ -545,7 +561,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         maxshape=tuple(maxshape) if maxshape is not None and ds_shape is not None else None,
     )
     dim_only = is_scale and _attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
-    attrs = _convert_attrs(read_attrs(ds, f, notes, is_scale), f, is_netcdf4)
+    attrs = _convert_attrs(read_attrs(ds, f, notes, is_scale, plist), f, is_netcdf4)
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
 
 

@@ -116,6 +116,12 @@ def _every_attribute_kind(path: Path) -> Path:
             g.attrs["ref"] = target.ref
             g.attrs["region_ref"] = target.regionref[0:1, 1:3]
             g.attrs["refs"] = np.array([target.ref, f["a"].ref], dtype=h5py.ref_dtype)
+        # attributes listed in creation order, not by name, where the object tracks it
+        tracked = f.create_group("tracked", track_order=True)
+        tracked_ds = f.create_dataset("tracked_ds", data=np.arange(3), track_order=True)
+        for obj in (tracked, tracked_ds):
+            for name in ("zeta", "alpha", "mu", "beta"):
+                obj.attrs[name] = name
     return path
 
 
@@ -149,12 +155,13 @@ def h5py_dtype_meta(dtype: np.dtype) -> object:
 
 
 def test_attribute_values_are_what_h5py_reads(tmp_path: Path, hard_cases: dict[str, Path], shot_file: Path) -> None:
-    """attribute_value (types worked out once per distinct type) gives what h5py's
-    AttributeManager gives, in type, dtype and value, for every attribute of every
-    object of the hard cases and of a file of every kind h5py reads its own way."""
+    """attribute_names lists what h5py's AttributeManager lists, in its order (creation
+    order where tracked), and attribute_value (types worked out once per distinct type)
+    gives what it gives, in type, dtype and value, for every attribute of every object
+    of the hard cases and of a file of every kind h5py reads its own way."""
     import h5py
 
-    from layoutkit.inventory import attribute_value
+    from layoutkit.inventory import attribute_names, attribute_value
 
     files = [_every_attribute_kind(tmp_path / "kinds.h5"), shot_file, *hard_cases.values()]
     compared = 0
@@ -164,6 +171,9 @@ def test_attribute_values_are_what_h5py_reads(tmp_path: Path, hard_cases: dict[s
             f.visit(names.append)
             objects = [f, *(obj for obj in map(f.__getitem__, names) if not isinstance(obj, h5py.Datatype))]
             for obj in objects:
+                assert attribute_names(obj.id) == list(obj.attrs), (path.name, obj.name)
+                plist = (obj["/"] if isinstance(obj, h5py.File) else obj).id.get_create_plist()
+                assert attribute_names(obj.id, plist) == list(obj.attrs), (path.name, obj.name)
                 for name in obj.attrs:
                     try:
                         expected = obj.attrs[name]

@@ -10,7 +10,10 @@ Each in a fresh process, the sample in the page cache, median of --repeat runs:
 - the h5py floor (``benchmarks/h5py_walk.py``): import h5py, visit every object with
   its header info, open every dataset and ask for its layout, filters, shape, type and
   storage size. No chunk index, no scale contents, no report: no inspection through h5py
-  can take less.
+  can take less;
+- when pyfive is installed (``pip install pyfive``), a pure-Python reader of the HDF5
+  format walking the same objects (``benchmarks/pyfive_walk.py``): what an HDF5 metadata
+  reader of our own, written in Python, would start from.
 
 Also prints where inspect's own time goes (the walk, chunk indexes, scales) from one
 in-process run. Results: benchmarks/out/inspect.{txt,json}.
@@ -18,6 +21,7 @@ in-process run. Results: benchmarks/out/inspect.{txt,json}.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import statistics
@@ -38,6 +42,8 @@ def main() -> None:
         "h5stat -S": ["h5stat", "-S", str(src)],
         "h5py floor (walk + open every dataset)": [PY, str(HERE / "h5py_walk.py"), str(src)],
     }
+    if importlib.util.find_spec("pyfive") is not None:
+        runs["pyfive, pure Python (walk, no chunk index)"] = [PY, str(HERE / "pyfive_walk.py"), str(src)]
     results = {}
     for label, cmd in runs.items():
         times = [measure(cmd, nothing, logical)["seconds"] for _ in range(args.repeat)]

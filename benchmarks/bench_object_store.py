@@ -158,9 +158,9 @@ def main() -> None:
     args = parse_args(__doc__, extra)
     from obstore.store import S3Store
 
-    from layoutkit.memory import return_large_blocks
+    from layoutkit.memory import tune_allocator
 
-    return_large_blocks()  # as every layoutkit command does: verify runs in this process
+    tune_allocator()  # as every layoutkit command does: verify runs in this process
 
     from layoutkit.archive import open_archive
     from layoutkit.verify.patterns import plan_reads

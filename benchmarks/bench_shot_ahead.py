@@ -41,9 +41,9 @@ def main() -> None:
     import psutil
     from obstore.store import S3Store
 
-    from layoutkit.memory import return_large_blocks
+    from layoutkit.memory import tune_allocator
 
-    return_large_blocks()  # as every layoutkit command does
+    tune_allocator()  # as every layoutkit command does
     from layoutkit.archive import ZarrArchive, open_archive
     from layoutkit.verify.patterns import run_reads, split
     from layoutkit.verify.run import parse_durations

@@ -141,12 +141,12 @@ def main(
     ] = False,
 ) -> None:
     """File-layout conversion and optimisation for scientific HDF5 data."""
-    from layoutkit.memory import return_large_blocks
+    from layoutkit.memory import tune_allocator
     from layoutkit.storage.sources import forget_stores
 
     State.quiet = quiet
     State.timings = timings
-    return_large_blocks()  # freed chunk-sized blocks go back to the system (a bucket convert: 1,142 -> 526 MiB peak)
+    tune_allocator()  # freed large blocks go back to the system, small ones are reused (layoutkit/memory.py)
     # a command starts with its own connections: one run before it in this process (a
     # test, a notebook) may have left pooled connections the server has since closed
     forget_stores()

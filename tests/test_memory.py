@@ -10,15 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
-from layoutkit.memory import MMAP_THRESHOLD
+from layoutkit.memory import MMAP_THRESHOLD, TRIM_THRESHOLD
 
 FREE_BETWEEN_SURVIVORS = """
 import sys
 import psutil
-from layoutkit.memory import return_large_blocks
+from layoutkit.memory import tune_allocator
 
 if sys.argv[1] == "fixed":
-    return_large_blocks()
+    tune_allocator()
 first = bytearray(16 << 20)  # mapped, then freed: glibc's own threshold rises to 16 MiB
 del first
 
@@ -56,6 +56,46 @@ def test_freed_large_blocks_go_back_to_the_system_with_the_threshold_fixed() -> 
 
 def test_every_command_fixes_the_threshold_for_itself_and_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     result = CliRunner().invoke(app, ["recipes"])
     assert result.exit_code == 0, result.output
     assert os.environ["MALLOC_MMAP_THRESHOLD_"] == str(MMAP_THRESHOLD)  # inherited by spawned workers
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == str(TRIM_THRESHOLD)
+
+
+CHURN = """
+import ctypes, resource, sys
+from layoutkit.memory import MMAP_THRESHOLD, tune_allocator
+
+if sys.argv[1] == "tuned":
+    tune_allocator()
+else:  # the mmap threshold fixed, as the commands did before, the trim threshold glibc's
+    ctypes.CDLL("libc.so.6").mallopt(-3, MMAP_THRESHOLD)
+
+def touched(n):
+    b = bytearray(n)
+    b[:: 4096] = b"x" * len(range(0, n, 4096))  # every page resident
+    return b
+
+touched(2 << 20)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(100):
+    block = touched(2 << 20)  # a chunk-sized block, decoded or encoded, then freed
+    del block
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_a_freed_chunk_is_reused_not_faulted_in_again() -> None:
+    """100 blocks of 2 MiB, each freed before the next: with glibc's trim threshold each
+    one's 512 pages go back to the system and are faulted in again (the kernel zeroes
+    every one); with the commands' threshold the heap keeps them for the next block."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+
+    def faults(mode: str) -> int:
+        done = subprocess.run([sys.executable, "-c", CHURN, mode], capture_output=True, text=True, check=True, env=env)
+        return int(done.stdout)
+
+    assert faults("tuned") < 2_000
+    assert faults("glibc") > 25_000  # about 100 x 512

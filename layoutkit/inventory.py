@@ -339,10 +339,17 @@ def attribute_value(oid: Any, name: str | bytes) -> Any:
     a string) looked up once per distinct type. Converting the type again for every
     attribute was a third of reading them: a shot archive has 5-7 per dataset, of a
     handful of types."""
+    return attribute(oid, name)[0]
+
+
+def attribute(oid: Any, name: str | bytes) -> tuple[Any, np.dtype]:
+    """``(obj.attrs[name], obj.attrs.get_id(name).dtype)``, the attribute opened once:
+    see :func:`attribute_value`."""
     attr = h5py.h5a.open(oid, name.encode("utf8") if isinstance(name, str) else name)
     shape = attr.shape
     if shape is None:  # an empty dataspace
-        return h5py.Empty(attr.dtype)
+        dtype = attr.dtype
+        return h5py.Empty(dtype), dtype
     tid = attr.get_type()
     try:
         key: bytes | None = tid.encode()
@@ -356,7 +363,8 @@ def attribute_value(oid: Any, name: str | bytes) -> Any:
             if len(_ATTR_TYPES) >= _ATTR_TYPES_MAX:
                 _ATTR_TYPES.clear()
             _ATTR_TYPES[key] = known
-    dtype, htype, string_info = known
+    attr_dtype, htype, string_info = known
+    dtype = attr_dtype
     if dtype.subdtype is not None:  # NumPy has no top-level array type: h5py's shape
         subdtype, subshape = dtype.subdtype
         shape, dtype = shape + subshape, subdtype
@@ -365,8 +373,8 @@ def attribute_value(oid: Any, name: str | bytes) -> Any:
     if string_info and string_info.length is None:  # variable-length strings become str
         arr = np.array([b.decode("utf-8", "surrogateescape") for b in arr.flat], dtype=dtype).reshape(arr.shape)
     if arr.ndim == 0:
-        return arr[()]
-    return arr
+        return arr[()], attr_dtype
+    return arr, attr_dtype
 
 
 def attribute_names(oid: Any, plist: Any = None) -> list[str | bytes]:

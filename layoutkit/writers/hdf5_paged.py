@@ -19,7 +19,7 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.inventory import ArrayInfo, Inventory
+from layoutkit.inventory import ArrayInfo, Inventory, attribute, attribute_value
 from layoutkit.options import CompressorSpec
 from layoutkit.stages import timed
 
@@ -195,28 +195,40 @@ class PagedHDF5Writer:
         """Attach scales in each scale's source REFERENCE_LIST order (so the lists read
         back as in the source; tools such as h5diff compare them entry by entry), then
         anything the datasets' own DIMENSION_LISTs add."""
-        addr_to_path = {h5py.h5o.get_info(source[a.path].id).addr: a.path for a in inventory.arrays}
+        # low-level ids: a high-level Dataset of each source array (its creation property
+        # list copied out, its filters listed) cost more than the rest of this together
+        addr_to_path = {h5py.h5o.get_info(h5py.h5o.open(source.id, a.path.encode("utf8"))).addr: a.path
+                        for a in inventory.arrays}
+
+        def addr_of(ref: Any) -> int | None:
+            oid = h5py.h5r.dereference(ref, source.id) if ref else None
+            return None if oid is None else h5py.h5o.get_info(oid).addr
 
         opened: dict[str, Any] = {}  # the scale being attached (entries arrive scale by scale)
+        # what this writer attached, in the file it created: asking HDF5 (H5DSis_attached)
+        # reads both reference lists and opens every object they name, on every call
+        attached: set[tuple[str, str, int]] = set()
 
         def attach(path: str, scale: str, axis: int) -> None:
             kept = dedupe.get(scale, scale)
             if path in dedupe or path not in self.datasets or kept not in self.datasets:
                 return
+            if (path, kept, axis) in attached:
+                return
             if kept not in opened:
                 opened.clear()
                 opened[kept] = self.file[kept].id
-            dsid, sid = self.file[path].id, opened[kept]
-            if not h5py.h5ds.is_attached(dsid, sid, axis):
-                h5py.h5ds.attach_scale(dsid, sid, axis)
+            h5py.h5ds.attach_scale(self.file[path].id, opened[kept], axis)
+            attached.add((path, kept, axis))
 
         for info in inventory.arrays:
             if not info.is_scale:
                 continue
-            entries = source[info.path].attrs.get("REFERENCE_LIST")
+            sid = h5py.h5o.open(source.id, info.path.encode("utf8"))
+            entries = attribute_value(sid, "REFERENCE_LIST") if h5py.h5a.exists(sid, b"REFERENCE_LIST") else None
             for entry in () if entries is None else entries:
                 try:
-                    target = addr_to_path.get(h5py.h5o.get_info(source[entry[0]].id).addr)
+                    target = addr_to_path.get(addr_of(entry[0]))
                 except (KeyError, ValueError, OSError):
                     target = None
                 if target is not None:
@@ -309,14 +321,13 @@ class PagedHDF5Writer:
         for name in src.attrs:
             if name in ("DIMENSION_LIST", "REFERENCE_LIST") or (is_scale and name in ("CLASS", "NAME")):
                 continue
-            dtype = src.attrs.get_id(name).dtype
+            value, dtype = attribute(src.id, name)  # as src.attrs[name], and its dtype
             ref = h5py.check_ref_dtype(dtype)
             if ref is h5py.Reference:
-                self._deferred_refs.append((dst.name, name, dtype, src.attrs[name]))
+                self._deferred_refs.append((dst.name, name, dtype, value))
                 continue
             if ref is not None:
                 continue
-            value = src.attrs[name]
             if isinstance(value, h5py.Empty):
                 dst.attrs.create(name, value)
             else:

@@ -104,6 +104,7 @@ class ArrayInfo:
     # size, filter mask) of each allocated chunk, read with its storage size; None: not
     # recorded (many chunks), readers ask the file
     chunk_entries: tuple[tuple[tuple[int, ...], int, int, int], ...] | None = None
+    address: int | None = None  # the object's address in the source file (None: not walked)
 
     @property
     def extendible(self) -> bool:
@@ -759,6 +760,7 @@ def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
     notes.extend(more_notes)
     # canonical paths of hard-linked objects: the first path the walk reached
     dims = _dimension_names(records, seen)
+    address = {path: addr for addr, path in seen.items()}
     arrays = []
     for rec in records:
         names, scales = dims[rec.path]
@@ -769,6 +771,7 @@ def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
                 dims=names,
                 dim_scales=scales,
                 dim_only=is_netcdf4 and rec.dim_only,
+                address=address.get(rec.path),
             )
         )
     groups = [GroupInfo(g.path, _convert_attrs(raw_attrs[g.path], f, is_netcdf4)) for g in groups]

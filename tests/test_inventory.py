@@ -188,3 +188,17 @@ def test_attribute_values_are_what_h5py_reads(tmp_path: Path, hard_cases: dict[s
                     assert _plain(got, f) == _plain(expected, f), (path.name, obj.name, name, got, expected)
                     compared += 1
     assert compared > 100
+
+
+def test_each_array_carries_its_address_in_the_source(shot_file: Path, hard_cases: dict[str, Path],
+                                                       monkeypatch) -> None:
+    """The walk keeps each array's object address (what the reorder writer maps scale
+    reference lists with), the same in a parallel walk, and h5py's own."""
+    import h5py
+
+    monkeypatch.setattr(inventory_module, "PARALLEL_MIN_DATASETS", 1)
+    for path in (shot_file, hard_cases["scales"], hard_cases["links"]):
+        for workers in (1, 2):
+            inv = read_inventory(path, workers=workers)
+            with h5py.File(path, "r") as f:
+                assert [a.address for a in inv.arrays] == [h5py.h5o.get_info(f[a.path].id).addr for a in inv.arrays]

@@ -195,10 +195,15 @@ class PagedHDF5Writer:
         """Attach scales in each scale's source REFERENCE_LIST order (so the lists read
         back as in the source; tools such as h5diff compare them entry by entry), then
         anything the datasets' own DIMENSION_LISTs add."""
-        # low-level ids: a high-level Dataset of each source array (its creation property
-        # list copied out, its filters listed) cost more than the rest of this together
-        addr_to_path = {h5py.h5o.get_info(h5py.h5o.open(source.id, a.path.encode("utf8"))).addr: a.path
-                        for a in inventory.arrays}
+        # the addresses the inventory's walk found (asked again only of an inventory made
+        # otherwise); low-level ids: a high-level Dataset of each source array or entry
+        # (its creation property list copied out, its filters listed) cost more than the
+        # rest of this together
+        addr_to_path = {
+            (a.address if a.address is not None
+             else h5py.h5o.get_info(h5py.h5o.open(source.id, a.path.encode("utf8"))).addr): a.path
+            for a in inventory.arrays
+        }
 
         def addr_of(ref: Any) -> int | None:
             oid = h5py.h5r.dereference(ref, source.id) if ref else None

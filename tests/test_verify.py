@@ -521,24 +521,28 @@ def test_peak_rss_is_measured_per_row_from_a_reset():
 def test_measure_warms_up_untimed_and_repeats_short_rows_to_a_time_floor(shot_file, monkeypatch):
     """``warmup`` runs are not timed; ``min_seconds`` repeats a short row past ``repeat``,
     at most MAX_REPEAT_FACTOR x ``repeat`` times; a long row stops at ``repeat``."""
+    from types import SimpleNamespace
+
     from layoutkit.verify import run as vrun
 
     calls: list[float] = []
+    clock = [0.0]  # the wall clock the rows are timed by: a stall of this machine cannot move it
 
     def fake_share(*args):  # noqa: ANN002, ANN202 - stands in for read_share
         delay = 0.05 if not calls else 0.01  # the first call (the warm-up) is slow
         calls.append(delay)
-        time.sleep(delay)
+        clock[0] += delay
         return {"logical": 1, "requests": 1, "bytes": 1, "page_buffer": None, "error": None}
 
     monkeypatch.setattr(vrun, "read_share", fake_share)
+    monkeypatch.setattr(vrun, "time", SimpleNamespace(perf_counter=lambda: clock[0], process_time=time.process_time))
     variant = vrun.describe(shot_file, "src", True, "/shots/{shot}/signals/{signal}")
     plan = ReadPlan("shot", ("1",))
     cond = Condition("serial", 1, None, "warm", 0.0, 0.0)
     (row,) = vrun.measure([variant], [plan], lambda _: [cond], 2, warmup=1, min_seconds=10.0)
     assert len(calls) == 1 + 2 * vrun.MAX_REPEAT_FACTOR  # capped, not 10 s of runs
     assert row.repeats == 2 * vrun.MAX_REPEAT_FACTOR
-    assert row.seconds_max < 0.04  # the slow warm-up is not among the timed runs
+    assert row.seconds_max == pytest.approx(0.01)  # the slow warm-up is not among the timed runs
     calls.clear()
     (row,) = vrun.measure([variant], [plan], lambda _: [cond], 3, min_seconds=0.001)
     assert row.repeats == 3 and len(calls) == 3
@@ -549,21 +553,24 @@ def test_measure_interleaved_times_rows_in_turn_until_each_has_its_floor(shot_fi
     per round; a row with ``repeat`` runs adding up to ``min_seconds`` sits the later
     rounds out. Each row keeps its own times, counts and CPU seconds."""
     import shutil
+    from types import SimpleNamespace
 
     from layoutkit.verify import run as vrun
 
     slow = tmp_path / "slow.h5"
     shutil.copyfile(shot_file, slow)
     calls: list[str] = []
+    clock = [0.0]  # the wall clock the rows are timed by: a stall of this machine cannot move it
 
     def fake_share(path, *args):  # noqa: ANN001, ANN002, ANN202 - stands in for read_share
         calls.append(Path(path).name)
         sum(range(20_000))  # some CPU in this process
-        time.sleep(0.02 if path == str(slow) else 0.001)
+        clock[0] += 0.02 if path == str(slow) else 0.001
         return {"logical": 1, "requests": 2 if path == str(slow) else 1, "bytes": 1, "page_buffer": None,
                 "error": None}
 
     monkeypatch.setattr(vrun, "read_share", fake_share)
+    monkeypatch.setattr(vrun, "time", SimpleNamespace(perf_counter=lambda: clock[0], process_time=time.process_time))
     fast_v = vrun.describe(shot_file, "fast", True, "/shots/{shot}/signals/{signal}")
     slow_v = vrun.describe(slow, "slow", True, "/shots/{shot}/signals/{signal}")
     cond = Condition("serial", 1, None, "warm", 0.0, 0.0)
@@ -577,7 +584,7 @@ def test_measure_interleaved_times_rows_in_turn_until_each_has_its_floor(shot_fi
     assert [r.variant for r in rows] == ["fast", "slow"]
     assert rows[1].repeats == 3 and rows[0].repeats == 2 * vrun.MAX_REPEAT_FACTOR
     assert [r.requests for r in rows] == [1, 2]
-    assert rows[1].seconds_min >= 0.02 > rows[0].seconds_max
+    assert rows[1].seconds_min == pytest.approx(0.02) and rows[0].seconds_max == pytest.approx(0.001)
     assert all(r.cpu and r.cpu > 0 for r in rows) and all(r.peak_rss is None for r in rows)
     calls.clear()
     vrun.measure([fast_v, slow_v], [ReadPlan("shot", ("1",))], lambda _: [cond], 2)

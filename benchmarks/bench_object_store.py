@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from common import HERE, LAYOUTKIT, PY, parse_args, print_timings, sample, timings_of
+from common import HERE, LAYOUTKIT, PY, parse_args, print_timings, sample, timed
 from s3local import DelayProxy, SeaweedFS, storage_options
 
 MiB = 1024**2
@@ -68,16 +67,6 @@ def extra(parser) -> None:  # noqa: ANN001
 
 def opts_args(options: dict[str, str]) -> list[str]:
     return [a for k, v in options.items() for a in ("--storage-option", f"{k}={v}")]
-
-
-def timed(cmd: list[str]) -> dict:
-    """Run ``cmd`` in a fresh process: wall time and peak RSS (benchmarks/measure.py)."""
-    out = subprocess.run([PY, str(HERE / "measure.py"), "--", *cmd], capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if result["returncode"] != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} failed: {result['stderr']}")
-    result["timings"] = timings_of(result.pop("stdout", ""))
-    return result
 
 
 def make_netcdf(path: Path, mb: int) -> int:

@@ -59,12 +59,20 @@ def measure(cmd: list[str], target: Path, logical: int) -> dict:
         shutil.rmtree(target)
     elif target.exists():
         target.unlink()
+    result = timed(cmd)
+    result["out_bytes"] = du(target)
+    result["mb_per_s"] = logical / result["seconds"] / 1e6
+    return result
+
+
+def timed(cmd: list[str]) -> dict:
+    """Run ``cmd`` in a fresh process (benchmarks/measure.py): wall time, peak RSS of its
+    process tree, and layoutkit's ``--timings`` lines when it printed them. A failed
+    command ends the benchmark with its error."""
     out = subprocess.run([PY, str(HERE / "measure.py"), "--", *cmd], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if result["returncode"] != 0:
-        raise SystemExit(f"{cmd[0]} failed: {result['stderr']}")
-    result["out_bytes"] = du(target)
-    result["mb_per_s"] = logical / result["seconds"] / 1e6
+        raise SystemExit(f"{' '.join(map(str, cmd[:4]))} failed: {result['stderr']}")
     result["timings"] = timings_of(result.pop("stdout", ""))
     return result
 

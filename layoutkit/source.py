@@ -150,32 +150,36 @@ def _decoder(fid: int, options: tuple[int, ...], itemsize: int, chunk_bytes: int
 
 
 class _ChunkIndex:
-    """Byte offset, size and filter mask of every allocated chunk of one dataset."""
+    """Byte offset, size and filter mask of every allocated chunk of one dataset, by the
+    chunk's origin."""
+
+    def __init__(self, entries: dict[tuple[int, ...], tuple[int, int, int]]) -> None:
+        self.entries = entries
 
     @classmethod
     def recorded(cls, info: ArrayInfo) -> _ChunkIndex:
         """The index the inventory's walk kept (no call into h5py)."""
-        index = cls.__new__(cls)
         assert info.chunk_entries is not None
-        index.entries = {origin: (offset, size, mask) for origin, offset, size, mask in info.chunk_entries}
-        return index
+        return cls({origin: (offset, size, mask) for origin, offset, size, mask in info.chunk_entries})
 
-    def __init__(self, ds: h5py.Dataset, fileobj: Any = None) -> None:
-        # in a bucket, a many-chunk index is read level by level in concurrent GETs
+    @classmethod
+    def read(cls, ds: h5py.Dataset, fileobj: Any = None) -> _ChunkIndex:
+        """The index read from the file now; in a bucket (``fileobj``), a many-chunk index
+        is read level by level in concurrent GETs."""
         found = entries_in_bucket(ds, fileobj) if fileobj is not None else None
         if found is not None:
-            self.entries = found
-            return
-        self.entries = {}
+            return cls(found)
+        entries = {}
 
         def add(info: Any) -> None:
-            self.entries[tuple(info.chunk_offset)] = (info.byte_offset, info.size, info.filter_mask)
+            entries[tuple(info.chunk_offset)] = (info.byte_offset, info.size, info.filter_mask)
 
         try:
             ds.id.chunk_iter(add)
         except AttributeError:  # HDF5 older than 1.14
             for i in range(ds.id.get_num_chunks()):
                 add(ds.id.get_chunk_info(i))
+        return cls(entries)
 
 
 class SourceReader:
@@ -375,7 +379,7 @@ class SourceReader:
                 index = self._indexes.get(info.path)
                 if index is None:
                     with timed("index"):
-                        index = _ChunkIndex(self._dataset(info.path), getattr(self._file, "_fileobj", None))
+                        index = _ChunkIndex.read(self._dataset(info.path), getattr(self._file, "_fileobj", None))
                     self._indexes[info.path] = index
         return index
 

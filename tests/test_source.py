@@ -131,7 +131,7 @@ def test_the_reader_uses_the_index_the_walk_kept(tmp_path: Path, monkeypatch) ->
     def no_h5py(*args, **kwargs):  # noqa: ANN002, ANN003
         raise AssertionError("the index was asked of h5py")
 
-    monkeypatch.setattr(_ChunkIndex, "__init__", no_h5py)
+    monkeypatch.setattr(_ChunkIndex, "read", no_h5py)
     with SourceReader(path, arrays) as reader:
         np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100))
         np.testing.assert_array_equal(reader.read("/b", ((10, 20),)), np.arange(110, 120))

@@ -153,7 +153,7 @@ def test_a_shot_tree_is_the_tree_xarray_builds_from_its_nodes(four_layouts: dict
     the public constructor gives, and behave as one (paths, parents, a node added later)."""
     import xarray as xr
 
-    from layoutkit.archive import _adopt
+    from layoutkit.readers.base import _adopt
 
     for path in four_layouts.values():
         with layoutkit.open(path) as archive:
@@ -181,7 +181,7 @@ def test_a_node_built_without_the_copy_is_the_node_xarray_builds() -> None:
     import numpy as np
     import xarray as xr
 
-    from layoutkit.archive import _node
+    from layoutkit.readers.base import _node
 
     def dataset() -> xr.Dataset:
         return xr.Dataset({"ip": (("time", "ch"), np.arange(6.0).reshape(3, 2), {"units": "A"})},

@@ -91,7 +91,8 @@ def test_iterating_shots_fetches_the_next_one_ahead(packed_store: tuple[Path, Pa
     over; a read that wants other objects than those fetched ahead fetches its own."""
     import xarray as xr
 
-    from layoutkit.archive import AHEAD_SHOTS, Archive
+    from layoutkit.archive import Archive
+    from layoutkit.readers.zarr_ import AHEAD_SHOTS
 
     _, store = packed_store
     with layoutkit.open(store) as archive:
@@ -115,7 +116,7 @@ def test_iterating_shots_fetches_the_next_one_ahead(packed_store: tuple[Path, Pa
         xr.testing.assert_identical(archive.shot(shots[2]), want)
         assert list(Archive.iter_shots(archive, [shots[2]]))[0][0] == shots[2]
     # a shot larger than the budget is fetched ahead, not decoded ahead: the same trees
-    monkeypatch.setattr("layoutkit.archive.AHEAD_DECODED_BYTES", 0)
+    monkeypatch.setattr("layoutkit.readers.zarr_.AHEAD_DECODED_BYTES", 0)
     with layoutkit.open(store) as archive:
         archive.counter.reset()
         for shot, got in archive.iter_shots(shots):
@@ -166,13 +167,14 @@ def test_a_signal_of_many_shots_is_read_in_bounded_batches(packed_store: tuple[P
     at once held 0.8 GB)."""
     import tracemalloc
 
-    import layoutkit.archive as la
+    import layoutkit.readers.zarr_ as zarr_reader
+    import layoutkit.readers.zarr_shot_packed as packed_reader
 
     src, store = packed_store
-    monkeypatch.setattr(la, "WHOLE_READ_BYTES", 0)  # every shot's part read as a range, not the packed array whole
+    monkeypatch.setattr(packed_reader, "WHOLE_READ_BYTES", 0)  # every shot's part read as a range, not the packed array whole
 
     def peak_of_signal(batch_bytes: int) -> tuple[int, dict[str, np.ndarray], int]:
-        monkeypatch.setattr(la, "ZARR_BATCH_BYTES", batch_bytes)
+        monkeypatch.setattr(zarr_reader, "ZARR_BATCH_BYTES", batch_bytes)
         with layoutkit.open(store) as archive:
             archive.signal("ip")  # zarr's arrays opened, the index parsed
             archive.counter.reset()
@@ -301,14 +303,14 @@ def test_shots_on_their_way_stay_within_the_budget(packed_store: tuple[Path, Pat
     budget)."""
     import xarray as xr
 
-    import layoutkit.archive as lk_archive
+    import layoutkit.readers.zarr_ as zarr_reader
 
     _, store = packed_store
     with layoutkit.open(store) as archive:
         shots = archive.shots[:5]
         sizes = [sum(seg.length for seg in archive._segments[shot].values()) for shot in shots]
     assert 2 * min(sizes) > max(sizes) + 1
-    monkeypatch.setattr(lk_archive, "AHEAD_DECODED_BYTES", max(sizes) + 1)
+    monkeypatch.setattr(zarr_reader, "AHEAD_DECODED_BYTES", max(sizes) + 1)
     with layoutkit.open(store) as archive:
         started: list[int] = []
         fetch_ahead = archive._fetch_ahead

@@ -1,0 +1,234 @@
+"""The reader of HDF5 files: a source, or a ``reorder`` output (paged, in any order),
+through h5py over a :class:`~layoutkit.verify.storage.CountingFile`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import xarray as xr
+
+from layoutkit.errors import InvalidOptionError
+from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
+from layoutkit.plan import DEFAULT_TEMPLATE
+from layoutkit.readers.base import (
+    Archive,
+    NotAnArchiveError,
+    Selection,
+    bytes_back,
+    scale_coordinate,
+    scan_grid,
+    selections,
+    with_coords,
+)
+from layoutkit.storage import ObjectSource
+from layoutkit.verify.storage import CountingFile, LatencyModel
+
+# HDF5 bookkeeping attributes a reader does not show as data attributes
+_HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})
+_HIDDEN_SCALE_ATTRS = frozenset({"CLASS", "NAME"})
+
+
+class HDF5Archive(Archive):
+    """An HDF5 file (a source or a ``reorder`` output) read through h5py.
+
+    Parameters
+    ----------
+    page_buffer
+        Bytes of HDF5 page buffer (``page_buf_size``); only for files written with
+        paged aggregation (HDF5 refuses it for others).
+    """
+
+    format = "hdf5"
+
+    def __init__(
+        self,
+        path: Path,
+        template: str = DEFAULT_TEMPLATE,
+        model: LatencyModel | None = None,
+        page_buffer: int = 0,
+        sleep: Any = None,
+    ) -> None:
+        super().__init__(path, template)
+        if isinstance(path, ObjectSource):  # every GET is a request (h5py's reads come from its blocks)
+            self._file = path.open_file(on_get=self._charge)
+            self._model, self._sleep = model, sleep or time.sleep
+        else:
+            self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
+            self._file.counter = self.counter
+        self.page_buffer = page_buffer
+        self._scale_paths: dict[int, str] = {}
+        try:
+            self.f = h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {}))
+        except OSError as exc:
+            self._file.close()
+            if page_buffer and not isinstance(path, ObjectSource) and not is_paged(path):
+                raise InvalidOptionError(
+                    f"{path} was not written with paged aggregation, so it cannot have a page buffer."
+                ) from None
+            raise NotAnArchiveError(f"{path} cannot be opened as HDF5: {exc}.") from None
+        strategy = self.f.id.get_create_plist().get_file_space_strategy()[0]
+        self.layout = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
+        recorded = _recorded_layout(self.f.attrs.get("layoutkit"))
+        if recorded:
+            self.layout = recorded
+
+    def _charge(self, nbytes: int) -> None:
+        delay = self._model.cost(nbytes) if self._model else 0.0
+        self.counter.add(nbytes, delay)
+        if delay:
+            self._sleep(delay)
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+        finally:
+            self._file.close()
+
+    def _children(self, group: str) -> list[str]:
+        g = self.f.get(group)
+        return list(g.keys()) if isinstance(g, h5py.Group) else []
+
+    def _exists(self, path: str) -> bool:
+        return path in self.f
+
+    def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset):
+                out["/" + name] = (tuple(obj.shape or ()), obj.dtype)
+
+        self.f.visititems(visit)
+        return out
+
+    def dimension_only(self, path: str) -> bool:
+        name = self.f[path].attrs.get("NAME")
+        return isinstance(name, bytes) and name.startswith(NETCDF_DIM_ONLY_PREFIX.encode())
+
+    def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        ds = self.f[path]
+        if ds.shape is None:
+            return np.empty(0, ds.dtype)
+        ds = _text(ds)
+        return np.asarray(ds[selection] if selection else ds[()])
+
+    def blocks(self) -> list[tuple[str, Selection]]:
+        out: list[tuple[str, Selection]] = []
+
+        def visit(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Dataset) and obj.shape is not None:
+                grid = scan_grid(tuple(obj.shape), obj.dtype.itemsize, obj.chunks)
+                out.extend(("/" + name, sel) for sel in selections(tuple(obj.shape), grid))
+
+        self.f.visititems(visit)
+        return out
+
+    def _variable(self, path: str) -> xr.DataArray:
+        ds = self.f[path]
+        data = np.asarray(_text(ds)[()])
+        dims, coords = [], {}
+        for axis, dim in enumerate(ds.dims):
+            scales = dim.values()
+            if scales:
+                scale = scales[0]
+                name = self._scale_path(path, scale).rsplit("/", 1)[-1]
+                coords[name] = scale_coordinate(name, np.asarray(scale[()]), self._attrs(scale, True))
+                dims.append(name)
+            else:
+                dims.append(f"dim_{axis}")
+        return with_coords(data, dims, coords, self._attrs(ds, h5py.h5ds.is_scale(ds.id)))
+
+    def _scale_path(self, path: str, scale: h5py.Dataset) -> str:
+        """Where a dimension scale of the dataset at ``path`` lives.
+
+        h5py's ``scale.name`` (H5Iget_name) searches the whole file for an object reached
+        through a reference: thousands of metadata reads on a shot archive. The scale's
+        NAME attribute is its name as h5py and netCDF-4 write it; it is looked up in the
+        dataset's group, its ancestors and their subgroups, nearest first, and accepted
+        only where the object found is the scale itself.
+        """
+        addr = h5py.h5o.get_info(scale.id).addr
+        if addr in self._scale_paths:
+            return self._scale_paths[addr]
+        raw = scale.attrs.get("NAME")
+        name = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+        found = None
+        if name and "/" not in name and not name.startswith("This is a netCDF dimension"):
+            own = group = path.rsplit("/", 1)[0]
+            while found is None:
+                # the dataset's own group, then each ancestor and its other subgroups
+                # (link lookups by name; objects are opened only on a name match)
+                below = [] if group == own else [k for k in self.f[group or "/"] if f"{group}/{k}" != own]
+                for candidate in [f"{group}/{name}"] + [f"{group}/{k}/{name}" for k in below]:
+                    try:
+                        obj = self.f.get(candidate)
+                    except (KeyError, TypeError, ValueError):  # a path through a dataset
+                        continue
+                    if isinstance(obj, h5py.Dataset) and h5py.h5o.get_info(obj.id).addr == addr:
+                        found = candidate
+                        break
+                if not group:
+                    break
+                group = group.rsplit("/", 1)[0]
+        self._scale_paths[addr] = found or scale.name  # the search of last resort
+        return self._scale_paths[addr]
+
+    def _group_attrs(self, path: str) -> dict[str, Any]:
+        g = self.f.get(path)
+        return self._attrs(g, False) if isinstance(g, h5py.Group) else {}
+
+    def _attrs(self, obj: Any, is_scale: bool) -> dict[str, Any]:
+        hidden = _HIDDEN_ATTRS | (_HIDDEN_SCALE_ATTRS if is_scale else frozenset())
+        return bytes_back({k: attr_to_json(obj.attrs[k], self.f) for k in obj.attrs if k not in hidden})
+
+    def page_buffer_stats(self) -> dict[str, float] | None:
+        if not self.page_buffer:
+            return None
+        stats = self.f.id.get_page_buffering_stats()
+        meta, raw = stats.meta, stats.raw
+        return {
+            "meta_hit_rate": meta.hits / meta.accesses if meta.accesses else 0.0,
+            "raw_hit_rate": raw.hits / raw.accesses if raw.accesses else 0.0,
+            "meta_accesses": meta.accesses,
+            "meta_hits": meta.hits,
+            "raw_accesses": raw.accesses,
+            "raw_hits": raw.hits,
+            "evictions": meta.evictions + raw.evictions,
+            "bypasses": meta.bypasses + raw.bypasses,
+        }
+
+
+def _text(ds: h5py.Dataset) -> Any:
+    # variable-length strings as text, as Zarr stores give them (h5py gives bytes)
+    info = h5py.check_string_dtype(ds.dtype)
+    return ds.asstr() if info is not None and ds.dtype.kind == "O" else ds
+
+
+def is_paged(path: str | os.PathLike) -> bool:
+    """True when an HDF5 file was written with the PAGE file space strategy."""
+    with h5py.File(path, "r") as f:
+        return f.id.get_create_plist().get_file_space_strategy()[0] == h5py.h5f.FSPACE_STRATEGY_PAGE
+
+
+def _recorded_layout(raw: Any) -> str | None:
+    """``hdf5-paged-shot`` etc. from the provenance attribute ``layoutkit``, if any."""
+    if raw is None:
+        return None
+    try:
+        doc = json.loads(raw.decode() if isinstance(raw, bytes) else str(raw))
+        recipe = doc.get("recipe", doc)
+        by = recipe.get("by") or recipe.get("order")
+    except (ValueError, AttributeError):
+        return None
+    if doc.get("command") == "reorder" and by:
+        return f"hdf5-paged-{by}"
+    return None
+
+
+__all__ = ["HDF5Archive", "is_paged"]

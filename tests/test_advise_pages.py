@@ -118,13 +118,33 @@ def test_pages_the_full_file_adds_cost_a_page_read_each():
     assert grows.local_seconds > by_page.local_seconds
 
 
-def test_a_page_read_is_timed_on_the_written_file(tmp_path):
-    from layoutkit.advise.run import _page_seconds
+def test_a_page_read_is_timed_on_the_written_file(tmp_path, monkeypatch):
+    """Whole pages of the file are read, in whole passes, until the timing window has
+    passed; a page costs the time over the pages read. The clock is the test's: each
+    page read moves it by 1 ms."""
+    import os
+    from types import SimpleNamespace
+
+    from layoutkit.advise import run
+    from layoutkit.advise.run import PAGE_TIMING_SECONDS, _page_seconds
 
     path = tmp_path / "paged.h5"
     path.write_bytes(b"x" * (3 * 65536))
+    clock, reads = [0.0], []
+    pread = os.pread
+
+    def timed_pread(fd: int, size: int, offset: int) -> bytes:
+        clock[0] += 0.001
+        reads.append((size, offset))
+        return pread(fd, size, offset)
+
+    monkeypatch.setattr(run, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(os, "pread", timed_pread)
     seconds = _page_seconds(path, 65536)
-    assert seconds is not None and 0 < seconds < 0.05
+    assert seconds == pytest.approx(0.001)
+    assert len(reads) % 3 == 0 and set(reads) == {(65536, 0), (65536, 65536), (65536, 131072)}
+    assert PAGE_TIMING_SECONDS <= len(reads) * 0.001 < PAGE_TIMING_SECONDS + 0.003 + 1e-9
+    monkeypatch.undo()
     assert _page_seconds("s3://bucket/paged.h5", 65536) is None  # in a bucket a page is a request, counted
 
 

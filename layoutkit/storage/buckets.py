@@ -59,8 +59,6 @@ def is_url(text: str | os.PathLike) -> bool:
     return isinstance(text, str) and ("://" in text and not text.startswith("file://") or text.startswith("icechunk:"))
 
 
-
-
 def object_store(url: str, storage_options: dict[str, str]) -> tuple[Any, str]:
     """An obstore store for the bucket of ``url`` and the key ``url`` names inside it.
 

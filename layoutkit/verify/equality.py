@@ -478,7 +478,6 @@ def compare_variant(
 _ZARR_COMPARATORS: dict[Any, Any] = {}
 
 
-
 def compare_signal_major(
     source: str | Path,
     store: str | Path | Any,

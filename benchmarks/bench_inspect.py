@@ -38,7 +38,8 @@ def main() -> None:
     src, logical = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     nothing = args.workdir / "inspect-writes-nothing"
     runs = {
-        "layoutkit inspect": [PY, "-m", "layoutkit", "inspect", str(src)],
+        "layoutkit inspect (2 walker processes, the default)": [PY, "-m", "layoutkit", "inspect", str(src)],
+        "layoutkit inspect --workers 1": [PY, "-m", "layoutkit", "inspect", str(src), "--workers", "1"],
         "h5stat -S": ["h5stat", "-S", str(src)],
         "h5py floor (walk + open every dataset)": [PY, str(HERE / "h5py_walk.py"), str(src)],
     }
@@ -66,20 +67,21 @@ def main() -> None:
 
 
 def _stages(src: Path) -> dict[str, float]:
-    """inspect in this process, whole and without each optional part in turn."""
+    """inspect in this process (one process, no walkers), whole and without the scales'
+    contents in turn."""
     import layoutkit.inspect as li
 
     def timed() -> float:
         t0 = time.perf_counter()
-        li.inspect_path(src)
+        li.inspect_path(src, workers=1)
         return time.perf_counter() - t0
 
     timed()  # imports and the file's metadata in the page cache
     whole = timed()
-    add = li._Scales.add
-    li._Scales.add = lambda self, *a: None  # type: ignore[method-assign]
+    content = li._scale_content
+    li._scale_content = lambda *a: None
     no_scales = timed()
-    li._Scales.add = add  # type: ignore[method-assign]
+    li._scale_content = content
     return {"whole": whole, "dimension scales (read, hashed, attributes)": whole - no_scales,
             "walk, properties and chunk indexes": no_scales}
 

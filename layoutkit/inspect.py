@@ -28,17 +28,18 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.inventory import FILTER_NAMES, open_source, read_attrs
+from layoutkit.inventory import FILTER_NAMES, PARALLEL_MIN_DATASETS, open_source, read_attrs
 from layoutkit.options import format_size
 from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import DEFAULT_PAGE_BYTES, DEFAULT_TEMPLATE, compile_template, match_template
 from layoutkit.storage import ObjectSource, is_url, store_at
+from layoutkit.walkers import Walkers
 
 SMALL_CHUNK_BYTES = 16 * 1024
 LARGE_CHUNK_BYTES = 16 * 1024**2
@@ -251,7 +252,8 @@ class _Tally:
 
 
 def inspect_path(
-    path: str | os.PathLike, template: str = DEFAULT_TEMPLATE, storage_options: dict[str, str] | None = None
+    path: str | os.PathLike, template: str = DEFAULT_TEMPLATE, storage_options: dict[str, str] | None = None,
+    workers: int = 1,
 ) -> InspectReport:
     """Diagnose how an HDF5 file (netCDF-4 included) or a Zarr store is laid out.
 
@@ -263,6 +265,10 @@ def inspect_path(
     template
         Where shots and signals are (``{shot}`` and ``{signal}`` match one path
         component each), to report the shots x signals found.
+    workers
+        Processes that read the datasets of a local HDF5 file with at least
+        :data:`~layoutkit.inventory.PARALLEL_MIN_DATASETS` of them (h5py serialises
+        every call into HDF5, so threads would not help); 1 reads them here.
 
     Returns
     -------
@@ -292,7 +298,7 @@ def inspect_path(
     if p.is_dir():
         report = _inspect_zarr(p, template)
     else:
-        report = _inspect_hdf5(p, template)
+        report = _inspect_hdf5(p, template, workers)
     report = replace(report, recommendations=tuple(recommend(report)))
     return replace(report, seconds=time.perf_counter() - t0)
 
@@ -368,39 +374,20 @@ class _Scales:
 
     def __init__(self, template: str) -> None:
         self.prefix = compile_template(template)[1]
-        self.keys: list[tuple[str, h5py.h5d.DatasetID, tuple[Any, ...]]] = []
+        self.keys: list[tuple[str, tuple[Any, ...]]] = []
         self.count = 0
 
-    def add(self, dsid: h5py.h5d.DatasetID, path: str, shape: tuple[int, ...] | None, nbytes: int) -> None:
+    def add(self, path: str, content_key: tuple[Any, ...] | None) -> None:
         self.count += 1
-        if not shape or nbytes > SCALE_READ_LIMIT:
-            return
-        data = None
-        if not dsid.dtype.hasobject:  # straight into a buffer, without h5py's selection machinery
-            data = np.empty(shape, dtype=dsid.dtype)
-            try:
-                dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, data)
-            except (TypeError, ValueError):
-                data = None
-        if data is None:
-            data = np.ascontiguousarray(h5py.Dataset(dsid)[()])
-        content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
-        self.keys.append((path, dsid, (data.dtype.str, shape, hashlib.sha256(content).hexdigest())))
+        if content_key is not None:
+            self.keys.append((path, content_key))
 
-    def duplicates(self, f: h5py.File) -> tuple[int, int]:
-        """(duplicates anywhere, duplicates within the same shot). Attributes are read
-        only for scales whose contents another scale repeats: only they can be equal."""
-        repeated = {key for key, n in Counter(key for _, _, key in self.keys).items() if n > 1}
+    def duplicates(self) -> tuple[int, int]:
+        """(duplicates anywhere, duplicates within the same shot)."""
         seen: set[tuple[Any, ...]] = set()
         seen_in_shot: set[tuple[str, tuple[Any, ...]]] = set()
         anywhere = same_shot = 0
-        for path, dsid, content_key in self.keys:
-            if content_key not in repeated:
-                continue
-            # the id the walk opened: no second lookup by path, and no asking again
-            # whether it is a scale (CLASS and NAME are a scale's bookkeeping)
-            attrs = read_attrs(h5py.Dataset(dsid), f, [], is_scale=True)
-            key = (*content_key, repr(sorted((k, repr(v)) for k, v in attrs.items())))
+        for path, key in self.keys:
             anywhere += key in seen
             seen.add(key)
             m = self.prefix.match(path)
@@ -410,7 +397,28 @@ class _Scales:
         return anywhere, same_shot
 
 
-def _inspect_hdf5(path: Path, template: str) -> InspectReport:
+def _scale_content(f: h5py.File, dsid: h5py.h5d.DatasetID, shape: tuple[int, ...] | None,
+                   nbytes: int) -> tuple[Any, ...] | None:
+    """A scale's dtype, shape, a digest of its values and its attributes (beyond a
+    scale's bookkeeping, CLASS and NAME); None for one too large (or without a shape)
+    to compare by content."""
+    if not shape or nbytes > SCALE_READ_LIMIT:
+        return None
+    data = None
+    if not dsid.dtype.hasobject:  # straight into a buffer, without h5py's selection machinery
+        data = np.empty(shape, dtype=dsid.dtype)
+        try:
+            dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, data)
+        except (TypeError, ValueError):
+            data = None
+    if data is None:
+        data = np.ascontiguousarray(h5py.Dataset(dsid)[()])
+    content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
+    attrs = read_attrs(h5py.Dataset(dsid), f, [], is_scale=True)
+    return (data.dtype.str, shape, hashlib.sha256(content).hexdigest(), repr(sorted((k, repr(v)) for k, v in attrs.items())))
+
+
+def _inspect_hdf5(path: Path, template: str, workers: int = 1) -> InspectReport:
     tally = _Tally()
     scales = _Scales(template)
     meta = 0
@@ -418,6 +426,9 @@ def _inspect_hdf5(path: Path, template: str) -> InspectReport:
     with open_source(path) as f:
         fid = f.id
         seen: set[int] = set()
+
+        datasets: list[bytes] = []
+        walkers = Walkers(workers) if workers > 1 and not isinstance(path, ObjectSource) else None
 
         def visit(name: bytes, info: Any) -> None:
             nonlocal meta
@@ -430,10 +441,22 @@ def _inspect_hdf5(path: Path, template: str) -> InspectReport:
             if info.type == h5py.h5o.TYPE_GROUP:
                 tally.groups += 1
             elif info.type == h5py.h5o.TYPE_DATASET:
-                meta -= _dataset(f, name, tally, scales)
+                datasets.append(name)
+                if walkers is not None and len(datasets) == PARALLEL_MIN_DATASETS:
+                    walkers.start()  # their start overlaps the rest of this walk
 
-        visit(b".", h5py.h5o.get_info(fid))
-        h5py.h5o.visit(fid, visit, info=True)
+        try:
+            visit(b".", h5py.h5o.get_info(fid))
+            h5py.h5o.visit(fid, visit, info=True)
+            if walkers is not None and len(datasets) >= PARALLEL_MIN_DATASETS:
+                facts = walkers.map(_facts_of, str(path), list(enumerate(datasets)))
+            else:
+                facts = [_dataset_facts(f, name, i) for i, name in enumerate(datasets)]
+        finally:
+            if walkers is not None:
+                walkers.close()
+        for one in facts:
+            meta -= _tally_dataset(one, tally, scales)
         fcpl = fid.get_create_plist()
         strategy, persist, threshold = fcpl.get_file_space_strategy()
         userblock = fcpl.get_userblock()
@@ -446,7 +469,7 @@ def _inspect_hdf5(path: Path, template: str) -> InspectReport:
         meta += userblock
         free = file_info.free.tot_space if file_info is not None else 0
         filesize = fid.get_filesize()
-        anywhere, same_shot = scales.duplicates(f)
+        anywhere, same_shot = scales.duplicates()
         is_netcdf4 = "_NCProperties" in f.attrs or tally.netcdf_hints > 0
         written_by = _recorded(f.attrs.get(PROVENANCE_ATTR))
         raw = tally.raw
@@ -479,9 +502,30 @@ def _inspect_hdf5(path: Path, template: str) -> InspectReport:
     )
 
 
-def _dataset(f: h5py.File, name: bytes, tally: _Tally, scales: _Scales) -> int:
-    """Record one dataset; return the bytes of compact data its object header holds
-    (h5stat counts them as raw data, not metadata)."""
+class _DatasetFacts(NamedTuple):
+    """What inspect takes from one dataset: read in this process or in a walker's."""
+
+    path: str
+    logical: int
+    layout: str  # "external" for contiguous data in another file
+    pipeline: str
+    filters: tuple[str, ...]
+    missing: tuple[str, ...]  # "path: filter" for each filter this HDF5 lacks
+    storage: int  # bytes stored
+    piece: tuple[int, tuple[int, ...], bool] | None  # logical bytes, stored sizes, counted as chunks
+    netcdf_hint: bool
+    scale: tuple[tuple[Any, ...] | None] | None  # a scale: (its content key, or None)
+
+
+def _facts_of(source: str, datasets: list[tuple[int, bytes]]) -> list[_DatasetFacts]:
+    """A walker's job: the facts of ``datasets``, (the walk's index, name) each."""
+    with open_source(source) as f:
+        return [_dataset_facts(f, name, index) for index, name in datasets]
+
+
+def _dataset_facts(f: h5py.File, name: bytes, index: int) -> _DatasetFacts:
+    """The facts of the dataset at ``name``, the walk's ``index``-th (netCDF-4's own
+    attributes are looked for on the first 50)."""
     path = "/" + name.decode("utf-8", "surrogateescape") if name != b"." else "/"
     dsid = h5py.h5d.open(f.id, name)
     dcpl = dsid.get_create_plist()
@@ -491,29 +535,42 @@ def _dataset(f: h5py.File, name: bytes, tally: _Tally, scales: _Scales) -> int:
     shape = None if null else tuple(int(n) for n in space.shape)
     itemsize = dsid.get_type().get_size()
     logical = 0 if shape is None else math.prod(shape) * itemsize
-    filters = []
+    filters, missing = [], []
     for i in range(dcpl.get_nfilters()):
-        fid, _flags, opts, fname = dcpl.get_filter(i)
-        label = FILTER_NAMES.get(fid) or (fname.decode(errors="replace") if fname else f"filter {fid}")
-        filters.append((fid, tuple(int(o) for o in opts), label))
-        if not h5py.h5z.filter_avail(fid):
-            tally.missing.append(f"{path}: {label}")
+        filter_id, _flags, opts, fname = dcpl.get_filter(i)
+        label = FILTER_NAMES.get(filter_id) or (fname.decode(errors="replace") if fname else f"filter {filter_id}")
+        filters.append((filter_id, tuple(int(o) for o in opts), label))
+        if not h5py.h5z.filter_avail(filter_id):
+            missing.append(f"{path}: {label}")
     pipeline, names = _pipeline(filters)
     external = dcpl.get_external_count() > 0 if layout == "contiguous" else False
-    tally.array(path, logical, "external" if external else layout, pipeline, names)
     storage = int(dsid.get_storage_size())
-    tally.raw += 0 if external else storage
+    piece = None
     if layout == "chunked":
         sizes: list[int] = []
         dsid.chunk_iter(lambda info: sizes.append(info.size))
-        tally.stored_piece(pipeline, _present_part(logical, shape or (), dcpl.get_chunk(), len(sizes)), sizes)
+        piece = (_present_part(logical, shape or (), dcpl.get_chunk(), len(sizes)), tuple(sizes), True)
     elif storage and not external:
-        tally.stored_piece(pipeline, storage, [storage], count_as_chunks=False)
-    if tally.arrays <= 50:
-        tally.netcdf_hints += any(h5py.h5a.exists(dsid, n) for n in NETCDF4_DATASET_ATTRS)
-    if h5py.h5ds.is_scale(dsid):
-        scales.add(dsid, path, shape, logical)
-    return storage if layout == "compact" else 0
+        piece = (storage, (storage,), False)
+    hint = index < 50 and any(h5py.h5a.exists(dsid, n) for n in NETCDF4_DATASET_ATTRS)
+    scale = (_scale_content(f, dsid, shape, logical),) if h5py.h5ds.is_scale(dsid) else None
+    return _DatasetFacts(path, logical, "external" if external else layout, pipeline, tuple(names), tuple(missing),
+                         storage, piece, hint, scale)
+
+
+def _tally_dataset(facts: _DatasetFacts, tally: _Tally, scales: _Scales) -> int:
+    """Record one dataset; return the bytes of compact data its object header holds
+    (h5stat counts them as raw data, not metadata)."""
+    tally.array(facts.path, facts.logical, facts.layout, facts.pipeline, facts.filters)
+    tally.missing.extend(facts.missing)
+    tally.raw += 0 if facts.layout == "external" else facts.storage
+    if facts.piece is not None:
+        logical, sizes, as_chunks = facts.piece
+        tally.stored_piece(facts.pipeline, logical, list(sizes), count_as_chunks=as_chunks)
+    tally.netcdf_hints += facts.netcdf_hint
+    if facts.scale is not None:
+        scales.add(facts.path, facts.scale[0])
+    return facts.storage if facts.layout == "compact" else 0
 
 
 # -- Zarr -------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from layoutkit.errors import (
     SourceNotFoundError,
 )
 from layoutkit.storage import ObjectSource, describe_store_error
+from layoutkit.walkers import Walkers
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 NETCDF3_MAGICS = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
@@ -609,46 +610,15 @@ def _attached(dsid: h5py.h5d.DatasetID, axis: int) -> tuple[int, ...]:
 PARALLEL_MIN_DATASETS = 3000
 
 
-def _records(source: str, paths: list[str], is_netcdf4: bool) -> tuple[list[_Record], list[str]]:
-    """Records of ``paths``, in order, read in this process (a worker's whole job)."""
-    notes: list[str] = []
+def _records(source: str, paths: list[str], is_netcdf4: bool) -> list[tuple[_Record, list[str]]]:
+    """Records of ``paths``, in order, each with the notes reading it made; read in this
+    process (a walker's whole job)."""
+    out = []
     with open_h5(source) as f:
-        return [_record(f[p], p, f, notes, is_netcdf4) for p in paths], notes
-
-
-def _started() -> None:
-    """A worker's first task: it has imported this module, and is ready."""
-
-
-class _Walkers:
-    """The processes that read the datasets' records, spawned (not forked: the parent
-    holds the file open in HDF5, which is not fork-safe). :meth:`start` is called once
-    the walk has found :data:`PARALLEL_MIN_DATASETS` datasets, so that their start (a
-    second of imports each, on these machines) overlaps the rest of the walk."""
-
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self.pool: Any = None
-
-    def start(self) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        if self.pool is None:
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
-            for _ in range(self.workers):  # one process is spawned per task while none is idle
-                self.pool.submit(_started)
-
-    def records(self, source: str, paths: list[str], is_netcdf4: bool) -> tuple[list[_Record], list[str]]:
-        self.start()
-        step = -(-len(paths) // (self.workers * 4))
-        parts = [paths[i : i + step] for i in range(0, len(paths), step)]
-        results = list(self.pool.map(_records, [source] * len(parts), parts, [is_netcdf4] * len(parts)))
-        return [r for part, _ in results for r in part], [n for _, notes in results for n in notes]
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+        for p in paths:
+            notes: list[str] = []
+            out.append((_record(f[p], p, f, notes, is_netcdf4), notes))
+    return out
 
 
 def _links(group: h5py.Group) -> list[tuple[bytes, int]]:
@@ -673,7 +643,7 @@ def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
     seen: dict[int, str] = {}
     raw_attrs: dict[str, dict[str, Any]] = {}
     netcdf_hints = ["_NCProperties" in f.attrs]
-    walkers = _Walkers(workers) if workers > 1 else None
+    walkers = Walkers(workers) if workers > 1 else None
 
     def visit(group: h5py.Group, group_path: str) -> None:
         # paths are tracked here: h5py's .name asks HDF5 to search for one (slow)
@@ -750,7 +720,8 @@ def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
         visit(f, "/")
         is_netcdf4 = any(netcdf_hints)
         if walkers is not None and len(dataset_paths) >= PARALLEL_MIN_DATASETS:
-            records, more_notes = walkers.records(str(source_path), dataset_paths, is_netcdf4)
+            read = walkers.map(_records, str(source_path), dataset_paths, is_netcdf4)
+            records, more_notes = [r for r, _ in read], [n for _, ns in read for n in ns]
         else:
             records = [_record(f[p], p, f, notes, is_netcdf4) for p in dataset_paths]
             more_notes = []

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -351,3 +352,37 @@ def test_a_netcdf4_file_without_ncproperties_is_called_netcdf4(tmp_path: Path) -
     screen = runner.invoke(app, ["inspect", str(path)], env={"COLUMNS": "200"})
     text = " ".join(screen.output.split())
     assert "netcdf4," in text and "stretch(es)" not in text and "template" not in text
+
+
+@pytest.mark.parametrize("case", ["sample", "filters", "links", "scales", "netcdf4"])
+def test_walkers_report_what_one_process_reports(case: str, shot_file: Path, hard_cases: dict[str, Path],
+                                                 tmp_path: Path, monkeypatch) -> None:
+    """With spawned walkers (the threshold lowered to 1 dataset) the report is the serial
+    one, field for field: counts, codecs, histogram, missing filters, netCDF-4's hints on
+    the first datasets, scales and their duplicates; and the walkers did read the
+    datasets."""
+    import layoutkit.inspect as inspect_module
+    from layoutkit.walkers import Walkers
+
+    src = shot_file if case == "sample" else hard_cases[case]
+    if case == "netcdf4":  # as older netCDF-C wrote it: only its variables' attributes say what it is
+        src = Path(shutil.copy(src, tmp_path / "old.nc"))
+        with h5py.File(src, "a") as f:
+            del f.attrs["_NCProperties"]
+    serial = inspect_path(src, workers=1)
+    monkeypatch.setattr(inspect_module, "PARALLEL_MIN_DATASETS", 1)
+    mapped: list[int] = []
+    walker_map = Walkers.map
+
+    def counted(self, fn, source, items, *args):  # noqa: ANN001, ANN002, ANN202
+        mapped.append(len(items))
+        return walker_map(self, fn, source, items, *args)
+
+    monkeypatch.setattr(Walkers, "map", counted)
+    parallel = inspect_path(src, workers=2)
+    assert mapped == [serial.arrays] and serial.arrays > 0
+    assert replace(parallel, seconds=0.0) == replace(serial, seconds=0.0)
+    if case == "sample":
+        assert serial.duplicate_scales > 0 and serial.shot_duplicate_scales > 0
+    if case == "netcdf4":
+        assert parallel.format == "netcdf4"

@@ -765,7 +765,7 @@ def inspect(
     json_out: Annotated[bool, typer.Option("--json", help="Print the report as JSON, for scripts.")] = False,
     template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
-    workers: Annotated[int, typer.Option(min=1, help="Processes that read the datasets of a local HDF5 file with thousands of them.")] = 2,
+    workers: Annotated[int, typer.Option(help="Processes that read the datasets of a local HDF5 file with thousands of them.")] = 2,
 ) -> None:
     """Diagnose how a file is laid out (chunks, filters, metadata, scales) and what to do about it."""
     from layoutkit.inspect import inspect_path

@@ -35,7 +35,7 @@ import numpy as np
 
 from layoutkit.errors import LayoutkitError
 from layoutkit.inventory import FILTER_NAMES, PARALLEL_MIN_DATASETS, open_source, read_attrs
-from layoutkit.options import format_size
+from layoutkit.options import format_size, parse_workers
 from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import DEFAULT_PAGE_BYTES, DEFAULT_TEMPLATE, compile_template, match_template
 from layoutkit.storage import ObjectSource, is_url, store_at
@@ -280,7 +280,8 @@ def inspect_path(
         The path is missing, not HDF5, damaged, or a directory that is not a Zarr store;
         or the template is malformed.
     """
-    compile_template(template)  # refuse a malformed template before any work
+    compile_template(template)  # refuse a malformed template, or a worker count below 1, before any work
+    parse_workers(workers)
     t0 = time.perf_counter()
     if is_url(str(path)):
         from layoutkit.archive import zarr_format_at

@@ -326,6 +326,12 @@ def test_cli_refuses_in_one_line(make, words: str, tmp_path: Path) -> None:
     assert result.output.startswith("error:") and words in result.output and "Traceback" not in result.output
 
 
+def test_a_worker_count_below_one_is_refused_in_one_line(shot_file: Path) -> None:
+    result = runner.invoke(app, ["inspect", str(shot_file), "--workers", "0"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: Expected --workers of 1 or more. Got 0."
+
+
 def test_codec_totals_agree_with_the_header(tmp_path: Path) -> None:
     """Edge chunks count by their part inside the array: a dataset of 10 values in a
     chunk of 1000 holds 10 values of data, in the header and in the compression table."""

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
     TextColumn,
     TimeRemainingColumn,
@@ -772,8 +773,16 @@ def inspect(
     from layoutkit.storage import parse_storage_options
 
     try:
-        report = inspect_path(src, template=template, storage_options=parse_storage_options(storage_option),
-                              workers=workers)
+        with Progress(TextColumn("[bold]inspect: datasets"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=console, disable=State.quiet or not console.is_terminal, transient=True) as bar:
+            task = bar.add_task("inspect", total=None)
+
+            def progress(done: int, total: int) -> None:
+                check_interrupted()
+                bar.update(task, completed=done, total=total)
+
+            report = inspect_path(src, template=template, storage_options=parse_storage_options(storage_option),
+                                  workers=workers, progress=progress)
     except LayoutkitError as exc:
         raise fail(exc) from None
     if json_out:

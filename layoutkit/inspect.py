@@ -25,7 +25,7 @@ import math
 import os
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -47,6 +47,7 @@ HISTOGRAM_EDGES = (4 * 1024, 16 * 1024, 64 * 1024, 256 * 1024, 1024**2, 4 * 1024
 NETCDF4_DATASET_ATTRS = (b"_Netcdf4Dimid", b"_Netcdf4Coordinates")  # what netCDF-C writes on variables
 REGION_BYTES = DEFAULT_PAGE_BYTES  # metadata "spread": object headers in how many 8 MiB stretches
 SCALE_READ_LIMIT = 64 * 1024**2  # larger scales are not compared by content
+PROGRESS_EVERY = 500  # datasets read between two progress reports, in one process
 
 FSPACE_STRATEGIES = {
     h5py.h5f.FSPACE_STRATEGY_FSM_AGGR: "H5F_FSPACE_STRATEGY_FSM_AGGR",
@@ -253,7 +254,7 @@ class _Tally:
 
 def inspect_path(
     path: str | os.PathLike, template: str = DEFAULT_TEMPLATE, storage_options: dict[str, str] | None = None,
-    workers: int = 1,
+    workers: int = 1, progress: Callable[[int, int], None] | None = None,
 ) -> InspectReport:
     """Diagnose how an HDF5 file (netCDF-4 included) or a Zarr store is laid out.
 
@@ -269,6 +270,9 @@ def inspect_path(
         Processes that read the datasets of a local HDF5 file with at least
         :data:`~layoutkit.inventory.PARALLEL_MIN_DATASETS` of them (h5py serialises
         every call into HDF5, so threads would not help); 1 reads them here.
+    progress
+        Called as ``progress(done, total)`` while an HDF5 file's datasets are read
+        (``total`` is known once the walk has found them all).
 
     Returns
     -------
@@ -292,14 +296,14 @@ def inspect_path(
             report = replace(report, recommendations=tuple(recommend(report)))
             return replace(report, seconds=time.perf_counter() - t0)
         source = ObjectSource(str(path), tuple(sorted((storage_options or {}).items())))
-        report = _inspect_hdf5(source, template)  # type: ignore[arg-type]
+        report = _inspect_hdf5(source, template, progress=progress)  # type: ignore[arg-type]
         report = replace(report, recommendations=tuple(recommend(report)))
         return replace(report, seconds=time.perf_counter() - t0)
     p = Path(path)
     if p.is_dir():
         report = _inspect_zarr(p, template)
     else:
-        report = _inspect_hdf5(p, template, workers)
+        report = _inspect_hdf5(p, template, workers, progress)
     report = replace(report, recommendations=tuple(recommend(report)))
     return replace(report, seconds=time.perf_counter() - t0)
 
@@ -419,7 +423,8 @@ def _scale_content(f: h5py.File, dsid: h5py.h5d.DatasetID, shape: tuple[int, ...
     return (data.dtype.str, shape, hashlib.sha256(content).hexdigest(), repr(sorted((k, repr(v)) for k, v in attrs.items())))
 
 
-def _inspect_hdf5(path: Path, template: str, workers: int = 1) -> InspectReport:
+def _inspect_hdf5(path: Path, template: str, workers: int = 1,
+                  progress: Callable[[int, int], None] | None = None) -> InspectReport:
     tally = _Tally()
     scales = _Scales(template)
     meta = 0
@@ -449,10 +454,22 @@ def _inspect_hdf5(path: Path, template: str, workers: int = 1) -> InspectReport:
         try:
             visit(b".", h5py.h5o.get_info(fid))
             h5py.h5o.visit(fid, visit, info=True)
-            if walkers is not None and len(datasets) >= PARALLEL_MIN_DATASETS:
-                facts = walkers.map(_facts_of, str(path), list(enumerate(datasets)))
+            total, read = len(datasets), 0
+
+            def done(n: int) -> None:
+                nonlocal read
+                read += n
+                if progress is not None:
+                    progress(read, total)
+
+            if walkers is not None and total >= PARALLEL_MIN_DATASETS:
+                facts = walkers.map(_facts_of, str(path), list(enumerate(datasets)), done=done)
             else:
-                facts = [_dataset_facts(f, name, i) for i, name in enumerate(datasets)]
+                facts = []
+                for i, name in enumerate(datasets):
+                    facts.append(_dataset_facts(f, name, i))
+                    if (i + 1) % PROGRESS_EVERY == 0 or i + 1 == total:
+                        done((i + 1) - read)
         finally:
             if walkers is not None:
                 walkers.close()

@@ -42,16 +42,23 @@ class Walkers:
             for _ in range(self.workers):  # one process is spawned per task while none is idle
                 self.pool.submit(_started)
 
-    def map(self, fn: Callable[..., list[Any]], source: str, items: list[Any], *args: Any) -> list[Any]:
+    def map(self, fn: Callable[..., list[Any]], source: str, items: list[Any], *args: Any,
+            done: Callable[[int], None] | None = None) -> list[Any]:
         """``fn(source, part, *args)`` over consecutive parts of ``items`` (four per
         worker, so that a slow part does not leave the others idle), in the processes;
-        the lists it returns, joined in the order of ``items``."""
+        the lists it returns, joined in the order of ``items``. ``done(n)`` is called
+        as each part of ``n`` items comes back (for a progress bar)."""
+        from concurrent.futures import as_completed
+
         self.start()
         step = max(1, -(-len(items) // (self.workers * 4)))
         parts = [items[i : i + step] for i in range(0, len(items), step)]
-        n = len(parts)
-        results = self.pool.map(fn, [source] * n, parts, *([a] * n for a in args))
-        return [r for part in results for r in part]
+        futures = {self.pool.submit(fn, source, part, *args): len(part) for part in parts}
+        for future in as_completed(futures):
+            future.result()  # the first failure ends the map
+            if done is not None:
+                done(futures[future])
+        return [r for future in futures for r in future.result()]
 
     def close(self) -> None:
         if self.pool is not None:

@@ -360,6 +360,13 @@ def test_a_netcdf4_file_without_ncproperties_is_called_netcdf4(tmp_path: Path) -
     assert "netcdf4," in text and "stretch(es)" not in text and "template" not in text
 
 
+def assert_progress(reported: list[tuple[int, int]], datasets: int) -> None:
+    """Progress rises to every dataset read, against the one total the walk found."""
+    done = [d for d, _ in reported]
+    assert reported and done == sorted(done) and len(set(done)) == len(done)
+    assert {t for _, t in reported} == {datasets} and done[-1] == datasets
+
+
 @pytest.mark.parametrize("case", ["sample", "filters", "links", "scales", "netcdf4"])
 def test_walkers_report_what_one_process_reports(case: str, shot_file: Path, hard_cases: dict[str, Path],
                                                  tmp_path: Path, monkeypatch) -> None:
@@ -375,18 +382,24 @@ def test_walkers_report_what_one_process_reports(case: str, shot_file: Path, har
         src = Path(shutil.copy(src, tmp_path / "old.nc"))
         with h5py.File(src, "a") as f:
             del f.attrs["_NCProperties"]
-    serial = inspect_path(src, workers=1)
+    reported: list[tuple[int, int]] = []
+    serial = inspect_path(src, workers=1, progress=lambda done, total: reported.append((done, total)))
+    assert_progress(reported, serial.arrays)
     monkeypatch.setattr(inspect_module, "PARALLEL_MIN_DATASETS", 1)
     mapped: list[int] = []
     walker_map = Walkers.map
 
-    def counted(self, fn, source, items, *args):  # noqa: ANN001, ANN002, ANN202
+    def counted(self, fn, source, items, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
         mapped.append(len(items))
-        return walker_map(self, fn, source, items, *args)
+        return walker_map(self, fn, source, items, *args, **kwargs)
 
     monkeypatch.setattr(Walkers, "map", counted)
-    parallel = inspect_path(src, workers=2)
+    reported.clear()
+    parallel = inspect_path(src, workers=2, progress=lambda done, total: reported.append((done, total)))
     assert mapped == [serial.arrays] and serial.arrays > 0
+    assert_progress(reported, serial.arrays)
+    step = -(-serial.arrays // 8)  # four parts per walker, of whole datasets
+    assert len(reported) == -(-serial.arrays // step)  # a report as each part comes back
     assert replace(parallel, seconds=0.0) == replace(serial, seconds=0.0)
     if case == "sample":
         assert serial.duplicate_scales > 0 and serial.shot_duplicate_scales > 0

@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -182,6 +183,15 @@ def _progress(total: int, label: str) -> Progress:
     )
 
 
+def _status(text: str) -> AbstractContextManager[Any]:
+    """A spinner with ``text`` while work of unknown length runs (the walk of a large
+    source's metadata takes seconds to minutes before the bar can start); on a terminal
+    only, and not with -q."""
+    if State.quiet or not console.is_terminal:
+        return nullcontext()
+    return console.status(text)
+
+
 def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None, icechunk=False):  # noqa: ANN001, ANN202
     """Find the layout, plan (print it on --dry-run), then run with a progress bar through
     the pipeline; errors become one line."""
@@ -198,7 +208,8 @@ def _plan_and_run(command, src, dst, options, print_plan, dry_run, storage_optio
         dest = destination(dst, storage, tmpdir, icechunk)
         if not dry_run:
             pipeline.check_destination(dest, options)
-        inventory, plan = pipeline.plan(layout, src, dst, options, stages=stages)
+        with _status(f"{command}: reading the source's metadata and planning"):
+            inventory, plan = pipeline.plan(layout, src, dst, options, stages=stages)
         if dry_run:
             print_plan(plan)
             return None

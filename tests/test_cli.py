@@ -307,3 +307,24 @@ def test_sample_command_takes_a_rate_factor_and_refuses_a_bad_one(tmp_path: Path
     bad = runner.invoke(app, ["sample", str(tmp_path / "never.h5"), "--shots", "1", "--rate-factor", "0"])
     assert bad.exit_code == 2 and "Expected rate factor to be an integer of at least 1" in bad.output
     assert "Traceback" not in bad.output and not (tmp_path / "never.h5").exists()
+
+
+def test_the_walk_before_the_bar_shows_a_spinner_on_a_terminal_only(monkeypatch) -> None:
+    """convert and reorder walk the source's metadata before their bar can start: on a
+    terminal a spinner says so; without one, or with -q, nothing is printed."""
+    import io
+    from contextlib import nullcontext
+
+    from rich.console import Console
+    from rich.status import Status
+
+    import layoutkit.cli as cli
+
+    monkeypatch.setattr(cli, "console", Console(file=io.StringIO(), force_terminal=True))
+    monkeypatch.setattr(cli.State, "quiet", False)
+    assert isinstance(cli._status("convert: reading"), Status)
+    monkeypatch.setattr(cli.State, "quiet", True)
+    assert isinstance(cli._status("convert: reading"), nullcontext)
+    monkeypatch.setattr(cli.State, "quiet", False)
+    monkeypatch.setattr(cli, "console", Console(file=io.StringIO(), force_terminal=False))
+    assert isinstance(cli._status("convert: reading"), nullcontext)

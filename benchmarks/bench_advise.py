@@ -34,7 +34,7 @@ from layoutkit.advise.run import typical_plan
 from layoutkit.advise.subset import read_sizes
 from layoutkit.archive import open_archive
 from layoutkit.convert import convert
-from layoutkit.inventory import read_inventory
+from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.reorder import reorder
 from layoutkit.verify.run import Condition, describe, measure
 

@@ -56,7 +56,7 @@ def convert(src: Path, work: Path) -> dict[str, dict]:
 def time_reads(path: str, method: str, names: list[str], latency: float) -> dict:
     """Open the store once, then time each read on its own (requests counted per read)."""
     import layoutkit
-    from layoutkit.verify.storage import LatencyModel
+    from layoutkit.storage.counting import LatencyModel
 
     rows = []
     with layoutkit.open(path, model=LatencyModel(latency=latency)) as archive:

@@ -9,7 +9,7 @@ read patterns of ``layoutkit verify`` run the same code on every variant.
 The readers are one module per format under :mod:`layoutkit.readers`, as the writers
 are under :mod:`layoutkit.writers`; this module is their registry and entry point.
 
-Every read goes through :mod:`layoutkit.verify.storage`: a :class:`CountingFile` under
+Every read goes through :mod:`layoutkit.storage.counting`: a :class:`CountingFile` under
 h5py, a :class:`CountingStore` under zarr. Requests and bytes are always counted;
 latency and bandwidth are simulated when a :class:`LatencyModel` is given.
 
@@ -28,14 +28,14 @@ import h5py
 import zarr
 
 from layoutkit.errors import LayoutkitError, SourceNotFoundError
+from layoutkit.layouts.shot_packed.read import ShotPackedArchive
+from layoutkit.layouts.signal_major.read import SignalMajorArchive
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import LAYOUT_ATTR, Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.hdf5 import HDF5Archive, is_paged
 from layoutkit.readers.zarr_ import ZarrArchive, counting_store, open_counted
-from layoutkit.readers.zarr_shot_packed import ShotPackedArchive
-from layoutkit.readers.zarr_signal import SignalMajorArchive
 from layoutkit.storage import ObjectSource, is_url, store_at
-from layoutkit.verify.storage import Counter, LatencyModel
+from layoutkit.storage.counting import Counter, LatencyModel
 
 ZARR_LAYOUTS: dict[str, type[ZarrArchive]] = {
     "shot-major": ZarrArchive, "signal-major": SignalMajorArchive, "shot-packed": ShotPackedArchive,
@@ -120,7 +120,7 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
               storage_options: dict[str, str]) -> Archive:
     """A Zarr store or an HDF5 file in a bucket, or a version of an Icechunk repository,
     read with real requests."""
-    from layoutkit.inventory import check_source
+    from layoutkit.hdf5.inventory import check_source
     from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store
 
     if is_icechunk(url):

@@ -2,8 +2,8 @@
 
 The Python face of the command: :func:`plan_convert` (what ``--dry-run`` prints) and
 :func:`convert` pick the layout that ``options.order`` names in the registry
-(``shot``: :mod:`~layoutkit.layouts.zarr_mirror`, ``signal``:
-:mod:`~layoutkit.layouts.zarr_signal`) and run it through :mod:`layoutkit.pipeline`.
+(``shot``: :mod:`~layoutkit.layouts.shot_major.plan`, ``signal``:
+:mod:`~layoutkit.layouts.signal_major.plan`) and run it through :mod:`layoutkit.pipeline`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import os
 from typing import Any
 
 from layoutkit import pipeline
-from layoutkit.inventory import Inventory
+from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import layout_for
-from layoutkit.layouts.zarr_mirror import ConvertOptions, ConvertPlan, ConvertSummary
+from layoutkit.layouts.shot_major.plan import ConvertOptions, ConvertPlan, ConvertSummary
 from layoutkit.stages import Stages
 
 
@@ -22,7 +22,7 @@ def plan_convert(
     src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions, inventory: Inventory | None = None
 ) -> tuple[Inventory, ConvertPlan]:
     """Walk the source and plan the whole conversion (no writing). With
-    ``options.order == "signal"`` the plan is a :class:`~layoutkit.layouts.zarr_signal.SignalMajorPlan`."""
+    ``options.order == "signal"`` the plan is a :class:`~layoutkit.layouts.signal_major.plan.SignalMajorPlan`."""
     return pipeline.plan(layout_for("convert", options), src, dst, options, inventory)
 
 

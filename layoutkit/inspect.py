@@ -34,12 +34,12 @@ import h5py
 import numpy as np
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.inventory import FILTER_NAMES, PARALLEL_MIN_DATASETS, open_source, read_attrs
+from layoutkit.hdf5.inventory import FILTER_NAMES, PARALLEL_MIN_DATASETS, open_source, read_attrs
+from layoutkit.hdf5.walkers import Walkers
 from layoutkit.options import format_size, parse_workers
 from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import DEFAULT_PAGE_BYTES, DEFAULT_TEMPLATE, compile_template, match_template
 from layoutkit.storage import ObjectSource, is_url, store_at
-from layoutkit.walkers import Walkers
 
 SMALL_CHUNK_BYTES = 16 * 1024
 LARGE_CHUNK_BYTES = 16 * 1024**2
@@ -268,7 +268,7 @@ def inspect_path(
         component each), to report the shots x signals found.
     workers
         Processes that read the datasets of a local HDF5 file with at least
-        :data:`~layoutkit.inventory.PARALLEL_MIN_DATASETS` of them (h5py serialises
+        :data:`~layoutkit.hdf5.inventory.PARALLEL_MIN_DATASETS` of them (h5py serialises
         every call into HDF5, so threads would not help); 1 reads them here.
     progress
         Called as ``progress(done, total)`` while an HDF5 file's datasets are read

@@ -3,11 +3,11 @@
 ``convert`` and ``reorder`` (and whatever writes a layout next) run the same steps, in
 this module and nowhere else:
 
-1. check the source (:func:`~layoutkit.inventory.check_source`) and the destination
+1. check the source (:func:`~layoutkit.hdf5.inventory.check_source`) and the destination
    (:meth:`~layoutkit.storage.LocalDestination.check`), before any work;
-2. plan: walk the source once (:func:`~layoutkit.inventory.read_inventory`), fingerprint
+2. plan: walk the source once (:func:`~layoutkit.hdf5.inventory.read_inventory`), fingerprint
    its dimension scales when the layout deduplicates them
-   (:func:`~layoutkit.scales.read_scale_digests`), and call the layout's pure
+   (:func:`~layoutkit.hdf5.scales.read_scale_digests`), and call the layout's pure
    :meth:`Layout.plan`;
 3. stage the output (:meth:`~layoutkit.storage.LocalDestination.stage`) and let the layout
    create its skeleton there, stamped with the provenance attribute
@@ -38,9 +38,9 @@ from typing import Any, ClassVar
 from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
 from layoutkit.execute import map_ordered, run_tasks
-from layoutkit.inventory import Inventory, check_source, read_inventory
+from layoutkit.hdf5.inventory import Inventory, check_source, read_inventory
+from layoutkit.hdf5.scales import ScaleDigest, read_scale_digests
 from layoutkit.options import RecipeKey
-from layoutkit.scales import ScaleDigest, read_scale_digests
 from layoutkit.stages import Stages
 from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, as_source, destination
 

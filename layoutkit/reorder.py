@@ -2,7 +2,7 @@
 ordered shot-major, signal-major or by hierarchy.
 
 The Python face of the command: :func:`plan_reorder` and :func:`reorder` run the
-:mod:`~layoutkit.layouts.hdf5_paged` layout through :mod:`layoutkit.pipeline`.
+:mod:`~layoutkit.layouts.hdf5_paged.plan` layout through :mod:`layoutkit.pipeline`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import os
 from collections.abc import Callable
 
 from layoutkit import pipeline
-from layoutkit.inventory import Inventory
+from layoutkit.hdf5.inventory import Inventory
+from layoutkit.hdf5.scales import find_duplicate_scales
 from layoutkit.layouts import get_layout
-from layoutkit.layouts.hdf5_paged import ReorderOptions, ReorderPlan, ReorderSummary
-from layoutkit.scales import find_duplicate_scales
+from layoutkit.layouts.hdf5_paged.plan import ReorderOptions, ReorderPlan, ReorderSummary
 from layoutkit.stages import Stages
 
 

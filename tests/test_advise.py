@@ -22,7 +22,7 @@ from layoutkit.advise.subset import array_part, read_sizes, shot_part, shots_of,
 from layoutkit.archive import open_archive
 from layoutkit.cli import app
 from layoutkit.errors import InvalidOptionError, LayoutkitError
-from layoutkit.inventory import read_inventory
+from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.recipes import load_recipe
 from layoutkit.verify.equality import compare_variant
 from layoutkit.verify.patterns import SHOT_ARCHIVE_PATTERNS, ReadPlan

@@ -14,7 +14,7 @@ from layoutkit.archive import NotAnArchiveError
 from layoutkit.convert import ConvertOptions, convert
 from layoutkit.options import parse_shards
 from layoutkit.reorder import ReorderOptions, reorder
-from layoutkit.verify.storage import Counter, CountingStore
+from layoutkit.storage.counting import Counter, CountingStore
 
 
 def test_counting_store_counts_the_inner_chunks_of_a_partial_shard_read(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from layoutkit.chunk_index import (
+from layoutkit.hdf5.chunk_index import (
     NotRecognised,
     btree_address,
     entries_in_bucket,

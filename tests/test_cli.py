@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-zarr_mirror = importlib.import_module("layoutkit.layouts.zarr_mirror")  # the task function of convert --order shot
+zarr_mirror = importlib.import_module("layoutkit.layouts.shot_major.plan")  # the task function of convert --order shot
 from layoutkit.cli import app
 
 runner = CliRunner()
@@ -224,7 +224,7 @@ def test_reorder_existing_destination_and_interrupt(good_h5: Path, tmp_path: Pat
     dst.write_bytes(b"precious")
     assert_refused(run("reorder", good_h5, dst, "--by", "group"), "exists", "--overwrite")
     assert dst.read_bytes() == b"precious"
-    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged")
+    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged.plan")
     real = hdf5_paged.make_piece
 
     def interrupting(*args):
@@ -245,7 +245,7 @@ def test_an_interrupt_h5py_turned_into_a_system_error_is_still_an_interrupt(good
     """Ctrl-C while h5py iterates attributes (it calls Python back from C) comes out as a
     SystemError chained to the KeyboardInterrupt; seen once in the kill sweep under load.
     It ends as an interrupt: one line, exit 130, nothing written, no traceback."""
-    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged")
+    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged.plan")
     real = hdf5_paged.make_piece
 
     def interrupted_inside_h5py(*args):

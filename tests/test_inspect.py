@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 
 from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions, convert
+from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.inspect import SMALL_CHUNK_BYTES, InspectReport, inspect_path
-from layoutkit.inventory import read_inventory
 from layoutkit.options import parse_chunks, parse_shards
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.reorder import ReorderOptions, find_duplicate_scales, reorder
@@ -375,7 +375,7 @@ def test_walkers_report_what_one_process_reports(case: str, shot_file: Path, har
     the first datasets, scales and their duplicates; and the walkers did read the
     datasets."""
     import layoutkit.inspect as inspect_module
-    from layoutkit.walkers import Walkers
+    from layoutkit.hdf5.walkers import Walkers
 
     src = shot_file if case == "sample" else hard_cases[case]
     if case == "netcdf4":  # as older netCDF-C wrote it: only its variables' attributes say what it is

@@ -709,8 +709,8 @@ def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source
     reads that follow it need no request of their own, and give what the file holds."""
     import numpy as np
 
-    from layoutkit.inventory import read_inventory
-    from layoutkit.source import SourceReader
+    from layoutkit.hdf5.inventory import read_inventory
+    from layoutkit.hdf5.source import SourceReader
     from layoutkit.storage import ObjectSource
 
     inventory = read_inventory(shot_file)
@@ -739,10 +739,10 @@ def test_a_many_chunk_index_in_a_bucket_is_read_a_level_at_a_time(endpoint, tmp_
     store converted from the bucket is the local one byte for byte."""
     import numpy as np
 
-    import layoutkit.chunk_index as chunk_index
+    import layoutkit.hdf5.chunk_index as chunk_index
     import layoutkit.storage.sources as sources
-    from layoutkit.inventory import read_inventory
-    from layoutkit.source import SourceReader
+    from layoutkit.hdf5.inventory import read_inventory
+    from layoutkit.hdf5.source import SourceReader
     from layoutkit.storage import ObjectSource
 
     path = tmp_path / "many.h5"
@@ -865,7 +865,7 @@ def test_a_file_in_a_bucket_lets_go_of_its_blocks_when_it_closes(endpoint, sourc
     after the file, or the walk, is closed."""
     import gc
 
-    from layoutkit.inventory import open_source, read_inventory
+    from layoutkit.hdf5.inventory import open_source, read_inventory
     from layoutkit.storage import as_source, sources
 
     src = as_source(source_url, {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test",

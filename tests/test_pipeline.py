@@ -58,7 +58,7 @@ class TestExampleLayoutRoundTrip(LayoutRoundTrip):
 
 
 def _inventory(src: Path):  # noqa: ANN202
-    from layoutkit.inventory import read_inventory
+    from layoutkit.hdf5.inventory import read_inventory
 
     return read_inventory(src)
 

@@ -19,8 +19,8 @@ from layoutkit.cli import app
 from layoutkit.errors import ChunkDecodeError, InvalidOptionError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.plan import match_template
 from layoutkit.reorder import ReorderOptions, plan_reorder, reorder
+from layoutkit.storage.counting import CountingFile
 from layoutkit.verify import compare_hdf5
-from layoutkit.verify.storage import CountingFile
 
 
 def h5diff(a: Path, b: Path) -> subprocess.CompletedProcess:

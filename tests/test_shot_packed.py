@@ -167,8 +167,8 @@ def test_a_signal_of_many_shots_is_read_in_bounded_batches(packed_store: tuple[P
     at once held 0.8 GB)."""
     import tracemalloc
 
+    import layoutkit.layouts.shot_packed.read as packed_reader
     import layoutkit.readers.zarr_ as zarr_reader
-    import layoutkit.readers.zarr_shot_packed as packed_reader
 
     src, store = packed_store
     monkeypatch.setattr(packed_reader, "WHOLE_READ_BYTES", 0)  # every shot's part read as a range, not the packed array whole

@@ -30,8 +30,8 @@ from layoutkit.convert import ConvertOptions, convert, plan_convert
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.options import parse_chunks, parse_shards
 from layoutkit.plan import packed_pieces, plan_packed_chunks
+from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.equality import compare_signal_major, compare_variant
-from layoutkit.verify.storage import LatencyModel
 
 SHARDED = ConvertOptions(order="signal", shards=parse_shards("auto"))
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from conftest import realdata_files
 
-from layoutkit.inventory import read_inventory
-from layoutkit.source import SourceReader, _ChunkIndex, can_read_raw
+from layoutkit.hdf5.inventory import read_inventory
+from layoutkit.hdf5.source import SourceReader, _ChunkIndex, can_read_raw
 
 FILTER_FILES = [p for p in realdata_files() if p.name in ("bitshuffle_datasets.hdf5", "lz4_datasets.hdf5")]
 
@@ -47,7 +47,7 @@ def test_realdata_filter_variants(path: Path) -> None:
 def test_deflate_decoding_falls_back_to_zlib_when_the_output_is_not_the_chunk() -> None:
     import zlib
 
-    from layoutkit.source import _inflater
+    from layoutkit.hdf5.source import _inflater
 
     data = np.arange(1000, dtype="f8").tobytes()
     stream = zlib.compress(data, 4)
@@ -60,8 +60,8 @@ def test_deflate_decoding_falls_back_to_zlib_when_the_output_is_not_the_chunk() 
 def test_gzip_chunks_layoutkit_encodes_are_zlib_streams_hdf5_reads(tmp_path: Path) -> None:
     import zlib
 
+    from layoutkit.layouts.hdf5_paged.write import ChunkEncoder
     from layoutkit.options import parse_compressor
-    from layoutkit.writers.hdf5_paged import ChunkEncoder
 
     values = (np.sin(np.arange(20_000) / 50.0) * 1000).astype("i2")
     for text in ("gzip:0", "gzip:4", "shuffle+gzip:9"):
@@ -82,7 +82,7 @@ def test_a_url_that_became_a_path_says_how_to_read_it_from_its_bucket():
     """Path("s3://b/k.h5") is "s3:/b/k.h5": not a local file, and not read from the bucket
     either; the sentence names the URL and the call that reads it."""
     from layoutkit.errors import SourceNotFoundError
-    from layoutkit.inventory import check_source
+    from layoutkit.hdf5.inventory import check_source
 
     with pytest.raises(SourceNotFoundError, match=r"'s3://archive/shots\.h5' is a URL given as a local path.*as_source"):
         check_source(Path("s3://archive/shots.h5"))

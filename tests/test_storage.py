@@ -13,7 +13,7 @@ import zarr
 from zarr.storage import LocalStore
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.verify.storage import CountingFile, CountingStore, LatencyModel
+from layoutkit.storage.counting import CountingFile, CountingStore, LatencyModel
 
 
 def test_latency_model():

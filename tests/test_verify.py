@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from layoutkit.archive import open_archive
 from layoutkit.cli import app
 from layoutkit.errors import InvalidOptionError
+from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.patterns import ReadPlan, plan_reads, run_reads, split
 from layoutkit.verify.run import (
     Condition,
@@ -30,7 +31,6 @@ from layoutkit.verify.run import (
     read_share,
     warm,
 )
-from layoutkit.verify.storage import LatencyModel
 
 runner = CliRunner()
 FAST = ["--repeat", "1", "--sample", "2"]

@@ -1,4 +1,4 @@
-"""Whole arrays read from their one stored object (layoutkit.zarr_direct) equal what zarr reads."""
+"""Whole arrays read from their one stored object (layoutkit.readers.zarr_direct) equal what zarr reads."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import zarr
 from conftest import assert_same_reads
 from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
-from layoutkit.zarr_direct import MAX_OBJECTS, ChecksumError, DirectRead, plan_direct_read
+from layoutkit.readers.zarr_direct import MAX_OBJECTS, ChecksumError, DirectRead, plan_direct_read
 
 
 def _written(path: Path, data: np.ndarray, **kwargs) -> tuple[zarr.Array, DirectRead | None, list[bytes | None]]:

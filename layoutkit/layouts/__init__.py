@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.layouts.hdf5_paged import HDF5Paged
-from layoutkit.layouts.zarr_mirror import ZarrMirror
-from layoutkit.layouts.zarr_shot_packed import ZarrShotPacked
-from layoutkit.layouts.zarr_signal import ZarrSignal
+from layoutkit.layouts.hdf5_paged.plan import HDF5Paged
+from layoutkit.layouts.shot_major.plan import ZarrMirror
+from layoutkit.layouts.shot_packed.plan import ZarrShotPacked
+from layoutkit.layouts.signal_major.plan import ZarrSignal
 from layoutkit.pipeline import Layout
 
 LAYOUTS: dict[str, Layout] = {

@@ -5,8 +5,8 @@ writers are under :mod:`layoutkit.writers`:
   they share, and the building of xarray objects from what a layout stores;
 - :mod:`~layoutkit.readers.hdf5`: HDF5 sources and ``reorder`` outputs;
 - :mod:`~layoutkit.readers.zarr_`: shot-major Zarr, the mirror of the HDF5 hierarchy;
-- :mod:`~layoutkit.readers.zarr_signal`: signal-major Zarr;
-- :mod:`~layoutkit.readers.zarr_shot_packed`: shot-packed Zarr.
+- :mod:`~layoutkit.layouts.signal_major.read`: signal-major Zarr;
+- :mod:`~layoutkit.layouts.shot_packed.read`: shot-packed Zarr.
 
 :mod:`layoutkit.archive` is their registry and entry point.
 """

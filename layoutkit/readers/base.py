@@ -18,7 +18,7 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.plan import DEFAULT_TEMPLATE, iter_blocks, natural_key
-from layoutkit.verify.storage import Counter
+from layoutkit.storage.counting import Counter
 
 Selection = tuple[slice | int, ...]
 SCAN_BLOCK_BYTES = 16 * 1024**2  # contiguous datasets are scanned in blocks of this size

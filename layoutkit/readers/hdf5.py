@@ -1,5 +1,5 @@
 """The reader of HDF5 files: a source, or a ``reorder`` output (paged, in any order),
-through h5py over a :class:`~layoutkit.verify.storage.CountingFile`."""
+through h5py over a :class:`~layoutkit.storage.counting.CountingFile`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
+from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
@@ -27,7 +27,7 @@ from layoutkit.readers.base import (
     with_coords,
 )
 from layoutkit.storage import ObjectSource
-from layoutkit.verify.storage import CountingFile, LatencyModel
+from layoutkit.storage.counting import CountingFile, LatencyModel
 
 # HDF5 bookkeeping attributes a reader does not show as data attributes
 _HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})

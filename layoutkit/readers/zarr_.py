@@ -1,5 +1,5 @@
 """The reader of the Zarr layout ``convert`` writes by default: the mirror of the HDF5
-hierarchy (``shot-major``), over a :class:`~layoutkit.verify.storage.CountingStore`; and
+hierarchy (``shot-major``), over a :class:`~layoutkit.storage.counting.CountingStore`; and
 the opening of a Zarr store from its one (consolidated) root document, which every Zarr
 reader builds on."""
 
@@ -32,8 +32,8 @@ from layoutkit.readers.base import (
     shot_tree,
     with_coords,
 )
-from layoutkit.verify.storage import Counter, CountingStore, LatencyModel
-from layoutkit.zarr_direct import DirectRead, plan_direct_read
+from layoutkit.readers.zarr_direct import DirectRead, plan_direct_read
+from layoutkit.storage.counting import Counter, CountingStore, LatencyModel
 
 # partial reads zarr makes at once, by the chunks they touch (fetched and decoded): a
 # signal of 100 shots from shot-packed Zarr is 200 such reads, 0.6 MiB each, and 8 threads

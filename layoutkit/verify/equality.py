@@ -28,10 +28,10 @@ import numpy as np
 import zarr
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.inventory import ArrayInfo, Inventory, first_line, open_h5, read_inventory
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory, first_line, open_h5, read_inventory
+from layoutkit.hdf5.source import SourceReader
 from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import iter_blocks
-from layoutkit.source import SourceReader
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
 

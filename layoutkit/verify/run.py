@@ -32,12 +32,12 @@ from typing import Any
 
 from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
-from layoutkit.inventory import first_line
+from layoutkit.hdf5.inventory import first_line
 from layoutkit.memory import peak_rss, release_freed_memory, reset_peak_rss
 from layoutkit.options import parse_size
 from layoutkit.storage import ObjectSource, as_source, is_url
+from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
-from layoutkit.verify.storage import LatencyModel
 
 ENGINES = ("serial", "threads", "processes", "distributed")
 MAX_REPEAT_FACTOR = 5  # measure(min_seconds=...): at most this many times the repetitions asked for
@@ -607,7 +607,7 @@ def verify(
         On a missing or unreadable source or variant, a variant from another source, or
         a bad option. Mismatches are not errors: they are in the report.
     """
-    from layoutkit.inventory import check_source, read_inventory
+    from layoutkit.hdf5.inventory import check_source, read_inventory
     from layoutkit.verify.equality import compare_variant, recorded_skips
     from layoutkit.verify.patterns import available_patterns, parse_patterns, plan_reads
 

@@ -28,7 +28,7 @@ from zarr.core.sync import sync
 from zarr.storage import StorePath
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
-from layoutkit.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.stages import timed

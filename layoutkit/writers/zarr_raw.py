@@ -26,7 +26,7 @@ import numpy as np
 import zarr.codecs
 import zarr.codecs.numcodecs
 
-from layoutkit.inventory import ArrayInfo
+from layoutkit.hdf5.inventory import ArrayInfo
 
 FILTER_DEFLATE, FILTER_SHUFFLE, FILTER_FLETCHER32 = 1, 2, 3
 FILTER_SZIP, FILTER_NBIT, FILTER_SCALEOFFSET = 4, 5, 6

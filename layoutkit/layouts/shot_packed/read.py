@@ -1,6 +1,6 @@
 """The reader of shot-packed Zarr (``convert --order shot-packed``): every signal of a
 shot packed into one array, with an index of segments
-(:mod:`layoutkit.writers.zarr_shot_packed`)."""
+(:mod:`layoutkit.layouts.shot_packed.write`)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from layoutkit.layouts.shot_packed.write import INDEX_ATTR as SHOT_INDEX_ATTR
+from layoutkit.layouts.shot_packed.write import LAYOUT_VERSION as SHOT_PACKED_VERSION
+from layoutkit.layouts.shot_packed.write import PACKED_ARRAY, index_names, index_rows
+from layoutkit.layouts.signal_major.read import SignalMajorArchive
 from layoutkit.plan import compile_template, match_template, natural_key
 from layoutkit.readers.base import LAYOUT_ATTR, NotAnArchiveError, Selection, selections
 from layoutkit.readers.zarr_ import ZarrArchive, tree_of
-from layoutkit.readers.zarr_signal import SignalMajorArchive
-from layoutkit.writers.zarr_shot_packed import INDEX_ATTR as SHOT_INDEX_ATTR
-from layoutkit.writers.zarr_shot_packed import LAYOUT_VERSION as SHOT_PACKED_VERSION
-from layoutkit.writers.zarr_shot_packed import PACKED_ARRAY, index_names, index_rows
 
 WHOLE_READ_BYTES = 4 * 1024**2  # a shot's packed array this small is read whole: one GET, not two
 VIEW_SHARE = 0.9  # rows that use this much of a decoded packed array are views of it, not copies
@@ -88,7 +88,7 @@ class _ShotIndex(Mapping):
 
 class ShotPackedArchive(SignalMajorArchive):
     """A shot-packed Zarr store from ``convert --order shot-packed``: the bytes of each
-    shot's numeric datasets packed into one array (:mod:`layoutkit.writers.zarr_shot_packed`
+    shot's numeric datasets packed into one array (:mod:`layoutkit.layouts.shot_packed.write`
     has the layout).
 
     The index is the shot groups' attributes, which come with the consolidated metadata,

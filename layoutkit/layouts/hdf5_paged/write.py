@@ -19,7 +19,7 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.inventory import ArrayInfo, Inventory, attribute, attribute_value
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory, attribute, attribute_value
 from layoutkit.options import CompressorSpec
 from layoutkit.stages import timed
 

@@ -2,7 +2,7 @@
 shot-packed Zarr, the mirror image of signal-major.
 
 The bytes of every dataset of fixed-size numbers inside a shot group go, end to end,
-into the shot's one packed byte array (:mod:`layoutkit.writers.zarr_shot_packed`
+into the shot's one packed byte array (:mod:`layoutkit.layouts.shot_packed.write`
 describes the layout and the index); everything else is mirrored at its own path, as
 the ``zarr-mirror`` layout writes it. Each task writes whole shards (or chunks) of a packed
 array, assembled from whole rows of the datasets that fall in them, so memory stays
@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
-from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory
-from layoutkit.layouts.zarr_mirror import (
+from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.hdf5.scales import ScaleDigest
+from layoutkit.layouts.shot_major.plan import (
     ZARR_RECIPE_KEYS,
     ConvertOptions,
     ConvertSummary,
@@ -32,13 +33,7 @@ from layoutkit.layouts.zarr_mirror import (
     plan_arrays,
     sidecar,
 )
-from layoutkit.layouts.zarr_signal import packable
-from layoutkit.pipeline import Layout, Work
-from layoutkit.plan import ArrayPlan, CopyTask, compile_template, natural_key, plan_tasks, task_budget
-from layoutkit.scales import ScaleDigest
-from layoutkit.storage import Destination, portable, portable_target
-from layoutkit.writers.zarr_ import ZarrWriter, json_attrs
-from layoutkit.writers.zarr_shot_packed import (
+from layoutkit.layouts.shot_packed.write import (
     INDEX_ATTR,
     LAYOUT_NAME,
     LAYOUT_VERSION,
@@ -49,7 +44,12 @@ from layoutkit.writers.zarr_shot_packed import (
     assemble_bytes,
     index_doc,
 )
-from layoutkit.writers.zarr_signal import LAYOUT_ATTR
+from layoutkit.layouts.signal_major.plan import packable
+from layoutkit.layouts.signal_major.write import LAYOUT_ATTR
+from layoutkit.pipeline import Layout, Work
+from layoutkit.plan import ArrayPlan, CopyTask, compile_template, natural_key, plan_tasks, task_budget
+from layoutkit.storage import Destination, portable, portable_target
+from layoutkit.writers.zarr_ import ZarrWriter, json_attrs
 
 # inner chunks of a packed array: small enough that one signal's ranged read fetches
 # little more than the signal, large enough that a shot is a few hundred of them at most

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.source import SourceReader, can_read_raw
 from layoutkit.plan import compile_template
-from layoutkit.source import SourceReader, can_read_raw
 
 ScaleDigest = tuple[Any, ...]
 

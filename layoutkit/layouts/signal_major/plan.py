@@ -1,9 +1,9 @@
 """The ``zarr-signal`` layout (``convert --order signal``): a shot archive as signal-major Zarr.
 
 Every dataset that matches the template and holds fixed-size numbers is packed with the
-same signal of every other shot (:mod:`layoutkit.writers.zarr_signal` describes the
+same signal of every other shot (:mod:`layoutkit.layouts.signal_major.write` describes the
 layout); so is every dimension scale inside a shot, once per content within the shot
-(:mod:`layoutkit.scales`). Everything else (arrays outside the template, text or
+(:mod:`layoutkit.hdf5.scales`). Everything else (arrays outside the template, text or
 compound signals, groups with attributes) is mirrored at its own path, as the
 ``zarr-mirror`` layout writes it, so nothing of the source is lost. Each task writes
 whole shards (or chunks) of a packed array, assembled from the parts of the shots'
@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
-from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory
-from layoutkit.layouts.zarr_mirror import (
+from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
+from layoutkit.layouts.shot_major.plan import (
     ZARR_RECIPE_KEYS,
     ConvertOptions,
     ConvertSummary,
@@ -33,22 +34,7 @@ from layoutkit.layouts.zarr_mirror import (
     plan_arrays,
     sidecar,
 )
-from layoutkit.options import ShardSpec
-from layoutkit.pipeline import Layout, Work
-from layoutkit.plan import (
-    ArrayPlan,
-    CopyTask,
-    compile_template,
-    match_template,
-    natural_key,
-    plan_packed_chunks,
-    plan_shards,
-    plan_tasks,
-    task_budget,
-)
-from layoutkit.scales import ScaleDigest, duplicate_scales
-from layoutkit.storage import Destination, portable, portable_target
-from layoutkit.writers.zarr_signal import (
+from layoutkit.layouts.signal_major.write import (
     DATA,
     LAYOUT_ATTR,
     LAYOUT_NAME,
@@ -63,6 +49,20 @@ from layoutkit.writers.zarr_signal import (
     assemble_block,
     packed_arrays,
 )
+from layoutkit.options import ShardSpec
+from layoutkit.pipeline import Layout, Work
+from layoutkit.plan import (
+    ArrayPlan,
+    CopyTask,
+    compile_template,
+    match_template,
+    natural_key,
+    plan_packed_chunks,
+    plan_shards,
+    plan_tasks,
+    task_budget,
+)
+from layoutkit.storage import Destination, portable, portable_target
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ is created first (metadata pages at the front), then raw data is written in the 
 order, chunks read and encoded in parallel (the task function, :func:`make_piece`) and
 handed to HDF5 in order on one thread (h5py holds one lock, and the byte order in the
 file is the order of the writes). Dimension scales that repeat another of the same shot
-are stored once (:mod:`layoutkit.scales`).
+are stored once (:mod:`layoutkit.hdf5.scales`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,17 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.inventory import ArrayInfo, Inventory, open_source
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory, open_source
+from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
+from layoutkit.hdf5.source import SourceReader, can_read_raw
+from layoutkit.layouts.hdf5_paged.write import (
+    ChunkEncoder,
+    PagedHDF5Writer,
+    StoragePlan,
+    can_encode_directly,
+    source_filter_ids,
+    target_filter_ids,
+)
 from layoutkit.options import (
     CHUNK_SIZE_KEY,
     CHUNKS_KEY,
@@ -49,17 +59,7 @@ from layoutkit.plan import (
     region_size,
     write_order,
 )
-from layoutkit.scales import ScaleDigest, duplicate_scales
-from layoutkit.source import SourceReader, can_read_raw
 from layoutkit.storage import Destination, read_head
-from layoutkit.writers.hdf5_paged import (
-    ChunkEncoder,
-    PagedHDF5Writer,
-    StoragePlan,
-    can_encode_directly,
-    source_filter_ids,
-    target_filter_ids,
-)
 
 BY = ("shot", "signal", "group")
 COMPACT_MAX_BYTES = 512

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.hdf5.source import SourceReader
 from layoutkit.plan import ArrayPlan, Region, packed_pieces
-from layoutkit.source import SourceReader
 from layoutkit.writers.zarr_ import ZarrWriter, json_attrs
 
 LAYOUT_NAME = "signal-major"

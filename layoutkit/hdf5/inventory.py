@@ -21,7 +21,6 @@ import h5py
 import hdf5plugin  # noqa: F401  (registers third-party HDF5 filters: zstd, lz4, bitshuffle, blosc...)
 import numpy as np
 
-from layoutkit.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket
 from layoutkit.errors import (
     CorruptSourceError,
     LayoutkitError,
@@ -29,8 +28,9 @@ from layoutkit.errors import (
     SourceIsDirectoryError,
     SourceNotFoundError,
 )
+from layoutkit.hdf5.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket
+from layoutkit.hdf5.walkers import Walkers
 from layoutkit.storage import ObjectSource, describe_store_error
-from layoutkit.walkers import Walkers
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 NETCDF3_MAGICS = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
@@ -578,7 +578,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
 def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...] | None,
              chunks: tuple[int, ...] | None) -> dict[str, Any]:
     """Bytes the dataset stores (``storage_bytes``), and the index of a chunked dataset
-    of at most :data:`~layoutkit.chunk_index.MAX_CHUNKS_FOR_H5PY` chunks
+    of at most :data:`~layoutkit.hdf5.chunk_index.MAX_CHUNKS_FOR_H5PY` chunks
     (``chunk_entries``). HDF5 walks a chunked dataset's index for its storage size, one
     node at a time; for few chunks the walk here also keeps what it finds, so that the
     readers of the copy need not ask h5py again (in a bucket that was most of a shot

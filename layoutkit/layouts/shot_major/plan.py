@@ -19,7 +19,9 @@ import numpy as np
 
 from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
-from layoutkit.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.scales import ScaleDigest
+from layoutkit.hdf5.source import SourceReader, can_read_raw
 from layoutkit.options import (
     CHUNK_SIZE_KEY,
     CHUNKS_KEY,
@@ -47,8 +49,6 @@ from layoutkit.plan import (
     plan_tasks,
     task_budget,
 )
-from layoutkit.scales import ScaleDigest
-from layoutkit.source import SourceReader, can_read_raw
 from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
 from layoutkit.writers.zarr_raw import SourceEncoding, source_encoding

@@ -22,9 +22,9 @@ import h5py
 import numcodecs
 import numpy as np
 
-from layoutkit.chunk_index import entries_in_bucket
 from layoutkit.errors import ChunkDecodeError
-from layoutkit.inventory import ArrayInfo, open_source
+from layoutkit.hdf5.chunk_index import entries_in_bucket
+from layoutkit.hdf5.inventory import ArrayInfo, open_source
 from layoutkit.plan import Region
 from layoutkit.stages import timed
 from layoutkit.storage import ObjectSource

@@ -1,5 +1,5 @@
 """The reader of signal-major Zarr (``convert --order signal``): every shot of a signal
-packed into one array, with an index of rows (:mod:`layoutkit.writers.zarr_signal`)."""
+packed into one array, with an index of rows (:mod:`layoutkit.layouts.signal_major.write`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from layoutkit.layouts.signal_major.write import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
 from layoutkit.plan import compile_template, match_template, natural_key
 from layoutkit.readers.base import (
     LAYOUT_ATTR,
@@ -23,7 +24,6 @@ from layoutkit.readers.base import (
     with_coords,
 )
 from layoutkit.readers.zarr_ import HIDDEN_ZARR_ATTRS, ZarrArchive, tree_of
-from layoutkit.writers.zarr_signal import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class _Series:
 
 class SignalMajorArchive(ZarrArchive):
     """A signal-major Zarr store from ``convert --order signal``: every shot of a
-    signal packed in one array (:mod:`layoutkit.writers.zarr_signal` has the layout).
+    signal packed in one array (:mod:`layoutkit.layouts.signal_major.write` has the layout).
 
     The per-shot index comes with the metadata (the series groups' attributes), so
     finding a shot costs no request: ``signal`` reads each packed array once and slices

@@ -34,7 +34,8 @@ import h5py
 import numpy as np
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.hdf5.inventory import FILTER_NAMES, PARALLEL_MIN_DATASETS, open_source, read_attrs
+from layoutkit.hdf5.filters import filter_name, level_of
+from layoutkit.hdf5.inventory import PARALLEL_MIN_DATASETS, open_source, read_attrs
 from layoutkit.hdf5.walkers import Walkers
 from layoutkit.options import format_size, parse_workers
 from layoutkit.pipeline import PROVENANCE_ATTR
@@ -368,7 +369,7 @@ def _pipeline(filters: list[tuple[int, tuple[int, ...], str]]) -> tuple[str, lis
     names, parts = [], []
     for fid, opts, name in filters:
         names.append(name)
-        level = opts[0] if fid in (1, 32015) and opts else None
+        level = level_of(fid, opts)
         parts.append(f"{name}:{level}" if level is not None else name)
     return ("+".join(parts) or "none"), names
 
@@ -556,7 +557,7 @@ def _dataset_facts(f: h5py.File, name: bytes, index: int) -> _DatasetFacts:
     filters, missing = [], []
     for i in range(dcpl.get_nfilters()):
         filter_id, _flags, opts, fname = dcpl.get_filter(i)
-        label = FILTER_NAMES.get(filter_id) or (fname.decode(errors="replace") if fname else f"filter {filter_id}")
+        label = filter_name(filter_id, fname)
         filters.append((filter_id, tuple(int(o) for o in opts), label))
         if not h5py.h5z.filter_avail(filter_id):
             missing.append(f"{path}: {label}")

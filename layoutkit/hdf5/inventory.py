@@ -29,6 +29,7 @@ from layoutkit.errors import (
     SourceNotFoundError,
 )
 from layoutkit.hdf5.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket
+from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.walkers import Walkers
 from layoutkit.storage import ObjectSource, describe_store_error
 
@@ -42,26 +43,6 @@ NETCDF4_INTERNAL_ATTRS = frozenset(
     {"_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict", "_NCProperties", "_IsNetcdf4"}
 )
 NETCDF_DIM_ONLY_PREFIX = "This is a netCDF dimension but not a netCDF variable"
-
-# HDF5 filter ids and names (https://portal.hdfgroup.org/documentation/hdf5-docs/registered_filter_plugins.html)
-FILTER_NAMES = {
-    1: "gzip",
-    2: "shuffle",
-    3: "fletcher32",
-    4: "szip",
-    5: "nbit",
-    6: "scaleoffset",
-    307: "bzip2",
-    32000: "lzf",
-    32001: "blosc",
-    32004: "lz4",
-    32008: "bitshuffle",
-    32013: "zfp",
-    32015: "zstd",
-    32017: "sz",
-    32026: "blosc2",
-}
-
 
 @dataclass(frozen=True)
 class FilterInfo:
@@ -464,8 +445,7 @@ def _filters(plist: h5py.h5p.PropDCID) -> tuple[FilterInfo, ...]:
     out = []
     for i in range(plist.get_nfilters()):
         fid, _flags, opts, name = plist.get_filter(i)
-        label = FILTER_NAMES.get(fid) or (name.decode(errors="replace") if name else f"filter {fid}")
-        out.append(FilterInfo(fid, label, tuple(int(o) for o in opts), bool(h5py.h5z.filter_avail(fid))))
+        out.append(FilterInfo(fid, filter_name(fid, name), tuple(int(o) for o in opts), bool(h5py.h5z.filter_avail(fid))))
     return tuple(out)
 
 

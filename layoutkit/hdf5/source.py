@@ -24,17 +24,12 @@ import numpy as np
 
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.hdf5.chunk_index import entries_in_bucket
+from layoutkit.hdf5.filters import RAW_DECODABLE, Filter
 from layoutkit.hdf5.inventory import ArrayInfo, open_source
 from layoutkit.plan import Region
 from layoutkit.stages import timed
 from layoutkit.storage import ObjectSource
 
-FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD = 1, 2, 32004, 32001, 32015
-FILTER_LZF, FILTER_BITSHUFFLE, FILTER_FLETCHER32 = 32000, 32008, 3
-RAW_DECODABLE = frozenset(
-    {FILTER_GZIP, FILTER_SHUFFLE, FILTER_LZ4, FILTER_BLOSC, FILTER_ZSTD, FILTER_LZF, FILTER_BITSHUFFLE,
-     FILTER_FLETCHER32}
-)
 RAW_KINDS = frozenset({"numeric", "bool", "fixed-bytes", "enum", "opaque", "compound"})
 
 
@@ -50,7 +45,7 @@ def can_read_raw(info: ArrayInfo) -> bool:
         if f.id not in RAW_DECODABLE:
             return False
         # bitshuffle: plain, or with LZ4 blocks (4); its zstd mode (3) goes through h5py
-        if f.id == FILTER_BITSHUFFLE and len(f.options) > 4 and f.options[4] not in (0, 2):
+        if f.id == Filter.BITSHUFFLE and len(f.options) > 4 and f.options[4] not in (0, 2):
             return False
     return True
 
@@ -122,29 +117,29 @@ def _inflater(chunk_bytes: int) -> Callable[[bytes], bytes]:
 
 
 def _decoder(fid: int, options: tuple[int, ...], itemsize: int, chunk_bytes: int = 0) -> Callable[[bytes], bytes]:
-    if fid == FILTER_GZIP:
+    if fid == Filter.GZIP:
         return _inflater(chunk_bytes)
-    if fid == FILTER_SHUFFLE:
+    if fid == Filter.SHUFFLE:
         elementsize = options[0] if options else itemsize
         shuffle = numcodecs.Shuffle(elementsize=elementsize)
         return lambda b: bytes(shuffle.decode(b))
-    if fid == FILTER_ZSTD:
+    if fid == Filter.ZSTD:
         zstd = numcodecs.Zstd()
         return lambda b: bytes(zstd.decode(b))
-    if fid == FILTER_BLOSC:
+    if fid == Filter.BLOSC:
         blosc = numcodecs.Blosc()
         return lambda b: bytes(blosc.decode(b))
-    if fid == FILTER_LZ4:
+    if fid == Filter.LZ4:
         return _unlz4_hdf5
-    if fid == FILTER_FLETCHER32:  # checks and strips the 4-byte checksum HDF5 appends
+    if fid == Filter.FLETCHER32:  # checks and strips the 4-byte checksum HDF5 appends
         fletcher = numcodecs.Fletcher32()
         return lambda b: bytes(fletcher.decode(b))
-    if fid == FILTER_LZF:
+    if fid == Filter.LZF:
         import imagecodecs
 
         # h5py's LZF filter stores raw LZF; the output size is the (shuffled) chunk's
         return lambda b: bytes(imagecodecs.lzf_decode(b, header=False, out=chunk_bytes))
-    if fid == FILTER_BITSHUFFLE:
+    if fid == Filter.BITSHUFFLE:
         return lambda b: _unbitshuffle_hdf5(b, options, itemsize, chunk_bytes)
     raise AssertionError(f"no raw decoder for filter {fid}")
 

@@ -26,19 +26,17 @@ import numpy as np
 import zarr.codecs
 import zarr.codecs.numcodecs
 
+from layoutkit.hdf5.filters import Filter
 from layoutkit.hdf5.inventory import ArrayInfo
 
-FILTER_DEFLATE, FILTER_SHUFFLE, FILTER_FLETCHER32 = 1, 2, 3
-FILTER_SZIP, FILTER_NBIT, FILTER_SCALEOFFSET = 4, 5, 6
-FILTER_LZF, FILTER_BLOSC, FILTER_LZ4, FILTER_BITSHUFFLE, FILTER_ZSTD = 32000, 32001, 32004, 32008, 32015
 # what has no Zarr codec, said the way the summary says it
 _UNMAPPED = {
-    FILTER_SZIP: "szip",
-    FILTER_NBIT: "nbit",
-    FILTER_SCALEOFFSET: "scaleoffset",
-    FILTER_LZF: "lzf",
-    FILTER_LZ4: "lz4 (HDF5's LZ4 framing, which no Zarr codec reads)",
-    FILTER_BITSHUFFLE: "bitshuffle",
+    Filter.SZIP: "szip",
+    Filter.NBIT: "nbit",
+    Filter.SCALEOFFSET: "scaleoffset",
+    Filter.LZF: "lzf",
+    Filter.LZ4: "lz4 (HDF5's LZ4 framing, which no Zarr codec reads)",
+    Filter.BITSHUFFLE: "bitshuffle",
 }
 BLOSC_CNAMES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
 BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
@@ -80,15 +78,15 @@ def source_encoding(info: ArrayInfo) -> SourceEncoding | str:
     for f in info.filters:
         if f.id in _UNMAPPED:
             return f"uses {_UNMAPPED[f.id]}"
-        if f.id == FILTER_DEFLATE:
+        if f.id == Filter.GZIP:
             stages.append(Stage("zlib", (("level", f.options[0] if f.options else 4),)))
-        elif f.id == FILTER_SHUFFLE:
+        elif f.id == Filter.SHUFFLE:
             stages.append(Stage("shuffle", (("elementsize", f.options[0] if f.options else info.dtype.itemsize),)))
-        elif f.id == FILTER_FLETCHER32:
+        elif f.id == Filter.FLETCHER32:
             stages.append(Stage("fletcher32"))
-        elif f.id == FILTER_ZSTD:
+        elif f.id == Filter.ZSTD:
             stages.append(Stage("zstd", (("level", f.options[0] if f.options else 3),)))
-        elif f.id == FILTER_BLOSC:
+        elif f.id == Filter.BLOSC:
             opts = tuple(f.options) + (0,) * 7
             stages.append(Stage("blosc", (
                 ("cname", BLOSC_CNAMES.get(opts[6], "blosclz")),

@@ -19,11 +19,10 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError
+from layoutkit.hdf5.filters import Filter, pipeline_levels
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory, attribute, attribute_value
 from layoutkit.options import CompressorSpec
 from layoutkit.stages import timed
-
-FILTER_GZIP, FILTER_SHUFFLE, FILTER_ZSTD = 1, 2, 32015
 
 
 @dataclass(frozen=True)
@@ -58,22 +57,18 @@ def filter_kwargs(spec: CompressorSpec) -> dict[str, Any]:
 
 def target_filter_ids(spec: CompressorSpec) -> tuple[tuple[int, int | None], ...]:
     """The (filter id, level) pipeline a compressor gives, for comparing with a source."""
-    shuffle = ((FILTER_SHUFFLE, None),) if spec.shuffle and spec.name != "blosc" else ()
+    shuffle = ((Filter.SHUFFLE, None),) if spec.shuffle and spec.name != "blosc" else ()
     if spec.name == "gzip":
-        return (*shuffle, (FILTER_GZIP, spec.level))
+        return (*shuffle, (Filter.GZIP, spec.level))
     if spec.name == "zstd":
-        return (*shuffle, (FILTER_ZSTD, spec.level))
+        return (*shuffle, (Filter.ZSTD, spec.level))
     if spec.name == "none":
         return ()
     return ((-1, None),)  # never equal to a source pipeline: always re-encode
 
 
 def source_filter_ids(info: ArrayInfo) -> tuple[tuple[int, int | None], ...]:
-    out = []
-    for f in info.filters:
-        level = f.options[0] if f.id in (FILTER_GZIP, FILTER_ZSTD) and f.options else None
-        out.append((f.id, level))
-    return tuple(out)
+    return pipeline_levels((f.id, f.options) for f in info.filters)
 
 
 def can_encode_directly(spec: CompressorSpec) -> bool:

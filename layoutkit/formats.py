@@ -1,0 +1,50 @@
+"""The names every variant layoutkit writes shares, whatever its layout: one definition each.
+
+Writers, readers and comparators import them from here, so they cannot drift apart. A
+layout's own names (its groups, arrays, index attributes and version) are in its
+package's ``spec`` module (:mod:`layoutkit.layouts`); the rules below are the ones the
+format pages of the documentation call "Types" and "Provenance".
+"""
+
+from __future__ import annotations
+
+PROVENANCE_ATTR = "layoutkit"
+"""The one root attribute layoutkit adds to every variant: the effective recipe, as JSON
+(``{"version": ..., "command": ..., "recipe": {...}}``)."""
+
+LAYOUT_ATTR = "layoutkit_layout"
+"""The root attribute of a Zarr store that says which layout it holds
+(``{"name": ..., "version": ..., ...}``); a store without it mirrors the HDF5 hierarchy."""
+
+SIDECAR = "layoutkit.json"
+"""The document beside a Zarr store's root: options, links, netCDF dimensions, skipped
+datasets, dimension scales (in Icechunk, folded into :data:`PROVENANCE_ATTR`)."""
+
+# -- the type rules: what an HDF5 feature becomes in Zarr -----------------------------------
+
+DIMENSIONS_ATTR = "_ARRAY_DIMENSIONS"
+"""Zarr v2's (xarray's) dimension names; v3 stores them as ``dimension_names``."""
+ENUM_ATTR = "hdf5_enum"
+"""An enum dataset: its base integers, and this attribute the name -> value mapping."""
+REFERENCE_ATTR = "hdf5_reference"
+"""An object-reference dataset: the referenced paths as text."""
+NULL_SPACE_ATTR = "hdf5_null_dataspace"
+"""A dataset with a null dataspace (no shape, no value): a zero-size array marked so."""
+
+TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR})
+"""Attributes that carry structure in Zarr, not source attributes."""
+
+NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+"""JSON has no NaN or infinities: attributes and fill values hold them as these strings."""
+
+__all__ = [
+    "DIMENSIONS_ATTR",
+    "ENUM_ATTR",
+    "LAYOUT_ATTR",
+    "NON_FINITE",
+    "NULL_SPACE_ATTR",
+    "PROVENANCE_ATTR",
+    "REFERENCE_ATTR",
+    "SIDECAR",
+    "TYPE_RULE_ATTRS",
+]

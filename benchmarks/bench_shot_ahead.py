@@ -44,7 +44,8 @@ def main() -> None:
     from layoutkit.memory import tune_allocator
 
     tune_allocator()  # as every layoutkit command does
-    from layoutkit.archive import ZarrArchive, open_archive
+    from layoutkit.archive import open_archive
+    from layoutkit.readers.zarr_ import ZarrArchive
     from layoutkit.verify.patterns import run_reads, split
     from layoutkit.verify.run import parse_durations
 

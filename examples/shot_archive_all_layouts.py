@@ -23,10 +23,10 @@ from layoutkit.verify import report
 from layoutkit.verify.run import VerifyOptions, verify
 
 OPTIONS = {  # one set of options per layout; the registry says which command writes it
-    "zarr-mirror": ConvertOptions(),
-    "zarr-signal": ConvertOptions(order="signal", shards=parse_shards("auto")),
+    "shot-major": ConvertOptions(),
+    "signal-major": ConvertOptions(order="signal", shards=parse_shards("auto")),
+    "shot-packed": ConvertOptions(order="shot-packed"),
     "hdf5-paged": ReorderOptions(by="signal"),
-    "zarr-shot-packed": ConvertOptions(order="shot-packed"),
 }
 
 

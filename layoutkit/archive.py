@@ -6,16 +6,18 @@ it offers the same view of a shot archive (``shots``, ``signals``, ``read``, ``s
 ``signal``) and of arrays in general (``arrays``, ``get``, ``blocks``), so that the
 read patterns of ``layoutkit verify`` run the same code on every variant.
 
-The readers are one module per format under :mod:`layoutkit.readers`, as the writers
-are under :mod:`layoutkit.writers`; this module is their registry and entry point.
+Each layout's reader is in its package (:mod:`layoutkit.layouts`), found through the
+registry by what a store records; HDF5 files of any origin are read by
+:class:`~layoutkit.readers.hdf5.HDF5Archive`. This module is the entry point.
 
 Every read goes through :mod:`layoutkit.storage.counting`: a :class:`CountingFile` under
 h5py, a :class:`CountingStore` under zarr. Requests and bytes are always counted;
 latency and bandwidth are simulated when a :class:`LatencyModel` is given.
 
-Layouts are a registry: a Zarr store says which layout it holds in its root attribute
-``layoutkit_layout`` (``{"name": ..., "version": ...}``); a store without it is the
-mirror of the HDF5 hierarchy that ``convert`` writes (``shot-major``).
+A Zarr store says which layout it holds in its root attribute ``layoutkit_layout``
+(``{"name": ..., "version": ...}``); a store without it is the mirror of the HDF5
+hierarchy that ``convert`` writes (``shot-major``). A path that is neither Zarr nor HDF5
+is offered to each registered layout (:meth:`~layoutkit.layout.Layout.guess_can_open`).
 """
 
 from __future__ import annotations
@@ -28,18 +30,14 @@ import h5py
 import zarr
 
 from layoutkit.errors import LayoutkitError, SourceNotFoundError
-from layoutkit.layouts.shot_packed.read import ShotPackedArchive
-from layoutkit.layouts.signal_major.read import SignalMajorArchive
+from layoutkit.formats import LAYOUT_ATTR
+from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
 from layoutkit.plan import DEFAULT_TEMPLATE
-from layoutkit.readers.base import LAYOUT_ATTR, Archive, NotAnArchiveError, Selection, scan_grid
+from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.hdf5 import HDF5Archive, is_paged
-from layoutkit.readers.zarr_ import ZarrArchive, counting_store, open_counted
+from layoutkit.readers.zarr_ import counting_store, open_counted
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
-
-ZARR_LAYOUTS: dict[str, type[ZarrArchive]] = {
-    "shot-major": ZarrArchive, "signal-major": SignalMajorArchive, "shot-packed": ShotPackedArchive,
-}
 
 
 def open_archive(
@@ -80,24 +78,33 @@ def open_archive(
     p = Path(path)
     if not p.exists():
         raise SourceNotFoundError(f"{p} does not exist.")
-    if p.is_dir():
-        if not ((p / "zarr.json").exists() or (p / ".zgroup").exists()):
-            raise NotAnArchiveError(f"{p} is a directory but not a Zarr store (no zarr.json or .zgroup).")
+    if p.is_dir() and ((p / "zarr.json").exists() or (p / ".zgroup").exists()):
         try:
             _, root = open_counted(p, model, Counter(), sleep)
         except (ValueError, KeyError, OSError) as exc:
             raise NotAnArchiveError(f"{p} is not a readable Zarr store: {exc}.") from None
-        layout = root.attrs.get(LAYOUT_ATTR, {}) or {}
-        name = layout.get("name", "shot-major") if isinstance(layout, dict) else "shot-major"
-        if name not in ZARR_LAYOUTS:
-            raise NotAnArchiveError(
-                f"{p} holds the Zarr layout {name!r}, which this layoutkit cannot read "
-                f"(it knows {', '.join(sorted(ZARR_LAYOUTS))})."
-            )
-        return ZARR_LAYOUTS[name](p, template, model, sleep, root=root)
-    if not h5py.is_hdf5(p):
-        raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.")
-    return HDF5Archive(p, template, model, page_buffer, sleep)
+        return _open_zarr(p, root, template, model, sleep)
+    if p.is_file() and h5py.is_hdf5(p):
+        return HDF5Archive(p, template, model, page_buffer, sleep)
+    for layout in LAYOUTS.values():
+        if layout.format not in ("zarr", "hdf5") and layout.guess_can_open(p):
+            return layout.open(p, template=template, model=model, sleep=sleep, page_buffer=page_buffer)
+    if p.is_dir():
+        raise NotAnArchiveError(f"{p} is a directory but not a Zarr store (no zarr.json or .zgroup).")
+    raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.")
+
+
+def _open_zarr(where: Any, root: Any, template: str, model: LatencyModel | None, sleep: Any) -> Archive:
+    """The reader of the layout the Zarr store at ``where`` records in its root."""
+    recorded = root.attrs.get(LAYOUT_ATTR, {}) or {}
+    layout = zarr_layout(recorded)
+    if layout is None:
+        name = recorded.get("name") if isinstance(recorded, dict) else recorded
+        known = ", ".join(sorted(lay.name for lay in layouts_of_format("zarr")))
+        raise NotAnArchiveError(
+            f"{where} holds the Zarr layout {name!r}, which this layoutkit cannot read (it knows {known})."
+        )
+    return layout.open(where, template=template, model=model, sleep=sleep, root=root)
 
 
 def zarr_format_at(store: Any, formats: tuple[int, ...] = (3, 2)) -> int | None:
@@ -161,23 +168,14 @@ def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyMo
         _, root = open_counted(url, model, counter or Counter(), sleep, base=base, zarr_format=fmt, document=document)
     except (ValueError, KeyError, OSError) as exc:
         raise NotAnArchiveError(f"{url} is not a readable Zarr store: {exc}.") from None
-    layout = root.attrs.get(LAYOUT_ATTR, {}) or {}
-    name = layout.get("name", "shot-major") if isinstance(layout, dict) else "shot-major"
-    if name not in ZARR_LAYOUTS:
-        raise NotAnArchiveError(f"{url} holds the Zarr layout {name!r}, which this layoutkit cannot read.")
-    return ZARR_LAYOUTS[name](url, template, model, sleep, root=root)  # type: ignore[arg-type]
+    return _open_zarr(url, root, template, model, sleep)
 
 
 __all__ = [
     "Archive",
     "HDF5Archive",
-    "LAYOUT_ATTR",
     "NotAnArchiveError",
     "Selection",
-    "ShotPackedArchive",
-    "SignalMajorArchive",
-    "ZARR_LAYOUTS",
-    "ZarrArchive",
     "is_paged",
     "open_archive",
     "scan_grid",

@@ -14,8 +14,9 @@ from typing import Any
 from layoutkit import pipeline
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import layout_for
-from layoutkit.layouts.shot_major.plan import ConvertOptions, ConvertPlan, ConvertSummary
 from layoutkit.stages import Stages
+from layoutkit.writers.zarr_convert import ConvertPlan, ConvertSummary
+from layoutkit.zarr_layout import ConvertOptions
 
 
 def plan_convert(

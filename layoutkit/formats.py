@@ -8,6 +8,9 @@ format pages of the documentation call "Types" and "Provenance".
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 PROVENANCE_ATTR = "layoutkit"
 """The one root attribute layoutkit adds to every variant: the effective recipe, as JSON
 (``{"version": ..., "command": ..., "recipe": {...}}``)."""
@@ -37,6 +40,24 @@ TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SP
 NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 """JSON has no NaN or infinities: attributes and fill values hold them as these strings."""
 
+
+
+def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Attributes as strict JSON: NaN and infinities as the strings of :data:`NON_FINITE`
+    (zarr writes strict JSON for v2, and uses these strings for fill values)."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        return v
+
+    return {k: clean(v) for k, v in attrs.items()}
+
+
 __all__ = [
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
@@ -47,4 +68,5 @@ __all__ = [
     "REFERENCE_ATTR",
     "SIDECAR",
     "TYPE_RULE_ATTRS",
+    "json_attrs",
 ]

@@ -28,24 +28,21 @@ import errno
 import json
 import os
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
 from layoutkit.execute import map_ordered, run_tasks
+from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.hdf5.inventory import Inventory, check_source, read_inventory
-from layoutkit.hdf5.scales import ScaleDigest, read_scale_digests
-from layoutkit.options import RecipeKey
+from layoutkit.hdf5.scales import read_scale_digests
+from layoutkit.layout import Layout, Work
 from layoutkit.stages import Stages
 from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, as_source, destination
-
-PROVENANCE_ATTR = "layoutkit"
-"""The one root attribute layoutkit adds to every variant it writes: the effective recipe."""
 
 Progress = Callable[[int], None]
 
@@ -53,69 +50,6 @@ REMOTE_THREADS = 16
 """Threads that read a source in a bucket, at least: its requests wait on the network,
 not on a core, so more of them in flight hide the round trips (``--workers`` counts
 cores for a local source)."""
-
-
-@dataclass
-class Work:
-    """What a layout hands the pipeline once its output's skeleton exists.
-
-    ``fn(job, task)`` is called for every task; it must be a module-level function so
-    that dask can ship it to worker processes. Without a ``sink`` the engine runs the
-    tasks in any order and ``fn`` returns the bytes it wrote. With a ``sink``, results
-    are consumed in task order on the calling thread (``sink(result)`` writes one and
-    returns its bytes), at most ``window`` of them pending.
-    """
-
-    fn: Callable[[Any, Any], Any]
-    job: Any
-    tasks: Iterable[Any]
-    sink: Callable[[Any], int] | None = None
-    window: int | None = None
-    cleanup: Callable[[], None] | None = None  # in every worker process, after the last task
-    close: Callable[[], None] = lambda: None  # always, on success or failure
-    done_bytes: int = 0  # bytes the layout already wrote while creating the skeleton
-    state: dict[str, Any] = field(default_factory=dict)  # the layout's own, e.g. its writer
-
-
-class Layout(ABC):
-    """A way of writing a source: its options, its pure planner and its tasks.
-
-    Subclasses set the class attributes and implement :meth:`plan`, :meth:`begin`,
-    :meth:`finish` and :meth:`summarize`; :mod:`layoutkit.layouts` registers them.
-    """
-
-    name: ClassVar[str]  # the registry key, e.g. "zarr-mirror"
-    command: ClassVar[str]  # the command that writes it: "convert" or "reorder"
-    order: ClassVar[str | None] = None  # the value of convert's --order that selects it
-    target: ClassVar[str]  # the recipe target: "zarr" or "hdf5-paged"
-    output: ClassVar[str] = "store"  # what it writes: "store" (a Zarr key-value target) or "file" (a local path)
-    options_class: ClassVar[type]
-    recipe_keys: ClassVar[tuple[RecipeKey, ...]]
-    description: ClassVar[str] = ""
-
-    def scale_template(self, options: Any) -> str | None:
-        """The template whose dimension scales are fingerprinted before planning (for
-        deduplication), or None when the layout does not deduplicate scales."""
-        return None
-
-    @abstractmethod
-    def plan(self, inventory: Inventory, options: Any, scale_digests: dict[str, ScaleDigest], dest: str = "") -> Any:
-        """Plan the whole output from the inventory: pure, no I/O. The plan has an
-        ``nbytes`` attribute (the bytes the tasks will write, for progress)."""
-
-    @abstractmethod
-    def begin(self, staged: Any, source: Path, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
-        """Create the output's skeleton at ``staged`` (root attributes ``attrs`` included)
-        and return the work that fills it. ``staged`` is a local path for an ``output`` of
-        "file"; for "store", a path or a key-value target (:func:`layoutkit.storage.as_kv`)."""
-
-    def finish(self, work: Work, staged: Any, plan: Any) -> None:  # noqa: B027 - optional hook
-        """Complete the staged output after every task ran (consolidate, close); by default nothing."""
-
-    @abstractmethod
-    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: Any, work: Work,
-                  seconds: float) -> Any:
-        """The command's summary of a finished run."""
 
 
 # -- provenance ----------------------------------------------------------------------

@@ -14,7 +14,8 @@ from layoutkit import pipeline
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.hdf5.scales import find_duplicate_scales
 from layoutkit.layouts import get_layout
-from layoutkit.layouts.hdf5_paged.plan import ReorderOptions, ReorderPlan, ReorderSummary
+from layoutkit.layouts.hdf5_paged.options import ReorderOptions
+from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary
 from layoutkit.stages import Stages
 
 

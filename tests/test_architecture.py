@@ -65,12 +65,16 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_graph_is_read() -> None:
-    """The checks below mean something: the walk finds the modules and their imports."""
+    """The checks below mean something: the walk finds the modules and their imports,
+    lazy ones included, and the closure follows them and the packages they run."""
     assert {"layoutkit.pipeline", "layoutkit.layouts", "layoutkit.layouts.shot_major.plan",
             "layoutkit.verify.equality", "layoutkit.cli"} <= set(MODULES)
-    assert "layoutkit.pipeline" in EDGES["layoutkit.layouts.shot_major.plan"]
+    assert "layoutkit.writers.zarr_convert" in EDGES["layoutkit.layouts.shot_major.plan"]
+    assert "layoutkit.layouts.signal_major.plan" in EDGES["layoutkit.layouts.signal_major.write"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+    assert "layoutkit.writers.zarr_" in closure("layoutkit.layouts.signal_major.write")
+    assert "layoutkit.layouts" in closure("layoutkit.layouts.signal_major.spec")  # the package runs first
 
 
 def test_no_import_cycles() -> None:
@@ -86,12 +90,71 @@ def test_no_private_names_of_another_module(name: str) -> None:
     assert private == []
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("layoutkit.verify")))
-def test_verify_is_independent_of_the_writers(name: str) -> None:
-    """The comparators decode what the formats document; sharing the writers' encoding
-    would hide an encoding bug from verify."""
-    bad = [t for t, _ in imports(MODULES[name]) if t.startswith(("layoutkit.layouts", "layoutkit.writers"))]
-    assert bad == []
+# -- one package per layout ------------------------------------------------------------------
+
+LAYOUT_PACKAGES = sorted({n.split(".")[2] for n in MODULES if n.startswith("layoutkit.layouts.")})
+COMMANDS = ("layoutkit.cli", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes", "layoutkit.verify",
+            "layoutkit.advise", "layoutkit.inspect", "layoutkit.archive", "layoutkit.testing")
+WRITE_SIDE = ("layoutkit.writers", "layoutkit.pipeline", "layoutkit.execute")
+
+
+def is_write_side(module: str) -> bool:
+    """A writer: the shared writing machinery, or a layout's planner or writer."""
+    parts = module.split(".")
+    return module.startswith(WRITE_SIDE) or (parts[:2] == ["layoutkit", "layouts"] and parts[-1] in ("plan", "write"))
+
+
+def closure(name: str) -> set[str]:
+    """Every layoutkit module that importing ``name`` runs: its imports, lazy ones
+    included, and the packages above each (Python runs a package before its modules)."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        module = todo.pop()
+        parents = [".".join(module.split(".")[:i]) for i in range(2, module.count(".") + 1)]
+        for dep in [*EDGES.get(module, ()), *(p for p in parents if p in MODULES)]:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen - {name}
+
+
+def test_every_layout_package_is_read() -> None:
+    assert LAYOUT_PACKAGES == ["hdf5_paged", "shot_major", "shot_packed", "signal_major"]
+
+
+@pytest.mark.parametrize("package", LAYOUT_PACKAGES)
+def test_a_layout_imports_only_the_shared_core_and_its_own_package(package: str) -> None:
+    own = f"layoutkit.layouts.{package}"
+    for name in (n for n in MODULES if n == own or n.startswith(own + ".")):
+        bad = [t for t, _ in imports(MODULES[name])
+               if t != "layoutkit.layouts" and t.startswith("layoutkit.layouts") and not t.startswith(own)
+               or t.startswith(COMMANDS)]
+        assert bad == [], name
+
+
+@pytest.mark.parametrize("package", LAYOUT_PACKAGES)
+def test_a_layout_has_every_part(package: str) -> None:
+    """spec, plan, write, read and compare: the format, both directions and the proof."""
+    parts = {n.rsplit(".", 1)[-1] for n in MODULES if n.startswith(f"layoutkit.layouts.{package}.")}
+    assert {"spec", "plan", "write", "read", "compare"} <= parts
+
+
+READ_SIDE = sorted(
+    n for n in MODULES
+    if n.startswith(("layoutkit.readers", "layoutkit.verify"))
+    or n in ("layoutkit.equality", "layoutkit.hdf5.compare", "layoutkit.archive", "layoutkit.layouts")
+    or n.startswith("layoutkit.layouts.") and n.rsplit(".", 1)[-1] in ("spec", "read", "compare")
+    or n.count(".") == 2 and n.startswith("layoutkit.layouts.")  # a layout's package: its names and options
+)
+
+
+@pytest.mark.parametrize("name", READ_SIDE)
+def test_readers_and_comparators_never_run_a_writer(name: str) -> None:
+    """A reader, a comparator, a format spec and verify decode what the formats document:
+    sharing the writers' code (even through another module) would hide an encoding bug
+    from verify. The registry of layouts loads no writer either."""
+    assert sorted(m for m in closure(name) if is_write_side(m)) == []
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n.startswith("layoutkit.layouts")))

@@ -60,7 +60,7 @@ def test_open_gives_the_same_archive_over_every_layout(four_layouts: dict[str, P
     assert kinds == {
         "source": ("HDF5Archive", "hdf5"),
         "reorder": ("HDF5Archive", "hdf5-paged-signal"),
-        "shot-major": ("ZarrArchive", "shot-major"),
+        "shot-major": ("ShotMajorArchive", "shot-major"),
         "signal-major": ("SignalMajorArchive", "signal-major"),
         "shot-packed": ("ShotPackedArchive", "shot-packed"),
     }

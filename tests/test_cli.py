@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-zarr_mirror = importlib.import_module("layoutkit.layouts.shot_major.plan")  # the task function of convert --order shot
+shot_major_write = importlib.import_module("layoutkit.layouts.shot_major.write")  # the task function of a shot-major convert
 from layoutkit.cli import app
 
 runner = CliRunner()
@@ -161,14 +161,14 @@ def test_destination_not_writable(good_h5: Path, tmp_path: Path) -> None:
 
 def test_interrupt_mid_way_leaves_nothing(good_h5: Path, tmp_path: Path, monkeypatch) -> None:
     calls = {"n": 0}
-    real = zarr_mirror.copy_task
+    real = shot_major_write.copy_task
 
     def interrupting(job, task):
         calls["n"] += 1
         real(job, task)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(zarr_mirror, "copy_task", interrupting)
+    monkeypatch.setattr(shot_major_write, "copy_task", interrupting)
     before = digest(good_h5)
     result = run("convert", good_h5, tmp_path / "out.zarr", "--chunk-size", "8KiB", "--workers", "1")
     assert result.exit_code == 130
@@ -224,7 +224,7 @@ def test_reorder_existing_destination_and_interrupt(good_h5: Path, tmp_path: Pat
     dst.write_bytes(b"precious")
     assert_refused(run("reorder", good_h5, dst, "--by", "group"), "exists", "--overwrite")
     assert dst.read_bytes() == b"precious"
-    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged.plan")
+    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged.write")
     real = hdf5_paged.make_piece
 
     def interrupting(*args):
@@ -245,7 +245,7 @@ def test_an_interrupt_h5py_turned_into_a_system_error_is_still_an_interrupt(good
     """Ctrl-C while h5py iterates attributes (it calls Python back from C) comes out as a
     SystemError chained to the KeyboardInterrupt; seen once in the kill sweep under load.
     It ends as an interrupt: one line, exit 130, nothing written, no traceback."""
-    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged.plan")
+    hdf5_paged = importlib.import_module("layoutkit.layouts.hdf5_paged.write")
     real = hdf5_paged.make_piece
 
     def interrupted_inside_h5py(*args):

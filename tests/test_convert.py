@@ -15,8 +15,8 @@ import zarr
 from roundtrip import LayoutRoundTrip
 
 from layoutkit.convert import ConvertOptions, convert, plan_convert
+from layoutkit.equality import compare_zarr
 from layoutkit.options import parse_shards
-from layoutkit.verify import compare_zarr
 
 
 def store_files(root: Path) -> dict[str, bytes]:
@@ -169,7 +169,7 @@ def test_scheduler_address_runs_on_an_existing_cluster(shot_file: Path, tmp_path
         dst = tmp_path / "remote.zarr"
         convert(shot_file, dst, ConvertOptions(scheduler=cluster.scheduler_address, chunk_bytes=64 << 10))
         with Client(cluster) as client:  # the workers did the copying: they opened the source
-            opened = client.run(lambda: sorted(k[0] for k in __import__("importlib").import_module("layoutkit.layouts.shot_major.plan")._OPEN))
+            opened = client.run(lambda: sorted(k[0] for k in __import__("importlib").import_module("layoutkit.writers.zarr_convert")._OPEN))
         assert all(v == [] for v in opened.values())  # and closed it again (cleanup ran)
     assert compare_zarr(shot_file, dst) == []
 

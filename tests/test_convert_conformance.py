@@ -16,10 +16,10 @@ import xarray as xr
 from conftest import HARD_CASES, realdata_params
 
 from layoutkit.convert import ConvertOptions, convert
+from layoutkit.equality import compare_zarr
 from layoutkit.errors import ChunkDecodeError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards
 from layoutkit.recipes import PROVENANCE_ATTR
-from layoutkit.verify import compare_zarr
 
 VARIANTS = {
     "v3": ConvertOptions(),

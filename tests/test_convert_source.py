@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions, convert
+from layoutkit.equality import compare_zarr
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards
-from layoutkit.verify import compare_zarr
 
 SOURCE = parse_compressor("source")
 runner = CliRunner()

@@ -11,8 +11,9 @@ import numpy as np
 import zarr
 
 from layoutkit.convert import convert
+from layoutkit.equality import compare_zarr
+from layoutkit.hdf5.compare import compare_hdf5
 from layoutkit.reorder import ReorderOptions, reorder
-from layoutkit.verify import compare_hdf5, compare_zarr
 
 
 def kinds(mismatches) -> set[tuple[str, str]]:

@@ -67,16 +67,24 @@ def _inventory(src: Path):  # noqa: ANN202
 
 
 def test_registry_names_every_layout_and_refuses_unknown_ones() -> None:
-    assert {"zarr-mirror", "zarr-signal", "hdf5-paged", "npy-folder"} <= set(LAYOUTS)
+    assert {"shot-major", "signal-major", "shot-packed", "hdf5-paged", "npy-folder"} <= set(LAYOUTS)
     assert get_layout("npy-folder").command == "export"
-    with pytest.raises(InvalidOptionError, match="zarr-mirror, zarr-signal, hdf5-paged") as err:
+    with pytest.raises(InvalidOptionError, match="shot-major, signal-major, shot-packed, hdf5-paged") as err:
         get_layout("parquet")
     assert "'parquet'" in str(err.value)
 
 
+@pytest.mark.parametrize(("old", "name"), [
+    ("zarr-mirror", "shot-major"), ("shot", "shot-major"), ("zarr-signal", "signal-major"), ("signal", "signal-major"),
+    ("zarr-shot-packed", "shot-packed"),
+])
+def test_former_spellings_still_find_their_layout(old: str, name: str) -> None:
+    assert get_layout(old) is get_layout(name) and get_layout(name).name == name
+
+
 def test_commands_find_their_layouts_in_the_registry() -> None:
-    assert layout_for("convert", ConvertOptions()).name == "zarr-mirror"
-    assert layout_for("convert", ConvertOptions(order="signal")).name == "zarr-signal"
+    assert layout_for("convert", ConvertOptions()).name == "shot-major"
+    assert layout_for("convert", ConvertOptions(order="signal")).name == "signal-major"
     assert layout_for("reorder", ReorderOptions(by="signal")).name == "hdf5-paged"
     assert [layout.name for layout in layouts_of("export")] == ["npy-folder"]
     with pytest.raises(InvalidOptionError, match="Expected --order shot, signal or shot-packed. Got 'diagonal'"):
@@ -84,7 +92,7 @@ def test_commands_find_their_layouts_in_the_registry() -> None:
     # recipe targets come from the layouts: both Zarr layouts share one target and its keys
     assert targets()["zarr"].options_class is ConvertOptions
     assert targets()["hdf5-paged"].options_class is ReorderOptions
-    assert get_layout("zarr-signal").recipe_keys == get_layout("zarr-mirror").recipe_keys
+    assert get_layout("signal-major").recipe_keys == get_layout("shot-major").recipe_keys
 
 
 # -- the storage seam: staging left by a killed run -------------------------------------------

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions
+from layoutkit.equality import compare_zarr
+from layoutkit.hdf5.compare import compare_hdf5
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards
 from layoutkit.recipes import (
     PROVENANCE_ATTR,
@@ -28,7 +30,6 @@ from layoutkit.recipes import (
     shipped_recipes,
 )
 from layoutkit.reorder import ReorderOptions, plan_reorder
-from layoutkit.verify import compare_hdf5, compare_zarr
 from layoutkit.verify.equality import compare_variant
 
 runner = CliRunner()

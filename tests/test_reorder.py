@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from layoutkit.cli import app
 from layoutkit.errors import ChunkDecodeError, InvalidOptionError, MissingFilterError, UnsupportedFeatureError
+from layoutkit.hdf5.compare import compare_hdf5
 from layoutkit.plan import match_template
 from layoutkit.reorder import ReorderOptions, plan_reorder, reorder
 from layoutkit.storage.counting import CountingFile
-from layoutkit.verify import compare_hdf5
 
 
 def h5diff(a: Path, b: Path) -> subprocess.CompletedProcess:

@@ -28,10 +28,11 @@ import layoutkit
 from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions, convert, plan_convert
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.layouts.signal_major.compare import compare as compare_signal_major
 from layoutkit.options import parse_chunks, parse_shards
 from layoutkit.plan import packed_pieces, plan_packed_chunks
 from layoutkit.storage.counting import LatencyModel
-from layoutkit.verify.equality import compare_signal_major, compare_variant
+from layoutkit.verify.equality import compare_variant
 
 SHARDED = ConvertOptions(order="signal", shards=parse_shards("auto"))
 
@@ -175,7 +176,7 @@ def test_a_signal_and_its_time_bases_are_fetched_in_one_round(hundred_shots: tup
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The data rows and the scale rows go out together: on object storage a second round
     waited one more round trip per read, for the time bases."""
-    from layoutkit.archive import SignalMajorArchive
+    from layoutkit.layouts.signal_major.read import SignalMajorArchive
 
     rounds: list[list[str]] = []
     real = SignalMajorArchive._iter_many

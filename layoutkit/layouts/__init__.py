@@ -1,10 +1,14 @@
-"""The layouts layoutkit writes, one module each, and the registry that names them.
+"""The layouts layoutkit writes and reads, one package each, and the registry that names them.
 
-A layout is a :class:`~layoutkit.pipeline.Layout`: its options dataclass and recipe
-keys, a pure planner, and the task function that writes one task; the pipeline
-(:mod:`layoutkit.pipeline`) runs every layout the same way. The commands, recipes and
-``advise`` find layouts here by name, as zarr-python finds codecs by name. A new layout
-is one new module and one line in :data:`LAYOUTS`.
+A layout is a :class:`~layoutkit.layout.Layout`: its names, options and recipe keys, and
+the package whose modules plan, write, read and compare it. Everything that lists
+layouts derives the list from :data:`LAYOUTS`: the commands' choices and help, recipes,
+:func:`layoutkit.open` (which reader a store needs), ``verify`` (which comparator),
+``inspect`` and ``advise``. A new layout is one package and one line below; the
+conformance suite (:mod:`layoutkit.testing`) runs over every registered layout.
+
+Importing this module loads each layout's names and options only: no writer, reader or
+Zarr (each is imported when a layout first uses it).
 """
 
 from __future__ import annotations
@@ -12,34 +16,62 @@ from __future__ import annotations
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.layouts.hdf5_paged.plan import HDF5Paged
-from layoutkit.layouts.shot_major.plan import ZarrMirror
-from layoutkit.layouts.shot_packed.plan import ZarrShotPacked
-from layoutkit.layouts.signal_major.plan import ZarrSignal
-from layoutkit.pipeline import Layout
+from layoutkit.layout import Layout
+from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major
 
 LAYOUTS: dict[str, Layout] = {
-    layout.name: layout for layout in (ZarrMirror(), ZarrSignal(), HDF5Paged(), ZarrShotPacked())
+    layout.name: layout
+    for layout in (shot_major.LAYOUT, signal_major.LAYOUT, shot_packed.LAYOUT, hdf5_paged.LAYOUT)
 }
+
+DEFAULT_ZARR_LAYOUT = shot_major.LAYOUT.name
+"""The layout of a Zarr store that records none (:data:`~layoutkit.formats.LAYOUT_ATTR`)."""
+
+
+def _by_any_name() -> dict[str, Layout]:
+    out: dict[str, Layout] = {}
+    for layout in LAYOUTS.values():
+        for name in layout.names:
+            out.setdefault(name, layout)
+    return out
 
 
 def get_layout(name: str) -> Layout:
-    """The registered layout called ``name``.
+    """The registered layout called ``name`` (its name, or a former spelling).
 
     Raises
     ------
     InvalidOptionError
         No such layout; the message lists the registered names.
     """
-    try:
-        return LAYOUTS[name]
-    except KeyError:
-        raise InvalidOptionError(f"Expected a layout: {', '.join(LAYOUTS)}. Got {name!r}.") from None
+    found = _by_any_name().get(name)
+    if found is None:
+        raise InvalidOptionError(f"Expected a layout: {', '.join(LAYOUTS)}. Got {name!r}.")
+    return found
+
+
+def find_layout(name: str | None) -> Layout | None:
+    """The registered layout called ``name`` (its name, or a former spelling), or None."""
+    return _by_any_name().get(name) if name else None
 
 
 def layouts_of(command: str) -> list[Layout]:
     """The layouts a command writes (``convert``: the Zarr ones; ``reorder``: paged HDF5)."""
     return [layout for layout in LAYOUTS.values() if layout.command == command]
+
+
+def layouts_of_format(fmt: str) -> list[Layout]:
+    """The layouts whose outputs are of ``fmt`` ("zarr", "hdf5", or a layout's own)."""
+    return [layout for layout in LAYOUTS.values() if layout.format == fmt]
+
+
+def zarr_layout(recorded: Any) -> Layout | None:
+    """The layout of a Zarr store whose root records ``recorded`` under
+    :data:`~layoutkit.formats.LAYOUT_ATTR` (``{"name": ...}``, or nothing: shot-major);
+    None when the name is not a registered Zarr layout's."""
+    name = recorded.get("name") if isinstance(recorded, dict) else None
+    layout = find_layout(name or DEFAULT_ZARR_LAYOUT)
+    return layout if layout is not None and layout.format == "zarr" else None
 
 
 def layout_for(command: str, options: Any) -> Layout:
@@ -72,4 +104,14 @@ def targets() -> dict[str, Layout]:
     return out
 
 
-__all__ = ["LAYOUTS", "get_layout", "layout_for", "layouts_of", "targets"]
+__all__ = [
+    "DEFAULT_ZARR_LAYOUT",
+    "LAYOUTS",
+    "find_layout",
+    "get_layout",
+    "layout_for",
+    "layouts_of",
+    "layouts_of_format",
+    "targets",
+    "zarr_layout",
+]

@@ -22,7 +22,6 @@ from layoutkit.storage.counting import Counter
 
 Selection = tuple[slice | int, ...]
 SCAN_BLOCK_BYTES = 16 * 1024**2  # contiguous datasets are scanned in blocks of this size
-LAYOUT_ATTR = "layoutkit_layout"
 
 
 class NotAnArchiveError(LayoutkitError, FileNotFoundError):
@@ -338,4 +337,4 @@ def selections(shape: tuple[int, ...], grid: tuple[int, ...]) -> Iterator[Select
         yield tuple(slice(a, b) for a, b in region)
 
 
-__all__ = ["Archive", "LAYOUT_ATTR", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "with_coords"]
+__all__ = ["Archive", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "with_coords"]

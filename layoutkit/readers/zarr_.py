@@ -20,6 +20,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from layoutkit.formats import DIMENSIONS_ATTR, PROVENANCE_ATTR, SIDECAR, TYPE_RULE_ATTRS
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
@@ -48,9 +49,6 @@ AHEAD_SHOTS = 3
 and the transfer (18 ms for 4 MB at 10 ms), longer than building a shot of 70 signals
 (12 ms): with one ahead, reading 8 shots from a bucket waited on the requests in turn
 (0.22-0.24 s); with three, 0.19 s (two: 0.21 s; four: 0.20 s)."""
-SIDECAR = "layoutkit.json"
-HIDDEN_ZARR_ATTRS = frozenset({"_ARRAY_DIMENSIONS", "hdf5_enum", "hdf5_reference", "hdf5_null_dataspace",
-                                "layoutkit_shot_packed"})
 
 
 class ZarrArchive(Archive):
@@ -62,6 +60,9 @@ class ZarrArchive(Archive):
 
     format = "zarr"
     layout = "shot-major"
+    hidden_attrs: frozenset[str] = TYPE_RULE_ATTRS
+    """Attributes that carry structure, not the source's: never shown as attributes (a
+    layout's reader adds its index's)."""
 
     def __init__(
         self,
@@ -108,7 +109,7 @@ class ZarrArchive(Archive):
         meta = self._nodes.get(path)
         if meta is None or hasattr(meta, "shape"):
             return {}
-        return bytes_back(plain_attrs(dict(meta.attributes), HIDDEN_ZARR_ATTRS))
+        return bytes_back(plain_attrs(dict(meta.attributes), self.hidden_attrs))
 
     def _array(self, path: str) -> zarr.Array:
         node = self.root[path.strip("/")]
@@ -144,11 +145,11 @@ class ZarrArchive(Archive):
             except (OSError, ValueError, TypeError):  # in Icechunk, the sidecar rides in the provenance
                 from layoutkit.storage.icechunk_repo import sidecar_in
 
-                self._scales = sidecar_in(self.root.attrs.get("layoutkit")).get("dimension_scales", {})
+                self._scales = sidecar_in(self.root.attrs.get(PROVENANCE_ATTR)).get("dimension_scales", {})
         if path in self._scales:
             return self._scales[path]
         a = self._array(path)
-        names = a.metadata.dimension_names if a.metadata.zarr_format == 3 else a.attrs.get("_ARRAY_DIMENSIONS")
+        names = a.metadata.dimension_names if a.metadata.zarr_format == 3 else a.attrs.get(DIMENSIONS_ATTR)
         return [self._find_scale(path, n) if n and not n.startswith("phony_dim_") else [] for n in names or ()]
 
     def _find_scale(self, path: str, name: str) -> list[str]:
@@ -340,13 +341,13 @@ class ZarrArchive(Archive):
                 if scales:
                     name = scales[0].rsplit("/", 1)[-1]
                     if scales[0] not in index:
-                        attrs = bytes_back(plain_attrs(self._attrs_of(scales[0]), HIDDEN_ZARR_ATTRS))
+                        attrs = bytes_back(plain_attrs(self._attrs_of(scales[0]), self.hidden_attrs))
                         index[scales[0]] = scale_coordinate(name, values[scales[0]], attrs)
                     coords[name] = index[scales[0]]
                     dims.append(name)
                 else:
                     dims.append(f"dim_{axis}")
-            attrs = bytes_back(plain_attrs(self._attrs_of(p), HIDDEN_ZARR_ATTRS))
+            attrs = bytes_back(plain_attrs(self._attrs_of(p), self.hidden_attrs))
             out.append(with_coords(values[p], dims, coords, attrs))
         return out
 
@@ -583,4 +584,4 @@ def tree_of(paths: Iterator[str]) -> dict[str, set[str]]:
     return tree
 
 
-__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "HIDDEN_ZARR_ATTRS", "SIDECAR", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "open_counted", "tree_of"]
+__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "open_counted", "tree_of"]

@@ -1,5 +1,5 @@
-"""Verification: equality of variants with their source, and read-pattern measurements."""
+"""``layoutkit verify``: equality of variants with their source, and read-pattern measurements."""
 
-from layoutkit.verify.equality import Mismatch, compare_hdf5, compare_zarr
+from layoutkit.verify.equality import compare_variant
 
-__all__ = ["Mismatch", "compare_hdf5", "compare_zarr"]
+__all__ = ["compare_variant"]

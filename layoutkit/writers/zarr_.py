@@ -28,14 +28,13 @@ from zarr.core.sync import sync
 from zarr.storage import StorePath
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.formats import DIMENSIONS_ATTR, ENUM_ATTR, NULL_SPACE_ATTR, REFERENCE_ATTR, SIDECAR, json_attrs
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.stages import timed
 from layoutkit.storage.kv import as_kv
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
-
-SIDECAR = "layoutkit.json"
 
 
 def target_dtype(info: ArrayInfo) -> np.dtype | type:
@@ -99,21 +98,6 @@ def _zarr2_codecs(spec: CompressorSpec, itemsize: int) -> tuple[list[Any], Any]:
         f"Compressor {spec} is an HDF5 filter that Zarr does not have; "
         "choose none, zstd, gzip, lz4 or blosc for a Zarr target."
     )
-
-
-def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Attributes as strict JSON: NaN and infinities as the strings zarr uses for fill values."""
-    # zarr writes strict JSON for v2: NaN/Inf become strings, as zarr does for fill values
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not np.isfinite(v):
-            return "NaN" if np.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        return v
-
-    return {k: clean(v) for k, v in attrs.items()}
 
 
 def encode_fill_attr(value: Any, dtype: np.dtype) -> Any:
@@ -274,11 +258,11 @@ class ZarrWriter:
         element_size = 0 if dtype is str or np_dtype.names else np_dtype.itemsize
         attrs = dict(info.attrs)
         if info.kind == "enum" and info.enum_mapping:
-            attrs["hdf5_enum"] = {k: int(v) for k, v in info.enum_mapping.items()}
+            attrs[ENUM_ATTR] = {k: int(v) for k, v in info.enum_mapping.items()}
         if info.null_space:
-            attrs["hdf5_null_dataspace"] = True
+            attrs[NULL_SPACE_ATTR] = True
         if info.kind == "reference":
-            attrs["hdf5_reference"] = "object references, stored as the referenced paths"
+            attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
         kwargs: dict[str, Any] = dict(
             shape=plan.shape,
             dtype=dtype,
@@ -303,7 +287,7 @@ class ZarrWriter:
                 kwargs["serializer"] = zarr.codecs.BytesCodec(endian="big")
         else:
             attrs.pop("_FillValue", None)
-            attrs["_ARRAY_DIMENSIONS"] = list(info.dims)
+            attrs[DIMENSIONS_ATTR] = list(info.dims)
             if plan.source_encoding is not None:
                 filters, compressor = zarr2_codecs(plan.source_encoding)
             else:

@@ -8,6 +8,8 @@ Compressed chunks arrive pre-encoded (``write_direct_chunk``) from parallel work
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,22 +21,14 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.hdf5.filters import Filter, pipeline_levels
-from layoutkit.hdf5.inventory import ArrayInfo, Inventory, attribute, attribute_value
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory, attribute, attribute_value, open_source
+from layoutkit.hdf5.source import SourceReader
+from layoutkit.layout import Work
+from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan
 from layoutkit.options import CompressorSpec
+from layoutkit.plan import Region, iter_blocks, region_size
 from layoutkit.stages import timed
-
-
-@dataclass(frozen=True)
-class StoragePlan:
-    """How one dataset is stored in the output file."""
-
-    path: str
-    layout: str  # "chunked" | "contiguous" | "compact" | "none" (no raw data)
-    chunks: tuple[int, ...] | None
-    compressor: CompressorSpec
-    raw_copy: bool  # chunks and filters as in the source: copy chunk bytes undecoded
-    direct: bool  # chunks encoded by layoutkit and written with write_direct_chunk
+from layoutkit.storage import Destination, read_head
 
 
 def filter_kwargs(spec: CompressorSpec) -> dict[str, Any]:
@@ -53,27 +47,6 @@ def filter_kwargs(spec: CompressorSpec) -> dict[str, Any]:
         shuffle = hdf5plugin.Blosc.SHUFFLE if spec.shuffle else hdf5plugin.Blosc.NOSHUFFLE
         return dict(hdf5plugin.Blosc(cname=spec.cname, clevel=spec.level, shuffle=shuffle))
     raise InvalidOptionError(f"Unknown compressor {spec}.")
-
-
-def target_filter_ids(spec: CompressorSpec) -> tuple[tuple[int, int | None], ...]:
-    """The (filter id, level) pipeline a compressor gives, for comparing with a source."""
-    shuffle = ((Filter.SHUFFLE, None),) if spec.shuffle and spec.name != "blosc" else ()
-    if spec.name == "gzip":
-        return (*shuffle, (Filter.GZIP, spec.level))
-    if spec.name == "zstd":
-        return (*shuffle, (Filter.ZSTD, spec.level))
-    if spec.name == "none":
-        return ()
-    return ((-1, None),)  # never equal to a source pipeline: always re-encode
-
-
-def source_filter_ids(info: ArrayInfo) -> tuple[tuple[int, int | None], ...]:
-    return pipeline_levels((f.id, f.options) for f in info.filters)
-
-
-def can_encode_directly(spec: CompressorSpec) -> bool:
-    """Compressors layoutkit encodes itself, byte-compatible with the HDF5 filters."""
-    return spec.name in ("gzip", "zstd", "none")
 
 
 class ChunkEncoder:
@@ -335,3 +308,131 @@ class PagedHDF5Writer:
                 dst.attrs.create(name, value)
             else:
                 dst.attrs.create(name, value, dtype=dtype)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """One unit of data to write, produced by a worker and written in order."""
+
+    path: str
+    region: Region
+    chunk: bytes | None = None  # pre-encoded chunk (write_direct_chunk)
+    filter_mask: int = 0
+    data: np.ndarray | None = None  # values for HDF5 to store (and filter) itself
+    nbytes: int = 0
+
+
+def _pieces(plan: ReorderPlan, infos: dict[str, ArrayInfo]) -> Iterator[tuple[str, Region]]:
+    for path in plan.order:
+        s = plan.storage[path]
+        info = infos[path]
+        if s.layout == "none":
+            continue
+        if s.layout == "chunked" and s.chunks:
+            yield from ((path, r) for r in iter_blocks(info.shape, s.chunks))
+        else:
+            yield path, tuple((0, n) for n in info.shape)
+
+
+@dataclass(frozen=True)
+class PieceJob:
+    reader: SourceReader
+    plan: ReorderPlan
+    infos: dict[str, ArrayInfo]
+    encoders: dict[str, ChunkEncoder]
+
+
+def make_piece(job: PieceJob, item: tuple[str, Region]) -> _Piece:
+    """Read (and encode, where the target allows) one chunk or dataset, for the writer."""
+    reader, plan, infos, encoders = job.reader, job.plan, job.infos, job.encoders
+    path, region = item
+    s = plan.storage[path]
+    info = infos[path]
+    nbytes = region_size(region) * info.dtype.itemsize if region else info.dtype.itemsize
+    if s.layout == "chunked" and not reader.allocated(path, region):
+        return _Piece(path, region, nbytes=nbytes)  # never written in the source: leave it so
+    if s.raw_copy:
+        origin = tuple(a for a, _ in region)
+        raw, mask = reader.read_raw_chunk(path, origin)
+        return _Piece(path, region, chunk=raw, filter_mask=mask, nbytes=nbytes)
+    data = reader.read(path, region)
+    if s.direct and s.chunks:
+        shape = tuple(b - a for a, b in region)
+        block = np.ascontiguousarray(data)
+        if shape != s.chunks:  # HDF5 stores edge chunks whole
+            full = np.zeros(s.chunks, dtype=info.dtype)
+            full[tuple(slice(0, n) for n in shape)] = block
+            block = full
+        return _Piece(path, region, chunk=encoders[path].encode(block.tobytes()), nbytes=nbytes)
+    return _Piece(path, region, data=data, nbytes=nbytes)
+
+
+def _largest_piece(plan: ReorderPlan, infos: dict[str, ArrayInfo]) -> int:
+    """Bytes of the largest unit written at once: a chunk, or a whole unchunked dataset."""
+    sizes = [
+        math.prod(s.chunks) * infos[p].dtype.itemsize if s.chunks else infos[p].nbytes
+        for p, s in plan.storage.items()
+        if s.layout != "none"
+    ]
+    return max(sizes, default=1)
+
+
+def begin(staged: Path, source: Path, inventory: Inventory, plan: ReorderPlan,
+          attrs: dict[str, Any]) -> Work:
+    options = plan.options
+    infos = {a.path: a for a in inventory.arrays}
+    writer = PagedHDF5Writer(staged, plan.page_size, inventory.userblock_size)
+    reader: SourceReader | None = None
+
+    def close() -> None:
+        writer.close()
+        if reader is not None:
+            reader.close()
+
+    try:
+        with open_source(source) as src:
+            writer.create(inventory, src, plan.storage, plan.dedupe, attrs)
+        encoders = {
+            p: ChunkEncoder(s.compressor, infos[p].dtype.itemsize) for p, s in plan.storage.items() if s.direct
+        }
+        reader = SourceReader(source, infos)
+    except BaseException:
+        close()
+        raise
+    counts = {"raw_copied": 0}
+
+    def sink(piece: _Piece) -> int:
+        if piece.chunk is not None:
+            writer.write_chunk(piece.path, tuple(a for a, _ in piece.region), piece.chunk, piece.filter_mask)
+            counts["raw_copied"] += plan.storage[piece.path].raw_copy
+        elif piece.data is not None:
+            writer.write_region(piece.path, piece.region, piece.data)
+        return piece.nbytes
+
+    window = max(2, options.memory_limit // max(1, 4 * _largest_piece(plan, infos)))
+    return Work(
+        make_piece, PieceJob(reader, plan, infos, encoders), _pieces(plan, infos), sink=sink,
+        window=min(window, 8 * options.workers), close=close,
+        state={"counts": counts, "source": source, "userblock": inventory.userblock_size},
+    )
+
+
+def finish(work: Work, staged: Path, plan: ReorderPlan) -> None:
+    work.close()  # HDF5 writes its last metadata on close
+    userblock = work.state["userblock"]
+    if userblock:
+        with open(staged, "r+b") as fout:
+            fout.write(read_head(work.state["source"], userblock))
+
+
+def summarize(source: Path, dest: Destination, inventory: Inventory, plan: ReorderPlan, work: Work,
+              seconds: float) -> ReorderSummary:
+    return ReorderSummary(
+        source=str(source), dest=str(dest), by=plan.options.by, arrays=len(plan.order),
+        merged_scales=len(plan.dedupe), raw_copied=work.state["counts"]["raw_copied"], page_size=plan.page_size,
+        logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
+    )
+
+
+__all__ = ["ChunkEncoder", "PagedHDF5Writer", "PieceJob", "begin", "filter_kwargs", "finish", "make_piece",
+           "summarize"]

@@ -1,415 +1,46 @@
-"""The ``zarr-mirror`` layout (``convert``, ``--order shot``): the HDF5 hierarchy as Zarr.
-
-Every group, array and attribute lands at the same path; chunks are the source's grown
-to ``--chunk-size``, optionally sharded. :meth:`ZarrMirror.plan` is pure (``--dry-run``
-prints it); each task copies whole write blocks (chunks, or shards) from the source to
-the store, read raw and decoded outside h5py's lock, encoded on the worker.
-"""
+"""Planning a shot-major store: every dataset planned at its own path (pure)."""
 
 from __future__ import annotations
 
-import math
-import os
-import threading
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from layoutkit import __version__
-from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
-from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.scales import ScaleDigest
-from layoutkit.hdf5.source import SourceReader, can_read_raw
-from layoutkit.options import (
-    CHUNK_SIZE_KEY,
-    CHUNKS_KEY,
-    COMPRESSOR_KEY,
-    STR_OR_INT,
-    ChunkSpec,
-    CompressorSpec,
-    RecipeKey,
-    ShardSpec,
-    choice_parser,
-    exact_size,
-    parse_bool,
-    parse_chunks,
-    parse_compressor,
-    parse_shards,
-)
-from layoutkit.pipeline import Layout, Work
-from layoutkit.plan import (
-    DEFAULT_TEMPLATE,
-    TEMPLATE_KEY,
-    ArrayPlan,
-    CopyTask,
-    plan_chunks,
-    plan_shards,
-    plan_tasks,
-    task_budget,
-)
-from layoutkit.storage import Destination, portable, portable_target
-from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
-from layoutkit.writers.zarr_raw import SourceEncoding, source_encoding
-
-DEFAULT_CHUNK_BYTES = 4 * 1024**2
-DEFAULT_MEMORY_LIMIT = 1024**3
-ORDERS = ("shot", "signal", "shot-packed")  # convert's --order: the Zarr layouts' `order`
-# --compressor source, for an array whose stored chunks cannot be copied as they are:
-# stored plainly when the source stores it plainly, else zstd (read by every Zarr reader)
-SOURCE_FALLBACK = parse_compressor("zstd:3")
-
-
-@dataclass(frozen=True)
-class ConvertOptions:
-    """Every choice ``convert`` takes, for every Zarr layout (the CLI and recipes build one)."""
-
-    zarr_format: int = 3
-    chunks: ChunkSpec = field(default_factory=lambda: parse_chunks("auto"))
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES
-    compressor: CompressorSpec = field(default_factory=lambda: parse_compressor("zstd:3"))
-    shards: ShardSpec = field(default_factory=lambda: parse_shards("none"))
-    consolidate: bool = True
-    workers: int = 2
-    scheduler: str = "threads"
-    memory_limit: int = DEFAULT_MEMORY_LIMIT
-    overwrite: bool = False
-    skip_unsupported: bool = False
-    # which Zarr layout: "shot" mirrors the hierarchy, "signal" packs each signal of every shot
-    order: str = "shot"
-    template: str = DEFAULT_TEMPLATE  # where shots and signals are, for --order signal
-
-
-def _parse_zarr_format(text: Any) -> int:
-    if str(text).strip() not in ("2", "3"):
-        raise InvalidOptionError(f"Expected --zarr-format 2 or 3. Got {text!r}.")
-    return int(str(text).strip())
-
-
-def _show_shards(spec: ShardSpec) -> str | int:
-    return exact_size(spec.target_bytes) if spec.mode == "size" else spec.mode
-
-
-ZARR_RECIPE_KEYS: tuple[RecipeKey, ...] = (
-    RecipeKey("zarr_format", "zarr_format", _parse_zarr_format, int, "2 or 3", STR_OR_INT),
-    RecipeKey("order", "order", choice_parser("--order", ORDERS), str, " or ".join(f'"{o}"' for o in ORDERS)),
-    TEMPLATE_KEY,
-    CHUNKS_KEY,
-    CHUNK_SIZE_KEY,
-    COMPRESSOR_KEY,
-    RecipeKey("shards", "shards", parse_shards, _show_shards, "none, auto or a size such as \"64MiB\"", STR_OR_INT),
-    RecipeKey("consolidate", "consolidate", parse_bool, bool, "true or false", (bool,)),
+from layoutkit.hdf5.inventory import Inventory
+from layoutkit.plan import plan_tasks, task_budget
+from layoutkit.writers.zarr_convert import (
+    ConvertOptions,
+    ConvertPlan,
+    check_source_options,
+    plan_arrays,
+    reencode_reason,
 )
 
 
-@dataclass(frozen=True)
-class ConvertPlan:
-    source: str
-    dest: str
-    options: ConvertOptions
-    arrays: tuple[ArrayPlan, ...]
-    skipped: tuple[tuple[str, str], ...]
-    tasks: tuple[CopyTask, ...]
-    task_bytes: int
-    # --compressor source: the arrays decoded and re-encoded, and why
-    reencoded: tuple[tuple[str, str], ...] = ()
+def plan_shot_major(inventory: Inventory, options: ConvertOptions, dest: str = "") -> ConvertPlan:
+    """The whole store: each dataset's chunks and shards, and the copy tasks.
 
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays)
-
-
-@dataclass(frozen=True)
-class ConvertSummary:
-    source: str
-    dest: str
-    arrays: int
-    groups: int
-    links: int
-    skipped: tuple[tuple[str, str], ...]
-    logical_bytes: int
-    source_bytes: int
-    dest_bytes: int
-    seconds: float
-    sharded: int = 0  # arrays written with shards
-    shards_requested: bool = False
-    copied: int | None = None  # --compressor source: arrays whose stored chunks were copied as they are
-    reencoded: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def stored_throughput(self) -> float:
-        """Bytes written per second (for a copy, the rate that matters)."""
-        return self.dest_bytes / self.seconds if self.seconds > 0 else float("nan")
-
-    @property
-    def ratio(self) -> float:
-        return self.logical_bytes / self.dest_bytes if self.dest_bytes else float("nan")
-
-    @property
-    def throughput(self) -> float:
-        return self.logical_bytes / self.seconds if self.seconds > 0 else float("nan")
-
-
-def _check_filters(info: ArrayInfo) -> None:
-    for f in info.filters:
-        if not f.available:
-            raise MissingFilterError(info.path, f.id, f.name)
-
-
-def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> ArrayPlan:
-    """Plan one array: raise :class:`UnsupportedFeatureError` when it cannot be carried."""
-    if info.external:
-        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
-    if info.layout == "virtual":
-        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
-    _check_filters(info)
-    dtype = target_dtype(info)
-    itemsize = info.dtype.itemsize if dtype is not str else 16
-    target = min(options.chunk_bytes, block_limit)
-    size = math.prod(info.shape) if info.shape else 1
-    compressor, encoding = options.compressor, None
-    if compressor.name == "source":
-        found = source_encoding(info)
-        if isinstance(found, SourceEncoding) and size > 0:
-            encoding = found
-        else:
-            compressor = SOURCE_FALLBACK if info.filters else parse_compressor("none")
-    if encoding is not None:
-        # the HDF5 chunk shape exactly, even past the array's end: the stored chunks are whole
-        assert info.chunks is not None
-        chunks = tuple(info.chunks)
-    else:
-        chunks = plan_chunks(info.shape, itemsize, info.chunks, options.chunks, target)
-    shards = None
-    if options.zarr_format == 3 and dtype is not str:
-        spec = options.shards
-        if spec.mode != "none":
-            spec = ShardSpec(spec.mode, min(spec.target_bytes, block_limit))
-        shards = plan_shards(info.shape, chunks, itemsize, spec)
-    return ArrayPlan(
-        path=info.path,
-        shape=info.shape,
-        dtype=str(info.dtype) if dtype is not str else "str",
-        itemsize=itemsize,
-        chunks=chunks,
-        shards=shards,
-        compressor=compressor,
-        read_mode="none" if size == 0 else ("copy" if encoding else "raw" if can_read_raw(info) else "h5py"),
-        nbytes=size * itemsize,
-        source_encoding=encoding,
+    Raises
+    ------
+    UnsupportedFeatureError, MissingFilterError
+        A dataset cannot be carried (unless ``options.skip_unsupported``).
+    InvalidOptionError
+        ``--compressor source`` with a chunk shape.
+    """
+    check_source_options(options)
+    budget = task_budget(options.memory_limit, options.workers)
+    plans, skipped = plan_arrays([a for a in inventory.arrays if not a.dim_only], options, budget)
+    arrays = tuple(p for p in plans if p is not None)
+    tasks = plan_tasks(arrays, budget)
+    infos = {a.path: a for a in inventory.arrays}
+    reencoded = tuple(
+        (a.path, reencode_reason(infos[a.path]))
+        for a in arrays if options.compressor.name == "source" and a.source_encoding is None
     )
+    return ConvertPlan(inventory.path, dest, options, arrays, tuple(skipped), tasks, budget, reencoded)
 
 
-def reencode_reason(info: ArrayInfo) -> str:
-    """Why ``--compressor source`` decodes and re-encodes ``info`` instead of copying it."""
-    found = source_encoding(info)
-    return found if isinstance(found, str) else "has no stored chunks"
+def plan(inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, Any], dest: str = "") -> Any:
+    """The layout's planner (:meth:`layoutkit.layout.Layout.plan`)."""
+    return plan_shot_major(inventory, options, dest)
 
 
-def check_source_options(options: ConvertOptions) -> None:
-    """``--compressor source`` copies the source's chunks, so it keeps their shape."""
-    if options.compressor.name == "source" and options.chunks.mode == "shape":
-        raise InvalidOptionError(
-            "Expected --chunks source (or auto) with --compressor source, which copies the source's "
-            f"chunks as they are. Got --chunks {','.join(map(str, options.chunks.shape or ()))}."
-        )
-
-
-def plan_arrays(
-    arrays: list[ArrayInfo], options: ConvertOptions, budget: int
-) -> tuple[list[ArrayPlan | None], list[tuple[str, str]]]:
-    """Plan each array, or (with ``skip_unsupported``) leave it out and say why."""
-    plans: list[ArrayPlan | None] = []
-    skipped: list[tuple[str, str]] = []
-    for info in arrays:
-        try:
-            plans.append(plan_array(info, options, budget))
-        except (UnsupportedFeatureError, MissingFilterError) as exc:
-            if not options.skip_unsupported:
-                raise
-            skipped.append((info.path, str(exc)))
-            plans.append(None)
-    return plans, skipped
-
-
-# ---------------------------------------------------------------------------------
-# the worker side (module level so dask can pickle it)
-
-
-@dataclass(frozen=True)
-class CopyJob:
-    source: Any  # a path, or an ObjectSource
-    dest: Any  # a store path, or a key-value target (layoutkit.storage.kv)
-    zarr_format: int
-    arrays: dict[str, ArrayInfo]
-    # arrays whose Zarr fill value equals the HDF5 one: never-written regions are skipped
-    sparse_ok: frozenset[str] = frozenset()
-    # --compressor source: arrays whose stored chunks are copied as they are
-    copied: frozenset[str] = frozenset()
-
-
-_OPEN: dict[tuple[str, str], tuple[SourceReader, ZarrWriter]] = {}
-_OPEN_LOCK = threading.Lock()
-
-
-def open_job(job: CopyJob) -> tuple[SourceReader, ZarrWriter]:
-    """The reader and writer of ``job`` in this process: threads of a worker share them."""
-    key = (str(job.source), str(job.dest))
-    with _OPEN_LOCK:
-        if key not in _OPEN:
-            _OPEN[key] = (SourceReader(job.source, job.arrays), ZarrWriter(job.dest, job.zarr_format))
-        return _OPEN[key]
-
-
-def adopt_job(job: CopyJob, writer: ZarrWriter) -> None:
-    """Let local threads share ``writer``, which already holds every array open."""
-    with _OPEN_LOCK:
-        _OPEN[(str(job.source), str(job.dest))] = (SourceReader(job.source, job.arrays), writer)
-
-
-def close_open_files() -> None:
-    """Close the sources this process opened for copy tasks."""
-    while _OPEN:
-        _, (reader, _writer) = _OPEN.popitem()
-        reader.close()
-
-
-def copy_task(job: CopyJob, task: CopyTask) -> int:
-    """Copy every region of ``task`` from the source to the store; return bytes copied."""
-    reader, writer = open_job(job)
-    wanted = [(path, region) for path, region in task.items if path not in job.sparse_ok or reader.allocated(path, region)]
-    reader.prefetch(wanted)  # in a bucket: the whole task's chunks in one batch of GETs
-    blocks = []
-    for path, region in wanted:
-        if path in job.copied:
-            writer.write_stored(path, region, reader.stored_chunks(path, region),
-                                lambda origin, p=path: reader.read(p, _chunk_region(job.arrays[p], origin)),
-                                path in job.sparse_ok)
-        else:
-            blocks.append((path, region, reader.read(path, region)))
-    writer.write_many(blocks)
-    return task.nbytes
-
-
-def copy_packed_task(job: CopyJob, task: CopyTask, packing: dict[str, Any], dtypes: dict[str, str],
-                     assemble: Any) -> int:
-    """Write every block of ``task`` for a packing layout: a block of a packed array is
-    ``assemble(reader, packing[path], dtype, region)``, a mirrored block is copied as
-    ``convert`` copies it; return the bytes written."""
-    reader, writer = open_job(job)
-    blocks = []
-    for path, region in task.items:
-        parts = packing.get(path)
-        if parts is not None:
-            blocks.append((path, region, assemble(reader, parts, np.dtype(dtypes[path]), region)))
-        elif path not in job.sparse_ok or reader.allocated(path, region):
-            blocks.append((path, region, reader.read(path, region)))
-    writer.write_many(blocks)
-    return task.nbytes
-
-
-def _chunk_region(info: ArrayInfo, origin: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    assert info.chunks is not None
-    return tuple((o, min(o + c, n)) for o, c, n in zip(origin, info.chunks, info.shape))
-
-
-# ---------------------------------------------------------------------------------
-
-
-RUN_ONLY = frozenset({"workers", "scheduler"})
-
-
-def sidecar(inventory: Inventory, plan: Any) -> dict[str, Any]:
-    """The ``layoutkit.json`` document: options, links, netCDF dimensions, skipped arrays."""
-    return {
-        "layoutkit_version": __version__,
-        "command": "convert",
-        "source": os.path.basename(plan.source),
-        "zarr_format": plan.options.zarr_format,
-        "options": {
-            f.name: (v if isinstance(v := getattr(plan.options, f.name), (bool, int)) else str(v))
-            for f in fields(plan.options)
-            if f.name not in RUN_ONLY  # how the run went is not part of the layout
-        },
-        "userblock_size": inventory.userblock_size,
-        "links": [asdict(link) for link in inventory.links],
-        "netcdf_dimensions": {
-            a.path: a.shape[0] if a.shape else 0 for a in inventory.arrays if a.dim_only
-        },
-        "skipped": [{"path": p, "reason": r} for p, r in plan.skipped],
-        # where each axis's coordinates live, for readers that are not xarray
-        "dimension_scales": {
-            a.path: [list(s) for s in a.dim_scales]
-            for a in inventory.arrays
-            if not a.dim_only and any(a.dim_scales)
-        },
-        "notes": list(inventory.attr_notes),
-    }
-
-
-def not_writable(dest: Path, exc: OSError) -> OutputNotWritableError:
-    return OutputNotWritableError(f"Destination {str(dest)!r} cannot be written ({exc.strerror or exc}).")
-
-
-class ZarrMirror(Layout):
-    """The HDF5 hierarchy mirrored as Zarr: one array per dataset, at its path."""
-
-    name = "zarr-mirror"
-    command = "convert"
-    order = "shot"
-    target = "zarr"
-    options_class = ConvertOptions
-    recipe_keys = ZARR_RECIPE_KEYS
-    description = "the hierarchy mirrored: one Zarr array per dataset, at the same path"
-
-    def plan(self, inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest],
-             dest: str = "") -> ConvertPlan:
-        check_source_options(options)
-        budget = task_budget(options.memory_limit, options.workers)
-        plans, skipped = plan_arrays([a for a in inventory.arrays if not a.dim_only], options, budget)
-        arrays = tuple(p for p in plans if p is not None)
-        tasks = plan_tasks(arrays, budget)
-        infos = {a.path: a for a in inventory.arrays}
-        reencoded = tuple(
-            (a.path, reencode_reason(infos[a.path]))
-            for a in arrays if options.compressor.name == "source" and a.source_encoding is None
-        )
-        return ConvertPlan(inventory.path, dest, options, arrays, tuple(skipped), tasks, budget, reencoded)
-
-    def begin(self, staged: Path, source: Path, inventory: Inventory, plan: ConvertPlan,
-              attrs: dict[str, Any]) -> Work:
-        writer = ZarrWriter(staged, plan.options.zarr_format)
-        try:
-            writer.create(inventory, list(plan.arrays), sidecar(inventory, plan), attrs)
-        except OSError as exc:
-            raise not_writable(Path(plan.dest or staged), exc) from None
-        infos = {a.path: a for a in inventory.arrays}
-        planned = {a.path: infos[a.path] for a in plan.arrays}
-        job = CopyJob(
-            portable(source), portable_target(staged), plan.options.zarr_format, planned,
-            frozenset(writer.fill_matches_source(planned)),
-            frozenset(a.path for a in plan.arrays if a.source_encoding is not None),
-        )
-        adopt_job(job, writer)
-        return Work(copy_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                    state={"writer": writer})
-
-    def finish(self, work: Work, staged: Path, plan: ConvertPlan) -> None:
-        work.state["writer"].finish(plan.options.consolidate)
-
-    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: ConvertPlan, work: Work,
-                  seconds: float) -> ConvertSummary:
-        return ConvertSummary(
-            source=str(source), dest=str(dest), arrays=len(plan.arrays), groups=len(inventory.groups),
-            links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes,
-            source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
-            sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
-            copied=(sum(1 for a in plan.arrays if a.source_encoding) if plan.options.compressor.name == "source"
-                    else None),
-            reencoded=plan.reencoded,
-        )
-
-
-__all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "CopyJob", "ZarrMirror", "copy_packed_task", "copy_task",
-           "plan_array"]
+__all__ = ["plan", "plan_shot_major"]

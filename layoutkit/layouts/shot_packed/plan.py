@@ -1,10 +1,9 @@
-"""The ``zarr-shot-packed`` layout (``convert --order shot-packed``): a shot archive as
-shot-packed Zarr, the mirror image of signal-major.
+"""Planning shot-packed Zarr (pure): each shot's packed array, its segments and its index.
 
 The bytes of every dataset of fixed-size numbers inside a shot group go, end to end,
-into the shot's one packed byte array (:mod:`layoutkit.layouts.shot_packed.write`
+into the shot's one packed byte array (:mod:`layoutkit.layouts.shot_packed.spec`
 describes the layout and the index); everything else is mirrored at its own path, as
-the ``zarr-mirror`` layout writes it. Each task writes whole shards (or chunks) of a packed
+a shot-major store holds it. Each task writes whole shards (or chunks) of a packed
 array, assembled from whole rows of the datasets that fall in them, so memory stays
 within the budget however large a shot is.
 """
@@ -13,27 +12,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.formats import LAYOUT_ATTR, json_attrs
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
-from layoutkit.hdf5.scales import ScaleDigest
-from layoutkit.layouts.shot_major.plan import (
-    ZARR_RECIPE_KEYS,
-    ConvertOptions,
-    ConvertSummary,
-    CopyJob,
-    adopt_job,
-    close_open_files,
-    copy_packed_task,
-    not_writable,
-    plan_arrays,
-    sidecar,
-)
-from layoutkit.layouts.shot_packed.write import (
+from layoutkit.layouts.shot_packed.spec import (
     INDEX_ATTR,
     LAYOUT_NAME,
     LAYOUT_VERSION,
@@ -41,15 +27,11 @@ from layoutkit.layouts.shot_packed.write import (
     IndexEntry,
     IndexTables,
     Segment,
-    assemble_bytes,
     index_doc,
 )
-from layoutkit.layouts.signal_major.plan import packable
-from layoutkit.layouts.signal_major.write import LAYOUT_ATTR
-from layoutkit.pipeline import Layout, Work
 from layoutkit.plan import ArrayPlan, CopyTask, compile_template, natural_key, plan_tasks, task_budget
-from layoutkit.storage import Destination, portable, portable_target
-from layoutkit.writers.zarr_ import ZarrWriter, json_attrs
+from layoutkit.writers.zarr_convert import packable, plan_arrays
+from layoutkit.zarr_layout import ConvertOptions
 
 # inner chunks of a packed array: small enough that one signal's ranged read fetches
 # little more than the signal, large enough that a shot is a few hundred of them at most
@@ -198,87 +180,9 @@ def _packed_plan(path: str, size: int, options: ConvertOptions, budget: int) -> 
                      compressor=options.compressor, read_mode="pack" if size else "none", nbytes=size)
 
 
-def _packed_info(plan: ArrayPlan) -> ArrayInfo:
-    """The inventory entry the Zarr writer creates a packed array from."""
-    return ArrayInfo(path=plan.path, shape=plan.shape, dtype=np.dtype(plan.dtype), kind="numeric", layout="chunked",
-                     chunks=None, filters=(), fill_value=None, attrs={}, dims=(), dim_scales=(), is_scale=False,
-                     storage_bytes=0)
+def plan(inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, Any], dest: str = "") -> ShotPackedPlan:
+    """The layout's planner (:meth:`layoutkit.layout.Layout.plan`)."""
+    return plan_shot_packed(inventory, options, dest)
 
 
-# ---------------------------------------------------------------------------------
-# the worker side (module level so dask can pickle it)
-
-
-@dataclass(frozen=True)
-class ShotPackJob(CopyJob):
-    packing: dict[str, tuple[Segment, ...]] | None = None  # packed array -> its segments
-    dtypes: dict[str, str] | None = None
-
-
-def shot_pack_task(job: ShotPackJob, task: CopyTask) -> int:
-    """Write every block of ``task``: packed blocks assembled from the datasets they
-    hold, mirrored blocks copied as ``convert`` copies them; return the bytes written."""
-    return copy_packed_task(job, task, job.packing or {}, job.dtypes or {}, assemble_bytes)
-
-
-# ---------------------------------------------------------------------------------
-
-
-class ZarrShotPacked(Layout):
-    """Shot-packed Zarr: each shot's numeric datasets packed, as bytes, into one array."""
-
-    name = "zarr-shot-packed"
-    command = "convert"
-    order = "shot-packed"
-    target = "zarr"
-    options_class = ConvertOptions
-    recipe_keys = ZARR_RECIPE_KEYS
-    description = "shot-packed: each shot's signals and time bases packed as bytes into one sharded array, with an index"
-
-    def plan(self, inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest],
-             dest: str = "") -> ShotPackedPlan:
-        return plan_shot_packed(inventory, options, dest)
-
-    def begin(self, staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan,
-              attrs: dict[str, Any]) -> Work:
-        options = plan.options
-        packed = {s.array for s in plan.shots}
-        mirrored = [a for a in plan.arrays if a.path not in packed]
-        infos = {a.path: a for a in inventory.arrays}
-        writer = ZarrWriter(staged, options.zarr_format)
-        layout_inventory = replace(
-            inventory, groups=plan.groups,
-            arrays=(*inventory.arrays, *(_packed_info(a) for a in plan.arrays if a.path in packed)),
-        )
-        # the index's tables are in the root's attributes only
-        layout = {k: v for k, v in plan.layout.items() if k not in IndexTables.LAYOUT_KEYS}
-        doc = {**sidecar(inventory, plan), "layout": layout}
-        try:
-            writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout})
-        except OSError as exc:
-            raise not_writable(Path(plan.dest or staged), exc) from None
-        packing = {s.array: s.segments for s in plan.shots}
-        sources = {seg.source for segs in packing.values() for seg in segs} | {a.path for a in mirrored}
-        job = ShotPackJob(
-            portable(source), portable_target(staged), options.zarr_format, {p: infos[p] for p in sources},
-            frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
-            packing=packing, dtypes=dict.fromkeys(packing, "|u1"),
-        )
-        adopt_job(job, writer)
-        return Work(shot_pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                    state={"writer": writer})
-
-    def finish(self, work: Work, staged: Path, plan: ShotPackedPlan) -> None:
-        work.state["writer"].finish(plan.options.consolidate)
-
-    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: ShotPackedPlan,
-                  work: Work, seconds: float) -> ConvertSummary:
-        return ConvertSummary(
-            source=str(source), dest=str(dest), arrays=len(plan.arrays), groups=len(plan.groups),
-            links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes,
-            source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
-            sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
-        )
-
-
-__all__ = ["ShotPackedPlan", "ZarrShotPacked", "plan_shot_packed"]
+__all__ = ["PackedShot", "ShotPackedPlan", "plan", "plan_shot_packed"]

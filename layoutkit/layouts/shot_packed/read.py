@@ -1,6 +1,5 @@
-"""The reader of shot-packed Zarr (``convert --order shot-packed``): every signal of a
-shot packed into one array, with an index of segments
-(:mod:`layoutkit.layouts.shot_packed.write`)."""
+"""The reader of shot-packed Zarr: every signal of a shot packed into one array, with an
+index of segments (:mod:`layoutkit.layouts.shot_packed.spec`)."""
 
 from __future__ import annotations
 
@@ -13,13 +12,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from layoutkit.layouts.shot_packed.write import INDEX_ATTR as SHOT_INDEX_ATTR
-from layoutkit.layouts.shot_packed.write import LAYOUT_VERSION as SHOT_PACKED_VERSION
-from layoutkit.layouts.shot_packed.write import PACKED_ARRAY, index_names, index_rows
-from layoutkit.layouts.signal_major.read import SignalMajorArchive
+from layoutkit.formats import LAYOUT_ATTR, TYPE_RULE_ATTRS
+from layoutkit.layouts.shot_packed.spec import INDEX_ATTR as SHOT_INDEX_ATTR
+from layoutkit.layouts.shot_packed.spec import LAYOUT_NAME, PACKED_ARRAY, index_names, index_rows
+from layoutkit.layouts.shot_packed.spec import LAYOUT_VERSION as SHOT_PACKED_VERSION
 from layoutkit.plan import compile_template, match_template, natural_key
-from layoutkit.readers.base import LAYOUT_ATTR, NotAnArchiveError, Selection, selections
-from layoutkit.readers.zarr_ import ZarrArchive, tree_of
+from layoutkit.readers.base import NotAnArchiveError, Selection, selections
+from layoutkit.readers.packed import PackedArchive
+from layoutkit.readers.zarr_ import tree_of
 
 WHOLE_READ_BYTES = 4 * 1024**2  # a shot's packed array this small is read whole: one GET, not two
 VIEW_SHARE = 0.9  # rows that use this much of a decoded packed array are views of it, not copies
@@ -86,7 +86,7 @@ class _ShotIndex(Mapping):
         return ((shot, rel) for shot, (_, doc) in self._docs.items() for rel in index_names(doc))
 
 
-class ShotPackedArchive(SignalMajorArchive):
+class ShotPackedArchive(PackedArchive):
     """A shot-packed Zarr store from ``convert --order shot-packed``: the bytes of each
     shot's numeric datasets packed into one array (:mod:`layoutkit.layouts.shot_packed.write`
     has the layout).
@@ -97,10 +97,11 @@ class ShotPackedArchive(SignalMajorArchive):
     packing does not carry are mirrored at their paths and read as in a shot-major store.
     """
 
-    layout = "shot-packed"
+    layout = LAYOUT_NAME
+    hidden_attrs = TYPE_RULE_ATTRS | {SHOT_INDEX_ATTR}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # the parameters of ZarrArchive
-        ZarrArchive.__init__(self, *args, **kwargs)
+        super().__init__(*args, **kwargs)
         meta = self.root.attrs.get(LAYOUT_ATTR) or {}
         if int(meta.get("version", 0)) > SHOT_PACKED_VERSION:
             raise NotAnArchiveError(
@@ -174,7 +175,7 @@ class ShotPackedArchive(SignalMajorArchive):
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
         if self._is_stored_array(path):
-            return ZarrArchive.get(self, path, selection)
+            return super().get(path, selection)
         seg = self._locate(path)
         if seg is None:
             raise KeyError(f"{path} is not in {self.path}")
@@ -259,4 +260,10 @@ class ShotPackedArchive(SignalMajorArchive):
         return {shot: a.rename(signal) for shot, a in zip(shots, arrays)}
 
 
-__all__ = ["VIEW_SHARE", "WHOLE_READ_BYTES", "ShotPackedArchive"]
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+                 root: Any = None) -> ShotPackedArchive:
+    """The reader of a store of this layout (:meth:`layoutkit.layout.Layout.open`)."""
+    return ShotPackedArchive(location, template, model, sleep, root=root)
+
+
+__all__ = ["open_archive", "VIEW_SHARE", "WHOLE_READ_BYTES", "ShotPackedArchive"]

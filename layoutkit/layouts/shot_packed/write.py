@@ -1,126 +1,38 @@
-"""The shot-packed Zarr layout (``convert --order shot-packed``): one shot's signals in one object.
+"""Writing shot-packed Zarr: the store's skeleton with each shot's index, then tasks that
+fill each shot's packed array.
 
-For every shot group (``/shots/<SHOT>``, the part of the template up to ``{shot}``),
-the bytes of every dataset of fixed-size numbers inside it (signals and their time bases
-alike, each flattened in C order, in its own dtype and byte order) are packed end to end
-into one byte array, ``/shots/<SHOT>/_packed`` (uint8). With Zarr v3 that array is one
-shard (a few when a shot holds more than one task's budget), so a whole shot is one GET,
-and one signal a ranged read inside the shard. The shot group's attribute
-``layoutkit_shot_packed`` is the index, a column per field (version 2):
-
-    {"version": 2, "names": ["signals/ip", ...], "start": [0, ...], "dtype": ["<f4", ...],
-     "shape": [[20110], ...], "fill_value": [0.0, ...], "attrs": [3, ...], "scales": [1, ...]}
-
-``start`` is the dataset's first byte in ``_packed``; it spans ``prod(shape) x itemsize``
-bytes. ``attrs`` and ``scales`` are rows of two tables in the root's ``layoutkit_layout``
-attribute, ``"attrs"`` (attribute dicts) and ``"scales"`` (per axis, the dimension scales:
-relative to the shot when inside it, absolute otherwise), each distinct row written once,
-as the shots of an archive repeat their signals' attributes. Version 1 (still read) kept
-a dict per dataset with its attributes in every shot's index (``{"version": 1,
-"members": {"signals/ip": {"start": 0, "dtype": "<f4", "shape": [20110], "fill_value":
-0.0, "attrs": {...}, "scales": [["timebases/t_10khz"]]}, ...}}``): 2.7 MB of JSON for
-100 shots of 70 signals, parsed on every open. The index rides in the consolidated
-metadata, so opening the store is the one request that reads it. Everything else
-(datasets outside shot groups, text, compounds, scalars) is mirrored at its own path as
-``convert --order shot`` writes it.
+Each task writes whole shards (or chunks) of a packed array, assembled from whole rows
+of the datasets that fall in them (:func:`assemble_bytes`), so memory stays within the
+budget however large a shot is; mirrored arrays are copied as a shot-major store's. The
+layout itself is specified in :mod:`layoutkit.layouts.shot_packed.spec`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-LAYOUT_NAME = "shot-packed"
-LAYOUT_VERSION = 2
-INDEX_ATTR = "layoutkit_shot_packed"
-PACKED_ARRAY = "_packed"
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One source dataset's bytes in its shot's packed array."""
-
-    source: str
-    start: int  # first byte
-    size: int  # bytes
-
-
-@dataclass
-class IndexTables:
-    """The rows the shots' indexes share (attribute dicts, scale references), each once."""
-
-    attrs: list[dict[str, Any]] = field(default_factory=list)
-    scales: list[list[list[str]]] = field(default_factory=list)
-    _rows: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
-
-    def row(self, table: str, value: Any) -> int:
-        """The row of ``table`` ("attrs" or "scales") that holds ``value``, added if new."""
-        key = (table, json.dumps(value, sort_keys=True))
-        if key not in self._rows:
-            rows = getattr(self, table)
-            self._rows[key] = len(rows)
-            rows.append(value)
-        return self._rows[key]
-
-    LAYOUT_KEYS = ("attrs", "scales")  # their keys in the root's layout attribute
-
-    def as_layout(self) -> dict[str, Any]:
-        """The tables as they go into the root's layout attribute."""
-        return {key: getattr(self, key) for key in self.LAYOUT_KEYS}
-
-
-@dataclass(frozen=True)
-class IndexEntry:
-    """One dataset of a shot's index, as the writer plans it."""
-
-    name: str  # path relative to the shot group
-    start: int
-    dtype: str
-    shape: list[int]
-    fill_value: Any  # as JSON
-    attrs: dict[str, Any]  # as JSON
-    scales: list[list[str]]
-
-
-def index_doc(entries: list[IndexEntry], tables: IndexTables) -> dict[str, Any]:
-    """A shot group's index attribute (version 2), its shared rows added to ``tables``."""
-    return {
-        "version": LAYOUT_VERSION,
-        "names": [e.name for e in entries],
-        "start": [e.start for e in entries],
-        "dtype": [e.dtype for e in entries],
-        "shape": [e.shape for e in entries],
-        "fill_value": [e.fill_value for e in entries],
-        "attrs": [tables.row("attrs", e.attrs) for e in entries],
-        "scales": [tables.row("scales", e.scales) for e in entries],
-    }
-
-
-def index_names(doc: dict[str, Any]) -> list[str]:
-    """The paths (relative to the shot) a shot's index holds, of either version."""
-    return list(doc["names"]) if "names" in doc else list(doc.get("members", {}))
-
-
-IndexRow = tuple[str, int, str, list[int], Any, dict[str, Any], list[list[str]]]
-
-
-def index_rows(doc: dict[str, Any], layout: dict[str, Any]) -> Iterator[IndexRow]:
-    """(name, start, dtype, shape, fill value, attrs, scales) of every dataset in a shot's
-    index of either version; ``layout`` is the root's layout attribute (its tables). The
-    attribute dicts are shared between rows: copy one before changing it."""
-    if "names" not in doc:  # version 1: a dict per dataset
-        for name, e in doc.get("members", {}).items():
-            yield (name, e["start"], e["dtype"], e["shape"], e.get("fill_value"), e.get("attrs") or {},
-                   e.get("scales") or [])
-        return
-    attrs, scales = layout.get("attrs", []), layout.get("scales", [])
-    yield from zip(doc["names"], doc["start"], doc["dtype"], doc["shape"], doc["fill_value"],
-                   (attrs[i] for i in doc["attrs"]), (scales[i] for i in doc["scales"]), strict=True)
+from layoutkit.formats import LAYOUT_ATTR
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.layout import Work
+from layoutkit.layouts.shot_packed.plan import ShotPackedPlan
+from layoutkit.layouts.shot_packed.spec import IndexTables, Segment
+from layoutkit.plan import ArrayPlan, CopyTask
+from layoutkit.storage import Destination, portable, portable_target
+from layoutkit.writers.zarr_ import ZarrWriter
+from layoutkit.writers.zarr_convert import (
+    ConvertSummary,
+    CopyJob,
+    adopt_job,
+    close_open_files,
+    copy_packed_task,
+    not_writable,
+    sidecar,
+)
 
 
 def assemble_bytes(reader: Any, segments: tuple[Segment, ...], dtype: np.dtype, region: Any) -> np.ndarray:
@@ -145,5 +57,66 @@ def assemble_bytes(reader: Any, segments: tuple[Segment, ...], dtype: np.dtype, 
     return out
 
 
-__all__ = ["INDEX_ATTR", "LAYOUT_NAME", "LAYOUT_VERSION", "PACKED_ARRAY", "IndexEntry", "IndexRow", "IndexTables",
-           "Segment", "assemble_bytes", "index_doc", "index_names", "index_rows"]
+def _packed_info(plan: ArrayPlan) -> ArrayInfo:
+    """The inventory entry the Zarr writer creates a packed array from."""
+    return ArrayInfo(path=plan.path, shape=plan.shape, dtype=np.dtype(plan.dtype), kind="numeric", layout="chunked",
+                     chunks=None, filters=(), fill_value=None, attrs={}, dims=(), dim_scales=(), is_scale=False,
+                     storage_bytes=0)
+
+
+# the worker side (module level so dask can pickle it)
+
+
+@dataclass(frozen=True)
+class ShotPackJob(CopyJob):
+    packing: dict[str, tuple[Segment, ...]] | None = None  # packed array -> its segments
+    dtypes: dict[str, str] | None = None
+
+
+def shot_pack_task(job: ShotPackJob, task: CopyTask) -> int:
+    """Write every block of ``task``: packed blocks assembled from the datasets they
+    hold, mirrored blocks copied as ``convert`` copies them; return the bytes written."""
+    return copy_packed_task(job, task, job.packing or {}, job.dtypes or {}, assemble_bytes)
+
+
+def begin(staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan,
+          attrs: dict[str, Any]) -> Work:
+    options = plan.options
+    packed = {s.array for s in plan.shots}
+    mirrored = [a for a in plan.arrays if a.path not in packed]
+    infos = {a.path: a for a in inventory.arrays}
+    writer = ZarrWriter(staged, options.zarr_format)
+    layout_inventory = replace(
+        inventory, groups=plan.groups,
+        arrays=(*inventory.arrays, *(_packed_info(a) for a in plan.arrays if a.path in packed)),
+    )
+    # the index's tables are in the root's attributes only
+    layout = {k: v for k, v in plan.layout.items() if k not in IndexTables.LAYOUT_KEYS}
+    doc = {**sidecar(inventory, plan), "layout": layout}
+    try:
+        writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout})
+    except OSError as exc:
+        raise not_writable(Path(plan.dest or staged), exc) from None
+    packing = {s.array: s.segments for s in plan.shots}
+    sources = {seg.source for segs in packing.values() for seg in segs} | {a.path for a in mirrored}
+    job = ShotPackJob(
+        portable(source), portable_target(staged), options.zarr_format, {p: infos[p] for p in sources},
+        frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
+        packing=packing, dtypes=dict.fromkeys(packing, "|u1"),
+    )
+    adopt_job(job, writer)
+    return Work(shot_pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
+                state={"writer": writer})
+
+
+def summarize(source: Path, dest: Destination, inventory: Inventory, plan: ShotPackedPlan,
+              work: Work, seconds: float) -> ConvertSummary:
+    return ConvertSummary(
+        source=str(source), dest=str(dest), arrays=len(plan.arrays), groups=len(plan.groups),
+        links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes,
+        source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
+        sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
+    )
+
+
+__all__ = ["ShotPackJob", "assemble_bytes", "begin", "shot_pack_task", "summarize"]

@@ -1,4 +1,4 @@
-"""The ``zarr-signal`` layout (``convert --order signal``): a shot archive as signal-major Zarr.
+"""Planning signal-major Zarr (pure): which datasets are packed into which series and parts.
 
 Every dataset that matches the template and holds fixed-size numbers is packed with the
 same signal of every other shot (:mod:`layoutkit.layouts.signal_major.write` describes the
@@ -13,30 +13,17 @@ datasets that fall in them, so memory stays within the budget however large a si
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
-from layoutkit.layouts.shot_major.plan import (
-    ZARR_RECIPE_KEYS,
-    ConvertOptions,
-    ConvertSummary,
-    CopyJob,
-    adopt_job,
-    close_open_files,
-    copy_packed_task,
-    not_writable,
-    plan_arrays,
-    sidecar,
-)
-from layoutkit.layouts.signal_major.write import (
+from layoutkit.layouts.signal_major.spec import (
     DATA,
-    LAYOUT_ATTR,
     LAYOUT_NAME,
     LAYOUT_VERSION,
     PER_SHOT_ONLY_ATTRS,
@@ -45,12 +32,9 @@ from layoutkit.layouts.signal_major.write import (
     PackedPart,
     PackedRow,
     PackedSeries,
-    SignalMajorWriter,
-    assemble_block,
     packed_arrays,
 )
 from layoutkit.options import ShardSpec
-from layoutkit.pipeline import Layout, Work
 from layoutkit.plan import (
     ArrayPlan,
     CopyTask,
@@ -62,7 +46,7 @@ from layoutkit.plan import (
     plan_tasks,
     task_budget,
 )
-from layoutkit.storage import Destination, portable, portable_target
+from layoutkit.writers.zarr_convert import ConvertOptions, packable, plan_arrays
 
 
 @dataclass(frozen=True)
@@ -84,17 +68,6 @@ class SignalMajorPlan:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays)
-
-
-def packable(info: ArrayInfo) -> bool:
-    """Datasets of fixed-size numbers (or booleans) with at least one axis."""
-    return (
-        info.kind in ("numeric", "bool")
-        and info.dtype.kind in "biufc"
-        and len(info.shape) >= 1
-        and not info.null_space
-        and not info.dim_only
-    )
 
 
 def _refuse_non_archive(src: str, template: str, inventory: Inventory) -> None:
@@ -349,88 +322,9 @@ def _check_reserved_groups(groups: tuple[GroupInfo, ...]) -> None:
             )
 
 
-# ---------------------------------------------------------------------------------
-# the worker side (module level so dask can pickle it)
+def plan(inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, Any], dest: str = "") -> Any:
+    """The layout's planner (:meth:`layoutkit.layout.Layout.plan`)."""
+    return plan_signal_major(inventory, options, scale_digests, dest)
 
 
-@dataclass(frozen=True)
-class PackJob(CopyJob):
-    # packed array (store path) -> its shots' datasets: (source path, start, length)
-    packing: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
-    dtypes: dict[str, str] = field(default_factory=dict)
-
-
-def pack_task(job: PackJob, task: CopyTask) -> int:
-    """Write every block of ``task``: packed blocks assembled from the shots they span,
-    mirrored blocks copied as ``convert`` copies them; return the bytes written."""
-    return copy_packed_task(job, task, job.packing, job.dtypes, assemble_block)
-
-
-# ---------------------------------------------------------------------------------
-
-
-class ZarrSignal(Layout):
-    """Signal-major Zarr: each signal of every shot packed end to end in one array."""
-
-    name = "zarr-signal"
-    command = "convert"
-    order = "signal"
-    target = "zarr"
-    options_class = ConvertOptions
-    recipe_keys = ZARR_RECIPE_KEYS
-    description = "signal-major: each signal of every shot packed into one (sharded) array, with a per-shot index"
-
-    def scale_template(self, options: ConvertOptions) -> str | None:
-        return "/" + options.template.strip("/")
-
-    def plan(self, inventory: Inventory, options: ConvertOptions, scale_digests: dict[str, ScaleDigest],
-             dest: str = "") -> SignalMajorPlan:
-        return plan_signal_major(inventory, options, scale_digests, dest)
-
-    def begin(self, staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPlan,
-              attrs: dict[str, Any]) -> Work:
-        options = plan.options
-        mirrored = [a for a in plan.arrays if a.read_mode not in ("pack", "index")]
-        packed = [a for a in plan.arrays if a.read_mode in ("pack", "index")]
-        writer = SignalMajorWriter(staged, options.zarr_format)
-        doc = {**sidecar(inventory, plan), "layout": plan.layout, "merged_scales": plan.merged_scales}
-        try:
-            writer.create_layout(
-                inventory, mirrored, packed, list(plan.series), list(plan.groups), doc,
-                {**attrs, LAYOUT_ATTR: plan.layout},
-            )
-            index_bytes = writer.write_index(list(plan.series))
-        except OSError as exc:
-            raise not_writable(Path(plan.dest or staged), exc) from None
-        infos = {a.path: a for a in inventory.arrays}
-        packing = {
-            s.array(p, DATA): tuple((r.source, r.start, r.length) for r in p.rows) for s in plan.series for p in s.parts
-        }
-        sources = {r[0] for rows in packing.values() for r in rows} | {a.path for a in mirrored}
-        job = PackJob(
-            portable(source),
-            portable_target(staged),
-            options.zarr_format,
-            {p: infos[p] for p in sources},
-            frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
-            packing=packing,
-            dtypes={s.array(p, DATA): p.dtype.str for s in plan.series for p in s.parts},
-        )
-        adopt_job(job, writer)
-        return Work(pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                    done_bytes=index_bytes, state={"writer": writer})
-
-    def finish(self, work: Work, staged: Path, plan: SignalMajorPlan) -> None:
-        work.state["writer"].finish(plan.options.consolidate)
-
-    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: SignalMajorPlan,
-                  work: Work, seconds: float) -> ConvertSummary:
-        return ConvertSummary(
-            source=str(source), dest=str(dest), arrays=len(plan.arrays),
-            groups=len(plan.groups) + len(plan.series), links=len(inventory.links), skipped=plan.skipped,
-            logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
-            sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
-        )
-
-
-__all__ = ["SignalMajorPlan", "ZarrSignal", "packable", "plan_signal_major"]
+__all__ = ["plan", "SignalMajorPlan", "plan_signal_major"]

@@ -1,5 +1,5 @@
-"""The reader of signal-major Zarr (``convert --order signal``): every shot of a signal
-packed into one array, with an index of rows (:mod:`layoutkit.layouts.signal_major.write`)."""
+"""The reader of signal-major Zarr: every shot of a signal packed into one array, with an
+index of rows (:mod:`layoutkit.layouts.signal_major.spec`)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,23 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from layoutkit.layouts.signal_major.write import DATA, LAYOUT_VERSION, SERIES_ATTR, SIGNALS_GROUP
-from layoutkit.plan import compile_template, match_template, natural_key
-from layoutkit.readers.base import (
-    LAYOUT_ATTR,
-    NotAnArchiveError,
-    ScaleCoordinate,
-    Selection,
-    bytes_back,
-    plain_attrs,
-    scale_coordinate,
-    shot_tree,
-    with_coords,
+from layoutkit.formats import LAYOUT_ATTR
+from layoutkit.layouts.signal_major.spec import (
+    LAYOUT_NAME,
+    LAYOUT_VERSION,
+    SERIES_ATTR,
+    SIGNALS_GROUP,
+    series_rows,
+    series_same_as,
 )
-from layoutkit.readers.zarr_ import HIDDEN_ZARR_ATTRS, ZarrArchive, tree_of
+from layoutkit.plan import compile_template, natural_key
+from layoutkit.readers.base import (
+    NotAnArchiveError,
+    Selection,
+    plain_attrs,
+)
+from layoutkit.readers.packed import PackedArchive
+from layoutkit.readers.zarr_ import tree_of
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class _Series:
     same_as: dict[str, str]  # shot -> the source path (relative to the shot) of an equal scale
 
 
-class SignalMajorArchive(ZarrArchive):
+class SignalMajorArchive(PackedArchive):
     """A signal-major Zarr store from ``convert --order signal``: every shot of a
     signal packed in one array (:mod:`layoutkit.layouts.signal_major.write` has the layout).
 
@@ -56,7 +59,7 @@ class SignalMajorArchive(ZarrArchive):
     at their source paths and read as in a shot-major store.
     """
 
-    layout = "signal-major"
+    layout = LAYOUT_NAME
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # the parameters of ZarrArchive
         super().__init__(*args, **kwargs)
@@ -81,16 +84,12 @@ class SignalMajorArchive(ZarrArchive):
         self._tree: dict[str, set[str]] | None = None
 
     def _read_series(self, group: str, doc: dict[str, Any]) -> _Series:
-        rows = {}
-        for part in doc.get("parts", ()):
-            data = f"{group}/{DATA}{part['suffix']}"
-            common = plain_attrs(dict(self._nodes[data].attributes), HIDDEN_ZARR_ATTRS)
-            dims = tuple(tuple(axis) for axis in part["dims"])
-            for shot, start, length in zip(part["shots"], part["starts"], part["lengths"]):
-                attrs = {**common, **part.get("shot_attrs", {}).get(shot, {})}
-                rows[shot] = _Row(data, int(start), int(length), attrs, dims)
-        same_as = {shot: other for other, shots in doc.get("same_as", {}).items() for shot in shots}
-        return _Series(group, rows, same_as)
+        rows, common = {}, {}
+        for row in series_rows(group, doc):
+            if row.data not in common:
+                common[row.data] = plain_attrs(dict(self._nodes[row.data].attributes), self.hidden_attrs)
+            rows[row.shot] = _Row(row.data, row.start, row.length, {**common[row.data], **row.shot_attrs}, row.dims)
+        return _Series(group, rows, series_same_as(doc))
 
     # -- source paths -> packed rows -----------------------------------------------
 
@@ -108,32 +107,12 @@ class SignalMajorArchive(ZarrArchive):
         kept = self._series.get(series.same_as.get(shot, ""))  # a scale stored once per shot
         return kept.rows.get(shot) if kept else None
 
-    def _scale_source(self, shot: str, ref: str) -> str:
-        return ref if ref.startswith("/") else f"{self.shot_path(shot)}/{ref}"
-
-    def _is_stored_array(self, path: str) -> bool:
-        return hasattr(self._nodes.get(path), "shape")
-
     def _virtual_tree(self) -> dict[str, set[str]]:
         """Group -> member names of the source hierarchy the packed rows stand for."""
         if self._tree is None:
             self._tree = tree_of(f"{self.shot_path(shot)}/{rel}" for rel, series in self._series.items()
                                   for shot in {*series.rows, *series.same_as})
         return self._tree
-
-    def _children(self, group: str) -> list[str]:
-        key = "/" if group in ("", "/") else group.rstrip("/")
-        return sorted(set(super()._children(group)) | self._virtual_tree().get(key, set()))
-
-    def _exists(self, path: str) -> bool:
-        return path in self._nodes or self._locate(path) is not None or path in self._virtual_tree()
-
-    @cached_property
-    def _mirrored_signals(self) -> dict[str, tuple[str, str]]:
-        """The signals stored at their own paths: path -> (shot, signal). A store opened
-        for reading does not change, so this and the listings below are worked out once."""
-        stored = [p for p in self._nodes if self._is_stored_array(p)]
-        return match_template(stored, self.template)
 
     @cached_property
     def _listing(self) -> tuple[list[str], list[str]]:
@@ -142,14 +121,6 @@ class SignalMajorArchive(ZarrArchive):
         shots |= {shot for shot, _ in self._mirrored_signals.values()}
         signals |= {sig for _, sig in self._mirrored_signals.values()}
         return sorted(shots, key=natural_key), sorted(signals, key=natural_key)
-
-    @property
-    def shots(self) -> list[str]:
-        return list(self._listing[0])
-
-    @property
-    def signals(self) -> list[str]:
-        return list(self._listing[1])
 
     # -- reading ---------------------------------------------------------------------
 
@@ -184,84 +155,6 @@ class SignalMajorArchive(ZarrArchive):
         blocks = {p: (lo, v) for (p, (lo, _)), v in zip(spans.items(), values)}
         return [blocks[r.data][1][r.start - blocks[r.data][0] : r.start - blocks[r.data][0] + r.length] for r in rows]
 
-    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
-        """Several source datasets with their coordinates; each packed array is read
-        once for all of them, and so is each scale's. The datasets' rows and their
-        scales' rows are fetched together (one round of requests, not two: a signal read
-        in a bucket waited for its data, then for its time bases)."""
-        located = {p: self._locate(p) for p in paths}
-        packed = [p for p in paths if located[p] is not None]
-        scales: dict[str, str] = {}  # the first scale of each axis
-        for p in packed:
-            shot = self._prefix.match(p).group("shot")
-            for axis in located[p].dims:
-                if axis:
-                    scales.setdefault(self._scale_source(shot, axis[0]), "")
-        for p in paths:
-            if p not in located or located[p] is None:
-                for axis in self._scale_paths(p):
-                    if axis:
-                        scales.setdefault(axis[0], "")
-        scale_rows = {s: row for s in scales if (row := self._locate(s)) is not None}
-        values = self._read_rows([located[p] for p in packed] + list(scale_rows.values()))
-        datas = dict(zip(packed, values))
-        coords = {s: (v, dict(row.attrs)) for (s, row), v in zip(scale_rows.items(), values[len(packed):])}
-        for s in scales:  # a scale stored at its own path, as a shot-major store holds it
-            if s not in coords:
-                coords[s] = (super().get(s), plain_attrs(dict(self._nodes[s].attributes), HIDDEN_ZARR_ATTRS))
-        index: dict[str, ScaleCoordinate] = {}  # scale -> its coordinate, built once
-        out = []
-        for p in paths:
-            row = located[p]
-            if row is None:  # mirrored: as a shot-major store holds it
-                data = super().get(p)
-                attrs = plain_attrs(dict(self._nodes[p].attributes), HIDDEN_ZARR_ATTRS)
-                axes = [axis[:1] for axis in self._scale_paths(p)]
-            else:
-                data, attrs = datas[p], row.attrs
-                shot = self._prefix.match(p).group("shot")
-                axes = [[self._scale_source(shot, axis[0])] if axis else [] for axis in row.dims]
-            dims, coord = [], {}
-            for axis in range(data.ndim):
-                scale = axes[axis][0] if axis < len(axes) and axes[axis] else None
-                if scale is None:
-                    dims.append(f"dim_{axis}")
-                    continue
-                name = scale.rsplit("/", 1)[-1]
-                if scale not in index:
-                    values, scale_attrs = coords[scale]
-                    index[scale] = scale_coordinate(name, values, bytes_back(scale_attrs))
-                coord[name] = index[scale]
-                dims.append(name)
-            out.append(with_coords(data, dims, coord, bytes_back(dict(attrs))))
-        return out
-
-    def _has_array(self, path: str) -> bool:
-        """Whether a dataset of the source is at ``path`` (located in a packed array, or
-        stored at its path). Unlike :meth:`_exists`, it never needs the tree of groups,
-        which is built on first use (50 ms for 7,000 signals)."""
-        return self._locate(path) is not None or self._is_stored_array(path)
-
-    def _variable(self, path: str) -> xr.DataArray:
-        if not self._has_array(path):
-            raise KeyError(f"{path} is not an array in {self.path}")
-        return self._variables([path])[0]
-
-    def _shot_reads(self, shot: str) -> list[tuple[str, Any]]:
-        # a shot is a slice of each signal's series, which zarr reads: nothing to fetch whole
-        return []
-
-    def _shot_paths(self, shot: str) -> tuple[list[str], list[str]]:
-        """A shot's signals and their paths."""
-        names = [sig for sig in self.signals if self._has_array(self.path_of(shot, sig))]
-        return names, [self.path_of(shot, sig) for sig in names]
-
-    def shot(self, shot: str | int) -> xr.DataTree:
-        shot = str(shot)
-        names, paths = self._shot_paths(shot)
-        arrays = self._variables(paths)
-        return shot_tree(shot, list(zip(names, arrays)), self._group_attrs(self.shot_path(shot)))
-
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         series = self._signal_series.get(signal)
         shots = set(series.rows) if series else set()
@@ -271,4 +164,10 @@ class SignalMajorArchive(ZarrArchive):
         return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}
 
 
-__all__ = ["SignalMajorArchive"]
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+                 root: Any = None) -> SignalMajorArchive:
+    """The reader of a store of this layout (:meth:`layoutkit.layout.Layout.open`)."""
+    return SignalMajorArchive(location, template, model, sleep, root=root)
+
+
+__all__ = ["open_archive", "SignalMajorArchive"]

@@ -1,180 +1,44 @@
-"""The signal-major Zarr layout: every shot of one signal packed into one array.
+"""Writing signal-major Zarr: the packed series' arrays and index, and the tasks that fill them.
 
-A *series* is one signal name (``/signals/<SIGNAL>``) or one dimension scale path
-relative to its shot (``/scales/timebases/t_1khz``). Its shots are packed end to end
-along the first axis: a contiguous ragged array in the CF sense, with per-shot index
-arrays. Shots whose datasets differ in dtype, trailing shape, fill value or dimension
-scales go to separate *parts* of the series (``data``, ``data_1``, ...)::
-
-    <series>/data{sfx}     (sum of lengths, *trailing)  the shots, end to end
-    <series>/shot{sfx}     (n,)  shot id (int64 when every shot name is an integer, else text)
-    <series>/start{sfx}    (n,)  first row of each shot in data
-    <series>/length{sfx}   (n,)  rows of each shot (CF count variable: sample_dimension)
-
-The series group's attribute :data:`SERIES_ATTR` repeats the index (so a reader that has
-the consolidated metadata finds a shot without reading the index arrays) and adds what
-the arrays cannot hold: the dimension scales of each axis (as paths relative to the
-shot, resolved through the scale series), per-shot attributes that differ from the
-common ones on ``data``, and the shots in which a scale is a byte-identical copy of
-another scale of the shot (stored once, ``same_as``). ``README.md`` documents the layout
-for readers that are not layoutkit.
-
-This module defines the layout and writes it through :class:`ZarrWriter`; planning is in
-:mod:`layoutkit.signal_major`.
+Each task writes whole shards (or chunks) of a packed array, assembled from the parts of
+the shots' datasets that fall in them (:func:`assemble_block`), so memory stays within
+the budget however large a signal is; mirrored arrays are copied as a shot-major store's.
+The layout itself is specified in :mod:`layoutkit.layouts.signal_major.spec`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.formats import LAYOUT_ATTR
+from layoutkit.hdf5.inventory import GroupInfo, Inventory
 from layoutkit.hdf5.source import SourceReader
-from layoutkit.plan import ArrayPlan, Region, packed_pieces
-from layoutkit.writers.zarr_ import ZarrWriter, json_attrs
-
-LAYOUT_NAME = "signal-major"
-LAYOUT_VERSION = 1
-SIGNALS_GROUP = "signals"
-SCALES_GROUP = "scales"
-SERIES_ATTR = "layoutkit_series"
-LAYOUT_ATTR = "layoutkit_layout"  # the root attribute that says which layout a store is
-DATA, SHOT, START, LENGTH = "data", "shot", "start", "length"
-SAMPLE_DIM = "sample"
-# attributes that zarr or xarray give a meaning of their own on an array: kept per shot
-PER_SHOT_ONLY_ATTRS = frozenset({"_FillValue", "_ARRAY_DIMENSIONS"})
-
-
-@dataclass(frozen=True)
-class PackedRow:
-    """One shot's dataset inside a packed array."""
-
-    shot: str
-    source: str  # the dataset's path in the source
-    start: int
-    length: int
-
-
-@dataclass(frozen=True)
-class PackedPart:
-    """One packed array of a series: shots alike in dtype, trailing shape, fill value
-    and dimension scales, in natural shot order."""
-
-    suffix: str
-    dtype: np.dtype
-    kind: str
-    trailing: tuple[int, ...]
-    fill_value: Any
-    dims: tuple[tuple[str, ...], ...]  # per axis, the scales attached (paths relative to the shot)
-    attrs: dict[str, Any]  # attributes every shot has, with equal values
-    shot_attrs: dict[str, dict[str, Any]]  # the rest, per shot
-    rows: tuple[PackedRow, ...]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return (sum(r.length for r in self.rows), *self.trailing)
-
-    @property
-    def starts(self) -> list[int]:
-        return [r.start for r in self.rows]
-
-    @property
-    def lengths(self) -> list[int]:
-        return [r.length for r in self.rows]
-
-
-@dataclass(frozen=True)
-class PackedSeries:
-    """One signal name, or one dimension scale path, across every shot."""
-
-    group: str  # in the store, e.g. "signals/ip" or "scales/timebases/t_1khz"
-    source: str  # the path relative to the shot, e.g. "signals/ip"
-    parts: tuple[PackedPart, ...]
-    same_as: dict[str, tuple[str, ...]]  # another series' source -> shots where this equals it
-
-    def array(self, part: PackedPart, name: str) -> str:
-        return f"/{self.group}/{name}{part.suffix}"
-
-
-def series_document(series: PackedSeries) -> dict[str, Any]:
-    """The JSON of the series group's :data:`SERIES_ATTR` attribute."""
-    return {
-        "source": series.source,
-        "parts": [
-            {
-                "suffix": p.suffix,
-                "dims": [list(axis) for axis in p.dims],
-                "shots": [r.shot for r in p.rows],
-                "starts": p.starts,
-                "lengths": p.lengths,
-                "shot_attrs": {shot: json_attrs(a) for shot, a in p.shot_attrs.items()},
-            }
-            for p in series.parts
-        ],
-        "same_as": {k: list(v) for k, v in series.same_as.items()},
-    }
-
-
-def shot_ids(shots: list[str]) -> np.ndarray:
-    """The ``shot`` index array: integers when every shot name is one, else text."""
-    if all(s.isdigit() and str(int(s)) == s and int(s) < 2**63 for s in shots):
-        return np.array([int(s) for s in shots], dtype="i8")
-    return np.array(shots, dtype=object)
-
-
-def _dim_names(part: PackedPart) -> tuple[str, ...]:
-    names = [f"{SAMPLE_DIM}{part.suffix}"]
-    for axis in range(1, 1 + len(part.trailing)):
-        refs = part.dims[axis] if axis < len(part.dims) else ()
-        base = (refs[0].rsplit("/", 1)[-1] if refs else f"dim_{axis}") + part.suffix
-        name = base
-        while name in names or name == f"{SHOT}{part.suffix}":
-            name = f"{base}_{axis}"
-        names.append(name)
-    return tuple(names)
-
-
-def _synthetic(path: str, shape: tuple[int, ...], dtype: np.dtype, kind: str, fill: Any,
-               attrs: dict[str, Any], dims: tuple[str, ...]) -> ArrayInfo:
-    return ArrayInfo(
-        path=path, shape=shape, dtype=dtype, kind=kind, layout="contiguous", chunks=None, filters=(),
-        fill_value=fill, attrs=attrs, dims=dims, dim_scales=((),) * len(shape), is_scale=False,
-        storage_bytes=0,
-    )
-
-
-def packed_arrays(series: PackedSeries) -> list[ArrayInfo]:
-    """The arrays of one series, described as if they were source datasets (so that
-    :class:`ZarrWriter` creates them like any other)."""
-    out = []
-    for part in series.parts:
-        n = len(part.rows)
-        instance = (f"{SHOT}{part.suffix}",)
-        ids = shot_ids([r.shot for r in part.rows])
-        out += [
-            _synthetic(series.array(part, DATA), part.shape, part.dtype, part.kind, part.fill_value,
-                       part.attrs, _dim_names(part)),
-            _synthetic(series.array(part, SHOT), (n,), ids.dtype if ids.dtype != object else np.dtype("O"),
-                       "numeric" if ids.dtype != object else "string", None, {}, instance),
-            _synthetic(series.array(part, START), (n,), np.dtype("i8"), "numeric", None, {}, instance),
-            _synthetic(series.array(part, LENGTH), (n,), np.dtype("i8"), "numeric", None,
-                       {"sample_dimension": f"{SAMPLE_DIM}{part.suffix}"}, instance),
-        ]
-    return out
-
-
-def index_values(series: PackedSeries) -> list[tuple[str, np.ndarray]]:
-    """The values of every index array of a series: (store path, values)."""
-    out = []
-    for part in series.parts:
-        out += [
-            (series.array(part, SHOT), shot_ids([r.shot for r in part.rows])),
-            (series.array(part, START), np.array(part.starts, dtype="i8")),
-            (series.array(part, LENGTH), np.array(part.lengths, dtype="i8")),
-        ]
-    return out
+from layoutkit.layout import Work
+from layoutkit.layouts.signal_major.plan import SignalMajorPlan
+from layoutkit.layouts.signal_major.spec import (
+    DATA,
+    SERIES_ATTR,
+    PackedSeries,
+    index_values,
+    packed_arrays,
+    series_document,
+)
+from layoutkit.plan import ArrayPlan, CopyTask, Region, packed_pieces
+from layoutkit.storage import Destination, portable, portable_target
+from layoutkit.writers.zarr_ import ZarrWriter
+from layoutkit.writers.zarr_convert import (
+    ConvertSummary,
+    CopyJob,
+    adopt_job,
+    close_open_files,
+    copy_packed_task,
+    not_writable,
+    sidecar,
+)
 
 
 def assemble_block(reader: SourceReader, rows: tuple[tuple[str, int, int], ...], dtype: np.dtype,
@@ -239,3 +103,66 @@ class SignalMajorWriter(ZarrWriter):
         blocks = [(path, ((0, len(v)),), v) for s in series for path, v in index_values(s)]
         self.write_many(blocks)
         return sum(v.size * 8 for _, _, v in blocks)
+
+
+# the worker side (module level so dask can pickle it)
+
+
+@dataclass(frozen=True)
+class PackJob(CopyJob):
+    # packed array (store path) -> its shots' datasets: (source path, start, length)
+    packing: dict[str, tuple[tuple[str, int, int], ...]] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+
+
+def pack_task(job: PackJob, task: CopyTask) -> int:
+    """Write every block of ``task``: packed blocks assembled from the shots they span,
+    mirrored blocks copied as ``convert`` copies them; return the bytes written."""
+    return copy_packed_task(job, task, job.packing, job.dtypes, assemble_block)
+
+
+def begin(staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPlan,
+          attrs: dict[str, Any]) -> Work:
+    options = plan.options
+    mirrored = [a for a in plan.arrays if a.read_mode not in ("pack", "index")]
+    packed = [a for a in plan.arrays if a.read_mode in ("pack", "index")]
+    writer = SignalMajorWriter(staged, options.zarr_format)
+    doc = {**sidecar(inventory, plan), "layout": plan.layout, "merged_scales": plan.merged_scales}
+    try:
+        writer.create_layout(
+            inventory, mirrored, packed, list(plan.series), list(plan.groups), doc,
+            {**attrs, LAYOUT_ATTR: plan.layout},
+        )
+        index_bytes = writer.write_index(list(plan.series))
+    except OSError as exc:
+        raise not_writable(Path(plan.dest or staged), exc) from None
+    infos = {a.path: a for a in inventory.arrays}
+    packing = {
+        s.array(p, DATA): tuple((r.source, r.start, r.length) for r in p.rows) for s in plan.series for p in s.parts
+    }
+    sources = {r[0] for rows in packing.values() for r in rows} | {a.path for a in mirrored}
+    job = PackJob(
+        portable(source),
+        portable_target(staged),
+        options.zarr_format,
+        {p: infos[p] for p in sources},
+        frozenset(writer.fill_matches_source({a.path: infos[a.path] for a in mirrored})),
+        packing=packing,
+        dtypes={s.array(p, DATA): p.dtype.str for s in plan.series for p in s.parts},
+    )
+    adopt_job(job, writer)
+    return Work(pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
+                done_bytes=index_bytes, state={"writer": writer})
+
+
+def summarize(source: Path, dest: Destination, inventory: Inventory, plan: SignalMajorPlan,
+              work: Work, seconds: float) -> ConvertSummary:
+    return ConvertSummary(
+        source=str(source), dest=str(dest), arrays=len(plan.arrays),
+        groups=len(plan.groups) + len(plan.series), links=len(inventory.links), skipped=plan.skipped,
+        logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
+        sharded=sum(1 for a in plan.arrays if a.shards), shards_requested=plan.options.shards.mode != "none",
+    )
+
+
+__all__ = ["PackJob", "SignalMajorWriter", "assemble_block", "begin", "pack_task", "summarize"]

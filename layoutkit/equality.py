@@ -1,0 +1,373 @@
+"""Equality of a variant with its HDF5 source: the comparisons every layout's comparator uses.
+
+:func:`compare_zarr` walks the source inventory and checks, for every array, that the
+store has it at the same path with the same shape, an equivalent dtype, the same fill
+value, the same attributes and dimension names, and the same values (NaN-aware,
+bit-exact for integers), streamed one write block at a time so memory stays bounded.
+It returns a list of :class:`Mismatch`; an empty list means equal.
+
+The comparators are written from what the formats document, not from the writers'
+code: zarr's metadata, xarray's conventions (``_FillValue`` as base64 of a double in v3
+attributes, ``dimension_names`` / ``_ARRAY_DIMENSIONS``) and the README's rules for
+attributes and types. Nothing here imports :mod:`layoutkit.layouts` or
+:mod:`layoutkit.writers`, so an encoding bug in a writer cannot hide from ``verify``.
+
+:func:`compare_packed` compares a store of a packing layout (signal-major, shot-packed)
+through its reader, :class:`~layoutkit.readers.packed.PackedArchive`: every packed
+dataset read back at its source path, the mirrored rest as :func:`compare_zarr` does.
+A layout's comparator (``layouts/<layout>/compare.py``) composes these.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zarr
+
+from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory, first_line, read_inventory
+from layoutkit.hdf5.source import SourceReader
+from layoutkit.plan import iter_blocks
+from layoutkit.readers.base import scan_grid
+
+
+def expected_dtype(info: ArrayInfo) -> np.dtype | type:
+    """The dtype the README promises in Zarr for a source dataset: text for strings and
+    references, the base integer for enums, the same numbers (any byte order) otherwise."""
+    if info.kind in ("string", "reference"):
+        return str
+    if info.kind == "enum" or not info.dtype.names:
+        return np.dtype(info.dtype.str)
+    return info.dtype
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One difference between a variant and its source."""
+
+    variant: str
+    path: str
+    what: str  # "missing", "shape", "dtype", "values", "fill_value", "attribute", "dims", "group"
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.variant}: {self.path}: {self.what}: {self.detail}"
+
+
+def equal_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise equality, NaN equal to NaN, structured types compared by bytes (or
+    field by field when a field holds variable-length objects)."""
+    if a.dtype.names and b.dtype.names and (a.dtype.hasobject or b.dtype.hasobject):
+        result = np.ones(a.shape, dtype=bool)
+        for name in a.dtype.names:
+            fa, fb = a[name], b[name]
+            eq = equal_values(fa, fb)
+            result &= eq.reshape(fa.shape[: a.ndim] + (-1,)).all(axis=-1) if eq.ndim > a.ndim else eq
+        return result
+    if a.dtype.kind == "O" and b.dtype.kind == "O":
+        same = np.frompyfunc(lambda x, y: bool(np.array_equal(np.asarray(x), np.asarray(y))), 2, 1)
+        return np.asarray(same(a, b), dtype=bool)
+    if a.dtype.names or b.dtype.names or a.dtype.kind == "V":
+        a2 = np.ascontiguousarray(a).view(np.uint8).reshape(a.shape + (-1,))
+        b2 = np.ascontiguousarray(b.astype(a.dtype)).view(np.uint8).reshape(b.shape + (-1,))
+        return (a2 == b2).all(axis=-1)
+    if a.dtype.kind in "fc":
+        return (a == b) | (np.isnan(a) & np.isnan(b))
+    if a.dtype.kind in "OUT" or b.dtype.kind in "OUT" or a.dtype != b.dtype and "String" in type(b.dtype).__name__:
+        return np.asarray(a.astype(object) == b.astype(object), dtype=bool)
+    return np.asarray(a == b)
+
+
+def decode_fill(v: Any, dtype: np.dtype) -> Any:
+    if isinstance(v, str) and dtype.kind == "f":
+        return struct.unpack("<d", base64.standard_b64decode(v))[0]
+    if isinstance(v, str) and dtype.kind == "S":
+        return base64.standard_b64decode(v)
+    return v
+
+
+def as_py(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else (v.decode() if isinstance(v, bytes) else v)
+
+
+def same_attr(a: Any, b: Any) -> bool:
+    """``a`` from the source (JSON-ready, NaN as a float), ``b`` as the store holds it."""
+    if isinstance(a, float) and isinstance(b, str) and b in NON_FINITE:
+        b = NON_FINITE[b]
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (np.isnan(a) and np.isnan(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_attr(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_attr(a[k], b[k]) for k in a)
+    return a == b
+
+
+def compare_zarr(
+    source: str | Path,
+    store: str | Path | Any,
+    inventory: Inventory | None = None,
+    skipped: frozenset[str] = frozenset(),
+    workers: int = 2,
+    name: str | None = None,
+    index_attrs: frozenset[str] = frozenset(),
+) -> list[Mismatch]:
+    """Compare a Zarr store that mirrors an HDF5 source (a shot-major store, or the
+    mirrored part of another layout's) with that source.
+
+    Parameters
+    ----------
+    source
+        The HDF5 file.
+    store
+        The Zarr store: a folder, or a zarr store object (e.g. ``ObjectStore`` over a bucket).
+    skipped
+        Paths left out on purpose (``--skip-unsupported``); not reported as missing.
+    workers
+        Arrays compared at the same time.
+    index_attrs
+        Attributes a layout adds to groups as its index (not source attributes).
+
+    Returns
+    -------
+    list of Mismatch
+        Empty when the store is faithful.
+    """
+    inventory = inventory or read_inventory(source)
+    name = name or str(store)
+    # the arrays' own metadata is the truth; consolidated metadata is only a cache of it
+    root = zarr.open_group(store, mode="r", use_consolidated=False)
+    zfmt = root.metadata.zarr_format
+    found: list[Mismatch] = []
+
+    def miss(path: str, what: str, detail: str) -> None:
+        found.append(Mismatch(name, path, what, detail))
+
+    def node(path: str, kind: type) -> Any:
+        """The store's node at ``path`` if it is of ``kind``, else report it and None."""
+        what = "group" if kind is zarr.Group else "array"
+        try:
+            found_node = root if path == "/" else root[path.lstrip("/")]
+        except KeyError:
+            miss(path, "missing", f"{what} not in the store")
+            return None
+        if not isinstance(found_node, kind):
+            miss(path, "missing", f"the store has something else than a {what} there")
+            return None
+        return found_node
+
+    for g in inventory.groups:
+        if (zg := node(g.path, zarr.Group)) is not None:
+            compare_attrs(g.path, *without_provenance(g.path, dict(g.attrs), dict(zg.attrs)), miss,
+                          TYPE_RULE_ATTRS | index_attrs)
+
+    arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
+
+    def one(info: ArrayInfo) -> list[Mismatch]:
+        own: list[Mismatch] = []
+        try:
+            z = root[info.path.lstrip("/")]
+        except KeyError:
+            return [Mismatch(name, info.path, "missing", "array not in the store")]
+        if not isinstance(z, zarr.Array):
+            return [Mismatch(name, info.path, "missing", "the store has something else than an array there")]
+        try:
+            compare_array(info, z, zfmt, reader, lambda p, w, d: own.append(Mismatch(name, p, w, d)))
+        except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+            own.append(Mismatch(name, info.path, "values", f"cannot be read: {first_line(exc)}"))
+        return own
+
+    # arrays are compared in parallel: zarr decodes and our source reader decodes
+    # outside the GIL; each array is streamed one write block at a time
+    with SourceReader(source, {a.path: a for a in arrays}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+        for own in pool.map(one, arrays):
+            found.extend(own)
+    return found
+
+
+def without_provenance(path: str, *attrs: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """Leave out the one root attribute layoutkit adds to every variant (the recipe it was
+    written with), on both sides; every other attribute is compared."""
+    if path != "/":
+        return attrs
+    return tuple({k: v for k, v in a.items() if k != PROVENANCE_ATTR} for a in attrs)
+
+
+def compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], miss: Any,
+                  ignore: frozenset[str] = TYPE_RULE_ATTRS) -> None:
+    """Report each attribute of ``expected`` (the source's) that ``got`` (the store's)
+    lacks or holds otherwise, and each of ``got`` the source lacks but for ``ignore``."""
+    for key, value in expected.items():
+        if key not in got:
+            miss(path, "attribute", f"{key!r} missing")
+        elif not same_attr(value, got[key]):
+            miss(path, "attribute", f"{key!r} is {got[key]!r}, expected {value!r}")
+    for key in got:
+        if key not in expected and key not in ignore:
+            miss(path, "attribute", f"{key!r} is not in the source")
+
+
+def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: SourceReader, miss: Any) -> None:
+    path = info.path
+    if tuple(z.shape) != info.shape:
+        miss(path, "shape", f"{tuple(z.shape)}, expected {info.shape}")
+        return
+    want = expected_dtype(info)
+    if want is str:
+        if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
+            miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
+    elif np.dtype(want).newbyteorder("=") != np.dtype(z.dtype).newbyteorder("="):
+        miss(path, "dtype", f"{z.dtype}, expected {np.dtype(want)}")
+        return
+    # dimension names
+    dims = tuple(z.metadata.dimension_names or ()) if zfmt == 3 else tuple(z.attrs.get(DIMENSIONS_ATTR, ()))
+    if info.shape and dims != info.dims:
+        miss(path, "dims", f"{dims}, expected {info.dims}")
+    # attributes
+    expected = dict(info.attrs)
+    got = dict(z.attrs)
+    # _FillValue is stored the way xarray expects: base64 in v3 attributes, the
+    # fill_value itself in v2; compare it as a number
+    want_fv = info.attrs.get("_FillValue")
+    expected.pop("_FillValue", None)
+    got_fv = got.pop("_FillValue", None)
+    if want_fv is not None and zfmt == 3:
+        if got_fv is None:
+            miss(path, "attribute", "'_FillValue' missing")
+        else:
+            got_fv = decode_fill(got_fv, np.dtype(z.dtype) if want is not str else np.dtype(object))
+            if isinstance(want_fv, list) and len(want_fv) == 1:
+                want_fv = want_fv[0]  # netCDF's 1-element array
+            if not same_attr(as_py(want_fv), as_py(got_fv)):
+                miss(path, "attribute", f"'_FillValue' is {got_fv!r}, expected {want_fv!r}")
+    compare_attrs(path, expected, got, miss)
+    # fill value (v3 keeps HDF5's; v2 keeps it only where it is not netCDF's default)
+    if zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.names:
+        fv = np.asarray(info.fill_value).astype(z.dtype)
+        if not equal_values(fv.reshape(1), np.asarray(z.fill_value).astype(z.dtype).reshape(1)).all():
+            miss(path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
+    # values, one write block at a time
+    block = z.shards or z.chunks if z.shape else ()
+    for region in iter_blocks(info.shape, block):
+        sel = tuple(slice(a, b) for a, b in region) if region else ()
+        expected_v = np.asarray(reader.read(path, region))
+        got_v = np.asarray(z[sel] if sel else z[...])
+        eq = equal_values(expected_v, got_v)
+        if not eq.all():
+            bad = np.argwhere(~eq)[0] if eq.ndim else ()
+            index = tuple(int(i) + a for i, (a, _) in zip(bad, region))
+            miss(path, "values", f"first difference at index {index}")
+            return
+
+
+def compare_packed(source: str | Path, store: Any, archive_class: Any, check_index: Any,
+                   inventory: Inventory | None, skipped: frozenset[str], workers: int,
+                   name: str | None, index_attrs: frozenset[str] = frozenset()) -> list[Mismatch]:
+    """Compare a store of a packing layout with its source.
+
+    Every packed dataset is read back at its source path through the layout's reader
+    (``archive_class``, a :class:`~layoutkit.readers.packed.PackedArchive` opened on the
+    arrays' own metadata, not the consolidated copy) and compared with the source: shape,
+    dtype, fill value, attributes, dimension scales and values, one source chunk at a
+    time; arrays and groups the layout mirrors are compared as :func:`compare_zarr` does.
+    ``check_index(archive, source_paths, miss)`` checks the layout's index; ``index_attrs``
+    are the attributes that index adds to groups.
+    """
+    from dataclasses import replace
+
+    inventory = inventory or read_inventory(source)
+    name = name or str(store)
+    found: list[Mismatch] = []
+
+    def miss(path: str, what: str, detail: str) -> None:
+        found.append(Mismatch(name, path, what, detail))
+
+    with warnings.catch_warnings():  # walking the hierarchy meets layoutkit.json
+        warnings.simplefilter("ignore")
+        where = Path(store) if isinstance(store, (str, Path)) else name  # a store in a bucket: its URL
+        archive = archive_class(where, root=zarr.open_group(store, mode="r", use_consolidated=False))
+    arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
+    packed = [a for a in arrays if archive._locate(a.path) is not None]
+    mirrored = [a for a in arrays if archive._locate(a.path) is None]
+    # groups without attributes that hold packed datasets are implied by the index
+    implied = archive._virtual_tree()
+    groups = [g for g in inventory.groups if g.path != "/" and (g.attrs or g.path not in implied)]
+    found += compare_zarr(source, store, replace(inventory, groups=tuple(groups), arrays=tuple(mirrored)),
+                          skipped, workers, name, index_attrs)
+    root = next((g for g in inventory.groups if g.path == "/"), None)
+    if root is not None:
+        got = {k: v for k, v in archive.root.attrs.items() if k != LAYOUT_ATTR}
+        compare_attrs("/", *without_provenance("/", dict(root.attrs), got), miss)
+
+    def one(info: ArrayInfo) -> list[Mismatch]:
+        own: list[Mismatch] = []
+
+        def report(path: str, what: str, detail: str) -> None:
+            own.append(Mismatch(name, path, what, detail))
+
+        row = archive._locate(info.path)
+        z = archive._array(row.data)
+        shape = getattr(row, "shape", None) or (row.length, *z.shape[1:])  # shot-packed rows carry their shape
+        if shape != info.shape:
+            return [Mismatch(name, info.path, "shape", f"{shape}, expected {info.shape}")]
+        dtype = np.dtype(getattr(row, "dtype", None) or z.dtype)  # shot-packed rows carry their dtype
+        if dtype.newbyteorder("=") != info.dtype.newbyteorder("="):
+            return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
+        if hasattr(row, "fill_value"):  # in the index, as JSON (NaN and infinities as strings)
+            got = [NON_FINITE.get(v, v) if isinstance(v, str) else v
+                   for v in (row.fill_value if isinstance(row.fill_value, list) else [row.fill_value])]
+            got = None if got == [None] else complex(*got) if len(got) == 2 else got[0]
+            want = None if info.fill_value is None else np.asarray(info.fill_value).astype(dtype).reshape(1)
+            if (want is None) != (got is None) or (
+                    want is not None and not equal_values(want, np.asarray(got, dtype=dtype).reshape(1)).all()):
+                report(info.path, "fill_value", f"{got!r}, expected {info.fill_value!r}")
+        elif info.fill_value is not None and archive.root.metadata.zarr_format == 3:
+            fv = np.asarray(info.fill_value).astype(z.dtype).reshape(1)
+            if not equal_values(fv, np.asarray(z.fill_value).astype(z.dtype).reshape(1)).all():
+                report(info.path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
+        compare_attrs(info.path, dict(info.attrs), row.attrs, report)
+        shot = archive._prefix.match(info.path).group("shot")
+        got_dims = [[archive._scale_source(shot, r) for r in axis] for axis in row.dims]
+        if info.dim_scales and any(info.dim_scales) and got_dims != [list(a) for a in info.dim_scales]:
+            report(info.path, "dims", f"dimension scales {got_dims}, expected {[list(a) for a in info.dim_scales]}")
+        grid = scan_grid(info.shape, info.dtype.itemsize, info.chunks)
+        try:
+            for region in iter_blocks(info.shape, grid):
+                sel = tuple(slice(a, b) for a, b in region)
+                eq = equal_values(np.asarray(reader.read(info.path, region)), archive.get(info.path, sel))
+                if not eq.all():
+                    bad = np.argwhere(~eq)[0]
+                    report(info.path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
+                    break
+        except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            report(info.path, "values", f"cannot be read: {first}")
+        return own
+
+    with SourceReader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+        for own in pool.map(one, packed):
+            found.extend(own)
+    check_index(archive, {a.path for a in arrays} | set(skipped), miss)
+    return found
+
+
+__all__ = [
+    "Mismatch",
+    "as_py",
+    "compare_array",
+    "compare_attrs",
+    "compare_packed",
+    "compare_zarr",
+    "decode_fill",
+    "equal_values",
+    "expected_dtype",
+    "same_attr",
+    "without_provenance",
+]

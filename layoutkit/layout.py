@@ -1,0 +1,179 @@
+"""What a layout is: one object that writes it, reads it back and proves it equal.
+
+A layout is a :class:`Layout` subclass registered by name in :mod:`layoutkit.layouts`,
+as a zarr codec is one class registered by name. It owns its whole format:
+
+- the write side: its options and recipe keys, a pure planner (:meth:`Layout.plan`),
+  the skeleton and tasks (:meth:`Layout.begin`), which :mod:`layoutkit.pipeline` runs
+  the same way for every layout;
+- the read side: :meth:`Layout.open` returns the :class:`~layoutkit.readers.base.Archive`
+  that reads its output (what :func:`layoutkit.open` hands out), and
+  :meth:`Layout.compare` proves an output equal to its source (what ``verify`` runs).
+
+A layout is one package (``layoutkit/layouts/signal_major/``): ``spec.py`` (its names,
+version and index encoding, which both directions import), ``plan.py`` (``plan``),
+``write.py`` (``begin``, ``summarize``, optionally ``finish``), ``read.py``
+(``open_archive``) and ``compare.py`` (``compare``). :attr:`Layout.package` names it, and
+the methods below import each module when first used: the registry itself loads no
+writer, reader or Zarr. A layout may instead override the methods.
+
+Everything else (the CLI's choices and help, recipes, ``inspect``, ``advise``,
+``verify``, the reader registry) is derived from the registry, so a new layout is one
+package and one registry line; :mod:`layoutkit.testing` is the conformance suite every
+registered layout runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from layoutkit.equality import Mismatch
+    from layoutkit.hdf5.inventory import Inventory
+    from layoutkit.hdf5.scales import ScaleDigest
+    from layoutkit.options import RecipeKey
+    from layoutkit.readers.base import Archive
+    from layoutkit.storage import Destination
+
+DESTINATION_KINDS = ("local", "bucket", "icechunk")
+"""Where an output can be written: a local path, an object-store URL, an Icechunk repository."""
+
+
+@dataclass
+class Work:
+    """What a layout hands the pipeline once its output's skeleton exists.
+
+    ``fn(job, task)`` is called for every task; it must be a module-level function so
+    that dask can ship it to worker processes. Without a ``sink`` the engine runs the
+    tasks in any order and ``fn`` returns the bytes it wrote. With a ``sink``, results
+    are consumed in task order on the calling thread (``sink(result)`` writes one and
+    returns its bytes), at most ``window`` of them pending.
+    """
+
+    fn: Callable[[Any, Any], Any]
+    job: Any
+    tasks: Iterable[Any]
+    sink: Callable[[Any], int] | None = None
+    window: int | None = None
+    cleanup: Callable[[], None] | None = None  # in every worker process, after the last task
+    close: Callable[[], None] = lambda: None  # always, on success or failure
+    done_bytes: int = 0  # bytes the layout already wrote while creating the skeleton
+    state: dict[str, Any] = field(default_factory=dict)  # the layout's own, e.g. its writer
+
+
+class Layout(ABC):
+    """A way of writing a source, reading the result and proving it equal.
+
+    Subclasses set the class attributes, and :attr:`package` (whose modules provide
+    :meth:`plan`, :meth:`begin`, :meth:`summarize`, :meth:`open` and :meth:`compare`) or
+    override those methods; :mod:`layoutkit.layouts` registers them.
+    """
+
+    package: ClassVar[str | None] = None
+    """The layout's package, e.g. ``"layoutkit.layouts.signal_major"``."""
+
+    name: ClassVar[str]
+    """The one name of the layout: the CLI's value, a recipe's ``layout``, the registry
+    key and, for a Zarr layout, the name its stores record (e.g. ``"signal-major"``)."""
+    aliases: ClassVar[tuple[str, ...]] = ()
+    """Older spellings that are still read (recipes, registry lookups, ``--order``)."""
+    command: ClassVar[str]  # the command that writes it: "convert" or "reorder"
+    order: ClassVar[str | None] = None  # convert's former --order value for it ("shot", "signal"...)
+    target: ClassVar[str]  # the recipe target: "zarr" or "hdf5-paged"
+    format: ClassVar[str]  # what it writes: "zarr", "hdf5", or the layout's own format
+    output: ClassVar[str] = "store"  # "store" (a Zarr key-value target) or "file" (a local path)
+    destinations: ClassVar[tuple[str, ...]] = DESTINATION_KINDS  # where it can write (DESTINATION_KINDS)
+    options_class: ClassVar[type]
+    recipe_keys: ClassVar[tuple[RecipeKey, ...]]
+    description: ClassVar[str] = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every spelling that selects this layout: its name, then its aliases."""
+        return (self.name, *self.aliases)
+
+    def part(self, module: str) -> ModuleType:
+        """One module of the layout's package (``"plan"``, ``"write"``, ``"read"``,
+        ``"compare"``, ``"spec"``), imported on first use.
+
+        Raises
+        ------
+        NotImplementedError
+            The layout has no package and did not override the method that asked.
+        """
+        if self.package is None:
+            raise NotImplementedError(f"the layout {self.name!r} has no package and does not override this method")
+        return importlib.import_module(f"{self.package}.{module}")
+
+    # -- the write side ---------------------------------------------------------------
+
+    def scale_template(self, options: Any) -> str | None:
+        """The template whose dimension scales are fingerprinted before planning (for
+        deduplication), or None when the layout does not deduplicate scales."""
+        return None
+
+    def plan(self, inventory: Inventory, options: Any, scale_digests: dict[str, ScaleDigest], dest: str = "") -> Any:
+        """Plan the whole output from the inventory: pure, no I/O. The plan has an
+        ``nbytes`` attribute (the bytes the tasks will write, for progress).
+        ``scale_digests``: the fingerprints of the scales under :meth:`scale_template`."""
+        return self.part("plan").plan(inventory, options, scale_digests, dest)
+
+    def begin(self, staged: Any, source: Path, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
+        """Create the output's skeleton at ``staged`` (root attributes ``attrs`` included)
+        and return the work that fills it. ``staged`` is a local path for an ``output`` of
+        "file"; for "store", a path or a key-value target (:func:`layoutkit.storage.as_kv`)."""
+        return self.part("write").begin(staged, source, inventory, plan, attrs)
+
+    def finish(self, work: Work, staged: Any, plan: Any) -> None:
+        """Complete the staged output after every task ran (consolidate, close): the
+        package's ``write.finish`` if it has one, else nothing."""
+        finish = getattr(self.part("write"), "finish", None) if self.package else None
+        if finish is not None:
+            finish(work, staged, plan)
+
+    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: Any, work: Work,
+                  seconds: float) -> Any:
+        """The command's summary of a finished run."""
+        return self.part("write").summarize(source, dest, inventory, plan, work, seconds)
+
+    # -- the read side ----------------------------------------------------------------
+
+    def open(self, location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+             root: Any = None) -> Archive:
+        """The :class:`~layoutkit.readers.base.Archive` over an output of this layout.
+
+        ``location`` is a local path or a URL; ``model`` simulates latency, ``sleep``
+        replaces the wait (tests), ``page_buffer`` is HDF5's page buffer, and ``root``
+        the already opened Zarr root group of a store (:func:`layoutkit.archive.open_archive`
+        reads it to find the layout)."""
+        return self.part("read").open_archive(location, template=template, model=model, sleep=sleep,
+                                              page_buffer=page_buffer, root=root)
+
+    def compare(self, source: Any, variant: Any, *, inventory: Inventory, skipped: frozenset[str] = frozenset(),
+                workers: int = 2, name: str | None = None) -> list[Mismatch]:
+        """Every difference between an output of this layout and its source (empty: equal).
+
+        ``variant`` is what :func:`layoutkit.verify.equality.compare_variant` located: a
+        local path, a zarr store over a bucket prefix or an Icechunk session, or an
+        :class:`~layoutkit.storage.ObjectSource`; ``skipped``: datasets it leaves out on
+        purpose; ``name``: how the report names it."""
+        return self.part("compare").compare(source, variant, inventory=inventory, skipped=skipped, workers=workers,
+                                            name=name)
+
+    def guess_can_open(self, location: Path) -> bool:
+        """Whether a local ``location`` that is neither Zarr nor HDF5 holds this layout
+        (xarray's ``guess_can_open``); layouts of those two formats are found by what
+        the store or file records, and need not say."""
+        return False
+
+    def __repr__(self) -> str:
+        return f"<layout {self.name!r}>"
+
+
+__all__ = ["DESTINATION_KINDS", "Layout", "Work"]

@@ -1,0 +1,72 @@
+"""The options of ``reorder`` and their recipe keys: what the registry needs of the paged
+HDF5 layout, without h5py's writer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from layoutkit.errors import InvalidOptionError
+from layoutkit.layouts.hdf5_paged.spec import BY
+from layoutkit.options import (
+    CHUNK_SIZE_KEY,
+    CHUNKS_KEY,
+    COMPRESSOR_KEY,
+    STR_OR_INT,
+    ChunkSpec,
+    CompressorSpec,
+    RecipeKey,
+    choice_parser,
+    exact_size,
+    parse_bool,
+    parse_chunks,
+    parse_compressor,
+    parse_size,
+    size_parser,
+)
+from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
+
+
+@dataclass(frozen=True)
+class ReorderOptions:
+    by: str = "shot"
+    template: str = DEFAULT_TEMPLATE
+    page_size: int | None = None  # None: auto
+    compressor: CompressorSpec = field(default_factory=lambda: parse_compressor("gzip:4"))
+    compress_threshold: int = 8 * 1024
+    chunks: ChunkSpec = field(default_factory=lambda: parse_chunks("source"))
+    chunk_bytes: int = 4 * 1024**2
+    dedupe: bool = True
+    workers: int = 2
+    memory_limit: int = 1024**3
+    overwrite: bool = False
+
+
+def _parse_page_size(text: Any) -> int | None:
+    """``auto``, or a power of two of at least 512 B (HDF5's file space pages)."""
+    if str(text).strip().lower() == "auto":
+        return None
+    size = parse_size(text, what="page size")
+    if size < 512 or size & (size - 1):
+        raise InvalidOptionError(
+            f"Expected a page size that is a power of two of at least 512 B, such as 8MiB, or auto. Got {text!r}."
+        )
+    return size
+
+
+REORDER_RECIPE_KEYS: tuple[RecipeKey, ...] = (
+    RecipeKey("by", "by", choice_parser("--by", BY), str, "\"shot\", \"signal\" or \"group\""),
+    TEMPLATE_KEY,
+    RecipeKey("page_size", "page_size", _parse_page_size, lambda v: "auto" if v is None else exact_size(v),
+              "auto or a size such as \"8MiB\"", STR_OR_INT),
+    COMPRESSOR_KEY,
+    RecipeKey("compress_threshold", "compress_threshold", size_parser("compression threshold"), exact_size,
+              "a size such as \"8KiB\"", STR_OR_INT),
+    CHUNKS_KEY,
+    CHUNK_SIZE_KEY,
+    RecipeKey("dedupe", "dedupe", parse_bool, bool, "true or false", (bool,)),
+)
+
+
+
+__all__ = ["REORDER_RECIPE_KEYS", "ReorderOptions"]

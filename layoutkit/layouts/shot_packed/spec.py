@@ -1,0 +1,129 @@
+"""The shot-packed Zarr layout (``convert --order shot-packed``): one shot's signals in one object.
+
+For every shot group (``/shots/<SHOT>``, the part of the template up to ``{shot}``),
+the bytes of every dataset of fixed-size numbers inside it (signals and their time bases
+alike, each flattened in C order, in its own dtype and byte order) are packed end to end
+into one byte array, ``/shots/<SHOT>/_packed`` (uint8). With Zarr v3 that array is one
+shard (a few when a shot holds more than one task's budget), so a whole shot is one GET,
+and one signal a ranged read inside the shard. The shot group's attribute
+``layoutkit_shot_packed`` is the index, a column per field (version 2):
+
+    {"version": 2, "names": ["signals/ip", ...], "start": [0, ...], "dtype": ["<f4", ...],
+     "shape": [[20110], ...], "fill_value": [0.0, ...], "attrs": [3, ...], "scales": [1, ...]}
+
+``start`` is the dataset's first byte in ``_packed``; it spans ``prod(shape) x itemsize``
+bytes. ``attrs`` and ``scales`` are rows of two tables in the root's ``layoutkit_layout``
+attribute, ``"attrs"`` (attribute dicts) and ``"scales"`` (per axis, the dimension scales:
+relative to the shot when inside it, absolute otherwise), each distinct row written once,
+as the shots of an archive repeat their signals' attributes. Version 1 (still read) kept
+a dict per dataset with its attributes in every shot's index (``{"version": 1,
+"members": {"signals/ip": {"start": 0, "dtype": "<f4", "shape": [20110], "fill_value":
+0.0, "attrs": {...}, "scales": [["timebases/t_10khz"]]}, ...}}``): 2.7 MB of JSON for
+100 shots of 70 signals, parsed on every open. The index rides in the consolidated
+metadata, so opening the store is the one request that reads it. Everything else
+(datasets outside shot groups, text, compounds, scalars) is mirrored at its own path as
+a shot-major store holds it.
+
+This module is the layout's specification, imported by its writer, its reader and its
+comparator alike: the names, the version, the index's encoding (:func:`index_doc`) and
+decoding (:func:`index_rows`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+LAYOUT_NAME = "shot-packed"
+ALIASES = ("zarr-shot-packed",)  # the former registry key (and recipe name)
+LAYOUT_VERSION = 2
+INDEX_ATTR = "layoutkit_shot_packed"
+PACKED_ARRAY = "_packed"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One source dataset's bytes in its shot's packed array."""
+
+    source: str
+    start: int  # first byte
+    size: int  # bytes
+
+
+@dataclass
+class IndexTables:
+    """The rows the shots' indexes share (attribute dicts, scale references), each once."""
+
+    attrs: list[dict[str, Any]] = field(default_factory=list)
+    scales: list[list[list[str]]] = field(default_factory=list)
+    _rows: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+
+    def row(self, table: str, value: Any) -> int:
+        """The row of ``table`` ("attrs" or "scales") that holds ``value``, added if new."""
+        key = (table, json.dumps(value, sort_keys=True))
+        if key not in self._rows:
+            rows = getattr(self, table)
+            self._rows[key] = len(rows)
+            rows.append(value)
+        return self._rows[key]
+
+    LAYOUT_KEYS = ("attrs", "scales")  # their keys in the root's layout attribute
+
+    def as_layout(self) -> dict[str, Any]:
+        """The tables as they go into the root's layout attribute."""
+        return {key: getattr(self, key) for key in self.LAYOUT_KEYS}
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """One dataset of a shot's index, as the writer plans it."""
+
+    name: str  # path relative to the shot group
+    start: int
+    dtype: str
+    shape: list[int]
+    fill_value: Any  # as JSON
+    attrs: dict[str, Any]  # as JSON
+    scales: list[list[str]]
+
+
+def index_doc(entries: list[IndexEntry], tables: IndexTables) -> dict[str, Any]:
+    """A shot group's index attribute (version 2), its shared rows added to ``tables``."""
+    return {
+        "version": LAYOUT_VERSION,
+        "names": [e.name for e in entries],
+        "start": [e.start for e in entries],
+        "dtype": [e.dtype for e in entries],
+        "shape": [e.shape for e in entries],
+        "fill_value": [e.fill_value for e in entries],
+        "attrs": [tables.row("attrs", e.attrs) for e in entries],
+        "scales": [tables.row("scales", e.scales) for e in entries],
+    }
+
+
+def index_names(doc: dict[str, Any]) -> list[str]:
+    """The paths (relative to the shot) a shot's index holds, of either version."""
+    return list(doc["names"]) if "names" in doc else list(doc.get("members", {}))
+
+
+IndexRow = tuple[str, int, str, list[int], Any, dict[str, Any], list[list[str]]]
+
+
+def index_rows(doc: dict[str, Any], layout: dict[str, Any]) -> Iterator[IndexRow]:
+    """(name, start, dtype, shape, fill value, attrs, scales) of every dataset in a shot's
+    index of either version; ``layout`` is the root's layout attribute (its tables). The
+    attribute dicts are shared between rows: copy one before changing it."""
+    if "names" not in doc:  # version 1: a dict per dataset
+        for name, e in doc.get("members", {}).items():
+            yield (name, e["start"], e["dtype"], e["shape"], e.get("fill_value"), e.get("attrs") or {},
+                   e.get("scales") or [])
+        return
+    attrs, scales = layout.get("attrs", []), layout.get("scales", [])
+    yield from zip(doc["names"], doc["start"], doc["dtype"], doc["shape"], doc["fill_value"],
+                   (attrs[i] for i in doc["attrs"]), (scales[i] for i in doc["scales"]), strict=True)
+
+
+__all__ = ["ALIASES", "INDEX_ATTR", "LAYOUT_NAME", "LAYOUT_VERSION", "PACKED_ARRAY", "IndexEntry", "IndexRow",
+           "IndexTables", "Segment", "index_doc", "index_names", "index_rows"]

@@ -1,0 +1,61 @@
+"""Proving a signal-major store equal to its source.
+
+Every packed dataset is read back through the layout's reader and compared with the
+source (:func:`layoutkit.equality.compare_packed`); the index is checked too: the index
+arrays equal the index in the series' attributes, the shots fill their packed array end
+to end, and the store has no shot the source lacks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from layoutkit.equality import Mismatch, compare_packed
+from layoutkit.hdf5.inventory import Inventory
+from layoutkit.layouts.signal_major.read import SignalMajorArchive
+from layoutkit.layouts.signal_major.spec import DATA, index_arrays
+
+
+def compare(source: str | Path, variant: Any, *, inventory: Inventory | None = None,
+            skipped: frozenset[str] = frozenset(), workers: int = 2, name: str | None = None) -> list[Mismatch]:
+    """Every difference between a signal-major Zarr store and its source (empty: equal).
+
+    Arrays and groups the layout mirrors are compared as
+    :func:`~layoutkit.equality.compare_zarr` does; every packed dataset is read back at
+    its source path through :class:`~layoutkit.layouts.signal_major.read.SignalMajorArchive`
+    and compared, one source chunk at a time; and the index is checked (:func:`check_index`).
+    """
+    return compare_packed(source, variant, SignalMajorArchive, check_index, inventory, skipped, workers, name)
+
+
+def check_index(archive: Any, source_paths: set[str], miss: Any) -> None:
+    """The index arrays against the index in the metadata, and every stored shot
+    against the source."""
+    for rel, series in archive._series.items():
+        for shot in {*series.rows, *series.same_as}:
+            path = f"{archive.shot_path(shot)}/{rel}"
+            if path not in source_paths:
+                miss(path, "extra", f"the store has shot {shot} of {series.group}, which the source does not")
+        parts: dict[str, list[tuple[str, Any]]] = {}
+        for shot, row in series.rows.items():
+            parts.setdefault(row.data, []).append((shot, row))
+        for data, rows in parts.items():
+            suffix = data.rsplit("/", 1)[-1][len(DATA):]
+            shots_array, starts_array, lengths_array = index_arrays(series.group, suffix)
+            rows.sort(key=lambda r: r[1].start)
+            try:
+                ids = [str(v) for v in archive.get(shots_array)]
+                starts = archive.get(starts_array).tolist()
+                lengths = archive.get(lengths_array).tolist()
+            except KeyError as exc:
+                miss(series.group, "index", f"an index array is missing ({exc})")
+                continue
+            if ids != [s for s, _ in rows] or starts != [r.start for _, r in rows] or lengths != [r.length for _, r in rows]:
+                miss(data, "index", "the index arrays differ from the index in the series' attributes")
+            ends = [0] + [r.start + r.length for _, r in rows]
+            if [r.start for _, r in rows] != ends[:-1] or ends[-1] != archive._array(data).shape[0]:
+                miss(data, "index", "the shots do not fill the packed array end to end")
+
+
+__all__ = ["check_index", "compare"]

@@ -1,0 +1,320 @@
+"""What every Zarr layout's writer shares: the planning of one array, and the tasks that
+copy blocks from the source into a store.
+
+Each array is planned by :func:`plan_array` (chunks grown from the source's up to
+``--chunk-size``, optionally sharded); the copy tasks (:func:`copy_task`,
+:func:`copy_packed_task`) read their blocks raw, decode them outside h5py's lock and
+encode them on the worker. :class:`ZarrLayout` is the base of the Zarr layouts
+(:mod:`layoutkit.layouts`): their options, recipe keys and the finishing of a store.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layoutkit import __version__
+from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.source import SourceReader, can_read_raw
+from layoutkit.options import (
+    ShardSpec,
+    parse_compressor,
+)
+from layoutkit.plan import (
+    ArrayPlan,
+    CopyTask,
+    plan_chunks,
+    plan_shards,
+)
+from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
+from layoutkit.writers.zarr_raw import SourceEncoding, source_encoding
+from layoutkit.zarr_layout import ConvertOptions
+
+# --compressor source, for an array whose stored chunks cannot be copied as they are:
+# stored plainly when the source stores it plainly, else zstd (read by every Zarr reader)
+SOURCE_FALLBACK = parse_compressor("zstd:3")
+
+
+@dataclass(frozen=True)
+class ConvertPlan:
+    source: str
+    dest: str
+    options: ConvertOptions
+    arrays: tuple[ArrayPlan, ...]
+    skipped: tuple[tuple[str, str], ...]
+    tasks: tuple[CopyTask, ...]
+    task_bytes: int
+    # --compressor source: the arrays decoded and re-encoded, and why
+    reencoded: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+
+@dataclass(frozen=True)
+class ConvertSummary:
+    source: str
+    dest: str
+    arrays: int
+    groups: int
+    links: int
+    skipped: tuple[tuple[str, str], ...]
+    logical_bytes: int
+    source_bytes: int
+    dest_bytes: int
+    seconds: float
+    sharded: int = 0  # arrays written with shards
+    shards_requested: bool = False
+    copied: int | None = None  # --compressor source: arrays whose stored chunks were copied as they are
+    reencoded: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def stored_throughput(self) -> float:
+        """Bytes written per second (for a copy, the rate that matters)."""
+        return self.dest_bytes / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def ratio(self) -> float:
+        return self.logical_bytes / self.dest_bytes if self.dest_bytes else float("nan")
+
+    @property
+    def throughput(self) -> float:
+        return self.logical_bytes / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _check_filters(info: ArrayInfo) -> None:
+    for f in info.filters:
+        if not f.available:
+            raise MissingFilterError(info.path, f.id, f.name)
+
+
+def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> ArrayPlan:
+    """Plan one array: raise :class:`UnsupportedFeatureError` when it cannot be carried."""
+    if info.external:
+        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
+    if info.layout == "virtual":
+        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
+    _check_filters(info)
+    dtype = target_dtype(info)
+    itemsize = info.dtype.itemsize if dtype is not str else 16
+    target = min(options.chunk_bytes, block_limit)
+    size = math.prod(info.shape) if info.shape else 1
+    compressor, encoding = options.compressor, None
+    if compressor.name == "source":
+        found = source_encoding(info)
+        if isinstance(found, SourceEncoding) and size > 0:
+            encoding = found
+        else:
+            compressor = SOURCE_FALLBACK if info.filters else parse_compressor("none")
+    if encoding is not None:
+        # the HDF5 chunk shape exactly, even past the array's end: the stored chunks are whole
+        assert info.chunks is not None
+        chunks = tuple(info.chunks)
+    else:
+        chunks = plan_chunks(info.shape, itemsize, info.chunks, options.chunks, target)
+    shards = None
+    if options.zarr_format == 3 and dtype is not str:
+        spec = options.shards
+        if spec.mode != "none":
+            spec = ShardSpec(spec.mode, min(spec.target_bytes, block_limit))
+        shards = plan_shards(info.shape, chunks, itemsize, spec)
+    return ArrayPlan(
+        path=info.path,
+        shape=info.shape,
+        dtype=str(info.dtype) if dtype is not str else "str",
+        itemsize=itemsize,
+        chunks=chunks,
+        shards=shards,
+        compressor=compressor,
+        read_mode="none" if size == 0 else ("copy" if encoding else "raw" if can_read_raw(info) else "h5py"),
+        nbytes=size * itemsize,
+        source_encoding=encoding,
+    )
+
+
+def reencode_reason(info: ArrayInfo) -> str:
+    """Why ``--compressor source`` decodes and re-encodes ``info`` instead of copying it."""
+    found = source_encoding(info)
+    return found if isinstance(found, str) else "has no stored chunks"
+
+
+def check_source_options(options: ConvertOptions) -> None:
+    """``--compressor source`` copies the source's chunks, so it keeps their shape."""
+    if options.compressor.name == "source" and options.chunks.mode == "shape":
+        raise InvalidOptionError(
+            "Expected --chunks source (or auto) with --compressor source, which copies the source's "
+            f"chunks as they are. Got --chunks {','.join(map(str, options.chunks.shape or ()))}."
+        )
+
+
+def plan_arrays(
+    arrays: list[ArrayInfo], options: ConvertOptions, budget: int
+) -> tuple[list[ArrayPlan | None], list[tuple[str, str]]]:
+    """Plan each array, or (with ``skip_unsupported``) leave it out and say why."""
+    plans: list[ArrayPlan | None] = []
+    skipped: list[tuple[str, str]] = []
+    for info in arrays:
+        try:
+            plans.append(plan_array(info, options, budget))
+        except (UnsupportedFeatureError, MissingFilterError) as exc:
+            if not options.skip_unsupported:
+                raise
+            skipped.append((info.path, str(exc)))
+            plans.append(None)
+    return plans, skipped
+
+
+# ---------------------------------------------------------------------------------
+# the worker side (module level so dask can pickle it)
+
+
+@dataclass(frozen=True)
+class CopyJob:
+    source: Any  # a path, or an ObjectSource
+    dest: Any  # a store path, or a key-value target (layoutkit.storage.kv)
+    zarr_format: int
+    arrays: dict[str, ArrayInfo]
+    # arrays whose Zarr fill value equals the HDF5 one: never-written regions are skipped
+    sparse_ok: frozenset[str] = frozenset()
+    # --compressor source: arrays whose stored chunks are copied as they are
+    copied: frozenset[str] = frozenset()
+
+
+_OPEN: dict[tuple[str, str], tuple[SourceReader, ZarrWriter]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_job(job: CopyJob) -> tuple[SourceReader, ZarrWriter]:
+    """The reader and writer of ``job`` in this process: threads of a worker share them."""
+    key = (str(job.source), str(job.dest))
+    with _OPEN_LOCK:
+        if key not in _OPEN:
+            _OPEN[key] = (SourceReader(job.source, job.arrays), ZarrWriter(job.dest, job.zarr_format))
+        return _OPEN[key]
+
+
+def adopt_job(job: CopyJob, writer: ZarrWriter) -> None:
+    """Let local threads share ``writer``, which already holds every array open."""
+    with _OPEN_LOCK:
+        _OPEN[(str(job.source), str(job.dest))] = (SourceReader(job.source, job.arrays), writer)
+
+
+def close_open_files() -> None:
+    """Close the sources this process opened for copy tasks."""
+    while _OPEN:
+        _, (reader, _writer) = _OPEN.popitem()
+        reader.close()
+
+
+def copy_task(job: CopyJob, task: CopyTask) -> int:
+    """Copy every region of ``task`` from the source to the store; return bytes copied."""
+    reader, writer = open_job(job)
+    wanted = [(path, region) for path, region in task.items if path not in job.sparse_ok or reader.allocated(path, region)]
+    reader.prefetch(wanted)  # in a bucket: the whole task's chunks in one batch of GETs
+    blocks = []
+    for path, region in wanted:
+        if path in job.copied:
+            writer.write_stored(path, region, reader.stored_chunks(path, region),
+                                lambda origin, p=path: reader.read(p, _chunk_region(job.arrays[p], origin)),
+                                path in job.sparse_ok)
+        else:
+            blocks.append((path, region, reader.read(path, region)))
+    writer.write_many(blocks)
+    return task.nbytes
+
+
+def copy_packed_task(job: CopyJob, task: CopyTask, packing: dict[str, Any], dtypes: dict[str, str],
+                     assemble: Any) -> int:
+    """Write every block of ``task`` for a packing layout: a block of a packed array is
+    ``assemble(reader, packing[path], dtype, region)``, a mirrored block is copied as
+    ``convert`` copies it; return the bytes written."""
+    reader, writer = open_job(job)
+    blocks = []
+    for path, region in task.items:
+        parts = packing.get(path)
+        if parts is not None:
+            blocks.append((path, region, assemble(reader, parts, np.dtype(dtypes[path]), region)))
+        elif path not in job.sparse_ok or reader.allocated(path, region):
+            blocks.append((path, region, reader.read(path, region)))
+    writer.write_many(blocks)
+    return task.nbytes
+
+
+def _chunk_region(info: ArrayInfo, origin: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    assert info.chunks is not None
+    return tuple((o, min(o + c, n)) for o, c, n in zip(origin, info.chunks, info.shape))
+
+
+# ---------------------------------------------------------------------------------
+
+
+RUN_ONLY = frozenset({"workers", "scheduler"})
+
+
+def sidecar(inventory: Inventory, plan: Any) -> dict[str, Any]:
+    """The ``layoutkit.json`` document: options, links, netCDF dimensions, skipped arrays."""
+    return {
+        "layoutkit_version": __version__,
+        "command": "convert",
+        "source": os.path.basename(plan.source),
+        "zarr_format": plan.options.zarr_format,
+        "options": {
+            f.name: (v if isinstance(v := getattr(plan.options, f.name), (bool, int)) else str(v))
+            for f in fields(plan.options)
+            if f.name not in RUN_ONLY  # how the run went is not part of the layout
+        },
+        "userblock_size": inventory.userblock_size,
+        "links": [asdict(link) for link in inventory.links],
+        "netcdf_dimensions": {
+            a.path: a.shape[0] if a.shape else 0 for a in inventory.arrays if a.dim_only
+        },
+        "skipped": [{"path": p, "reason": r} for p, r in plan.skipped],
+        # where each axis's coordinates live, for readers that are not xarray
+        "dimension_scales": {
+            a.path: [list(s) for s in a.dim_scales]
+            for a in inventory.arrays
+            if not a.dim_only and any(a.dim_scales)
+        },
+        "notes": list(inventory.attr_notes),
+    }
+
+
+def not_writable(dest: Path, exc: OSError) -> OutputNotWritableError:
+    return OutputNotWritableError(f"Destination {str(dest)!r} cannot be written ({exc.strerror or exc}).")
+
+
+def packable(info: ArrayInfo) -> bool:
+    """Datasets of fixed-size numbers (or booleans) with at least one axis."""
+    return (
+        info.kind in ("numeric", "bool")
+        and info.dtype.kind in "biufc"
+        and len(info.shape) >= 1
+        and not info.null_space
+        and not info.dim_only
+    )
+
+
+__all__ = [
+    "ConvertPlan",
+    "ConvertSummary",
+    "CopyJob",
+    "adopt_job",
+    "check_source_options",
+    "close_open_files",
+    "copy_packed_task",
+    "copy_task",
+    "not_writable",
+    "packable",
+    "plan_array",
+    "plan_arrays",
+    "reencode_reason",
+    "sidecar",
+]

@@ -499,7 +499,7 @@ def test_samples_that_show_no_growth_are_flagged():
 
     from layoutkit.advise.model import Prediction, samples_alike
     from layoutkit.advise.run import AdviseOptions, AdviseResult, PatternFit, Trial, to_json
-    from layoutkit.cli import _advice_table
+    from layoutkit.cli.advise import advice_table
 
     alike_small, alike_large = obs(7, 14, 50e6, 0.1), obs(13, 14, 50e6, 0.16)
     assert samples_alike(alike_small, alike_large, "signal")
@@ -516,7 +516,7 @@ def test_samples_that_show_no_growth_are_flagged():
                           [trial("flat", alike_small, alike_large), trial("grows", alike_small, obs(13, 19, 92e6, 0.2))],
                           1.0)
     console = Console(width=250, record=True)
-    console.print(_advice_table(result))
+    console.print(advice_table(result))
     text = console.export_text()
     assert "0.3*" in text and text.count("*") == 2  # the flat prediction and the caption's footnote
     assert "the time may be low" in text

@@ -318,13 +318,15 @@ def test_the_walk_before_the_bar_shows_a_spinner_on_a_terminal_only(monkeypatch)
     from rich.console import Console
     from rich.status import Status
 
-    import layoutkit.cli as cli
+    import layoutkit.cli.core as cli
+    import layoutkit.cli.running as running
+    from layoutkit.cli.running import status
 
-    monkeypatch.setattr(cli, "console", Console(file=io.StringIO(), force_terminal=True))
+    monkeypatch.setattr(running, "console", Console(file=io.StringIO(), force_terminal=True))
     monkeypatch.setattr(cli.State, "quiet", False)
-    assert isinstance(cli._status("convert: reading"), Status)
+    assert isinstance(status("convert: reading"), Status)
     monkeypatch.setattr(cli.State, "quiet", True)
-    assert isinstance(cli._status("convert: reading"), nullcontext)
+    assert isinstance(status("convert: reading"), nullcontext)
     monkeypatch.setattr(cli.State, "quiet", False)
-    monkeypatch.setattr(cli, "console", Console(file=io.StringIO(), force_terminal=False))
-    assert isinstance(cli._status("convert: reading"), nullcontext)
+    monkeypatch.setattr(running, "console", Console(file=io.StringIO(), force_terminal=False))
+    assert isinstance(status("convert: reading"), nullcontext)

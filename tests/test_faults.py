@@ -210,7 +210,7 @@ def test_an_interrupt_swallowed_by_a_callback_is_kept_and_raised_at_the_next_ste
     import sys
     import types
 
-    from layoutkit import cli
+    from layoutkit.cli import core as cli
 
     cli.Interrupted.flag = False
     cli._unraisable(types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(),

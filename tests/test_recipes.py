@@ -125,7 +125,7 @@ def test_cli_override_is_recorded(shot_file: Path, tmp_path: Path) -> None:
 
 def _command_defaults(command: str) -> dict:
     """What typer shows as each option's default."""
-    from layoutkit.cli import NOT_LAYOUT_OPTIONS
+    from layoutkit.cli.running import NOT_LAYOUT_OPTIONS
 
     params = typer.main.get_command(app).commands[command].params
     return {p.name: getattr(p.default, "value", p.default) for p in params if p.name not in NOT_LAYOUT_OPTIONS}

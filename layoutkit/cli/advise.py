@@ -1,0 +1,151 @@
+"""``layoutkit advise``: candidate layouts tried on samples of a source, and one recommended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from layoutkit.cli.core import State, app, check_interrupted, console, ended_by_interrupt, fail, out
+from layoutkit.cli.running import STORAGE_HELP
+from layoutkit.errors import LayoutkitError
+from layoutkit.options import format_size
+
+
+@app.command()
+def advise(
+    src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 file to find a layout for: a path, or s3://bucket/key.h5.")],
+    patterns: Annotated[str, typer.Option(help="The reads to optimise for, NAME=WEIGHT: shot, signal, scan, subset, axis, open (default shot=1,signal=1 for a shot archive, else scan=1,subset=1).")] = "",
+    latency: Annotated[str, typer.Option(help="Latency per request of the store the layout will live in (simulated), e.g. 10ms; 0 for a local disk.")] = "10ms",
+    bandwidth: Annotated[str, typer.Option(help="Bandwidth per request (simulated), e.g. 100MB/s; 0 = unlimited.")] = "0",
+    workers: Annotated[int, typer.Option(help="Readers in parallel (threads), as the analysis will read.")] = 2,
+    budget: Annotated[str, typer.Option(help="Wall time for the whole run, e.g. 2min, 90s, 1h: it decides the sample's size and how many candidates are tried.")] = "2min",
+    candidates: Annotated[str, typer.Option(help="recipes (the shipped recipes), grid (and the layouts one knob away from each), or recipe names and files, comma-separated.")] = "recipes",
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Where results.json, recommended.toml and advise.png go (default: SRC's name + -advice, beside it; for a SRC in a bucket, in the current folder).")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace what an earlier run left in --out.")] = False,
+    sample: Annotated[int, typer.Option(help="K: shots, signals or arrays read per pattern, as verify's --sample (at most half the smaller sample's shots).")] = 10,
+    sample_shots: Annotated[int | None, typer.Option("--sample-shots", help="Shots in the larger sample (default: as many as let every candidate fit 80% of the budget).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
+    repeat: Annotated[int, typer.Option(help="Repetitions of each measurement (the median counts).")] = 3,
+    price_per_1000_get: Annotated[float, typer.Option("--price-per-1000-get", help="Dollars per 1000 GET requests, for the request-cost column.")] = 0.0004,
+    template: Annotated[str, typer.Option(help="Where signals live in the hierarchy.")] = "/shots/{shot}/signals/{signal}",
+    tmpdir: Annotated[Path | None, typer.Option(help="Where the samples and candidates are written while advise runs (default: TMPDIR); removed at the end.")] = None,
+    target: Annotated[str | None, typer.Option(help="A bucket prefix (s3://bucket/scratch) to write the candidates to and read them from, with real requests; emptied at the end. --latency then adds to the bucket's own.")] = None,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+) -> None:
+    """Try candidate layouts on samples of SRC, predict each one's read time at full size
+    under the given conditions, recommend one and write its recipe."""
+    from layoutkit.advise.run import AdviseOptions, parse_budget, write_command, write_outputs
+    from layoutkit.advise.run import advise as run_advise
+    from layoutkit.errors import InvalidOptionError
+    from layoutkit.plan import parse_template
+    from layoutkit.storage import parse_storage_options
+    from layoutkit.verify.run import parse_bandwidths, parse_durations
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeRemainingColumn(), console=console, disable=State.quiet,
+    )  # fmt: skip
+    task = bar.add_task("advise: sampling", total=None)
+    try:
+        out_path = out_dir if out_dir is not None else advice_folder(src)
+        if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())) and not overwrite:
+            raise InvalidOptionError(f"--out {str(out_path)!r} exists and is not empty; choose another or pass --overwrite.")
+        lat, bw = parse_durations(latency), parse_bandwidths(bandwidth)
+        if len(lat) != 1 or len(bw) != 1:
+            raise InvalidOptionError(f"Expected one --latency and one --bandwidth. Got {latency!r} and {bandwidth!r}.")
+        options = AdviseOptions(
+            patterns=patterns, latency=lat[0], bandwidth=bw[0], workers=workers, budget=parse_budget(budget),
+            candidates=candidates, template=parse_template(template), sample=sample, seed=seed, repeat=repeat,
+            price_per_1000_get=price_per_1000_get, shots=sample_shots, tmpdir=str(tmpdir) if tmpdir else None,
+            target=target, storage_options=tuple(sorted(parse_storage_options(storage_option).items())),
+        )  # fmt: skip
+        if price_per_1000_get < 0:
+            raise InvalidOptionError(f"Expected --price-per-1000-get of 0 or more. Got {price_per_1000_get}.")
+        with bar:
+            result = run_advise(
+                src, options,
+                on_total=lambda n: bar.update(task, total=n, description="advise: candidates"),
+                on_step=lambda name: (check_interrupted(), bar.update(task, advance=1, description=f"advise: {name}")),
+            )  # fmt: skip
+        if overwrite and out_path.is_dir():
+            for name in ("results.json", "recommended.toml", "advise.png"):
+                (out_path / name).unlink(missing_ok=True)
+        written = write_outputs(result, out_path)
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        raise ended_by_interrupt(exc, "interrupted; nothing was written.") from None
+    wide = out if out.is_terminal else Console(width=200)
+    wide.print(advice_table(result))
+    for t in result.trials:
+        if t.status != "measured":
+            out.print(f"{t.name}: {t.status}: {t.reason}", highlight=False)
+    if result.not_tried:
+        out.print(f"not tried within the budget: {', '.join(result.not_tried)}", highlight=False)
+    best = result.recommended
+    out.print(f"advise took {result.elapsed:.0f} s of a {options.budget:.0f} s budget; wrote "
+              + ", ".join(str(p) for p in written), highlight=False)
+    order = f" ({best.order} order)" if result.unit == "shots" else ""
+    out.print(f"recommended: {best.name}{order}, predicted {best.weighted_seconds:.3g} s per weighted "
+              "pattern run at full size. Write it with:", highlight=False)
+    out.print(write_command(result, written[1]), highlight=False, soft_wrap=True)
+
+
+def advice_folder(src: str) -> Path:
+    """advise's default --out: SRC's name + -advice, beside a local SRC; in the current
+    folder for a SRC in a bucket."""
+    from layoutkit.storage import ObjectSource, as_source
+
+    source = as_source(src)
+    if isinstance(source, ObjectSource):
+        return Path(f"{source.stem}-advice")
+    return source.with_name(f"{source.stem}-advice")
+
+
+def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazily
+    unit = "shots" if result.unit == "shots" else "MB"
+    scale = (lambda x: f"{x:.0f}") if result.unit == "shots" else (lambda x: f"{x / 1e6:.0f}")
+    o = result.options
+    title = (
+        f"advise: {Path(result.source).name}, predicted at full size ({scale(result.scales[2])} {unit}; samples of "
+        f"{scale(result.scales[0])} and {scale(result.scales[1])}), {o.latency * 1e3:g} ms latency, {o.workers} "
+        f"workers, K={result.reads}; best first"
+    )
+    t = Table(title=title, title_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("candidate")
+    t.add_column("writes with")
+    for p, w in result.weights.items():
+        t.add_column(f"{p} s (w {w:g})", justify="right")
+        t.add_column(f"{p} GETs", justify="right")
+    t.add_column("weighted s", justify="right")
+    t.add_column("size", justify="right")
+    t.add_column(f"$ per 1000 runs (at ${o.price_per_1000_get:g}/1000 GET)", justify="right")
+    alike = False
+    for i, trial in enumerate(result.ranked, 1):
+        cells = []
+        cost = 0.0
+        for p, w in result.weights.items():
+            fit = trial.patterns[p]
+            pred = fit.prediction
+            mark = "*" if fit.may_be_low(p) else ""
+            alike = alike or bool(mark)
+            cells += [f"{pred.seconds:.3g}{mark}", f"{pred.requests:,.0f}"]
+            cost += pred.requests * w / sum(result.weights.values())
+        t.add_row(str(i), trial.name, trial.command, *cells, f"{trial.weighted_seconds:.3g}",
+                  format_size(trial.predicted_bytes), f"{cost * o.price_per_1000_get:.4f}")
+    if alike:
+        t.caption = ("* both samples made the same requests for a read that grows with the archive (they fit the "
+                     "same objects, and no geometry counted its pages): no growth is predicted, and the time may "
+                     "be low. Larger samples "
+                     "(--sample-shots, --budget) show the growth.")
+        t.caption_justify = "left"
+    return t
+
+
+__all__ = ['advice_folder', 'advice_table', 'advise']

@@ -1,0 +1,98 @@
+"""``layoutkit convert``: an HDF5 source as a Zarr store, in any Zarr layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from layoutkit.cli.core import SOURCE_SIZE, State, app, out
+from layoutkit.cli.running import ICECHUNK_HELP, RECIPE_HELP, STORAGE_HELP, TMPDIR_HELP, options_from, plan_and_run
+from layoutkit.options import format_size, size_relative
+
+
+@app.command()
+def convert(
+    ctx: typer.Context,
+    src: Annotated[str, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
+    dst: Annotated[str, typer.Argument(metavar="DST", help="Zarr store to write: a directory, or s3://bucket/key.zarr (gs://, az:// too).")],
+    recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
+    # choices are plain text checked by the layouts' own parsers, so a bad value gets the
+    # same one-line "Expected ... Got ..." as every other option (and as a recipe)
+    zarr_format: Annotated[str, typer.Option("--zarr-format", metavar="2|3", help="Zarr format version.")] = "3",
+    order: Annotated[
+        str,
+        typer.Option(metavar="shot|signal|shot-packed", help="shot: mirror the hierarchy (one array per shot and signal); signal: pack each signal of every shot into one array (signal-major, for shot archives; best with --shards auto); shot-packed: pack the bytes of each shot's signals and time bases into one sharded array (a shot is one request; for shot archives, read with layoutkit.open)."),
+    ] = "shot",
+    chunks: Annotated[
+        str,
+        typer.Option(help="source (keep source chunks), auto (grow source chunks to --chunk-size), or a shape such as 1000,8 (-1 = whole axis)."),
+    ] = "auto",
+    chunk_size: Annotated[str, typer.Option(help="Target uncompressed chunk size for --chunks auto.")] = "4MiB",
+    compressor: Annotated[
+        str, typer.Option(help="none, zstd[:LEVEL], gzip[:LEVEL], lz4, blosc:CNAME:LEVEL:shuffle, with an optional shuffle+ prefix; or source: copy each chunk as stored, its HDF5 filters spelled as Zarr codecs (deflate as zlib, shuffle, fletcher32, zstd, blosc), re-encoding (zstd:3) only arrays whose filters have no Zarr codec.")
+    ] = "zstd:3",
+    shards: Annotated[str, typer.Option(help="none, auto (64 MiB shards) or a target shard size such as 128MiB (Zarr v3 only).")] = "none",
+    consolidate: Annotated[bool, typer.Option("--consolidate/--no-consolidate", help="Write consolidated metadata.")] = True,
+    workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
+    scheduler: Annotated[str, typer.Option(help="threads, processes (local dask cluster), serial, or a dask scheduler ADDRESS such as tcp://host:8786.")] = "threads",
+    memory_limit: Annotated[str, typer.Option(help="Memory budget for data in flight, e.g. 1GiB.")] = "1GiB",
+    overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists: locally once the new store is complete; in a bucket the old store goes first; in Icechunk within the run's commit.")] = False,
+    skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+    tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
+    icechunk: Annotated[bool, typer.Option("--icechunk", help=ICECHUNK_HELP)] = False,
+) -> None:
+    """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
+    options = options_from(ctx, "convert", recipe)
+    summary = plan_and_run("convert", src, dst, options, _print_plan, dry_run, storage_option, tmpdir, icechunk)
+    if summary is None:
+        return
+    if not State.quiet:
+        _print_summary(summary)
+
+
+
+
+def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
+    table = Table(title=f"convert plan: {plan.source} -> {plan.dest}")
+    for col in ("array", "shape", "dtype", "chunks", "shards", "codec", "read", "size"):
+        table.add_column(col, overflow="fold")
+    for a in plan.arrays:
+        table.add_row(
+            a.path, str(a.shape), a.dtype, str(a.chunks), str(a.shards or "-"),
+            str(a.source_encoding or a.compressor), a.read_mode, format_size(a.nbytes),
+        )
+    out.print(table)
+    out.print(
+        f"{len(plan.arrays)} arrays, {format_size(plan.nbytes)} of data, {len(plan.tasks)} tasks "
+        f"of at most {format_size(plan.task_bytes)}, Zarr v{plan.options.zarr_format}"
+    )
+    for path, reason in plan.skipped:
+        out.print(f"skipped {path}: {reason}")
+
+
+def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
+    out.print(
+        f"converted {s.source} -> {s.dest}: {s.arrays} arrays in {s.groups} groups, "
+        f"{format_size(s.logical_bytes)} of data, {size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, "
+        f"{s.seconds:.1f} s, {format_size(s.throughput)}/s of data, {format_size(s.stored_throughput)}/s stored"
+    )
+    if s.copied is not None:
+        said = "; ".join(f"{path} {reason}" for path, reason in s.reencoded[:5])
+        more = f" and {len(s.reencoded) - 5:,} more" if len(s.reencoded) > 5 else ""
+        out.print(f"{s.copied:,} arrays copied as stored, {len(s.reencoded):,} re-encoded" +
+                  (f": {said}{more}" if said else ""))
+    if s.shards_requested:
+        out.print(f"{s.sharded:,} arrays sharded" if s.sharded else
+                  "no array large enough to shard: each fits in one chunk, so none was sharded")
+    if s.links:
+        out.print(f"{s.links} links recorded in {s.dest}/layoutkit.json")
+    for path, reason in s.skipped:
+        out.print(f"skipped {path}: {reason}")
+
+
+__all__ = ['convert']

@@ -1,0 +1,195 @@
+"""The command group every command belongs to: its state, its options (-q, --timings,
+--version), and how a command ends: one sentence and an exit status for every expected
+failure, and an interrupt (Ctrl-C, SIGTERM) that removes what the run wrote."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sys
+import threading
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+
+class _Commands(typer.core.TyperGroup):
+    """The command group: every command runs through :meth:`invoke`, the one place where
+    an object store that fails in the middle of any command (a request that gets no
+    answer even after retries, an endpoint that goes away) becomes one sentence naming
+    the URL it concerned and exit 2, not obstore's traceback. ``convert`` and
+    ``reorder`` say so themselves first, and remove what they wrote."""
+
+    ORDER = ("sample", "convert", "reorder", "verify", "advise", "inspect", "recipes")  # as --help lists them
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: self.ORDER.index(n) if n in self.ORDER else len(self.ORDER))
+
+    def invoke(self, ctx: typer.Context) -> object:
+        import click
+
+        given = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # before the command takes them
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            store = store_error(exc)
+            if store is None:
+                raise
+            raise fail(store_failure(store, tuple(given))) from None
+
+
+app = typer.Typer(
+    cls=_Commands,
+    name="layoutkit",
+    help="File-layout conversion and optimisation for scientific HDF5 data.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console(stderr=True)
+out = Console()
+
+EXIT_DIFFERENT = 1  # verify: a variant's data differ from the source's
+EXIT_BAD_INPUT = 2  # every command: a refused input, one sentence, nothing written
+EXIT_PATTERN_FAILED = 3  # verify: a read pattern could not run on a variant
+SOURCE_SIZE = "the source's size"
+
+
+class State:
+    quiet = False
+    timings = False
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from layoutkit import __version__
+
+        typer.echo(f"layoutkit {__version__}")
+        raise typer.Exit()
+
+
+class Interrupted:
+    """Set when Ctrl-C or SIGTERM arrived. Python runs a signal handler between any two
+    bytecodes, a weakref or ``__del__`` callback included, and an exception raised there
+    is printed as "ignored" and lost; the flag keeps it, and the next progress step
+    raises it again."""
+
+    flag = False
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    Interrupted.flag = True
+    raise KeyboardInterrupt  # SIGTERM ends a run as Ctrl-C does: what it wrote is removed
+
+
+def _unraisable(args: object) -> None:
+    if isinstance(getattr(args, "exc_value", None), KeyboardInterrupt):
+        Interrupted.flag = True  # raised inside a callback that cannot pass it on: kept, not printed
+        return
+    sys.__unraisablehook__(args)  # type: ignore[arg-type]
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether an error is the interrupt in disguise: h5py calls Python back from C while it
+    iterates (attributes, links), and a KeyboardInterrupt raised there comes out as a
+    SystemError ("returned a result with an exception set") chained to it."""
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 20:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    return Interrupted.flag
+
+
+def ended_by_interrupt(exc: BaseException, message: str) -> typer.Exit:
+    """The exit (130, one line) for an interrupt or an error it caused; anything else is
+    raised again as it came."""
+    if not interrupted(exc):
+        raise exc
+    return fail(message, 130)
+
+
+def check_interrupted() -> None:
+    """Raise the interrupt that a callback swallowed, if any."""
+    if Interrupted.flag:
+        raise KeyboardInterrupt
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or summaries.")] = False,
+    timings: Annotated[
+        bool, typer.Option("--timings", help="After convert or reorder, print where the time went: each step's seconds, and the thread seconds of reading, decoding, encoding and writing inside it (even with -q).")
+    ] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """File-layout conversion and optimisation for scientific HDF5 data."""
+    from layoutkit.memory import tune_allocator
+    from layoutkit.storage.sources import forget_stores
+
+    State.quiet = quiet
+    State.timings = timings
+    tune_allocator()  # freed large blocks go back to the system, small ones are reused (layoutkit/memory.py)
+    # a command starts with its own connections: one run before it in this process (a
+    # test, a notebook) may have left pooled connections the server has since closed
+    forget_stores()
+    if threading.current_thread() is threading.main_thread():
+        Interrupted.flag = False
+        before = signal.signal(signal.SIGTERM, _interrupt), signal.signal(signal.SIGINT, _interrupt), sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+        def restore() -> None:
+            signal.signal(signal.SIGTERM, before[0])
+            signal.signal(signal.SIGINT, before[1])
+            sys.unraisablehook = before[2]
+
+        ctx.call_on_close(restore)
+
+
+def fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+
+
+def store_error(exc: BaseException) -> BaseException | None:
+    """What an object store answered (obstore's errors), ``exc`` or an error it came from
+    (HDF5 reports a failed read of its file object as its own error); None for anything
+    else, and for an interrupt."""
+    from obstore.exceptions import BaseError
+
+    if interrupted(exc):
+        return None
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, BaseError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def store_failure(exc: BaseException, given: tuple[str, ...]) -> str:
+    """One sentence for a store's failure during a run, naming the bucket URL it concerns
+    (of the arguments given, the URL whose bucket and key the request named; else the
+    first URL)."""
+    from layoutkit.storage import describe_store_error, is_url
+
+    text = str(exc)
+    named = [u for u in given if is_url(u) and re.match(r"[a-z][a-z0-9+.-]*:", u)]  # not endpoint_url=http://...
+    named = named or [u for u in given if not u.startswith("-")] or ["the object store"]
+    where = next((u for u in named if u.split("://", 1)[-1].rstrip("/") in text), named[0])
+    return describe_store_error(where, exc)
+
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_DIFFERENT", "EXIT_PATTERN_FAILED", "SOURCE_SIZE", "Interrupted", "State", "app",
+           "check_interrupted", "console", "ended_by_interrupt", "fail", "interrupted", "out", "store_error",
+           "store_failure"]

@@ -1,0 +1,67 @@
+"""``layoutkit reorder``: an HDF5 source as paged HDF5, its bytes ordered by shot, signal or group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from layoutkit.cli.core import SOURCE_SIZE, State, app, out
+from layoutkit.cli.running import RECIPE_HELP, STORAGE_HELP, TMPDIR_HELP, options_from, plan_and_run
+from layoutkit.options import format_size, size_relative
+
+
+@app.command()
+def reorder(
+    ctx: typer.Context,
+    src: Annotated[str, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
+    dst: Annotated[str, typer.Argument(metavar="DST", help="HDF5 file to write: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
+    recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
+    by: Annotated[str, typer.Option(metavar="shot|signal|group", help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = "shot",
+    template: Annotated[str, typer.Option(help="Where shots and signals are; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
+    page_size: Annotated[str, typer.Option(help="File space page size. auto = 8 MiB, or the next power of two above the largest chunk when that is larger.")] = "auto",
+    compressor: Annotated[str, typer.Option(help="gzip[:LEVEL], shuffle+gzip:N, zstd[:LEVEL], lzf, lz4, blosc:CNAME:LEVEL:shuffle, or none.")] = "gzip:4",
+    compress_threshold: Annotated[str, typer.Option(help="Compress datasets larger than this; smaller ones are stored uncompressed (contiguous, or compact when tiny).")] = "8KiB",
+    chunks: Annotated[str, typer.Option(help="source (keep source chunks; auto for unchunked sources), auto (grow to --chunk-size), or a shape such as 1000,8.")] = "source",
+    chunk_size: Annotated[str, typer.Option(help="Target uncompressed chunk size for --chunks auto.")] = "4MiB",
+    dedupe: Annotated[bool, typer.Option("--dedupe/--no-dedupe", help="Store dimension scales with identical content once per shot.")] = True,
+    workers: Annotated[int, typer.Option(help="Threads that read, decode and compress chunks.")] = 2,
+    memory_limit: Annotated[str, typer.Option(help="Memory budget for chunks in flight, e.g. 1GiB.")] = "1GiB",
+    overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new file is complete).")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+    tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
+) -> None:
+    """Rewrite an HDF5 file as paged-aggregation HDF5, its bytes ordered by shot, signal or group."""
+    options = options_from(ctx, "reorder", recipe)
+    summary = plan_and_run("reorder", src, dst, options, _print_reorder_plan, dry_run, storage_option, tmpdir)
+    if summary is None:
+        return
+    if not State.quiet:
+        s = summary
+        out.print(
+            f"reordered {s.source} -> {s.dest} by {s.by}: {s.arrays} datasets, "
+            f"{s.merged_scales} duplicate dimension scales merged, {s.raw_copied} chunks copied without "
+            f"re-encoding, page size {format_size(s.page_size)}, {format_size(s.logical_bytes)} of data, "
+            f"{size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, {s.seconds:.1f} s"
+        )
+
+
+def _print_reorder_plan(plan) -> None:  # noqa: ANN001 - ReorderPlan
+    table = Table(title=f"reorder plan ({plan.options.by}): {plan.source} -> {plan.dest}")
+    for col in ("#", "dataset", "layout", "chunks", "compressor", "copy"):
+        table.add_column(col, overflow="fold")
+    for i, path in enumerate(plan.order):
+        st = plan.storage[path]
+        table.add_row(str(i), path, st.layout, str(st.chunks or "-"), str(st.compressor),
+                      "raw" if st.raw_copy else ("encode" if st.direct else "hdf5"))
+    out.print(table)
+    out.print(
+        f"{len(plan.order)} datasets in write order, {plan.shots} shots x {plan.signals} signals, "
+        f"{len(plan.dedupe)} duplicate scales to merge, page size {format_size(plan.page_size)}"
+    )
+
+
+__all__ = ['reorder']

@@ -1,0 +1,138 @@
+"""What the commands that write share: options from the command line over a recipe, the
+plan and the run with a progress bar, where the time went, and a store's failure said
+in one sentence."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+from layoutkit.cli.core import (
+    State,
+    check_interrupted,
+    console,
+    ended_by_interrupt,
+    fail,
+    out,
+    store_error,
+    store_failure,
+)
+from layoutkit.errors import LayoutkitError
+
+
+def progress_bar(total: int, label: str) -> Progress:
+    return Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        DownloadColumn(binary_units=True),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=State.quiet or not console.is_terminal and total == 0,
+        transient=False,
+    )
+
+
+def status(text: str) -> AbstractContextManager[Any]:
+    """A spinner with ``text`` while work of unknown length runs (the walk of a large
+    source's metadata takes seconds to minutes before the bar can start); on a terminal
+    only, and not with -q."""
+    if State.quiet or not console.is_terminal:
+        return nullcontext()
+    return console.status(text)
+
+
+def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None, icechunk=False):  # noqa: ANN001, ANN202
+    """Find the layout, plan (print it on --dry-run), then run with a progress bar through
+    the pipeline; errors become one line."""
+    from layoutkit import pipeline
+    from layoutkit.layouts import layout_for
+    from layoutkit.stages import Stages
+    from layoutkit.storage import as_source, destination, parse_storage_options
+
+    stages = Stages()
+    try:
+        layout = layout_for(command, options)
+        storage = parse_storage_options(storage_options)
+        src = as_source(src, storage)
+        dest = destination(dst, storage, tmpdir, icechunk)
+        if not dry_run:
+            pipeline.check_destination(dest, options)
+        with status(f"{command}: reading the source's metadata and planning"):
+            inventory, plan = pipeline.plan(layout, src, dst, options, stages=stages)
+        if dry_run:
+            print_plan(plan)
+            return None
+        with progress_bar(plan.nbytes, command) as bar:
+            task = bar.add_task(command, total=plan.nbytes)
+            def advance(n: int) -> None:
+                check_interrupted()
+                bar.advance(task, n)
+
+            summary = pipeline.run(layout, src, dest, options, advance, (inventory, plan), stages=stages)
+        if State.timings:
+            print_timings(stages, options)
+        return summary
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        if (store := store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
+            raise fail(store_failure(store, (str(src), str(dst))) + " The destination was not written.") from None
+        raise ended_by_interrupt(exc, "interrupted; the destination was not written.") from None
+
+
+def print_timings(stages: Any, options: Any) -> None:
+    """``--timings``: the run's steps, and the work inside each (layoutkit/stages.py)."""
+    workers, scheduler = getattr(options, "workers", 1), getattr(options, "scheduler", "threads")
+    out.print(f"where the time went (seconds; after each step, the thread seconds of its work and their CPU seconds "
+              f"in brackets, {workers} workers):",
+              highlight=False, soft_wrap=True)
+    for line in stages.lines():
+        out.print(line, highlight=False, soft_wrap=True)
+    if scheduler not in ("threads", "serial"):
+        out.print(f"  (the tasks' work ran in worker processes (--scheduler {scheduler}) and is not counted)",
+                  highlight=False)
+
+
+RECIPE_HELP = (
+    "A named recipe (`layoutkit recipes` lists them) or a recipe TOML file; "
+    "options given here override it."
+)
+# arguments and switches that are not options of the layout or of the run (tests use it too)
+NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk"})
+TMPDIR_HELP = "Where a file for a bucket is written before its upload (default: TMPDIR); it needs room for the whole file."
+ICECHUNK_HELP = (
+    "Write DST as an Icechunk repository (a folder or an s3:// prefix; created when missing): the run is one commit "
+    "on main, or nothing. Same as naming DST icechunk:LOCATION."
+)
+STORAGE_HELP = (
+    "KEY=VALUE for a bucket destination (repeatable): endpoint_url=http://127.0.0.1:9000, region=..., "
+    "anonymous=true; credentials also come from the usual AWS_* environment variables."
+)
+
+
+def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa: ANN202
+    """Options from the command line over the recipe over the defaults: only what was
+    typed (not typer's defaults) overrides the recipe."""
+    from layoutkit.recipes import build_options
+
+    typed = {
+        name: value
+        for name, value in ctx.params.items()
+        if name not in NOT_LAYOUT_OPTIONS
+        # by name: typer >= 0.20 ships its own copy of click, with its own enum
+        and getattr(ctx.get_parameter_source(name), "name", "") in ("COMMANDLINE", "ENVIRONMENT")
+    }
+    try:
+        return build_options(command, recipe, typed)
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+
+
+
+
+__all__ = ["ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "STORAGE_HELP", "TMPDIR_HELP", "options_from",
+           "plan_and_run", "print_timings", "progress_bar", "status"]

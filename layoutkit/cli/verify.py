@@ -1,0 +1,133 @@
+"""``layoutkit verify``: every variant proven equal to its source, then the read patterns timed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from layoutkit.cli.core import EXIT_DIFFERENT, EXIT_PATTERN_FAILED, State, app, console, ended_by_interrupt, fail, out
+from layoutkit.cli.running import STORAGE_HELP
+from layoutkit.errors import LayoutkitError
+
+
+@app.command()
+def verify(
+    src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from: a path, or s3://bucket/key.h5.")],
+    variants: Annotated[list[str], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")],
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
+    patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",
+    sample: Annotated[int, typer.Option(help="K: shots, signals or arrays drawn per pattern subset draws 4K hyperslabs of at most 4 MiB each, together at most the data's size (what scan reads).")] = 10,
+    seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
+    engine: Annotated[str, typer.Option(help="Comma-separated sweep of serial, threads, processes, distributed.")] = "threads",
+    workers: Annotated[str, typer.Option(help="Comma-separated sweep of worker counts, e.g. 1,2,4.")] = "1",
+    page_buffer: Annotated[str, typer.Option("--page-buffer", help="HDF5 page buffer sizes for paged variants, e.g. 0,64MiB: one per reading process (thread workers share one open file).")] = "64MiB",
+    cache: Annotated[str, typer.Option(help="cold (evict the files from the OS page cache before each run), warm, or cold,warm.")] = "cold",
+    latency: Annotated[str, typer.Option(help="Simulated latency per request, e.g. 0,10ms.")] = "0",
+    bandwidth: Annotated[str, typer.Option(help="Simulated bandwidth, e.g. 100MB/s (0 = unlimited).")] = "0",
+    repeat: Annotated[int, typer.Option(help="Repetitions per row (the table shows the median and the spread).")] = 3,
+    template: Annotated[str, typer.Option(help="Where signals live in the hierarchy.")] = "/shots/{shot}/signals/{signal}",
+    scheduler: Annotated[str | None, typer.Option(help="A dask scheduler address for --engine distributed.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Write results.csv, results.json and plots here.")] = None,
+    storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+) -> None:
+    """Prove every variant holds exactly the source's data, then time the standard read
+    patterns on the source and every variant.
+
+    Exit status: 0 every variant equal and every pattern ran; 1 a variant's data differ
+    from the source's; 2 bad input (nothing measured); 3 a read pattern could not run on
+    some variant (the reason is printed under the table).
+    """
+    from layoutkit.storage import parse_storage_options
+    from layoutkit.verify import report as rep
+    from layoutkit.verify.run import (
+        CACHES,
+        ENGINES,
+        VerifyOptions,
+        parse_bandwidths,
+        parse_choices,
+        parse_counts,
+        parse_durations,
+        parse_sizes,
+    )
+    from layoutkit.verify.run import verify as run_verify
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeRemainingColumn(), console=console, disable=State.quiet,
+    )  # fmt: skip
+    checking = bar.add_task("equality", total=len(variants) if check else 0)
+    timing = bar.add_task("read patterns", total=None)
+
+    def shown() -> Progress:  # the bar appears once the input is validated, not before
+        if not bar.live.is_started:
+            bar.start()
+        return bar
+
+    try:
+        options = VerifyOptions(
+            patterns=patterns, sample=sample, seed=seed,
+            engines=parse_choices(engine, ENGINES, "--engine"), workers=parse_counts(workers, "--workers"),
+            page_buffers=parse_sizes(page_buffer, "page buffer size"), caches=parse_choices(cache, CACHES, "--cache"),
+            latencies=parse_durations(latency), bandwidths=parse_bandwidths(bandwidth), repeat=repeat,
+            template=template, scheduler=scheduler, check=check,
+            storage_options=tuple(sorted(parse_storage_options(storage_option).items())),
+        )  # fmt: skip
+        try:
+            result = run_verify(
+                src, variants, options,
+                on_start=shown,
+                on_check=lambda _: shown().advance(checking),
+                on_total=lambda n: shown().update(timing, total=n),
+                on_run=lambda label: shown().update(timing, advance=1, description=f"read patterns: {label}"),
+            )  # fmt: skip
+        finally:
+            bar.stop()
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        raise ended_by_interrupt(exc, "interrupted.") from None
+    bad = {n: ms for n, ms in result.mismatches.items() if ms}
+    src_name = result.variants[0].name  # the file's name, local or in a bucket
+    for name, ms in bad.items():
+        out.print(f"[bold red]{name} differs from {src_name}[/] ({len(ms)} mismatch{'es' if len(ms) > 1 else ''}):")
+        for m in ms[:20]:
+            out.print(f"  {m.path}: {m.what}: {m.detail}", highlight=False)
+        if len(ms) > 20:
+            out.print(f"  ... and {len(ms) - 20} more")
+    if check and not bad:
+        out.print(f"all {len(variants)} variants hold exactly the data of {src_name}")
+    for name, left_out in result.skipped.items() if check else ():
+        if left_out:
+            out.print(f"{name} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "
+                      f"lists them (convert --skip-unsupported): {', '.join(left_out[:5])}"
+                      + (" ..." if len(left_out) > 5 else ""), highlight=False)
+    # a log or a pipe gets the whole table rather than columns cut to 80 characters
+    wide = out if out.is_terminal else Console(width=200)
+    wide.print(rep.answer_table(result.results, result.variants[0].name))
+    wide.print(rep.table(result.results, f"every measurement: read patterns on {src_name} and its variants"))
+    failed = rep.failures(result.results)
+    for line in failed:
+        out.print(f"[bold red]failed:[/] {line}", highlight=False)
+    if out_dir is not None:
+        shown = {k: v for k, v in vars(options).items() if k != "storage_options"}
+        # the endpoint and region say where it ran; keys and secrets stay out of the report
+        shown["storage_options"] = {k: ("***" if re.search("key|secret|token|password", k, re.I) else v)
+                                    for k, v in options.storage_options}
+        meta = {"source": str(src), "variants": [str(v) for v in variants], "options": shown,
+                "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
+        written = rep.write(result.results, out_dir, meta)
+        out.print(f"wrote under {out_dir}:")
+        for _path, caption in written:
+            out.print(f"  {caption}", highlight=False)
+    if bad:
+        raise typer.Exit(EXIT_DIFFERENT)
+    if failed:
+        raise typer.Exit(EXIT_PATTERN_FAILED)
+
+
+__all__ = ['verify']

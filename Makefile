@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(VENV)/bin/layoutkit sample $(DEMO)/shots.h5 --shots $(SHOTS)
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/shots.zarr
 	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/shots-sharded.zarr --shards auto --compressor lz4
-	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/signal-major.zarr --order signal --shards auto
+	$(VENV)/bin/layoutkit convert $(DEMO)/shots.h5 $(DEMO)/signal-major.zarr --layout signal-major --shards auto
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-shot.h5 --by shot
 	$(VENV)/bin/layoutkit reorder $(DEMO)/shots.h5 $(DEMO)/by-signal.h5 --by signal
 	@# local disk (0 ms) next to simulated object storage (10 ms per request), where layouts matter

@@ -44,8 +44,8 @@ LAYOUTS = {  # name in the bucket -> (how layoutkit writes it, the access it is 
     "by-shot.h5": (["reorder", "--by", "shot"], "shot"),
     "by-signal.h5": (["reorder", "--by", "signal"], "signal"),
     "shot-major.zarr": (["convert"], "shot"),
-    "signal-major.zarr": (["convert", "--order", "signal", "--shards", "auto"], "signal"),
-    "shot-packed.zarr": (["convert", "--order", "shot-packed"], "shot"),
+    "signal-major.zarr": (["convert", "--layout", "signal-major", "--shards", "auto"], "signal"),
+    "shot-packed.zarr": (["convert", "--layout", "shot-packed"], "shot"),
 }
 
 

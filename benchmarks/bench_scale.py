@@ -70,7 +70,7 @@ def main() -> None:
     from layoutkit.storage import as_source
 
     src, logical = sample(args.workdir, args.shots, args.signals)
-    layout_args = ["--order", "signal", "--shards", "auto"] if args.order == "signal" else []
+    layout_args = ["--layout", "signal-major", "--shards", "auto"] if args.order == "signal" else []
     with SeaweedFS() as server, DelayProxy(server.port) as proxy:
         server.create_bucket("scale")
         import obstore

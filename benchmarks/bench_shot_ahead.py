@@ -52,7 +52,7 @@ def main() -> None:
     src, _ = sample(args.workdir, args.shots, args.signals)
     packed = args.workdir / f"{src.stem}-shot-packed.zarr"
     if not packed.exists():
-        subprocess.run([PY, "-m", "layoutkit", "-q", "convert", str(src), str(packed), "--order", "shot-packed"],
+        subprocess.run([PY, "-m", "layoutkit", "-q", "convert", str(src), str(packed), "--layout", "shot-packed"],
                        check=True)
     with SeaweedFS() as server, DelayProxy(server.port) as proxy:
         server.create_bucket(BUCKET)

@@ -28,7 +28,7 @@ from layoutkit.storage import disk_usage as du
 
 STORES = {
     "shot-major": (),
-    "signal-major": ("--order", "signal", "--shards", "auto"),
+    "signal-major": ("--layout", "signal-major", "--shards", "auto"),
 }
 
 

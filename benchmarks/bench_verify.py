@@ -51,7 +51,7 @@ def main() -> None:
         work / f"{stem}-shot-major.zarr": ("convert",),
     }
     if has_signal_order():
-        variants[work / f"{stem}-signal-major.zarr"] = ("convert", "--order", "signal", "--shards", "auto")
+        variants[work / f"{stem}-signal-major.zarr"] = ("convert", "--layout", "signal-major", "--shards", "auto")
     for path, (command, *options) in variants.items():
         if not path.exists():
             print(f"writing {path.name} ...", flush=True)

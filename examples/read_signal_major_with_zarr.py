@@ -46,5 +46,5 @@ if __name__ == "__main__":
 
         with tempfile.TemporaryDirectory() as tmp:
             src = write_sample(Path(tmp) / "shots.h5", shots=3, signals=10).path
-            convert(src, Path(tmp) / "by-signal.zarr", ConvertOptions(order="signal", shards=parse_shards("auto")))
+            convert(src, Path(tmp) / "by-signal.zarr", ConvertOptions(layout="signal-major", shards=parse_shards("auto")))
             main(Path(tmp) / "by-signal.zarr", None)

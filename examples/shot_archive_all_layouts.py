@@ -24,8 +24,8 @@ from layoutkit.verify.run import VerifyOptions, verify
 
 OPTIONS = {  # one set of options per layout; the registry says which command writes it
     "shot-major": ConvertOptions(),
-    "signal-major": ConvertOptions(order="signal", shards=parse_shards("auto")),
-    "shot-packed": ConvertOptions(order="shot-packed"),
+    "signal-major": ConvertOptions(layout="signal-major", shards=parse_shards("auto")),
+    "shot-packed": ConvertOptions(layout="shot-packed"),
     "hdf5-paged": ReorderOptions(by="signal"),
 }
 

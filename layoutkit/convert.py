@@ -1,9 +1,9 @@
 """``layoutkit convert``: rewrite an HDF5 file as a Zarr store, in one of the Zarr layouts.
 
 The Python face of the command: :func:`plan_convert` (what ``--dry-run`` prints) and
-:func:`convert` pick the layout that ``options.order`` names in the registry
-(``shot``: :mod:`~layoutkit.layouts.shot_major.plan`, ``signal``:
-:mod:`~layoutkit.layouts.signal_major.plan`) and run it through :mod:`layoutkit.pipeline`.
+:func:`convert` pick the layout that ``options.layout`` names in the registry
+(:mod:`layoutkit.layouts`: ``shot-major``, ``signal-major``, ``shot-packed``) and run it
+through :mod:`layoutkit.pipeline`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def plan_convert(
     src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions, inventory: Inventory | None = None
 ) -> tuple[Inventory, ConvertPlan]:
     """Walk the source and plan the whole conversion (no writing). With
-    ``options.order == "signal"`` the plan is a :class:`~layoutkit.layouts.signal_major.plan.SignalMajorPlan`."""
+    ``options.layout == "signal-major"`` the plan is a
+    :class:`~layoutkit.layouts.signal_major.plan.SignalMajorPlan`."""
     return pipeline.plan(layout_for("convert", options), src, dst, options, inventory)
 
 

@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import h5py
@@ -37,6 +38,7 @@ from layoutkit.errors import LayoutkitError
 from layoutkit.hdf5.filters import filter_name, level_of
 from layoutkit.hdf5.inventory import PARALLEL_MIN_DATASETS, open_source, read_attrs
 from layoutkit.hdf5.walkers import Walkers
+from layoutkit.layouts import find_layout
 from layoutkit.options import format_size, parse_workers
 from layoutkit.pipeline import PROVENANCE_ATTR
 from layoutkit.plan import DEFAULT_PAGE_BYTES, DEFAULT_TEMPLATE, compile_template, match_template
@@ -845,28 +847,30 @@ def recommend(r: InspectReport) -> list[Recommendation]:
             + (f" (and {extra:,} repeat one of another shot)" if extra > 0 else "") + ".",
             "`layoutkit reorder` stores them once per shot (--dedupe, on by default; recipes cmod-shot, cmod-signal).")
     recipe = (r.written_by or {}).get("recipe", {})
-    ordered = recipe.get("by", recipe.get("order")) in ("shot", "signal", "shot-packed")
+    layout = find_layout(recipe.get("layout", recipe.get("order")))  # "order": an earlier layoutkit's key
+    # the recorded recipe's keys are the options' fields: the layout says whether they order shots
+    ordered = layout is not None and layout.needs_shot_archive(SimpleNamespace(**recipe))
     if r.written_by:
-        order = recipe.get("order")
-        packed = {"signal": " (signal-major: each signal of every shot packed into one array)",
-                  "shot-packed": " (shot-packed: each shot's datasets packed as bytes into one array, indexed "
-                                 "in the shot groups' attributes; read it with `layoutkit.open`)"}.get(order, "")
+        what = f", layout {layout.name}" if layout is not None else ""
+        what += f", ordered by {recipe['by']}" if recipe.get("by") else ""
+        described = f" ({layout.description})" if layout is not None and layout.format == "zarr" else ""
         add(f"Written by `layoutkit {r.written_by.get('command')}` (layoutkit {r.written_by.get('version')}, "
-            f"target {recipe.get('target')}{', order ' + order if order else ''}){packed}.",
+            f"target {recipe.get('target')}{what}){described}.",
             f"`layoutkit recipes from {r.path}` prints its recipe; `--recipe` with it writes the same layout again.")
     if r.shots >= 2 and not ordered:
         add(f"A shot archive: {r.shots:,} shots x {r.signals:,} signals under {r.template}.",
             "Order the bytes for how they are read: `layoutkit reorder --recipe cmod-shot` (a shot at a time) or "
-            "`--recipe cmod-signal` (a signal across shots); as Zarr, `layoutkit convert --recipe zarr-signal`.")
+            "`--recipe cmod-signal` (a signal across shots); as Zarr, `layoutkit convert --recipe signal-major` or "
+            "`--recipe shot-packed`.")
     none = next((c for c in r.codecs if c.pipeline == "none"), None)
     if none and none.stored_bytes >= 16 * 1024**2 and none.stored_bytes * 2 >= r.stored_bytes:
         add(f"{format_size(none.stored_bytes)} ({_pct(none.stored_bytes, r.stored_bytes)} of the data) is stored uncompressed.",
-            "Compress it: `layoutkit convert --compressor zstd:3` (recipe zarr-shot) or `layoutkit reorder "
+            "Compress it: `layoutkit convert --compressor zstd:3` (recipe shot-major) or `layoutkit reorder "
             "--compressor gzip:4` (recipe cmod-shot); recipe local-fast for LZ4 on a fast local disk.")
     if zarr_store:
         if r.chunks >= 10_000 and not r.layouts.get("sharded"):
             add(f"{r.chunks:,} chunk files and no shards: listing and copying the store costs one request per file.",
-                "`layoutkit convert --shards auto` packs chunks into ~64 MiB shards (recipes zarr-signal, cloud-netcdf).")
+                "`layoutkit convert --shards auto` packs chunks into ~64 MiB shards (recipes signal-major, cloud-netcdf).")
         if not r.consolidated and r.arrays >= 100:
             add(f"{r.arrays:,} arrays and no consolidated metadata: opening the store reads one document per array.",
                 "`layoutkit convert` consolidates by default (every recipe has consolidate = true).")

@@ -166,6 +166,11 @@ class Layout(ABC):
         return self.part("compare").compare(source, variant, inventory=inventory, skipped=skipped, workers=workers,
                                             name=name)
 
+    def needs_shot_archive(self, options: Any) -> bool:
+        """Whether, with ``options``, the layout orders shots and signals, and so refuses a
+        file the template does not match (``advise`` leaves it out for such files)."""
+        return False
+
     def guess_can_open(self, location: Path) -> bool:
         """Whether a local ``location`` that is neither Zarr nor HDF5 holds this layout
         (xarray's ``guess_can_open``); layouts of those two formats are found by what

@@ -56,8 +56,8 @@ cores for a local source)."""
 
 
 def recipe_of(layout: Layout | type[Layout], options: Any) -> dict[str, Any]:
-    """The full effective recipe of ``options``: the layout's target and every key."""
-    out: dict[str, Any] = {"target": layout.target}
+    """The full effective recipe of ``options``: the layout's target and name, and every key."""
+    out: dict[str, Any] = {"target": layout.target, "layout": layout.name}
     for key in layout.recipe_keys:
         out[key.name] = key.show(getattr(options, key.field))
     return out

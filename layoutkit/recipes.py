@@ -1,8 +1,11 @@
 """Recipes: named layouts, one TOML file each, for ``convert`` and ``reorder``.
 
-A recipe states its target (``zarr`` for ``convert``, ``hdf5-paged`` for ``reorder``), a
+A recipe states its target (``zarr`` for ``convert``, ``hdf5-paged`` for ``reorder``), its
+``layout`` (a registered layout's name: ``shot-major``, ``signal-major``...), a
 description of when to use it, and the layout choices the command takes, under the
-names of the command's options (``--chunk-size`` is ``chunk_size``). :func:`load_recipe`
+names of the command's options (``--chunk-size`` is ``chunk_size``). ``aliases`` lists
+former names of a shipped recipe, still found; a recipe's former key ``order`` is read
+as ``layout``. :func:`load_recipe`
 checks every key with the same ``parse_*`` functions the command line uses, and
 :func:`build_options` turns a recipe plus the options typed on the command line into
 the very dataclass the command runs with: command line over recipe over defaults.
@@ -27,14 +30,15 @@ from typing import Any
 
 from layoutkit.errors import InvalidOptionError, RecipeError, RecipeNotFoundError
 from layoutkit.execute import parse_scheduler
-from layoutkit.layouts import targets
+from layoutkit.layouts import layout_for, layout_key, targets
 from layoutkit.options import RecipeKey, parse_workers, size_parser
 from layoutkit.pipeline import PROVENANCE_ATTR, provenance_attrs
 from layoutkit.pipeline import recipe_of as layout_recipe_of
 
 COMMANDS = {target: layout.command for target, layout in targets().items()}  # target -> the command that writes it
 TARGETS = {command: target for target, command in COMMANDS.items()}
-META_KEYS = ("target", "description")
+META_KEYS = ("target", "description", "aliases")
+FORMER_KEYS = {"order": "layout"}  # keys recipes and provenance used to spell otherwise
 SHIPPED = resources.files("layoutkit") / "recipes_data"
 
 # Machine resources, not layout: the command line sets them, recipes do not.
@@ -52,8 +56,9 @@ def _options_class(target: str) -> type:
 
 
 def recipe_keys(target: str) -> tuple[RecipeKey, ...]:
-    """The layout keys a recipe for ``target`` may set (``zarr`` or ``hdf5-paged``)."""
-    return targets()[target].recipe_keys
+    """The layout keys a recipe for ``target`` may set (``zarr`` or ``hdf5-paged``): which
+    layout, then the layouts' own keys."""
+    return (layout_key(target), *targets()[target].recipe_keys)
 
 
 # -- recipes --------------------------------------------------------------------
@@ -68,6 +73,7 @@ class Recipe:
     description: str
     values: Mapping[str, Any]
     source: str
+    aliases: tuple[str, ...] = ()
 
     @property
     def command(self) -> str:
@@ -77,6 +83,15 @@ class Recipe:
 def shipped_recipes() -> list[str]:
     """Names of the recipes that ship with layoutkit, sorted."""
     return sorted(p.name[: -len(".toml")] for p in SHIPPED.iterdir() if p.name.endswith(".toml"))
+
+
+def _shipped_aliases() -> dict[str, str]:
+    """A shipped recipe's former name -> its name (each recipe's ``aliases``)."""
+    out = {}
+    for name in shipped_recipes():
+        doc = tomllib.loads((SHIPPED / f"{name}.toml").read_text(encoding="utf-8"))
+        out.update(dict.fromkeys(doc.get("aliases", []), name))
+    return out
 
 
 def find_recipe(name_or_path: str | os.PathLike) -> tuple[str, str]:
@@ -90,9 +105,10 @@ def find_recipe(name_or_path: str | os.PathLike) -> tuple[str, str]:
     path = Path(name_or_path)
     if path.is_file():
         return path.stem, path.read_text(encoding="utf-8")
-    shipped = SHIPPED / f"{name_or_path}.toml"
-    if "/" not in str(name_or_path) and shipped.is_file():
-        return str(name_or_path), shipped.read_text(encoding="utf-8")
+    name = _shipped_aliases().get(str(name_or_path), str(name_or_path))
+    shipped = SHIPPED / f"{name}.toml"
+    if "/" not in name and shipped.is_file():
+        return name, shipped.read_text(encoding="utf-8")
     raise RecipeNotFoundError(
         f"No recipe file {str(name_or_path)!r} and no shipped recipe of that name; "
         f"shipped recipes: {', '.join(shipped_recipes())}."
@@ -119,6 +135,11 @@ def parse_recipe(text: str, name: str = "recipe", source: str = "") -> Recipe:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{label} is not valid TOML: {exc}.") from None
+    for former, key in FORMER_KEYS.items():
+        if former in doc:
+            if key in doc:
+                raise RecipeError(f"{label}: {former!r} is the former spelling of {key!r}; give one of them.")
+            doc[key] = doc.pop(former)
     target = doc.get("target")
     if not isinstance(target, str) or target not in COMMANDS:
         raise RecipeError(f"{label}: expected target = \"zarr\" or \"hdf5-paged\". Got {target!r}.")
@@ -133,6 +154,9 @@ def parse_recipe(text: str, name: str = "recipe", source: str = "") -> Recipe:
     description = doc.get("description", "")
     if not isinstance(description, str):
         raise RecipeError(f"{label}: expected description to be text. Got {description!r}.")
+    aliases = doc.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise RecipeError(f"{label}: expected aliases to be a list of names. Got {aliases!r}.")
     values = {}
     for key, raw in doc.items():
         if key in keys:
@@ -140,7 +164,7 @@ def parse_recipe(text: str, name: str = "recipe", source: str = "") -> Recipe:
                 values[key] = keys[key].value(raw)
             except InvalidOptionError as exc:
                 raise RecipeError(f"{label}, key {key!r}: {exc}") from None
-    return Recipe(name, target, " ".join(description.split()), values, source or name)
+    return Recipe(name, target, " ".join(description.split()), values, source or name, tuple(aliases))
 
 
 def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed: Mapping[str, Any]) -> Any:
@@ -181,12 +205,16 @@ def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed
     if unknown:
         raise TypeError(f"build_options does not know the option(s) {sorted(unknown)}")
     kwargs: dict[str, Any] = {}
+    have = {f.name for f in fields(_options_class(target))}
     for name, key in keys.items():
         if name in typed:
-            kwargs[key.field] = key.value(typed[name])
+            value = key.value(typed[name])
         elif recipe is not None and name in recipe.values:
-            kwargs[key.field] = recipe.values[name]
-    have = {f.name for f in fields(_options_class(target))}
+            value = recipe.values[name]
+        else:
+            continue
+        if key.field in have:  # a target of one layout has no field to choose it
+            kwargs[key.field] = value
     for name, parse in RUNTIME.items():
         if name in typed and name in have:
             kwargs[name] = parse(typed[name])
@@ -194,7 +222,9 @@ def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed
 
 
 def _layout_of(options: Any) -> Any:
-    return next(layout for layout in targets().values() if isinstance(options, layout.options_class))
+    """The layout an options dataclass writes (of several of one target, the one it names)."""
+    target = next(t for t, layout in targets().items() if isinstance(options, layout.options_class))
+    return layout_for(COMMANDS[target], options)
 
 
 def recipe_of(options: Any) -> dict[str, Any]:
@@ -282,13 +312,20 @@ def recipe_toml(variant: str | os.PathLike, storage_options: dict[str, str] | No
 
     doc = read_provenance(variant, storage_options)
     recipe = dict(doc["recipe"])
+    for former, key in FORMER_KEYS.items():  # written by an earlier layoutkit: today's spelling
+        if former in recipe:
+            recipe.setdefault(key, recipe.pop(former))
+    target = recipe.pop("target", None)
+    if target in COMMANDS and "layout" in recipe:
+        recipe["layout"] = layout_key(target).value(recipe["layout"])
     name = str(variant).rstrip("/").rsplit("/", 1)[-1]
     recipe = {
-        "target": recipe.pop("target", None),
+        "target": target,
         "description": (
             f"The layout of {name}, as recorded by layoutkit {doc.get('version', '?')} "
             f"`{doc.get('command', '?')}` in its {PROVENANCE_ATTR!r} root attribute."
         ),
+        **({"layout": recipe.pop("layout")} if "layout" in recipe else {}),
         **recipe,
     }
     parse_recipe(tomli_w.dumps(recipe), name=name)  # what we print must load

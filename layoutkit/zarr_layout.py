@@ -22,7 +22,6 @@ from layoutkit.options import (
     CompressorSpec,
     RecipeKey,
     ShardSpec,
-    choice_parser,
     exact_size,
     parse_bool,
     parse_chunks,
@@ -33,7 +32,6 @@ from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
 DEFAULT_CHUNK_BYTES = 4 * 1024**2
 DEFAULT_MEMORY_LIMIT = 1024**3
-ORDERS = ("shot", "signal", "shot-packed")  # convert's --order: the Zarr layouts' `order`
 
 
 @dataclass(frozen=True)
@@ -51,9 +49,9 @@ class ConvertOptions:
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     overwrite: bool = False
     skip_unsupported: bool = False
-    # which Zarr layout: "shot" mirrors the hierarchy, "signal" packs each signal of every shot
-    order: str = "shot"
-    template: str = DEFAULT_TEMPLATE  # where shots and signals are, for --order signal
+    # which Zarr layout, by its name in the registry (layoutkit.layouts); former spellings work too
+    layout: str = "shot-major"
+    template: str = DEFAULT_TEMPLATE  # where shots and signals are, for the layouts that pack them
 
 
 def _parse_zarr_format(text: Any) -> int:
@@ -68,7 +66,6 @@ def _show_shards(spec: ShardSpec) -> str | int:
 
 ZARR_RECIPE_KEYS: tuple[RecipeKey, ...] = (
     RecipeKey("zarr_format", "zarr_format", _parse_zarr_format, int, "2 or 3", STR_OR_INT),
-    RecipeKey("order", "order", choice_parser("--order", ORDERS), str, " or ".join(f'"{o}"' for o in ORDERS)),
     TEMPLATE_KEY,
     CHUNKS_KEY,
     CHUNK_SIZE_KEY,
@@ -94,4 +91,4 @@ class ZarrLayout(Layout):
         work.state["writer"].finish(plan.options.consolidate)
 
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_MEMORY_LIMIT", "ORDERS", "ZARR_RECIPE_KEYS", "ConvertOptions", "ZarrLayout"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_MEMORY_LIMIT", "ZARR_RECIPE_KEYS", "ConvertOptions", "ZarrLayout"]

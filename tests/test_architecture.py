@@ -193,17 +193,33 @@ def test_the_package_imports_layoutkit_open_on_first_use() -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_the_registry_loads_no_numpy_h5py_or_zarr() -> None:
+    """Every command lists the layouts (its choices and help come from the registry): the
+    registry loads their names and options only."""
+    import subprocess
+    import sys
+
+    code = ("import sys, layoutkit.layouts\n"
+            "heavy = [m for m in ('numpy', 'h5py', 'zarr', 'xarray') if m in sys.modules]\n"
+            "assert heavy == [], heavy\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_convert_stays_the_function_when_its_module_is_imported_first() -> None:
     """Importing the submodule layoutkit.convert before anyone asked for the function
     (as a command does) does not put the module where the function belongs; and
-    `layoutkit inspect`'s imports do not bring the layouts and zarr."""
+    `layoutkit inspect`'s imports do not bring zarr, nor any layout's writer or reader
+    (the registry's names and options, which the CLI's choices come from, are light)."""
     import subprocess
     import sys
 
     code = (
         "import sys, importlib\n"
         "import layoutkit.inspect, layoutkit.cli\n"
-        "assert 'zarr' not in sys.modules and 'layoutkit.layouts' not in sys.modules\n"
+        "assert 'zarr' not in sys.modules and 'layoutkit.layouts' in sys.modules\n"
+        "parts = [m for m in sys.modules if m.startswith('layoutkit.layouts.') and m.count('.') == 3]\n"
+        "assert parts and all(m.endswith(('.spec', '.options')) for m in parts), parts\n"
         "module = importlib.import_module('layoutkit.convert')\n"
         "import layoutkit\n"
         "from layoutkit import convert, plan_convert, ConvertOptions\n"

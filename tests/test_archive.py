@@ -42,9 +42,9 @@ def four_layouts(shot_file: Path, tmp_path_factory) -> dict[str, Path]:
     out["reorder"] = root / "by-signal.h5"
     convert(shot_file, root / "shot.zarr")
     out["shot-major"] = root / "shot.zarr"
-    convert(shot_file, root / "signal.zarr", ConvertOptions(order="signal", shards=parse_shards("auto")))
+    convert(shot_file, root / "signal.zarr", ConvertOptions(layout="signal-major", shards=parse_shards("auto")))
     out["signal-major"] = root / "signal.zarr"
-    convert(shot_file, root / "packed.zarr", ConvertOptions(order="shot-packed"))
+    convert(shot_file, root / "packed.zarr", ConvertOptions(layout="shot-packed"))
     out["shot-packed"] = root / "packed.zarr"
     return out
 
@@ -132,8 +132,8 @@ def test_text_attributes_that_are_not_utf8_come_back_as_bytes(edge_archive: Path
         "source": lambda: edge_archive,
         "reorder": lambda: reorder(edge_archive, tmp_path / "r.h5", ReorderOptions(by="shot")) and tmp_path / "r.h5",
         "shot-major": lambda: convert(edge_archive, tmp_path / "m.zarr") and tmp_path / "m.zarr",
-        "signal-major": lambda: convert(edge_archive, tmp_path / "s.zarr", ConvertOptions(order="signal")) and tmp_path / "s.zarr",
-        "shot-packed": lambda: convert(edge_archive, tmp_path / "p.zarr", ConvertOptions(order="shot-packed")) and tmp_path / "p.zarr",
+        "signal-major": lambda: convert(edge_archive, tmp_path / "s.zarr", ConvertOptions(layout="signal-major")) and tmp_path / "s.zarr",
+        "shot-packed": lambda: convert(edge_archive, tmp_path / "p.zarr", ConvertOptions(layout="shot-packed")) and tmp_path / "p.zarr",
     }[layout]()
     with layoutkit.open(path) as archive:
         assert archive.read("1", "ip").attrs["probe_units"] == b"\xb5m"

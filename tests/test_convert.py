@@ -175,7 +175,7 @@ def test_scheduler_address_runs_on_an_existing_cluster(shot_file: Path, tmp_path
 
 
 class TestZarrMirrorRoundTrip(LayoutRoundTrip):
-    """The shared round trips for ``convert`` (``--order shot``)."""
+    """The shared round trips for ``convert`` (``--layout shot-major``)."""
 
     layout = "zarr-mirror"
     options = ConvertOptions(shards=parse_shards("auto"))

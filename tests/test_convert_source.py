@@ -137,7 +137,7 @@ def test_pipelines_without_zarr_codecs_are_reencoded_by_name(encoded_file: Path,
     "args, expected",
     [
         pytest.param(["convert", "--compressor", "source", "--chunks", "10,10"], "Expected --chunks source", id="chunks"),
-        pytest.param(["convert", "--compressor", "source", "--order", "signal"], "needs --order shot", id="signal"),
+        pytest.param(["convert", "--compressor", "source", "--layout", "signal-major"], "needs --layout shot-major", id="signal"),
         pytest.param(["reorder", "--compressor", "source"], "--compressor source is convert's", id="reorder"),
         pytest.param(["convert", "--compressor", "source:3"], "Compressor source takes no options", id="level"),
     ],

@@ -1,6 +1,6 @@
 """Every command on every real file and every generated edge case, as a user runs them.
 
-For each file: ``inspect``; ``convert`` to Zarr v3 and v2 and ``--order signal``;
+For each file: ``inspect``; ``convert`` to Zarr v3 and v2 and ``--layout signal-major``;
 ``reorder --by group``; then ``verify`` of every variant written with every pattern that
 applies. Each run must exit as documented (0; 2 with one sentence for a refusal; verify:
 0 all equal and every pattern ran, 1 data differ, 3 a pattern could not run), print no
@@ -73,7 +73,7 @@ def run_everything(src: Path, tmp_path: Path) -> dict[str, int]:
     runs = {
         "v3.zarr": ["convert", src, tmp_path / "v3.zarr"],
         "v2.zarr": ["convert", src, tmp_path / "v2.zarr", "--zarr-format", "2"],
-        "signal.zarr": ["convert", src, tmp_path / "signal.zarr", "--order", "signal", "--shards", "auto"],
+        "signal.zarr": ["convert", src, tmp_path / "signal.zarr", "--layout", "signal-major", "--shards", "auto"],
         "group.h5": ["reorder", src, tmp_path / "group.h5", "--by", "group"],
     }
     for name, args in runs.items():

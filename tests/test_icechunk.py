@@ -34,10 +34,10 @@ def test_each_run_is_one_commit_and_every_snapshot_stays_readable(shot_file, tmp
     refused = run("convert", shot_file, f"icechunk:{repo}")
     assert refused.exit_code == 2 and "pass --overwrite" in refused.output
     assert len(history(repo)) == 2
-    second = run("convert", shot_file, f"icechunk:{repo}", "--overwrite", "--order", "signal", "--shards", "auto")
+    second = run("convert", shot_file, f"icechunk:{repo}", "--overwrite", "--layout", "signal-major", "--shards", "auto")
     assert second.exit_code == 0, second.output
     v2 = history(repo)[0]
-    assert v2.id != v1.id and '"order": "signal"' in v2.message
+    assert v2.id != v1.id and '"layout": "signal-major"' in v2.message
     # the branch holds the new layout, the old snapshot the old one, both equal to the source
     assert compare_variant(shot_file, f"icechunk:{repo}") == []
     assert compare_variant(shot_file, f"icechunk:{repo}@{v1.id}") == []

@@ -58,7 +58,7 @@ def local_files(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("args", [
     pytest.param([], id="mirror"),
-    pytest.param(["--order", "signal", "--shards", "auto"], id="signal-major"),
+    pytest.param(["--layout", "signal-major", "--shards", "auto"], id="signal-major"),
     pytest.param(["--zarr-format", "2", "--compressor", "zstd:1"], id="v2"),
 ])
 def test_a_zarr_store_in_a_bucket_is_the_local_one_byte_for_byte(endpoint, shot_file, tmp_path, args):
@@ -450,7 +450,7 @@ def source_url(endpoint, shot_file) -> str:
 
 @pytest.mark.parametrize("args", [
     pytest.param([], id="mirror"),
-    pytest.param(["--order", "signal", "--shards", "auto"], id="signal-major"),
+    pytest.param(["--layout", "signal-major", "--shards", "auto"], id="signal-major"),
     pytest.param(["--compressor", "source", "--shards", "64KiB"], id="stored-chunks-copied"),
 ])
 def test_a_source_in_a_bucket_converts_to_the_same_store(endpoint, source_url, shot_file, tmp_path, args):
@@ -526,7 +526,7 @@ def bucket_variants(endpoint, shot_file) -> dict[str, str]:
     out = {"mirror": f"s3://{BUCKET}/variants/shots.zarr", "signal": f"s3://{BUCKET}/variants/signal.zarr",
            "paged": f"s3://{BUCKET}/variants/by-shot.h5"}
     for args in (["convert", shot_file, out["mirror"]],
-                 ["convert", shot_file, out["signal"], "--order", "signal", "--shards", "auto"],
+                 ["convert", shot_file, out["signal"], "--layout", "signal-major", "--shards", "auto"],
                  ["reorder", shot_file, out["paged"], "--by", "shot"]):
         assert cli(endpoint, *args).exit_code == 0
     return out
@@ -637,7 +637,7 @@ def test_recipes_from_a_variant_in_a_bucket(endpoint, bucket_variants):
         assert result.exit_code == 0, result.output
         want = "hdf5-paged" if name == "paged" else "zarr"
         assert f'target = "{want}"' in result.output
-    assert 'order = "signal"' in cli(endpoint, "recipes", "from", bucket_variants["signal"]).output
+    assert 'layout = "signal-major"' in cli(endpoint, "recipes", "from", bucket_variants["signal"]).output
 
 
 def test_the_upload_is_staged_under_tmpdir(endpoint, shot_file, tmp_path, monkeypatch):

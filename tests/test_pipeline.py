@@ -54,7 +54,7 @@ class TestExampleLayoutRoundTrip(LayoutRoundTrip):
         dst = tmp_path / "stamped.npy-folder"
         self.write(shot_file, dst)
         doc = json.loads(json.loads((dst / "attrs.json").read_text())[pipeline.PROVENANCE_ATTR])
-        assert doc == {"version": doc["version"], "command": "export", "recipe": {"target": "npy-folder"}}
+        assert doc == {"version": doc["version"], "command": "export", "recipe": {"target": "npy-folder", "layout": "npy-folder"}}
 
 
 def _inventory(src: Path):  # noqa: ANN202
@@ -84,11 +84,11 @@ def test_former_spellings_still_find_their_layout(old: str, name: str) -> None:
 
 def test_commands_find_their_layouts_in_the_registry() -> None:
     assert layout_for("convert", ConvertOptions()).name == "shot-major"
-    assert layout_for("convert", ConvertOptions(order="signal")).name == "signal-major"
+    assert layout_for("convert", ConvertOptions(layout="signal-major")).name == "signal-major"
     assert layout_for("reorder", ReorderOptions(by="signal")).name == "hdf5-paged"
     assert [layout.name for layout in layouts_of("export")] == ["npy-folder"]
-    with pytest.raises(InvalidOptionError, match="Expected --order shot, signal or shot-packed. Got 'diagonal'"):
-        layout_for("convert", ConvertOptions(order="diagonal"))
+    with pytest.raises(InvalidOptionError, match="Expected --layout shot-major, signal-major or shot-packed. Got 'diagonal'"):
+        layout_for("convert", ConvertOptions(layout="diagonal"))
     # recipe targets come from the layouts: both Zarr layouts share one target and its keys
     assert targets()["zarr"].options_class is ConvertOptions
     assert targets()["hdf5-paged"].options_class is ReorderOptions

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions
 from layoutkit.equality import compare_zarr
+from layoutkit.errors import RecipeError
 from layoutkit.hdf5.compare import compare_hdf5
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards
 from layoutkit.recipes import (
@@ -58,7 +59,23 @@ def recorded(variant: Path) -> dict:
 
 
 def test_the_issue_presets_ship() -> None:
-    assert {"cmod-shot", "cmod-signal", "zarr-shot", "zarr-signal", "cloud-netcdf", "local-fast"} <= set(shipped_recipes())
+    assert {"cmod-shot", "cmod-signal", "shot-major", "signal-major", "shot-packed", "cloud-netcdf",
+            "local-fast"} <= set(shipped_recipes())
+
+
+@pytest.mark.parametrize(("former", "name"), [
+    ("zarr-shot", "shot-major"), ("zarr-signal", "signal-major"), ("zarr-shot-packed", "shot-packed"),
+])
+def test_a_recipe_s_former_name_still_finds_it(former: str, name: str) -> None:
+    assert load_recipe(former).name == name and former in load_recipe(name).aliases
+
+
+def test_a_recipe_s_former_order_key_is_read_as_its_layout() -> None:
+    recipe = parse_recipe('target = "zarr"\norder = "signal"\nshards = "auto"\n')
+    assert recipe.values["layout"] == "signal-major"
+    assert build_options("convert", recipe, {}).layout == "signal-major"
+    with pytest.raises(RecipeError, match="former spelling of 'layout'"):
+        parse_recipe('target = "zarr"\norder = "signal"\nlayout = "shot-major"\n')
 
 
 @pytest.mark.parametrize("name", shipped_recipes())
@@ -85,7 +102,7 @@ def test_shipped_recipe_writes_a_faithful_variant(name: str, shot_file: Path, tm
         assert compare_variant(shot_file, dst) == []  # any Zarr layout, signal-major included
         root = zarr.open_group(dst, mode="r")
         assert root.metadata.zarr_format == options.zarr_format
-        assert (root.attrs.get("layoutkit_layout", {}).get("name") == "signal-major") == (options.order == "signal")
+        assert (root.attrs.get("layoutkit_layout", {}).get("name") == "signal-major") == (options.layout == "signal-major")
     else:
         _, plan = plan_reorder(shot_file, tmp_path / "unused.h5", options)
         assert plan.dedupe  # the sample has per-signal copies of time bases
@@ -125,10 +142,11 @@ def test_cli_override_is_recorded(shot_file: Path, tmp_path: Path) -> None:
 
 def _command_defaults(command: str) -> dict:
     """What typer shows as each option's default."""
-    from layoutkit.cli.running import NOT_LAYOUT_OPTIONS
+    from layoutkit.cli.running import FORMER_OPTIONS, NOT_LAYOUT_OPTIONS
 
     params = typer.main.get_command(app).commands[command].params
-    return {p.name: getattr(p.default, "value", p.default) for p in params if p.name not in NOT_LAYOUT_OPTIONS}
+    return {p.name: getattr(p.default, "value", p.default) for p in params
+            if p.name not in NOT_LAYOUT_OPTIONS and p.name not in FORMER_OPTIONS}
 
 
 @pytest.mark.parametrize("command, cls", [("convert", ConvertOptions), ("reorder", ReorderOptions)])
@@ -185,7 +203,7 @@ def test_bad_recipe_for_reorder(shot_file: Path, tmp_path: Path) -> None:
     assert_refused(run("reorder", shot_file, tmp_path / "o.h5", "--recipe", path), "key 'template'", "Expected a --template")
     assert_refused(run("reorder", shot_file, tmp_path / "o.h5", "--recipe", "zarr-shot"), "is for `layoutkit convert`")
     assert_refused(run("reorder", shot_file, tmp_path / "o.h5", "--recipe", "no-such-recipe"),
-                   "no shipped recipe", "cmod-shot", "zarr-signal")
+                   "no shipped recipe", "cmod-shot", "signal-major")
     assert not (tmp_path / "o.h5").exists()
 
 
@@ -271,3 +289,21 @@ def test_recipe_path_beats_shipped_name(tmp_path: Path, monkeypatch: pytest.Monk
     Path("zarr-shot").write_text('target = "zarr"\ncompressor = "gzip:2"\n')
     assert load_recipe("zarr-shot").values == {"compressor": parse_compressor("gzip:2")}
     assert load_recipe("zarr-signal").values["chunks"] == parse_chunks("auto")
+
+
+def test_recipes_from_a_variant_an_earlier_layoutkit_wrote(shot_file: Path, tmp_path: Path) -> None:
+    """A store whose provenance says ``"order": "signal"`` (layoutkit before the layouts
+    had one name each) prints a recipe in today's spelling, which writes the same store."""
+    dst = tmp_path / "old.zarr"
+    assert run("convert", shot_file, dst, "--layout", "signal-major", "--shards", "auto").exit_code == 0
+    root = json.loads((dst / "zarr.json").read_text())
+    doc = json.loads(root["attributes"]["layoutkit"])
+    doc["recipe"].pop("layout")
+    doc["recipe"]["order"] = "signal"
+    root["attributes"]["layoutkit"] = json.dumps(doc)
+    (dst / "zarr.json").write_text(json.dumps(root))
+    text = run("recipes", "from", dst).output
+    assert 'layout = "signal-major"' in text and "order" not in text.split('"""')[-1]
+    again = tmp_path / "again.zarr"
+    assert run("convert", shot_file, again, "--recipe", write(tmp_path, text)).exit_code == 0
+    assert json.loads((again / "zarr.json").read_text())["attributes"]["layoutkit_layout"]["name"] == "signal-major"

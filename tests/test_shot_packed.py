@@ -18,12 +18,12 @@ from layoutkit.errors import UnsupportedFeatureError
 from layoutkit.reorder import ReorderOptions, reorder
 from layoutkit.verify.equality import compare_variant
 
-PACKED = ConvertOptions(order="shot-packed")
+PACKED = ConvertOptions(layout="shot-packed")
 runner = CliRunner()
 
 
 class TestZarrShotPackedRoundTrip(LayoutRoundTrip):
-    """The shared round trips for ``convert --order shot-packed``: files that are not
+    """The shared round trips for ``convert --layout shot-packed``: files that are not
     shot archives are refused, naming the template."""
 
     layout = "zarr-shot-packed"
@@ -220,9 +220,9 @@ def test_a_changed_index_is_found(packed_store: tuple[Path, Path], tmp_path: Pat
 
 
 def test_refusals_are_one_sentence(shot_file: Path, tmp_path: Path) -> None:
-    result = runner.invoke(app, ["convert", str(shot_file), str(tmp_path / "o.zarr"), "--order", "shot-packed",
+    result = runner.invoke(app, ["convert", str(shot_file), str(tmp_path / "o.zarr"), "--layout", "shot-packed",
                                  "--compressor", "source"])
-    assert result.exit_code == 2 and "needs --order shot" in " ".join(result.output.split())
+    assert result.exit_code == 2 and "needs --layout shot-major" in " ".join(result.output.split())
     src = tmp_path / "reserved.h5"
     with h5py.File(src, "w") as f:
         f["shots/1/signals/ip"] = np.arange(4.0)

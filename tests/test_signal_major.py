@@ -1,4 +1,4 @@
-"""``convert --order signal``: the signal-major Zarr layout, read back exactly.
+"""``convert --layout signal-major``: the signal-major Zarr layout, read back exactly.
 
 The edge cases are built here, small: a signal missing from some shots, a signal with
 no samples in a shot, 2-D signals whose channel count changes, a signal whose dtype
@@ -34,7 +34,7 @@ from layoutkit.plan import packed_pieces, plan_packed_chunks
 from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.equality import compare_variant
 
-SHARDED = ConvertOptions(order="signal", shards=parse_shards("auto"))
+SHARDED = ConvertOptions(layout="signal-major", shards=parse_shards("auto"))
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +46,8 @@ def edge(edge_archive: Path) -> Path:
     "options",
     [
         pytest.param(SHARDED, id="v3-sharded"),
-        pytest.param(ConvertOptions(order="signal", zarr_format=2), id="v2"),
-        pytest.param(ConvertOptions(order="signal", chunks=parse_chunks("7,-1"), scheduler="serial"), id="v3-chunks-7"),
+        pytest.param(ConvertOptions(layout="signal-major", zarr_format=2), id="v2"),
+        pytest.param(ConvertOptions(layout="signal-major", chunks=parse_chunks("7,-1"), scheduler="serial"), id="v3-chunks-7"),
     ],
 )
 def test_edge_cases_read_back_exactly(edge: Path, tmp_path: Path, options: ConvertOptions) -> None:
@@ -236,7 +236,7 @@ def test_blocks_smaller_than_a_shot_and_spanning_shots(tmp_path: Path) -> None:
             sig = f.create_group(f"shots/{shot}/signals")
             sig.create_dataset("big", data=rng.normal(size=(300_000,)), chunks=(40_000,), compression="gzip")
             sig["small"] = rng.normal(size=(1000 + shot,))
-    options = ConvertOptions(order="signal", memory_limit=8 << 20, chunk_bytes=64 << 10,
+    options = ConvertOptions(layout="signal-major", memory_limit=8 << 20, chunk_bytes=64 << 10,
                              shards=parse_shards("256KiB"))
     _, plan = plan_convert(src, tmp_path / "big.zarr", options)
     big = next(a for a in plan.arrays if a.path == "/signals/big/data")
@@ -277,39 +277,39 @@ def test_a_file_that_is_not_a_shot_archive_is_refused_with_the_template_and_path
     hard_cases: dict[str, Path], tmp_path: Path
 ) -> None:
     with pytest.raises(InvalidOptionError) as err:
-        convert(hard_cases["scales"], tmp_path / "x.zarr", ConvertOptions(order="signal"))
+        convert(hard_cases["scales"], tmp_path / "x.zarr", ConvertOptions(layout="signal-major"))
     message = str(err.value)
     assert "/shots/{shot}/signals/{signal}" in message
-    assert "/shot/signals/a" in message and "--order shot" in message
+    assert "/shot/signals/a" in message and "--layout shot-major" in message
     assert not (tmp_path / "x.zarr").exists()
-    result = CliRunner().invoke(app, ["convert", str(hard_cases["scales"]), str(tmp_path / "x.zarr"), "--order", "signal"])
+    result = CliRunner().invoke(app, ["convert", str(hard_cases["scales"]), str(tmp_path / "x.zarr"), "--layout", "signal-major"])
     assert result.exit_code == 2
     assert "matches no dataset" in result.output and "/shot/time" in result.output
 
 
 def test_bad_input(edge: Path, tmp_path: Path) -> None:
-    with pytest.raises(InvalidOptionError, match="--order shot, signal or shot-packed"):
-        convert(edge, tmp_path / "a.zarr", ConvertOptions(order="diagonal"))
+    with pytest.raises(InvalidOptionError, match="--layout shot-major, signal-major or shot-packed"):
+        convert(edge, tmp_path / "a.zarr", ConvertOptions(layout="diagonal"))
     with pytest.raises(InvalidOptionError, match="before"):
-        convert(edge, tmp_path / "a.zarr", ConvertOptions(order="signal", template="/s/{signal}/{shot}"))
+        convert(edge, tmp_path / "a.zarr", ConvertOptions(layout="signal-major", template="/s/{signal}/{shot}"))
     with pytest.raises(InvalidOptionError, match="one {shot} and one {signal}"):
-        convert(edge, tmp_path / "a.zarr", ConvertOptions(order="signal", template="/shots/{shot}"))
+        convert(edge, tmp_path / "a.zarr", ConvertOptions(layout="signal-major", template="/shots/{shot}"))
     clash = tmp_path / "clash.h5"
     shutil.copy(edge, clash)
     with h5py.File(clash, "a") as f:
         f["signals/oops"] = np.zeros(3)  # where the layout keeps its packed signals
     with pytest.raises(UnsupportedFeatureError, match="/signals/oops"):
-        convert(clash, tmp_path / "b.zarr", ConvertOptions(order="signal"))
+        convert(clash, tmp_path / "b.zarr", ConvertOptions(layout="signal-major"))
     assert not list(tmp_path.glob("*.zarr")) and not list(tmp_path.glob(".*.tmp"))
 
 
 def test_cli_order_signal_and_dry_run(shot_file: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["convert", str(shot_file), str(tmp_path / "p.zarr"), "--order", "signal",
+    result = runner.invoke(app, ["convert", str(shot_file), str(tmp_path / "p.zarr"), "--layout", "signal-major",
                                  "--shards", "auto", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "convert plan" in result.output and not (tmp_path / "p.zarr").exists()
-    result = runner.invoke(app, ["-q", "convert", str(shot_file), str(tmp_path / "p.zarr"), "--order", "signal"])
+    result = runner.invoke(app, ["-q", "convert", str(shot_file), str(tmp_path / "p.zarr"), "--layout", "signal-major"])
     assert result.exit_code == 0, result.output
     assert layoutkit.open(tmp_path / "p.zarr").layout == "signal-major"
 
@@ -367,7 +367,7 @@ def test_comparator_catches_values_attributes_and_shots(edge: Path, tmp_path: Pa
 
 
 class TestZarrSignalRoundTrip(LayoutRoundTrip):
-    """The shared round trips for ``convert --order signal``: files that are not shot
+    """The shared round trips for ``convert --layout signal-major``: files that are not shot
     archives are refused, naming the template."""
 
     layout = "zarr-signal"

@@ -130,7 +130,7 @@ def test_stores_of_many_small_shards_read_as_the_source(shot_file: Path, tmp_pat
     from layoutkit.options import parse_chunks, parse_shards
 
     store = tmp_path / "small-shards.zarr"
-    convert(shot_file, store, ConvertOptions(order=order, shards=parse_shards("16KiB"), chunk_bytes=4096, chunks=parse_chunks("auto")))
+    convert(shot_file, store, ConvertOptions(layout=order, shards=parse_shards("16KiB"), chunk_bytes=4096, chunks=parse_chunks("auto")))
     with layoutkit.open(store) as variant, layoutkit.open(shot_file) as source:
         multi = [p for p, node in variant._nodes.items()
                  if (plan := variant._direct(p, ())) is not None and len(plan.keys) > 1]  # type: ignore[attr-defined]

@@ -1,6 +1,6 @@
 """The layouts ``advise`` tries: the shipped recipes, and with ``grid`` the layouts one
 step away from each of them (one knob changed: chunk size, shards, compressor, page
-size, order). Each candidate is a recipe name plus overrides, turned into the very
+size, layout or byte order). Each candidate is a recipe name plus overrides, turned into the very
 options ``convert`` or ``reorder`` runs with by :func:`layoutkit.recipes.build_options`.
 """
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
+from layoutkit.layouts import layouts_of
 from layoutkit.recipes import build_options, load_recipe, recipe_of, shipped_recipes
 
 CANDIDATE_SETS = ("recipes", "grid")
@@ -20,7 +21,7 @@ ZARR_GRID: dict[str, tuple[str, ...]] = {
     "chunk_size": ("1MiB", "4MiB", "16MiB"),
     "shards": ("none", "auto"),
     "compressor": ("zstd:3", "shuffle+lz4", "gzip:4"),
-    "order": ("shot", "signal"),
+    "layout": tuple(layout.name for layout in layouts_of("convert")),
 }
 HDF5_GRID: dict[str, tuple[str, ...]] = {
     "page_size": ("4MiB", "8MiB", "16MiB"),
@@ -60,13 +61,13 @@ def _grid_around(name: str, values: Mapping[str, Any], grid: Mapping[str, tuple[
 
 
 def _distinct_first(found: list[Candidate], template: str) -> list[Candidate]:
-    """One recipe of each layout (command and order) first, then the others: when the
+    """One recipe of each layout (and byte order) first, then the others: when the
     budget stops early, every kind of layout has been tried."""
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     first, rest = [], []
     for c in found:
         values = c.recipe_values(template)
-        kind = (c.command, str(values.get("order", values.get("by"))))
+        kind = (c.command, str(values.get("layout")), str(values.get("by")))
         (rest if kind in seen else first).append(c)
         seen.add(kind)
     return first + rest

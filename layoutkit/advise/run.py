@@ -186,8 +186,10 @@ class Trial:
     weighted_seconds: float = float("inf")
 
     @property
-    def order(self) -> str:
-        return str(self.recipe.get("order", self.recipe.get("by", "")))
+    def layout(self) -> str:
+        """The layout it writes, with its byte order for paged HDF5 (``hdf5-paged by signal``)."""
+        name = str(self.recipe.get("layout", ""))
+        return f"{name} by {self.recipe['by']}" if "by" in self.recipe else name
 
 
 @dataclass
@@ -414,8 +416,8 @@ def _check_target(target: str, storage: dict[str, str]) -> None:
 
 def needs_shots(candidate: Candidate, template: str) -> bool:
     """Whether the candidate's layout orders shots and signals (it refuses other files)."""
-    values = candidate.recipe_values(template)
-    return values.get("by") in ("shot", "signal") or values.get("order") in ("signal", "shot-packed")
+    options = candidate.options(template)
+    return layout_for(candidate.command, options).needs_shot_archive(options)
 
 
 def _too_small(budget: float, unit: str, scales: tuple[float, float, float], clock: _Clock) -> None:

@@ -90,8 +90,8 @@ def advise(
     best = result.recommended
     out.print(f"advise took {result.elapsed:.0f} s of a {options.budget:.0f} s budget; wrote "
               + ", ".join(str(p) for p in written), highlight=False)
-    order = f" ({best.order} order)" if result.unit == "shots" else ""
-    out.print(f"recommended: {best.name}{order}, predicted {best.weighted_seconds:.3g} s per weighted "
+    layout = f" ({best.layout})" if best.layout != best.name else ""
+    out.print(f"recommended: {best.name}{layout}, predicted {best.weighted_seconds:.3g} s per weighted "
               "pattern run at full size. Write it with:", highlight=False)
     out.print(write_command(result, written[1]), highlight=False, soft_wrap=True)
 

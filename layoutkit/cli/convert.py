@@ -10,7 +10,11 @@ from rich.table import Table
 
 from layoutkit.cli.core import SOURCE_SIZE, State, app, out
 from layoutkit.cli.running import ICECHUNK_HELP, RECIPE_HELP, STORAGE_HELP, TMPDIR_HELP, options_from, plan_and_run
+from layoutkit.layouts import layouts_of
 from layoutkit.options import format_size, size_relative
+
+LAYOUT_NAMES = [layout.name for layout in layouts_of("convert")]
+LAYOUT_HELP = "Which Zarr layout: " + "; ".join(f"{layout.name}: {layout.description}" for layout in layouts_of("convert")) + "."
 
 
 @app.command()
@@ -22,10 +26,12 @@ def convert(
     # choices are plain text checked by the layouts' own parsers, so a bad value gets the
     # same one-line "Expected ... Got ..." as every other option (and as a recipe)
     zarr_format: Annotated[str, typer.Option("--zarr-format", metavar="2|3", help="Zarr format version.")] = "3",
+    layout: Annotated[
+        str, typer.Option(metavar="|".join(LAYOUT_NAMES), help=LAYOUT_HELP)
+    ] = LAYOUT_NAMES[0],
     order: Annotated[
-        str,
-        typer.Option(metavar="shot|signal|shot-packed", help="shot: mirror the hierarchy (one array per shot and signal); signal: pack each signal of every shot into one array (signal-major, for shot archives; best with --shards auto); shot-packed: pack the bytes of each shot's signals and time bases into one sharded array (a shot is one request; for shot archives, read with layoutkit.open)."),
-    ] = "shot",
+        str | None, typer.Option(hidden=True, help="Former spelling of --layout (shot, signal, shot-packed).")
+    ] = None,
     chunks: Annotated[
         str,
         typer.Option(help="source (keep source chunks), auto (grow source chunks to --chunk-size), or a shape such as 1000,8 (-1 = whole axis)."),

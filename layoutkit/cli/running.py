@@ -102,6 +102,7 @@ RECIPE_HELP = (
     "options given here override it."
 )
 # arguments and switches that are not options of the layout or of the run (tests use it too)
+FORMER_OPTIONS = {"order": "layout"}  # options renamed: the former name is still taken
 NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk"})
 TMPDIR_HELP = "Where a file for a bucket is written before its upload (default: TMPDIR); it needs room for the whole file."
 ICECHUNK_HELP = (
@@ -126,6 +127,12 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
         # by name: typer >= 0.20 ships its own copy of click, with its own enum
         and getattr(ctx.get_parameter_source(name), "name", "") in ("COMMANDLINE", "ENVIRONMENT")
     }
+    for former, name in FORMER_OPTIONS.items():  # --order signal still means --layout signal-major
+        if former in typed:
+            value = typed.pop(former)
+            if name in typed:
+                raise fail(f"--{former} is the former spelling of --{name}; give one of them.")
+            typed[name] = value
     try:
         return build_options(command, recipe, typed)
     except LayoutkitError as exc:
@@ -134,5 +141,5 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
 
 
 
-__all__ = ["ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "STORAGE_HELP", "TMPDIR_HELP", "options_from",
+__all__ = ["ICECHUNK_HELP", "FORMER_OPTIONS", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "STORAGE_HELP", "TMPDIR_HELP", "options_from",
            "plan_and_run", "print_timings", "progress_bar", "status"]

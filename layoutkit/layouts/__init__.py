@@ -18,6 +18,7 @@ from typing import Any
 from layoutkit.errors import InvalidOptionError
 from layoutkit.layout import Layout
 from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major
+from layoutkit.options import RecipeKey
 
 LAYOUTS: dict[str, Layout] = {
     layout.name: layout
@@ -74,25 +75,41 @@ def zarr_layout(recorded: Any) -> Layout | None:
     return layout if layout is not None and layout.format == "zarr" else None
 
 
+def _either(names: list[str]) -> str:
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+
+
 def layout_for(command: str, options: Any) -> Layout:
-    """The layout ``command`` writes with ``options``: the one whose ``order`` is
-    ``options.order`` when the command writes several.
+    """The layout ``command`` writes with ``options``: the one ``options.layout`` names
+    (or a former spelling of it) when the command writes several.
 
     Raises
     ------
     InvalidOptionError
-        An order no layout of the command has.
+        A name no layout of the command has; the message lists those it has.
     """
     candidates = layouts_of(command)
     if len(candidates) == 1:
         return candidates[0]
-    order = getattr(options, "order", None)
-    for layout in candidates:
-        if layout.order == order:
-            return layout
-    names = [str(layout.order) for layout in candidates]
-    orders = f"{', '.join(names[:-1])} or {names[-1]}"
-    raise InvalidOptionError(f"Expected --order {orders}. Got {order!r}.")
+    name = getattr(options, "layout", None)
+    layout = find_layout(str(name)) if name is not None else None
+    if layout not in candidates:
+        raise InvalidOptionError(f"Expected --layout {_either([c.name for c in candidates])}. Got {name!r}.")
+    return layout
+
+
+def layout_key(target: str) -> RecipeKey:
+    """The recipe key (and ``--layout``) that chooses among the layouts of a recipe
+    target; its values are the layouts' names, former spellings read as them."""
+    names = [layout.name for layout in LAYOUTS.values() if layout.target == target]
+
+    def parse(text: Any) -> str:
+        layout = find_layout(str(text).strip())
+        if layout is None or layout.target != target:
+            raise InvalidOptionError(f"Expected --layout {_either(names)}. Got {text!r}.")
+        return layout.name
+
+    return RecipeKey("layout", "layout", parse, str, _either([f'"{n}"' for n in names]))
 
 
 def targets() -> dict[str, Layout]:
@@ -110,6 +127,7 @@ __all__ = [
     "find_layout",
     "get_layout",
     "layout_for",
+    "layout_key",
     "layouts_of",
     "layouts_of_format",
     "targets",

@@ -32,6 +32,9 @@ class HDF5Paged(Layout):
     recipe_keys = REORDER_RECIPE_KEYS
     description = "paged-aggregation HDF5, the hierarchy kept, bytes ordered by shot, signal or group"
 
+    def needs_shot_archive(self, options: ReorderOptions) -> bool:
+        return options.by in ("shot", "signal")
+
     def scale_template(self, options: ReorderOptions) -> str | None:
         return options.template if options.dedupe else None
 

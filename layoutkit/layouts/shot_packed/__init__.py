@@ -12,7 +12,7 @@ decoding), :mod:`.plan`, :mod:`.write`, :mod:`.read` and :mod:`.compare`, regist
 from __future__ import annotations
 
 from layoutkit.layouts.shot_packed.spec import ALIASES, LAYOUT_NAME
-from layoutkit.zarr_layout import ZarrLayout
+from layoutkit.zarr_layout import ConvertOptions, ZarrLayout
 
 
 class ShotPacked(ZarrLayout):
@@ -22,6 +22,9 @@ class ShotPacked(ZarrLayout):
     aliases = ALIASES
     package = __name__
     order = "shot-packed"
+    def needs_shot_archive(self, options: ConvertOptions) -> bool:
+        return True
+
     description = "each shot's signals and time bases packed as bytes into one sharded array, with an index"
 
 

@@ -90,8 +90,8 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
     """
     if options.compressor.name == "source":
         raise InvalidOptionError(
-            "Expected a compressor for --order shot-packed, which packs many datasets into one array and so "
-            "re-encodes them; --compressor source copies chunks and needs --order shot. Got --compressor source."
+            "Expected a compressor for --layout shot-packed, which packs many datasets into one array and so "
+            "re-encodes them; --compressor source copies chunks and needs --layout shot-major. Got --compressor source."
         )
     template = "/" + options.template.strip("/")
     full, prefix = compile_template(template)
@@ -99,7 +99,7 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
     if not any(full.match(a.path) for a in arrays):
         examples = ", ".join(a.path for a in arrays[:6]) or "(no datasets)"
         raise InvalidOptionError(
-            f"--order shot-packed needs a shot archive, and the template {template!r} matches no dataset in "
+            f"--layout shot-packed needs a shot archive, and the template {template!r} matches no dataset in "
             f"{inventory.path!r}; it has {len(arrays)} datasets, e.g. {examples}. Convert other files with "
             "--order shot."
         )
@@ -113,7 +113,7 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
         m = prefix.match(info.path)
         if m is not None and info.path[m.end():].split("/")[0] == PACKED_ARRAY:
             raise UnsupportedFeatureError(info.path, f"a path named {PACKED_ARRAY!r} in a shot, where the "
-                                          "shot-packed layout keeps its packed bytes", "convert it with --order shot.")
+                                          "shot-packed layout keeps its packed bytes", "convert it with --layout shot-major.")
         if m is not None and packable(info):
             by_shot.setdefault(m.group("shot"), []).append((info.path[m.end():], info))
         else:
@@ -160,7 +160,7 @@ def _scale_refs(info: ArrayInfo, prefix: Any, shot: str) -> list[list[str]]:
                 refs.append(scale)  # outside every shot: mirrored, referenced by its path
             elif m.group("shot") != shot:
                 raise UnsupportedFeatureError(info.path, f"a dimension scale in another shot ({scale})",
-                                              "convert it with --order shot.")
+                                              "convert it with --layout shot-major.")
             else:
                 refs.append(scale[m.end():])
         out.append(refs)

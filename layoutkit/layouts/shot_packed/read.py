@@ -87,7 +87,7 @@ class _ShotIndex(Mapping):
 
 
 class ShotPackedArchive(PackedArchive):
-    """A shot-packed Zarr store from ``convert --order shot-packed``: the bytes of each
+    """A shot-packed Zarr store from ``convert --layout shot-packed``: the bytes of each
     shot's numeric datasets packed into one array (:mod:`layoutkit.layouts.shot_packed.write`
     has the layout).
 

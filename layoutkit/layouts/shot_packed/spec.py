@@ -1,4 +1,4 @@
-"""The shot-packed Zarr layout (``convert --order shot-packed``): one shot's signals in one object.
+"""The shot-packed Zarr layout (``convert --layout shot-packed``): one shot's signals in one object.
 
 For every shot group (``/shots/<SHOT>``, the part of the template up to ``{shot}``),
 the bytes of every dataset of fixed-size numbers inside it (signals and their time bases

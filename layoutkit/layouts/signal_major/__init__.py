@@ -27,6 +27,9 @@ class SignalMajor(ZarrLayout):
     aliases = ALIASES
     package = __name__
     order = "signal"
+    def needs_shot_archive(self, options: ConvertOptions) -> bool:
+        return True
+
     description = "each signal of every shot packed into one (sharded) array, with a per-shot index"
 
     def scale_template(self, options: ConvertOptions) -> str | None:

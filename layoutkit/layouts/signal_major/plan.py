@@ -26,13 +26,16 @@ from layoutkit.layouts.signal_major.spec import (
     DATA,
     LAYOUT_NAME,
     LAYOUT_VERSION,
+    LENGTH,
     PER_SHOT_ONLY_ATTRS,
+    SAMPLE_DIM,
     SCALES_GROUP,
+    SHOT,
     SIGNALS_GROUP,
+    START,
     PackedPart,
     PackedRow,
     PackedSeries,
-    packed_arrays,
 )
 from layoutkit.options import ShardSpec
 from layoutkit.plan import (
@@ -47,6 +50,68 @@ from layoutkit.plan import (
     task_budget,
 )
 from layoutkit.writers.zarr_convert import ConvertOptions, packable, plan_arrays
+
+# -- the arrays of a series, described as source datasets (the writer creates them so)
+
+
+def shot_ids(shots: list[str]) -> np.ndarray:
+    """The ``shot`` index array: integers when every shot name is one, else text."""
+    if all(s.isdigit() and str(int(s)) == s and int(s) < 2**63 for s in shots):
+        return np.array([int(s) for s in shots], dtype="i8")
+    return np.array(shots, dtype=object)
+
+
+def _dim_names(part: PackedPart) -> tuple[str, ...]:
+    names = [f"{SAMPLE_DIM}{part.suffix}"]
+    for axis in range(1, 1 + len(part.trailing)):
+        refs = part.dims[axis] if axis < len(part.dims) else ()
+        base = (refs[0].rsplit("/", 1)[-1] if refs else f"dim_{axis}") + part.suffix
+        name = base
+        while name in names or name == f"{SHOT}{part.suffix}":
+            name = f"{base}_{axis}"
+        names.append(name)
+    return tuple(names)
+
+
+def _synthetic(path: str, shape: tuple[int, ...], dtype: np.dtype, kind: str, fill: Any,
+               attrs: dict[str, Any], dims: tuple[str, ...]) -> ArrayInfo:
+    return ArrayInfo(
+        path=path, shape=shape, dtype=dtype, kind=kind, layout="contiguous", chunks=None, filters=(),
+        fill_value=fill, attrs=attrs, dims=dims, dim_scales=((),) * len(shape), is_scale=False,
+        storage_bytes=0,
+    )
+
+
+def packed_arrays(series: PackedSeries) -> list[ArrayInfo]:
+    """The arrays of one series, described as if they were source datasets (so that
+    :class:`ZarrWriter` creates them like any other)."""
+    out = []
+    for part in series.parts:
+        n = len(part.rows)
+        instance = (f"{SHOT}{part.suffix}",)
+        ids = shot_ids([r.shot for r in part.rows])
+        out += [
+            _synthetic(series.array(part, DATA), part.shape, part.dtype, part.kind, part.fill_value,
+                       part.attrs, _dim_names(part)),
+            _synthetic(series.array(part, SHOT), (n,), ids.dtype if ids.dtype != object else np.dtype("O"),
+                       "numeric" if ids.dtype != object else "string", None, {}, instance),
+            _synthetic(series.array(part, START), (n,), np.dtype("i8"), "numeric", None, {}, instance),
+            _synthetic(series.array(part, LENGTH), (n,), np.dtype("i8"), "numeric", None,
+                       {"sample_dimension": f"{SAMPLE_DIM}{part.suffix}"}, instance),
+        ]
+    return out
+
+
+def index_values(series: PackedSeries) -> list[tuple[str, np.ndarray]]:
+    """The values of every index array of a series: (store path, values)."""
+    out = []
+    for part in series.parts:
+        out += [
+            (series.array(part, SHOT), shot_ids([r.shot for r in part.rows])),
+            (series.array(part, START), np.array(part.starts, dtype="i8")),
+            (series.array(part, LENGTH), np.array(part.lengths, dtype="i8")),
+        ]
+    return out
 
 
 @dataclass(frozen=True)
@@ -74,9 +139,9 @@ def _refuse_non_archive(src: str, template: str, inventory: Inventory) -> None:
     paths = [a.path for a in inventory.arrays]
     examples = ", ".join(paths[:6]) or "(no datasets)"
     raise InvalidOptionError(
-        f"--order signal needs a shot archive, and the template {template!r} matches no dataset "
+        f"--layout signal-major needs a shot archive, and the template {template!r} matches no dataset "
         f"in {src!r}; it has {len(paths)} datasets, e.g. {examples}. Signals must sit at paths "
-        "that match the template; convert other files with --order shot."
+        "that match the template; convert other files with --layout shot-major."
     )
 
 
@@ -181,15 +246,15 @@ def plan_signal_major(
     """
     if options.compressor.name == "source":
         raise InvalidOptionError(
-            "Expected a compressor for --order signal, which packs signals of many shots into one "
-            "array and so re-encodes them; --compressor source copies chunks and needs --order shot. "
+            "Expected a compressor for --layout signal-major, which packs signals of many shots into one "
+            "array and so re-encodes them; --compressor source copies chunks and needs --layout shot-major. "
             "Got --compressor source."
         )
     template = "/" + options.template.strip("/")
     _, prefix = compile_template(template)
     if template.index("{shot}") > template.index("{signal}"):
         raise InvalidOptionError(
-            f"--order signal needs {{shot}} before {{signal}} in the template (the signals of a shot "
+            f"--layout signal-major needs {{shot}} before {{signal}} in the template (the signals of a shot "
             f"lie under the shot). Got {template!r}."
         )
     src = inventory.path
@@ -229,7 +294,7 @@ def plan_signal_major(
                 elif m.group("shot") != shot:
                     raise UnsupportedFeatureError(
                         info.path, f"a dimension scale in another shot ({scale})",
-                        "convert it with --order shot.",
+                        "convert it with --layout shot-major.",
                     )
                 else:
                     axis_refs.append(scale[m.end():])
@@ -309,7 +374,7 @@ def _check_reserved(mirrored: list[ArrayPlan], inventory: Inventory) -> None:
         if _reserved(path):
             raise UnsupportedFeatureError(
                 path, f"a path under /{SIGNALS_GROUP} or /{SCALES_GROUP}, where the signal-major layout "
-                "keeps its packed arrays", "convert it with --order shot.",
+                "keeps its packed arrays", "convert it with --layout shot-major.",
             )
 
 
@@ -318,7 +383,7 @@ def _check_reserved_groups(groups: tuple[GroupInfo, ...]) -> None:
         if g.path != "/" and _reserved(g.path):
             raise UnsupportedFeatureError(
                 g.path, f"a group under /{SIGNALS_GROUP} or /{SCALES_GROUP}, where the signal-major layout "
-                "keeps its packed arrays", "convert it with --order shot.",
+                "keeps its packed arrays", "convert it with --layout shot-major.",
             )
 
 
@@ -327,4 +392,4 @@ def plan(inventory: Inventory, options: ConvertOptions, scale_digests: dict[str,
     return plan_signal_major(inventory, options, scale_digests, dest)
 
 
-__all__ = ["plan", "SignalMajorPlan", "plan_signal_major"]
+__all__ = ["SignalMajorPlan", "index_values", "packed_arrays", "plan", "plan_signal_major", "shot_ids"]

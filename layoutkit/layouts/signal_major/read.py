@@ -48,7 +48,7 @@ class _Series:
 
 
 class SignalMajorArchive(PackedArchive):
-    """A signal-major Zarr store from ``convert --order signal``: every shot of a
+    """A signal-major Zarr store from ``convert --layout signal-major``: every shot of a
     signal packed in one array (:mod:`layoutkit.layouts.signal_major.write` has the layout).
 
     The per-shot index comes with the metadata (the series groups' attributes), so

@@ -21,20 +21,20 @@ for readers that are not layoutkit.
 
 This module is the layout's specification, imported by its writer, its reader and its
 comparator alike: the names, the version, the index's encoding (:func:`series_document`)
-and decoding (:func:`series_rows`), and the arrays a series consists of
-(:func:`packed_arrays`).
+and decoding (:func:`series_rows`). It imports neither numpy nor h5py: the registry of
+layouts loads it with every command.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from layoutkit.formats import json_attrs
-from layoutkit.hdf5.inventory import ArrayInfo
+
+if TYPE_CHECKING:
+    import numpy as np
 
 LAYOUT_NAME = "signal-major"
 ALIASES = ("zarr-signal", "signal")  # the former registry key and convert --order value
@@ -118,66 +118,6 @@ def series_document(series: PackedSeries) -> dict[str, Any]:
     }
 
 
-def shot_ids(shots: list[str]) -> np.ndarray:
-    """The ``shot`` index array: integers when every shot name is one, else text."""
-    if all(s.isdigit() and str(int(s)) == s and int(s) < 2**63 for s in shots):
-        return np.array([int(s) for s in shots], dtype="i8")
-    return np.array(shots, dtype=object)
-
-
-def _dim_names(part: PackedPart) -> tuple[str, ...]:
-    names = [f"{SAMPLE_DIM}{part.suffix}"]
-    for axis in range(1, 1 + len(part.trailing)):
-        refs = part.dims[axis] if axis < len(part.dims) else ()
-        base = (refs[0].rsplit("/", 1)[-1] if refs else f"dim_{axis}") + part.suffix
-        name = base
-        while name in names or name == f"{SHOT}{part.suffix}":
-            name = f"{base}_{axis}"
-        names.append(name)
-    return tuple(names)
-
-
-def _synthetic(path: str, shape: tuple[int, ...], dtype: np.dtype, kind: str, fill: Any,
-               attrs: dict[str, Any], dims: tuple[str, ...]) -> ArrayInfo:
-    return ArrayInfo(
-        path=path, shape=shape, dtype=dtype, kind=kind, layout="contiguous", chunks=None, filters=(),
-        fill_value=fill, attrs=attrs, dims=dims, dim_scales=((),) * len(shape), is_scale=False,
-        storage_bytes=0,
-    )
-
-
-def packed_arrays(series: PackedSeries) -> list[ArrayInfo]:
-    """The arrays of one series, described as if they were source datasets (so that
-    :class:`ZarrWriter` creates them like any other)."""
-    out = []
-    for part in series.parts:
-        n = len(part.rows)
-        instance = (f"{SHOT}{part.suffix}",)
-        ids = shot_ids([r.shot for r in part.rows])
-        out += [
-            _synthetic(series.array(part, DATA), part.shape, part.dtype, part.kind, part.fill_value,
-                       part.attrs, _dim_names(part)),
-            _synthetic(series.array(part, SHOT), (n,), ids.dtype if ids.dtype != object else np.dtype("O"),
-                       "numeric" if ids.dtype != object else "string", None, {}, instance),
-            _synthetic(series.array(part, START), (n,), np.dtype("i8"), "numeric", None, {}, instance),
-            _synthetic(series.array(part, LENGTH), (n,), np.dtype("i8"), "numeric", None,
-                       {"sample_dimension": f"{SAMPLE_DIM}{part.suffix}"}, instance),
-        ]
-    return out
-
-
-def index_values(series: PackedSeries) -> list[tuple[str, np.ndarray]]:
-    """The values of every index array of a series: (store path, values)."""
-    out = []
-    for part in series.parts:
-        out += [
-            (series.array(part, SHOT), shot_ids([r.shot for r in part.rows])),
-            (series.array(part, START), np.array(part.starts, dtype="i8")),
-            (series.array(part, LENGTH), np.array(part.lengths, dtype="i8")),
-        ]
-    return out
-
-
 class SeriesRow(NamedTuple):
     """One shot of a series, as its index records it."""
 
@@ -214,5 +154,5 @@ def index_arrays(group: str, suffix: str) -> tuple[str, str, str]:
 __all__ = [
     "ALIASES", "DATA", "LAYOUT_NAME", "LAYOUT_VERSION", "LENGTH", "PER_SHOT_ONLY_ATTRS", "SAMPLE_DIM", "SCALES_GROUP",
     "SERIES_ATTR", "SHOT", "SIGNALS_GROUP", "START", "PackedPart", "PackedRow", "PackedSeries", "SeriesRow",
-    "index_arrays", "index_values", "packed_arrays", "series_document", "series_rows", "series_same_as", "shot_ids",
+    "index_arrays", "series_document", "series_rows", "series_same_as",
 ]

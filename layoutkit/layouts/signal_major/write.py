@@ -18,13 +18,11 @@ from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import GroupInfo, Inventory
 from layoutkit.hdf5.source import SourceReader
 from layoutkit.layout import Work
-from layoutkit.layouts.signal_major.plan import SignalMajorPlan
+from layoutkit.layouts.signal_major.plan import SignalMajorPlan, index_values, packed_arrays
 from layoutkit.layouts.signal_major.spec import (
     DATA,
     SERIES_ATTR,
     PackedSeries,
-    index_values,
-    packed_arrays,
     series_document,
 )
 from layoutkit.plan import ArrayPlan, CopyTask, Region, packed_pieces
@@ -62,7 +60,7 @@ class SignalMajorWriter(ZarrWriter):
     """A :class:`ZarrWriter` that also creates the packed series of a signal-major store.
 
     Arrays the packing does not carry (outside the template, or of types it does not
-    pack) are mirrored at their source paths exactly as ``convert --order shot`` does.
+    pack) are mirrored at their source paths exactly as ``convert --layout shot-major`` does.
     """
 
     def create_layout(

@@ -111,6 +111,11 @@ class Layout(ABC):
             raise NotImplementedError(f"the layout {self.name!r} has no package and does not override this method")
         return importlib.import_module(f"{self.package}.{module}")
 
+    def default_options(self) -> Any:
+        """The options this layout writes with when nothing is chosen (the layout itself
+        chosen, where its options class serves several)."""
+        return self.options_class()
+
     # -- the write side ---------------------------------------------------------------
 
     def scale_template(self, options: Any) -> str | None:
@@ -169,6 +174,11 @@ class Layout(ABC):
     def needs_shot_archive(self, options: Any) -> bool:
         """Whether, with ``options``, the layout orders shots and signals, and so refuses a
         file the template does not match (``advise`` leaves it out for such files)."""
+        return False
+
+    def merges_scales(self, options: Any) -> bool:
+        """Whether, with ``options``, a dimension scale that repeats another is stored once
+        and read under the kept one's name (its values unchanged)."""
         return False
 
     def guess_can_open(self, location: Path) -> bool:

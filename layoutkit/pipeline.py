@@ -152,7 +152,7 @@ def run(
         with stages.step("inventory"):
             check_source(source)
     dest = dst if isinstance(dst, DESTINATIONS) else destination(dst)
-    check_destination(dest, options)
+    check_destination(dest, options, layout)
     inventory, the_plan = planned or plan(layout, source, str(dest), options, stages=stages)
     report = progress or (lambda n: None)
     t0 = time.perf_counter()
@@ -192,9 +192,16 @@ def _no_space(exc: BaseException) -> bool:
     return False
 
 
-def check_destination(dest: Destination, options: Any) -> None:
-    """Refuse, before any work, a destination that cannot take this run: one that exists
-    (unless ``--overwrite``), cannot be written, or cannot be written by ``--scheduler``."""
+def check_destination(dest: Destination, options: Any, layout: Layout | None = None) -> None:
+    """Refuse, before any work, a destination that cannot take this run: one of a kind
+    the layout does not write to, one that exists (unless ``--overwrite``), cannot be
+    written, or cannot be written by ``--scheduler``."""
+    kind = getattr(dest, "kind", "local")
+    if layout is not None and kind not in layout.destinations:
+        where = {"local": "a local path", "bucket": "a bucket", "icechunk": "an Icechunk repository"}
+        said = " or ".join(where.get(k, k) for k in layout.destinations)
+        raise InvalidOptionError(f"The {layout.name} layout writes to {said}, not to {where.get(kind, kind)} "
+                                 f"({dest}).")
     if getattr(dest, "threads_only", False) and getattr(options, "scheduler", "threads") not in ("threads", "serial"):
         raise InvalidOptionError(f"{dest} is written by threads of this process: use --scheduler threads "
                                  f"(got {options.scheduler!r}).")

@@ -87,6 +87,9 @@ class ZarrLayout(Layout):
     options_class = ConvertOptions
     recipe_keys = ZARR_RECIPE_KEYS
 
+    def default_options(self) -> ConvertOptions:
+        return ConvertOptions(layout=self.name)
+
     def finish(self, work: Work, staged: Any, plan: Any) -> None:
         work.state["writer"].finish(plan.options.consolidate)
 

@@ -9,6 +9,8 @@ import hdf5plugin
 import numpy as np
 import pytest
 
+from layoutkit.testing import assert_same_reads, build_edge_archive  # noqa: F401 - the tests' builders
+
 ROOT = Path(__file__).resolve().parents[1]
 REALDATA = ROOT.parent / "shared" / "realdata"
 
@@ -167,76 +169,6 @@ def build_netcdf4(path: Path) -> Path:
     return path
 
 
-# --------------------------------------------------------------------------------
-# a small shot archive with every edge case the shot layouts meet
-
-
-def _timebase(group: h5py.Group, name: str, values: np.ndarray, **attrs: object) -> h5py.Dataset:
-    ds = group.create_dataset(name, data=values)
-    ds.attrs.update(attrs)
-    ds.make_scale(name)
-    return ds
-
-
-def _signal(group: h5py.Group, name: str, data: np.ndarray, *scales: h5py.Dataset | None, **kwargs: object) -> h5py.Dataset:
-    attrs = kwargs.pop("attrs", {})
-    ds = group.create_dataset(name, data=data, **kwargs)
-    ds.attrs.update(attrs)
-    for axis, scale in enumerate(scales):
-        if scale is not None:
-            ds.dims[axis].attach_scale(scale)
-    return ds
-
-
-def build_edge_archive(path: Path, shot_names: tuple[str, ...] = ("1", "2", "3", "10")) -> Path:
-    rng = np.random.default_rng(5)
-    with h5py.File(path, "w") as f:
-        f.attrs["title"] = "edge cases"
-        f.attrs["version"] = np.int32(2)
-        common = f.create_group("common")
-        gch = _timebase(common, "ch", np.arange(5, dtype="i4"), units="")
-        f["calibration/table"] = np.arange(12.0).reshape(3, 4)  # outside the template
-        f.create_group("shots").attrs["machine"] = "test"
-        for k, shot in enumerate(shot_names):
-            g = f.create_group(f"shots/{shot}")
-            if k != 1:
-                g.attrs["shot"] = np.int64(k)
-                g.attrs["comment"] = f"shot {shot}"
-            tb, sig = g.create_group("timebases"), g.create_group("signals")
-            n = 50 + 10 * k
-            t = _timebase(tb, "t", np.linspace(0, 1, n), units="s", rate=float(n))
-            # a private copy of t: equal to it in every shot but the third
-            ne_t = _timebase(tb, "ne_time", np.linspace(0, 1, n) + (0.5 if k == 2 else 0.0), units="s", rate=float(n))
-            chans = 6 if k == 3 else 8
-            ch = _timebase(tb, "channel", np.arange(chans, dtype="f4") * 0.1, units="m")
-            ip_attrs = {"units": "A", "offset": float(k)}
-            if k == 0:  # text that is not UTF-8, as NeXus files from beamlines carry (Latin-1 micro sign)
-                ip_attrs["probe_units"] = np.bytes_(b"\xb5m")
-            _signal(sig, "ip", rng.normal(size=n).astype("f4"), t, attrs=ip_attrs, chunks=(16,), compression="gzip")
-            if k != 1:  # missing from the second shot
-                _signal(sig, "ne", rng.normal(size=n), ne_t, attrs={"units": "m-3"})
-            # zero samples in the third shot (with a zero-length time base of its own)
-            m = 0 if k == 2 else n
-            tz = _timebase(tb, "tz", np.linspace(0, 1, m), units="s")
-            _signal(sig, "empty_in_3", np.ones(m, "f8"), tz)
-            # 2-D, time x channel; the channel count changes in the fourth shot
-            _signal(sig, "profile", rng.normal(size=(n, chans)).astype("f4"), t, ch, attrs={"units": "eV"},
-                    chunks=(8, chans), compression="gzip", shuffle=True)
-            # int16 counts, float64 in the third shot
-            dtype = "f8" if k == 2 else "i2"
-            _signal(sig, "counts", (rng.normal(size=n) * 100).astype(dtype), t, attrs={"scale_factor": 0.5})
-            _signal(sig, "spec", rng.normal(size=(n, 5)), t, gch)  # a scale outside every shot
-            _signal(sig, "raw", np.arange(n, dtype="u2"))  # no scale
-            _signal(sig, "flags", rng.normal(size=n) > 0, t)
-            _signal(sig, "fill", np.zeros(n, "i4"), t, fillvalue=-9)
-            _signal(sig, "big_endian", np.arange(n, dtype=">i4"), t)
-            _signal(sig, "complex", (rng.normal(size=n) + 1j).astype("c8"), t)
-            sig.create_dataset("label", data=[f"label {shot}"], dtype=h5py.string_dtype())  # text: mirrored
-            sig["scalar"] = np.float64(k)  # no axis: mirrored
-            g["extra"] = np.arange(3) + k  # in the shot, not a signal, not a scale: mirrored
-    return path
-
-
 @pytest.fixture(scope="session")
 def edge_archive(tmp_path_factory) -> Path:
     """A signal missing from some shots, a signal with no samples in a shot, 2-D signals
@@ -284,32 +216,3 @@ def without_provenance(variant: Path) -> Path:
     with h5py.File(copy, "a") as f:
         del f.attrs[PROVENANCE_ATTR]
     return copy
-
-
-def assert_same_reads(source: Archive, variant: Archive, slices: bool = True) -> None:  # noqa: F821
-    """``layoutkit.open`` gives the same of both: every read of the shot-archive view,
-    and every array of the source read by its path (whole, and sliced on its first axis)."""
-    import xarray as xr
-
-    assert variant.shots == source.shots
-    assert variant.signals == source.signals
-    for shot in source.shots:
-        for sig in source.signals:
-            try:
-                want = source.read(shot, sig)
-            except KeyError:
-                with pytest.raises(KeyError):
-                    variant.read(shot, sig)
-                continue
-            xr.testing.assert_identical(variant.read(shot, sig), want)
-        xr.testing.assert_identical(variant.shot(shot), source.shot(shot))
-    for sig in source.signals:
-        want, got = source.signal(sig), variant.signal(sig)
-        assert list(got) == list(want)
-        for shot in want:
-            xr.testing.assert_identical(got[shot], want[shot])
-    for path, (shape, _) in source.arrays().items():
-        np.testing.assert_array_equal(variant.get(path), source.get(path))
-        if slices and shape and shape[0] > 3:
-            for sel in [(slice(1, 3),), (-1,), (slice(None, None, 2),), (slice(2, 1),)]:
-                np.testing.assert_array_equal(variant.get(path, sel), source.get(path, sel))

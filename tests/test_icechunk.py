@@ -82,7 +82,7 @@ def test_icechunk_refusals_are_one_sentence(shot_file, tmp_path):
     assert processes.exit_code == 2 and "use --scheduler threads" in " ".join(processes.output.split())
     assert not (tmp_path / "r1").exists()
     hdf5 = run("reorder", shot_file, f"icechunk:{tmp_path / 'r2'}", "--by", "shot")
-    assert hdf5.exit_code == 2 and "holds Zarr stores" in " ".join(hdf5.output.split()), hdf5.output
+    assert hdf5.exit_code == 2 and "not to an Icechunk repository" in " ".join(hdf5.output.split()), hdf5.output
     missing = run("verify", shot_file, f"icechunk:{tmp_path / 'nothing'}")
     assert missing.exit_code == 2 and "Traceback" not in missing.output
     bad_ref = run("convert", shot_file, tmp_path / "r3", "--icechunk")

@@ -268,8 +268,6 @@ class TestHDF5PagedRoundTrip(LayoutRoundTrip):
     layout = "hdf5-paged"
     options = ReorderOptions(by="signal")
     realdata_options = ReorderOptions(by="group")
-    suffix = ".h5"
-    merges_scales = True  # dedupe: a private copy of a time base is read as the shared one
 
 
 def test_small_files_are_not_inflated(hard_cases: dict[str, Path], tmp_path: Path) -> None:

@@ -28,7 +28,6 @@ class TestZarrShotPackedRoundTrip(LayoutRoundTrip):
 
     layout = "zarr-shot-packed"
     options = PACKED
-    shot_archive_only = True
 
 
 @pytest.fixture(scope="module")

@@ -372,4 +372,3 @@ class TestZarrSignalRoundTrip(LayoutRoundTrip):
 
     layout = "zarr-signal"
     options = SHARDED
-    shot_archive_only = True

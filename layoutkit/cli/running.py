@@ -60,7 +60,7 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
         src = as_source(src, storage)
         dest = destination(dst, storage, tmpdir, icechunk)
         if not dry_run:
-            pipeline.check_destination(dest, options)
+            pipeline.check_destination(dest, options, layout)
         with status(f"{command}: reading the source's metadata and planning"):
             inventory, plan = pipeline.plan(layout, src, dst, options, stages=stages)
         if dry_run:

@@ -174,6 +174,8 @@ class IcechunkKV:
 class IcechunkDestination:
     """A Zarr store as one commit of an Icechunk repository (see the module)."""
 
+    kind = "icechunk"  # what Layout.destinations names it
+
     threads_only = True  # the session is shared by threads, not shipped to processes
 
     def __init__(self, text: str, storage_options: dict[str, str]) -> None:

@@ -90,6 +90,8 @@ class LocalDestination:
         The store directory or file to write.
     """
 
+    kind = "local"  # what Layout.destinations names it
+
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
 

@@ -37,6 +37,8 @@ class ObjectDestination:
     either way.
     """
 
+    kind = "bucket"  # what Layout.destinations names it
+
     def __init__(self, url: str, storage_options: dict[str, str], tmpdir: str | os.PathLike | None = None) -> None:
         self.tmpdir = tmpdir
         self.url = url.rstrip("/")

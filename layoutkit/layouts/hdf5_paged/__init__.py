@@ -35,6 +35,9 @@ class HDF5Paged(Layout):
     def needs_shot_archive(self, options: ReorderOptions) -> bool:
         return options.by in ("shot", "signal")
 
+    def merges_scales(self, options: ReorderOptions) -> bool:
+        return options.dedupe
+
     def scale_template(self, options: ReorderOptions) -> str | None:
         return options.template if options.dedupe else None
 

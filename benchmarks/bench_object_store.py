@@ -152,8 +152,9 @@ def main() -> None:
     tune_allocator()  # as every layoutkit command does: verify runs in this process
 
     from layoutkit.archive import open_archive
+    from layoutkit.options import parse_durations, parse_sizes
     from layoutkit.verify.patterns import plan_reads
-    from layoutkit.verify.run import VerifyOptions, parse_durations, parse_sizes, peak_rss, reset_peak_rss, verify
+    from layoutkit.verify.run import VerifyOptions, peak_rss, reset_peak_rss, verify
 
     src, logical = sample(args.workdir, args.shots, args.signals)
     chosen = {"source.h5", *(n.strip() for n in args.layouts.split(",") if n.strip())}

@@ -45,9 +45,9 @@ def main() -> None:
 
     tune_allocator()  # as every layoutkit command does
     from layoutkit.archive import open_archive
+    from layoutkit.options import parse_durations
     from layoutkit.readers.zarr_ import ZarrArchive
     from layoutkit.verify.patterns import run_reads, split
-    from layoutkit.verify.run import parse_durations
 
     src, _ = sample(args.workdir, args.shots, args.signals)
     packed = args.workdir / f"{src.stem}-shot-packed.zarr"

@@ -8,7 +8,7 @@ recipe) and returns a plain value or a frozen dataclass, or raises
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,3 +300,77 @@ CHUNKS_KEY = RecipeKey("chunks", "chunks", parse_chunks, str, "source, auto or a
 CHUNK_SIZE_KEY = RecipeKey("chunk_size", "chunk_bytes", size_parser("chunk size"), exact_size, "a size such as \"4MiB\"",
                            STR_OR_INT)
 COMPRESSOR_KEY = RecipeKey("compressor", "compressor", parse_compressor, str, "a compressor such as \"zstd:3\"")
+
+
+# -- durations, bandwidths and lists of values (verify's sweeps, advise's budget) ----------------
+
+_DURATION = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+)\s*(us|ms|s|sec|min|m|h)?\s*$")
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | float, *, what: str = "a duration", example: str = "10ms, 90s or 2min",
+                   positive: bool = False) -> float:
+    """A duration such as ``10ms``, ``0.05s``, ``90s``, ``2min`` or ``1h`` (a bare number
+    is seconds) -> seconds; 0 or more, or above 0 with ``positive``."""
+    m = _DURATION.match(str(text))
+    value = float(m.group(1)) * _SECONDS[m.group(2) or "s"] if m else -1.0
+    if value < 0 or positive and value == 0:
+        raise InvalidOptionError(f"Expected {what} such as {example}. Got {text!r}.")
+    return value
+
+
+def parse_bandwidth(text: str) -> float:
+    """A bandwidth such as ``100MB/s`` or ``1GiB/s`` (0 = unlimited) -> bytes per second."""
+    body = text[:-2] if text.endswith("/s") else text
+    try:
+        return float(parse_size(body, what="bandwidth"))
+    except InvalidOptionError:
+        raise InvalidOptionError(f"Expected bandwidths such as 100MB/s, 1GiB/s or 0 (unlimited). Got {text!r}.") from None
+
+
+def list_items(text: str) -> list[str]:
+    """The items of a comma-separated list, stripped (empty items dropped)."""
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+def parse_list(text: str, parse_one: Callable[[str], Any]) -> tuple[Any, ...]:
+    """A comma-separated list, each item parsed, repeats dropped (an empty list is one
+    empty item, which ``parse_one`` refuses)."""
+    return tuple(dict.fromkeys(parse_one(t) for t in list_items(text) or [""]))
+
+
+def parse_durations(text: str) -> tuple[float, ...]:
+    """Latencies such as ``0,10ms,0.05s`` -> seconds."""
+    return parse_list(text, lambda t: parse_duration(t, what="latencies of 0 or more", example="0,10ms,0.05s"))
+
+
+def parse_bandwidths(text: str) -> tuple[float, ...]:
+    """Bandwidths such as ``100MB/s,0`` -> bytes per second."""
+    return parse_list(text, parse_bandwidth)
+
+
+def parse_sizes(text: str, what: str) -> tuple[int, ...]:
+    """Sizes such as ``0,64MiB,256MiB``."""
+    return parse_list(text, lambda t: parse_size(t, what=what))
+
+
+def parse_counts(text: str, what: str) -> tuple[int, ...]:
+    """Whole numbers of 1 or more, such as ``1,2,4``."""
+
+    def one(t: str) -> int:
+        n = int(t) if t.isdigit() else 0
+        if n < 1:
+            raise InvalidOptionError(f"Expected {what} as whole numbers of 1 or more, such as 1,2,4. Got {t!r}.")
+        return n
+
+    return parse_list(text, one)
+
+
+def parse_choices(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
+    """Names from ``allowed``, such as ``threads,processes``."""
+    names = tuple(dict.fromkeys(list_items(text)))
+    if not names or any(n not in allowed for n in names):
+        raise InvalidOptionError(f"Expected {what} from {', '.join(allowed)}. Got {text!r}.")
+    return names
+
+

@@ -19,15 +19,13 @@ from typer.testing import CliRunner
 from layoutkit.archive import open_archive
 from layoutkit.cli import app
 from layoutkit.errors import InvalidOptionError
+from layoutkit.options import parse_bandwidths, parse_counts, parse_durations
 from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.patterns import ReadPlan, plan_reads, run_reads, split
 from layoutkit.verify.run import (
     Condition,
     conditions_for,
     evict,
-    parse_bandwidths,
-    parse_counts,
-    parse_durations,
     read_share,
     warm,
 )
@@ -304,6 +302,9 @@ def test_sweep_parsers():
     assert parse_counts("1,2,2,4", "--workers") == (1, 2, 4)
     with pytest.raises(InvalidOptionError):
         parse_counts("1,x", "--workers")
+    for bad in ("-1ms", "soon", ""):
+        with pytest.raises(InvalidOptionError, match="Expected latencies of 0 or more"):
+            parse_durations(bad)
 
 
 def test_cache_control_runs_on_files_and_stores(variants):

@@ -56,6 +56,7 @@ from layoutkit.archive import Archive, open_archive
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.hdf5.inventory import Inventory, check_source, first_line, read_inventory
 from layoutkit.layouts import get_layout, layout_for
+from layoutkit.options import parse_duration
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import (
     ObjectSource,
@@ -90,15 +91,9 @@ class BudgetTooSmallError(LayoutkitError):
 
 # -- parsing ------------------------------------------------------------------------------
 
-_BUDGET = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|min|m|h)?\s*$")
-
-
 def parse_budget(text: str | float) -> float:
     """A wall-time budget such as ``2min``, ``90s``, ``1h`` or ``120`` (seconds)."""
-    m = _BUDGET.match(str(text))
-    if not m or float(m.group(1)) <= 0:
-        raise InvalidOptionError(f"Expected a --budget of wall time such as 2min, 90s or 1h. Got {text!r}.")
-    return float(m.group(1)) * {"min": 60.0, "m": 60.0, "h": 3600.0}.get(m.group(2) or "s", 1.0)
+    return parse_duration(text, what="a --budget of wall time", example="2min, 90s or 1h", positive=True)
 
 
 def parse_weights(text: str, available: tuple[str, ...]) -> dict[str, float]:

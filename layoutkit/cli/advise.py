@@ -42,9 +42,9 @@ def advise(
     from layoutkit.advise.run import AdviseOptions, parse_budget, write_command, write_outputs
     from layoutkit.advise.run import advise as run_advise
     from layoutkit.errors import InvalidOptionError
+    from layoutkit.options import parse_bandwidths, parse_durations
     from layoutkit.plan import parse_template
     from layoutkit.storage import parse_storage_options
-    from layoutkit.verify.run import parse_bandwidths, parse_durations
 
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

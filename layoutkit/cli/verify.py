@@ -42,18 +42,10 @@ def verify(
     from the source's; 2 bad input (nothing measured); 3 a read pattern could not run on
     some variant (the reason is printed under the table).
     """
+    from layoutkit.options import parse_bandwidths, parse_choices, parse_counts, parse_durations, parse_sizes
     from layoutkit.storage import parse_storage_options
     from layoutkit.verify import report as rep
-    from layoutkit.verify.run import (
-        CACHES,
-        ENGINES,
-        VerifyOptions,
-        parse_bandwidths,
-        parse_choices,
-        parse_counts,
-        parse_durations,
-        parse_sizes,
-    )
+    from layoutkit.verify.run import CACHES, ENGINES, VerifyOptions
     from layoutkit.verify.run import verify as run_verify
 
     bar = Progress(

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import itertools
 import os
-import re
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +33,6 @@ from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.inventory import first_line
 from layoutkit.memory import peak_rss, release_freed_memory, reset_peak_rss
-from layoutkit.options import parse_size
 from layoutkit.storage import ObjectSource, as_source, is_url
 from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
@@ -42,69 +40,6 @@ from layoutkit.verify.patterns import ReadPlan, run_reads, split
 ENGINES = ("serial", "threads", "processes", "distributed")
 MAX_REPEAT_FACTOR = 5  # measure(min_seconds=...): at most this many times the repetitions asked for
 CACHES = ("cold", "warm")
-
-
-# -- parsing the sweeps ------------------------------------------------------------------
-
-
-def _items(text: str) -> list[str]:
-    return [t.strip() for t in str(text).split(",") if t.strip()]
-
-
-def parse_choices(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]:
-    """A comma-separated list of names from ``allowed``."""
-    names = tuple(dict.fromkeys(_items(text)))
-    bad = [n for n in names if n not in allowed]
-    if bad or not names:
-        raise InvalidOptionError(f"Expected {what} from {', '.join(allowed)}. Got {text!r}.")
-    return names
-
-
-def parse_counts(text: str, what: str) -> tuple[int, ...]:
-    """A comma-separated list of integers of 1 or more, e.g. ``1,2,4``."""
-    out = []
-    for t in _items(text) or [""]:
-        try:
-            n = int(t)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise InvalidOptionError(f"Expected {what} as whole numbers of 1 or more, such as 1,2,4. Got {t!r}.")
-        out.append(n)
-    return tuple(dict.fromkeys(out))
-
-
-_DURATION = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+)\s*(ms|s|us)?\s*$")
-
-
-def parse_durations(text: str) -> tuple[float, ...]:
-    """Latencies such as ``0,10ms,0.05s`` (a bare number is seconds) -> seconds."""
-    out = []
-    for t in _items(text) or [""]:
-        m = _DURATION.match(t)
-        if not m or float(m.group(1)) < 0:
-            raise InvalidOptionError(f"Expected latencies of 0 or more, such as 0,10ms,0.05s. Got {t!r}.")
-        out.append(float(m.group(1)) * {"ms": 1e-3, "us": 1e-6}.get(m.group(2) or "s", 1.0))
-    return tuple(dict.fromkeys(out))
-
-
-def parse_bandwidths(text: str) -> tuple[float, ...]:
-    """Bandwidths such as ``100MB/s`` (0 = unlimited) -> bytes per second."""
-    out = []
-    for t in _items(text) or [""]:
-        body = t[:-2] if t.endswith("/s") else t
-        try:
-            out.append(float(parse_size(body, what="bandwidth")))
-        except InvalidOptionError:
-            raise InvalidOptionError(
-                f"Expected bandwidths such as 100MB/s, 1GiB/s or 0 (unlimited). Got {t!r}."
-            ) from None
-    return tuple(dict.fromkeys(out))
-
-
-def parse_sizes(text: str, what: str) -> tuple[int, ...]:
-    """Sizes such as ``0,64MiB,256MiB``."""
-    return tuple(dict.fromkeys(parse_size(t, what=what) for t in _items(text) or [""]))
 
 
 # -- conditions ---------------------------------------------------------------------------
@@ -665,11 +600,6 @@ __all__ = [
     "describe",
     "evict",
     "measure",
-    "parse_bandwidths",
-    "parse_choices",
-    "parse_counts",
-    "parse_durations",
-    "parse_sizes",
     "read_share",
     "read_shared",
     "warm",

@@ -1,0 +1,62 @@
+"""The one HDF5 call h5py does not wrap, ``H5Fget_info2`` (the file's own space
+accounting: superblock, free-space and shared-message sizes), through ctypes on the very
+library h5py loaded (identifiers are only valid in it)."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+from pathlib import Path
+from typing import Any
+
+import h5py
+
+
+class _IH(ctypes.Structure):
+    _fields_ = [("index_size", ctypes.c_uint64), ("heap_size", ctypes.c_uint64)]
+
+class _Super(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("super_size", ctypes.c_uint64), ("super_ext_size", ctypes.c_uint64)]
+
+class _Free(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("meta_size", ctypes.c_uint64), ("tot_space", ctypes.c_uint64)]
+
+class _Sohm(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("hdr_size", ctypes.c_uint64), ("msgs_info", _IH)]
+
+class FileInfo2(ctypes.Structure):  # H5F_info2_t
+    _fields_ = [("super", _Super), ("free", _Free), ("sohm", _Sohm)]
+
+@functools.cache
+def _libhdf5() -> Any:
+    """The HDF5 library h5py uses, for the one call h5py does not wrap (H5Fget_info2).
+    It must be the very library h5py loaded: identifiers are only valid in it."""
+    loaded = []
+    try:
+        with open("/proc/self/maps") as maps:
+            loaded = sorted({line.split()[-1] for line in maps if "libhdf5" in line and "hl" not in line.split("/")[-1]})
+    except OSError:  # not Linux: h5py's bundled copy
+        base = Path(h5py.__file__).parent
+        loaded = glob.glob(str(base.parent / "h5py.libs" / "libhdf5*")) + glob.glob(str(base / ".dylibs" / "libhdf5*"))
+        loaded = [p for p in loaded if "hl" not in Path(p).name]
+    for candidate in loaded:
+        try:
+            lib = ctypes.CDLL(candidate)
+        except OSError:
+            continue
+        if hasattr(lib, "H5Fget_info2"):
+            lib.H5Fget_info2.argtypes = [ctypes.c_int64, ctypes.POINTER(FileInfo2)]
+            lib.H5Fget_info2.restype = ctypes.c_int
+            return lib
+    return None
+
+def file_info(f: h5py.File) -> FileInfo2 | None:
+    lib = _libhdf5()
+    info = FileInfo2()
+    if lib is None or lib.H5Fget_info2(f.id.id, ctypes.byref(info)) < 0:
+        return None
+    return info
+
+
+__all__ = ["FileInfo2", "file_info"]

@@ -127,7 +127,7 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
               storage_options: dict[str, str]) -> Archive:
     """A Zarr store or an HDF5 file in a bucket, or a version of an Icechunk repository,
     read with real requests."""
-    from layoutkit.hdf5.inventory import check_source
+    from layoutkit.hdf5.files import check_source
     from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store
 
     if is_icechunk(url):

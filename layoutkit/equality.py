@@ -32,7 +32,8 @@ import numpy as np
 import zarr
 
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
-from layoutkit.hdf5.inventory import ArrayInfo, Inventory, first_line, read_inventory
+from layoutkit.hdf5.files import first_line
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
 from layoutkit.hdf5.source import SourceReader
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid

@@ -3,7 +3,7 @@
 ``convert`` and ``reorder`` (and whatever writes a layout next) run the same steps, in
 this module and nowhere else:
 
-1. check the source (:func:`~layoutkit.hdf5.inventory.check_source`) and the destination
+1. check the source (:func:`~layoutkit.hdf5.files.check_source`) and the destination
    (:meth:`~layoutkit.storage.LocalDestination.check`), before any work;
 2. plan: walk the source once (:func:`~layoutkit.hdf5.inventory.read_inventory`), fingerprint
    its dimension scales when the layout deduplicates them
@@ -38,7 +38,8 @@ from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
 from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.formats import PROVENANCE_ATTR
-from layoutkit.hdf5.inventory import Inventory, check_source, read_inventory
+from layoutkit.hdf5.files import check_source
+from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.hdf5.scales import read_scale_digests
 from layoutkit.layout import Layout, Work
 from layoutkit.stages import Stages

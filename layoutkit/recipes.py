@@ -247,7 +247,7 @@ def _url_provenance(url: str, storage_options: dict[str, str]) -> Any:
     import obstore
 
     from layoutkit.archive import zarr_format_at
-    from layoutkit.hdf5.inventory import open_source
+    from layoutkit.hdf5.files import open_source
     from layoutkit.storage import ObjectSource, store_at
 
     if url.startswith("icechunk:"):
@@ -288,7 +288,7 @@ def read_provenance(variant: str | os.PathLike, storage_options: dict[str, str] 
                 text = get(json.loads((path / doc_name).read_text())).get(PROVENANCE_ATTR)
                 break
     else:
-        from layoutkit.hdf5.inventory import open_source
+        from layoutkit.hdf5.files import open_source
 
         with open_source(path) as f:
             text = f.attrs.get(PROVENANCE_ATTR)

@@ -161,7 +161,7 @@ def test_attribute_values_are_what_h5py_reads(tmp_path: Path, hard_cases: dict[s
     of the hard cases and of a file of every kind h5py reads its own way."""
     import h5py
 
-    from layoutkit.hdf5.inventory import attribute_names, attribute_value
+    from layoutkit.hdf5.attrs import attribute_names, attribute_value
 
     files = [_every_attribute_kind(tmp_path / "kinds.h5"), shot_file, *hard_cases.values()]
     compared = 0

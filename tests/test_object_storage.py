@@ -865,7 +865,8 @@ def test_a_file_in_a_bucket_lets_go_of_its_blocks_when_it_closes(endpoint, sourc
     after the file, or the walk, is closed."""
     import gc
 
-    from layoutkit.hdf5.inventory import open_source, read_inventory
+    from layoutkit.hdf5.files import open_source
+    from layoutkit.hdf5.inventory import read_inventory
     from layoutkit.storage import as_source, sources
 
     src = as_source(source_url, {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test",

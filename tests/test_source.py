@@ -82,7 +82,7 @@ def test_a_url_that_became_a_path_says_how_to_read_it_from_its_bucket():
     """Path("s3://b/k.h5") is "s3:/b/k.h5": not a local file, and not read from the bucket
     either; the sentence names the URL and the call that reads it."""
     from layoutkit.errors import SourceNotFoundError
-    from layoutkit.hdf5.inventory import check_source
+    from layoutkit.hdf5.files import check_source
 
     with pytest.raises(SourceNotFoundError, match=r"'s3://archive/shots\.h5' is a URL given as a local path.*as_source"):
         check_source(Path("s3://archive/shots.h5"))

@@ -54,7 +54,8 @@ from layoutkit.advise.pages import PAGED_PATTERNS, PagedFile, extra_requests
 from layoutkit.advise.subset import Part, array_part, read_sizes, shot_part, shots_of, spread, typical_items, write_part
 from layoutkit.archive import Archive, open_archive
 from layoutkit.errors import InvalidOptionError, LayoutkitError
-from layoutkit.hdf5.inventory import Inventory, check_source, first_line, read_inventory
+from layoutkit.hdf5.files import check_source, first_line
+from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layouts import get_layout, layout_for
 from layoutkit.options import parse_duration
 from layoutkit.plan import DEFAULT_TEMPLATE

@@ -24,8 +24,9 @@ import numpy as np
 
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.hdf5.chunk_index import entries_in_bucket
+from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import RAW_DECODABLE, Filter
-from layoutkit.hdf5.inventory import ArrayInfo, open_source
+from layoutkit.hdf5.inventory import ArrayInfo
 from layoutkit.plan import Region
 from layoutkit.stages import timed
 from layoutkit.storage import ObjectSource

@@ -15,8 +15,10 @@ import h5py
 import numpy as np
 
 from layoutkit.formats import PROVENANCE_ATTR
+from layoutkit.hdf5.attrs import read_attrs
+from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import filter_name, level_of
-from layoutkit.hdf5.inventory import PARALLEL_MIN_DATASETS, open_source, read_attrs
+from layoutkit.hdf5.inventory import PARALLEL_MIN_DATASETS
 from layoutkit.hdf5.libhdf5 import file_info
 from layoutkit.hdf5.walkers import Walkers
 from layoutkit.inspect.report import FileSpace, InspectReport, Tally, present_part, recorded_provenance

@@ -14,7 +14,8 @@ import numpy as np
 import xarray as xr
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX, attr_to_json
+from layoutkit.hdf5.attrs import attr_to_json
+from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,

@@ -31,7 +31,7 @@ from typing import Any
 
 from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
-from layoutkit.hdf5.inventory import first_line
+from layoutkit.hdf5.files import first_line
 from layoutkit.memory import peak_rss, release_freed_memory, reset_peak_rss
 from layoutkit.storage import ObjectSource, as_source, is_url
 from layoutkit.storage.counting import LatencyModel
@@ -542,7 +542,8 @@ def verify(
         On a missing or unreadable source or variant, a variant from another source, or
         a bad option. Mismatches are not errors: they are in the report.
     """
-    from layoutkit.hdf5.inventory import check_source, read_inventory
+    from layoutkit.hdf5.files import check_source
+    from layoutkit.hdf5.inventory import read_inventory
     from layoutkit.verify.equality import compare_variant, recorded_skips
     from layoutkit.verify.patterns import available_patterns, parse_patterns, plan_reads
 

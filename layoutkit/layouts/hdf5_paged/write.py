@@ -21,7 +21,9 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.hdf5.inventory import ArrayInfo, Inventory, attribute, attribute_value, open_source
+from layoutkit.hdf5.attrs import attribute, attribute_value
+from layoutkit.hdf5.files import open_source
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.source import SourceReader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan

@@ -1,0 +1,136 @@
+"""Opening an HDF5 source: a local path or an object in a bucket, checked first, so that
+a missing file, a directory, a text file, netCDF-3 or a truncated file is refused in one
+sentence before any work, and the source is only ever opened read-only."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import h5py
+import hdf5plugin  # noqa: F401  (registers third-party HDF5 filters: zstd, lz4, bitshuffle, blosc...)
+
+from layoutkit.errors import (
+    CorruptSourceError,
+    LayoutkitError,
+    NotHDF5Error,
+    SourceIsDirectoryError,
+    SourceNotFoundError,
+)
+from layoutkit.storage import ObjectSource, describe_store_error
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+NETCDF3_MAGICS = (b"CDF\x01", b"CDF\x02", b"CDF\x05")
+
+def _find_signature(read: Any, size: int) -> int | None:
+    """Return the offset of the HDF5 signature (0, 512, 1024, ...) or None;
+    ``read(offset, n)`` reads the file's bytes."""
+    offset = 0
+    while offset + 8 <= size:
+        if read(offset, 8) == HDF5_SIGNATURE:
+            return offset
+        offset = 512 if offset == 0 else offset * 2
+    return None
+
+def _check_object_source(source: ObjectSource) -> ObjectSource:
+    try:
+        size = source.size()
+    except FileNotFoundError:
+        raise SourceNotFoundError(f"Source {source.url!r} does not exist.") from None
+    except LayoutkitError:  # already one sentence (storage options that set up no store)
+        raise
+    except Exception as exc:  # obstore's errors: say what the store answered
+        raise CorruptSourceError(f"Source {describe_store_error(source.url, exc)}") from None
+    if source.read_range(0, min(4, size))[:4] in NETCDF3_MAGICS:
+        raise NotHDF5Error(f"Source {source.url!r} is a netCDF-3 classic file, not HDF5 or netCDF-4.")
+    if _find_signature(source.read_range, size) is None:
+        raise NotHDF5Error(f"Source {source.url!r} is not an HDF5 file (no HDF5 signature found).")
+    return source
+
+def check_source(path: str | os.PathLike) -> Path:
+    """Check that ``path`` names a readable HDF5 file.
+
+    Raises
+    ------
+    SourceNotFoundError, SourceIsDirectoryError, NotHDF5Error, CorruptSourceError
+    """
+    if isinstance(path, ObjectSource):
+        return _check_object_source(path)  # type: ignore[return-value]
+    p = Path(path)
+    if not p.exists() and re.match(r"^[a-z][a-z0-9+.-]*:/", str(path)):  # "s3://b/k", or "s3:/b/k" once a Path
+        url = re.sub(r"^([a-z][a-z0-9+.-]*):/+", r"\1://", str(path))
+        raise SourceNotFoundError(
+            f"Source {url!r} is a URL given as a local path; pass it as text, e.g. "
+            "layoutkit.storage.as_source(url, storage_options), to read it from its bucket."
+        )
+    if not p.exists():
+        raise SourceNotFoundError(f"Source {str(p)!r} does not exist.")
+    if p.is_dir():
+        raise SourceIsDirectoryError(f"Source {str(p)!r} is a directory, not an HDF5 file.")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+    except PermissionError:
+        raise CorruptSourceError(f"Source {str(p)!r} cannot be read (permission denied).") from None
+    if head[:4] in NETCDF3_MAGICS:
+        raise NotHDF5Error(
+            f"Source {str(p)!r} is a netCDF-3 classic file, not HDF5 or netCDF-4; "
+            "convert it first with: nccopy -k nc4 IN OUT."
+        )
+    with open(p, "rb") as fh:
+        found = _find_signature(lambda offset, n: (fh.seek(offset), fh.read(n))[1], p.stat().st_size)
+    if found is None:
+        raise NotHDF5Error(f"Source {str(p)!r} is not an HDF5 file (no HDF5 signature found).")
+    return p
+
+class _FileOverObject(h5py.File):
+    """An HDF5 file in a bucket, read through its block-cached file object, which closes
+    with it: h5py never closes a file object it was given, so the object's shared blocks
+    were let go only when h5py dropped its reference, not when the file closed."""
+
+    def __init__(self, source: ObjectSource, **kwargs: Any) -> None:
+        fileobj = source.open_file()
+        try:
+            super().__init__(fileobj, "r", **kwargs)
+        except BaseException:
+            fileobj.close()
+            raise
+        self._fileobj = fileobj
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._fileobj.close()
+
+def open_h5(source: str | os.PathLike | ObjectSource, **kwargs: Any) -> h5py.File:
+    """Open an HDF5 file read-only, local or in a bucket, without :func:`check_source`.
+    Keyword arguments go to :class:`h5py.File` (e.g. ``page_buf_size``)."""
+    if isinstance(source, ObjectSource):  # metadata through a block-cached file object
+        return _FileOverObject(source, **kwargs)
+    return h5py.File(source, "r", **kwargs)
+
+def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
+    """Open an HDF5 source read-only after :func:`check_source`.
+
+    Keyword arguments go to :class:`h5py.File` (e.g. ``page_buf_size``).
+    """
+    p = check_source(path)
+    try:
+        return open_h5(p, **kwargs)
+    except OSError as exc:
+        raise CorruptSourceError(
+            f"Source {str(p)!r} has an HDF5 signature but cannot be opened "
+            f"(truncated or damaged: {first_line(exc)})."
+        ) from None
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, for one-sentence errors."""
+    text = str(exc).strip().splitlines()
+    return text[0].rstrip(".") if text else type(exc).__name__
+
+
+__all__ = ["HDF5_SIGNATURE", "NETCDF3_MAGICS", "check_source", "first_line", "open_h5", "open_source"]

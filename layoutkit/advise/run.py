@@ -288,6 +288,11 @@ class _Clock:
     def left(self) -> float:
         return self.deadline - self.now()
 
+    def check(self) -> None:
+        """Raise :class:`_OverBudget` once the budget has run out."""
+        if self.left() < 0:
+            raise _OverBudget
+
 
 class _OverBudget(Exception):
     pass
@@ -319,6 +324,37 @@ def advise(
     """
     clock = _Clock(options.budget)
     src = check_source(as_source(source, dict(options.storage_options)))  # a local file, or one in a bucket
+    _check_options(options)
+    inventory = read_inventory(src, workers=2)
+    shots = shots_of(inventory, options.template)
+    available = SHOT_ARCHIVE_PATTERNS if len(shots) >= 2 else ARRAY_PATTERNS
+    default = "shot=1,signal=1" if len(shots) >= 2 else "scan=1,subset=1"
+    weights = parse_weights(options.patterns or default, available)
+    trials = candidates(options.candidates, options.template)
+    storage = dict(options.storage_options)
+    target = _target(options, storage)
+    work = Path(tempfile.mkdtemp(prefix="layoutkit-advise-", dir=options.tmpdir))
+    try:
+        bench = _bench(src, inventory, shots, weights, options, work, len(trials))
+        on_total(len(trials))
+        estimate = 4 * (clock.now() - clock.start) + 1.0  # before any candidate: from the sampling
+        done, not_tried = _try_all(trials, bench, src.name, work, target, clock, estimate, on_step)
+        measured = [t for t in done if t.status == "measured"]
+        if not measured:
+            reasons = "; ".join(f"{t.name}: {t.reason}" for t in done[:3])
+            raise LayoutkitError(f"No candidate layout could be written from {src.name}: {reasons}.")
+        for t in measured:
+            t.weighted_seconds = weighted({p: f.prediction.seconds for p, f in t.patterns.items()}, weights)
+        items = {p.pattern: [str(i) for i in p.items] for p in bench.plans if p.pattern in ("shot", "signal")}
+        return AdviseResult(str(src), options, weights, bench.unit, bench.scales, bench.reads, done,
+                            clock.now() - clock.start, not_tried, items)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if target:
+            _remove_target(target, storage)
+
+
+def _check_options(options: AdviseOptions) -> None:
     if options.workers < 1:
         raise InvalidOptionError(f"Expected --workers of 1 or more. Got {options.workers}.")
     if options.repeat < 1:
@@ -329,75 +365,80 @@ def advise(
         raise InvalidOptionError("Expected a latency and a bandwidth of 0 or more.")
     if options.shots is not None and options.shots < 2:
         raise InvalidOptionError(f"Expected --sample-shots of 2 or more. Got {options.shots}.")
-    inventory = read_inventory(src, workers=2)
-    shots = shots_of(inventory, options.template)
-    available = SHOT_ARCHIVE_PATTERNS if len(shots) >= 2 else ARRAY_PATTERNS
-    default = "shot=1,signal=1" if len(shots) >= 2 else "scan=1,subset=1"
-    weights = parse_weights(options.patterns or default, available)
-    trials = candidates(options.candidates, options.template)
-    storage = dict(options.storage_options)
-    target = None
-    if options.target:
-        if not is_url(options.target) or is_icechunk(options.target):
-            raise InvalidOptionError(f"Expected --target as a bucket prefix such as s3://bucket/scratch. Got {options.target!r}.")
-        target = f"{options.target.rstrip('/')}/layoutkit-advise-{uuid.uuid4().hex[:8]}"
-        _check_target(target, storage)
-    work = Path(tempfile.mkdtemp(prefix="layoutkit-advise-", dir=options.tmpdir))
-    try:
-        small, large, scales, unit = _samples(src, inventory, shots, options, work, len(trials), len(weights))
-        # K of the smaller sample's shots, at most half of them: both samples then read a scattered part
-        # of the archive, as the full one will (reading every shot of a sample reads it contiguously)
-        reads = min(options.sample, max(1, int(scales[0]) // 2)) if unit == "shots" else options.sample
-        # drawn from the smaller sample and made on both (the larger holds the smaller): they differ by size
-        # alone. Shots and signals are K of typical size for the whole source: K random shots of a 7-shot
-        # sample read 9-26% fewer bytes than K random shots of the 40-shot source did (subset.typical_items)
-        sizes = read_sizes(inventory, options.template) if unit == "shots" else None
-        plans = _plans(small, tuple(weights), reads, options.seed, options.template, sizes)
-        # every pattern opens the archive, which costs more as it grows: opening alone is measured too (not the
-        # open pattern, which also lists every array: a paged file's listing grew 3x faster than its opening)
-        plans.append(opening_plan(plans, options.workers))
-        # the larger sample's and the source's arrays, for how a candidate stores them at full size (a paged
-        # file's pages, pages.py; a Zarr store's shards, _resharded)
-        inventories = (read_inventory(large, workers=1), inventory) if unit == "shots" else None
-        on_total(len(trials))
-        estimate = 4 * (clock.now() - clock.start) + 1.0  # before any candidate: from the sampling
-        done: list[Trial] = []
-        not_tried: list[str] = []
-        for i, candidate in enumerate(trials):
-            if unit != "shots" and needs_shots(candidate, options.template):
-                done.append(Trial(candidate.name, candidate.command, candidate.recipe_values(options.template),
-                                  "not applicable", f"it orders a shot archive, and {options.template} matches "
-                                  f"nothing in {src.name}"))  # fmt: skip
-                on_step(candidate.name)
-                continue
-            if any(t.seconds_spent for t in done) and clock.left() < max(t.seconds_spent for t in done) * 1.1:
-                not_tried = [c.name for c in trials[i:]]
-                break
-            if not any(t.status == "measured" for t in done) and clock.left() < estimate:
-                _too_small(options.budget, unit, scales, clock)
-            where = f"{target}/c{i}" if target else None
-            trial = _try(candidate, small, large, plans, weights, scales, options, work / f"c{i}", where, clock,
-                         inventories)
-            if trial.status == "over budget" and not any(t.status == "measured" for t in done):
-                _too_small(options.budget, unit, scales, clock)
-            done.append(trial)
+
+
+def _target(options: AdviseOptions, storage: dict[str, str]) -> str | None:
+    """This run's own prefix under ``--target`` (checked now, before any work), or None."""
+    if not options.target:
+        return None
+    if not is_url(options.target) or is_icechunk(options.target):
+        raise InvalidOptionError(f"Expected --target as a bucket prefix such as s3://bucket/scratch. Got {options.target!r}.")
+    target = f"{options.target.rstrip('/')}/layoutkit-advise-{uuid.uuid4().hex[:8]}"
+    _check_target(target, storage)
+    return target
+
+
+@dataclass(frozen=True)
+class _Bench:
+    """What every candidate is tried on: the two samples, the reads made on both, the
+    weights, the sizes (small sample, large sample, full source), and the inventories
+    of the larger sample and the source (for how a candidate stores them at full size)."""
+
+    small: Path
+    large: Path
+    plans: list[ReadPlan]
+    weights: dict[str, float]
+    scales: tuple[float, float, float]
+    unit: str
+    reads: int
+    inventories: tuple[Inventory, Inventory] | None
+    options: AdviseOptions
+
+
+def _bench(src: Path | ObjectSource, inventory: Inventory, shots: dict[str, str], weights: dict[str, float],
+           options: AdviseOptions, work: Path, candidates_count: int) -> _Bench:
+    small, large, scales, unit = _samples(src, inventory, shots, options, work, candidates_count, len(weights))
+    # K of the smaller sample's shots, at most half of them: both samples then read a scattered part
+    # of the archive, as the full one will (reading every shot of a sample reads it contiguously)
+    reads = min(options.sample, max(1, int(scales[0]) // 2)) if unit == "shots" else options.sample
+    # drawn from the smaller sample and made on both (the larger holds the smaller): they differ by size
+    # alone. Shots and signals are K of typical size for the whole source: K random shots of a 7-shot
+    # sample read 9-26% fewer bytes than K random shots of the 40-shot source did (subset.typical_items)
+    sizes = read_sizes(inventory, options.template) if unit == "shots" else None
+    plans = _plans(small, tuple(weights), reads, options.seed, options.template, sizes)
+    # every pattern opens the archive, which costs more as it grows: opening alone is measured too (not the
+    # open pattern, which also lists every array: a paged file's listing grew 3x faster than its opening)
+    plans.append(opening_plan(plans, options.workers))
+    # the larger sample's and the source's arrays, for how a candidate stores them at full size (a paged
+    # file's pages, pages.py; a Zarr store's shards, _resharded)
+    inventories = (read_inventory(large, workers=1), inventory) if unit == "shots" else None
+    return _Bench(small, large, plans, weights, scales, unit, reads, inventories, options)
+
+
+def _try_all(trials: list[Candidate], bench: _Bench, source_name: str, work: Path, target: str | None, clock: _Clock,
+             estimate: float, on_step: Callable[[str], None]) -> tuple[list[Trial], list[str]]:
+    """Each candidate in turn while the budget lasts: (the trials, the candidates not tried)."""
+    options = bench.options
+    done: list[Trial] = []
+    for i, candidate in enumerate(trials):
+        if bench.unit != "shots" and needs_shots(candidate, options.template):
+            done.append(Trial(candidate.name, candidate.command, candidate.recipe_values(options.template),
+                              "not applicable", f"it orders a shot archive, and {options.template} matches "
+                              f"nothing in {source_name}"))  # fmt: skip
             on_step(candidate.name)
-            if trial.status == "over budget":
-                not_tried = [c.name for c in trials[i + 1 :]]
-                break
-        measured = [t for t in done if t.status == "measured"]
-        if not measured:
-            reasons = "; ".join(f"{t.name}: {t.reason}" for t in done[:3])
-            raise LayoutkitError(f"No candidate layout could be written from {src.name}: {reasons}.")
-        for t in measured:
-            t.weighted_seconds = weighted({p: f.prediction.seconds for p, f in t.patterns.items()}, weights)
-        return AdviseResult(str(src), options, weights, unit, scales, reads, done,
-                            clock.now() - clock.start, not_tried,
-                            {p.pattern: [str(i) for i in p.items] for p in plans if p.pattern in ("shot", "signal")})
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-        if target:
-            _remove_target(target, storage)
+            continue
+        if any(t.seconds_spent for t in done) and clock.left() < max(t.seconds_spent for t in done) * 1.1:
+            return done, [c.name for c in trials[i:]]
+        if not any(t.status == "measured" for t in done) and clock.left() < estimate:
+            _too_small(options.budget, bench.unit, bench.scales, clock)
+        trial = _try(candidate, bench, work / f"c{i}", f"{target}/c{i}" if target else None, clock)
+        if trial.status == "over budget" and not any(t.status == "measured" for t in done):
+            _too_small(options.budget, bench.unit, bench.scales, clock)
+        done.append(trial)
+        on_step(candidate.name)
+        if trial.status == "over budget":
+            return done, [c.name for c in trials[i + 1 :]]
+    return done, []
 
 
 def _check_target(target: str, storage: dict[str, str]) -> None:
@@ -458,11 +499,12 @@ def _samples(src: Path | ObjectSource, inventory: Inventory, shots: dict[str, st
     return small, large, (parts[0].scale, parts[1].scale, full), unit
 
 
-def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], weights: dict[str, float],
-         scales: tuple[float, float, float], options: AdviseOptions, work: Path, where: str | None, clock: _Clock,
-         inventories: tuple[Inventory, Inventory] | None = None) -> Trial:
+def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clock: _Clock) -> Trial:
+    """Write the candidate from both samples (under ``where`` in a bucket, else in
+    ``work``), prove it equal, measure every read on both and predict each at full size."""
     from layoutkit.verify.equality import compare_variant
 
+    options = bench.options
     started = clock.now()
     trial = Trial(candidate.name, candidate.command, candidate.recipe_values(options.template))
     work.mkdir()
@@ -472,81 +514,34 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
         else {size: work / f"{size}{suffix}" for size in ("small", "large")}
     )
     storage = dict(options.storage_options)
-    samples = {"small": small, "large": large}
-
-    def check_time() -> None:
-        if clock.left() < 0:
-            raise _OverBudget
-
+    samples = {"small": bench.small, "large": bench.large}
     try:
         stored = {}
         for size in ("small", "large"):
             stored[size] = _write(candidate, samples[size], written[size], options.template, storage, str(work))
-            check_time()
-        mismatches = compare_variant(large, written["large"], workers=2, storage_options=storage)
+            clock.check()
+        mismatches = compare_variant(bench.large, written["large"], workers=2, storage_options=storage)
         if mismatches:
             trial.status, trial.reason = "different", f"{len(mismatches)} mismatches, e.g. {mismatches[0]}"
             return trial
         trial.stored_bytes = (stored["small"], stored["large"])
-        variants = {size: describe(w, size, True, options.template, options.storage_options)
-                    for size, w in written.items()}  # opened once each, not once per measurement
         # the full page buffer on the samples too: shrunk with them, it thrashes on metadata pages the full
         # file keeps (measured: 206 GETs predicted for a shot read that takes 18)
         page_buffer = options.page_buffer if candidate.command == "reorder" else None
-        local = Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0)
-        remote = Condition("threads", options.workers, page_buffer, "warm", options.latency, options.bandwidth)
-        sample_scales = {"small": scales[0], "large": scales[1]}
-        observed, error = _observe(variants, plans, local, options.repeat, options.template, sample_scales, warmup=1)
-        if error:
-            trial.status, trial.reason = "failed", error
+        measured = _measure(bench, written, page_buffer, clock)
+        if isinstance(measured, str):
+            trial.status, trial.reason = "failed", measured
             return trial
-        check_time()
-        at_latency = {pattern: {size: o.seconds for size, o in sizes.items()} for pattern, sizes in observed.items()}
-        if options.latency or options.bandwidth:
-            timed, _ = _observe(variants, [p for p in plans if p.pattern in weights], remote, options.repeat,
-                                options.template, sample_scales)
-            for pattern, sizes in timed.items():
-                at_latency[pattern] = {size: o.seconds for size, o in sizes.items()}
-            check_time()
-        opened = observed[OPENING]
-        paged = (_paged_files(candidate, options.template, inventories, _data_bytes(written["large"], storage))
+        observed, at_latency = measured
+        paged = (_paged_files(candidate, options.template, bench.inventories, _data_bytes(written["large"], storage))
                  if page_buffer else None)
-        resharded = _resharded(candidate, options.template, inventories) if "shot" in weights else None
+        resharded = _resharded(candidate, options.template, bench.inventories) if "shot" in bench.weights else None
         page_seconds = _page_seconds(written["large"], paged[1].page) if paged is not None else None
-        for plan in plans:
-            pattern = plan.pattern
-            if pattern not in weights:
-                continue
-            obs = observed[pattern]
-            c_small, c_large = (fit_concurrency(obs[size], at_latency[pattern][size], options.latency, options.bandwidth)
-                                for size in ("small", "large"))
-            counts = full_counts(obs["small"], obs["large"], scales[2], pattern)
-            extra, pages_cost = None, None
-            if paged is not None and pattern in PAGED_PATTERNS:
-                # verify's thread workers share one open file and its page buffer, reading at once (a buffer
-                # per worker counted 51 pages for a signal read that fetched 25; one reader, 45)
-                extra = extra_requests(*paged, pattern, [str(i) for i in plan.items], options.workers,
-                                       page_buffer or 0, options.template, shared=True)  # fmt: skip
-                counts = (max(counts[0], obs["large"].requests + extra),
-                          max(counts[1], obs["large"].bytes + extra * paged[1].page))
-                pages_cost = page_seconds
-            elif resharded is not None and pattern == "shot":
-                # K shots read the same arrays however large the archive: their requests change only where
-                # the full store keeps an array otherwise, one shard index more per shot read for each array
-                # the sample stores whole and the full store shards; and each request fetches what it did on
-                # the sample, as the planner sizes chunks by bytes, not by the archive (the line in log of the
-                # size through 5 and 9 shots grew signal-major Zarr's 14.8 MB to 20.1 MB for 16.5 MB fetched,
-                # and the local time by bytes with it: its shot read was predicted +44% in two runs of three)
-                requests = obs["large"].requests + resharded * len(plan.items)
-                per_request = obs["large"].bytes / obs["large"].requests if obs["large"].requests else 0.0
-                counts = (requests, per_request * requests if per_request else counts[1])
-            c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, counts[0])
-            others = {} if pattern == "open" else opened
-            prediction = predict(obs["small"], obs["large"], scales[2], options.latency, options.bandwidth, c,
-                                 others.get("small"), others.get("large"), pattern, counts, pages_cost)  # fmt: skip
-            trial.patterns[pattern] = PatternFit(obs["small"], obs["large"], at_latency[pattern]["small"],
-                                                 at_latency[pattern]["large"], prediction, extra)
-        trial.predicted_bytes = _extend_bytes(scales, trial.stored_bytes)
+        for plan in bench.plans:
+            if plan.pattern in bench.weights:
+                trial.patterns[plan.pattern] = _fit(plan, bench, observed, at_latency, page_buffer, paged, resharded,
+                                                    page_seconds)
+        trial.predicted_bytes = _extend_bytes(bench.scales, trial.stored_bytes)
     except _OverBudget:
         trial.status, trial.reason, trial.patterns = "over budget", "the budget ran out while it was measured", {}
     except LayoutkitError as exc:
@@ -559,6 +554,68 @@ def _try(candidate: Candidate, small: Path, large: Path, plans: list[ReadPlan], 
         if where:
             _remove_target(where, storage)
     return trial
+
+
+Observed = dict[str, dict[str, Observation]]  # pattern -> sample size -> what its reads made
+
+
+def _measure(bench: _Bench, written: dict[str, Path | str], page_buffer: int | None,
+             clock: _Clock) -> tuple[Observed, dict[str, dict[str, float]]] | str:
+    """Every read on both written samples, here (no latency), then at the latency asked
+    for: (what they made, their seconds at that latency); or why a read failed."""
+    options = bench.options
+    variants = {size: describe(w, size, True, options.template, options.storage_options)
+                for size, w in written.items()}  # opened once each, not once per measurement
+    local = Condition("threads", options.workers, page_buffer, "warm", 0.0, 0.0)
+    remote = Condition("threads", options.workers, page_buffer, "warm", options.latency, options.bandwidth)
+    sample_scales = {"small": bench.scales[0], "large": bench.scales[1]}
+    observed, error = _observe(variants, bench.plans, local, options.repeat, options.template, sample_scales, warmup=1)
+    if error:
+        return error
+    clock.check()
+    at_latency = {pattern: {size: o.seconds for size, o in sizes.items()} for pattern, sizes in observed.items()}
+    if options.latency or options.bandwidth:
+        timed, _ = _observe(variants, [p for p in bench.plans if p.pattern in bench.weights], remote, options.repeat,
+                            options.template, sample_scales)
+        for pattern, sizes in timed.items():
+            at_latency[pattern] = {size: o.seconds for size, o in sizes.items()}
+        clock.check()
+    return observed, at_latency
+
+
+def _fit(plan: ReadPlan, bench: _Bench, observed: Observed, at_latency: dict[str, dict[str, float]],
+         page_buffer: int | None, paged: Any, resharded: int | None, page_seconds: float | None) -> PatternFit:
+    """One pattern's prediction at full size, from what it made on both samples."""
+    options, scales, pattern = bench.options, bench.scales, plan.pattern
+    obs = observed[pattern]
+    c_small, c_large = (fit_concurrency(obs[size], at_latency[pattern][size], options.latency, options.bandwidth)
+                        for size in ("small", "large"))
+    counts = full_counts(obs["small"], obs["large"], scales[2], pattern)
+    extra, pages_cost = None, None
+    if paged is not None and pattern in PAGED_PATTERNS:
+        # verify's thread workers share one open file and its page buffer, reading at once (a buffer
+        # per worker counted 51 pages for a signal read that fetched 25; one reader, 45)
+        extra = extra_requests(*paged, pattern, [str(i) for i in plan.items], options.workers,
+                               page_buffer or 0, options.template, shared=True)  # fmt: skip
+        counts = (max(counts[0], obs["large"].requests + extra),
+                  max(counts[1], obs["large"].bytes + extra * paged[1].page))
+        pages_cost = page_seconds
+    elif resharded is not None and pattern == "shot":
+        # K shots read the same arrays however large the archive: their requests change only where
+        # the full store keeps an array otherwise, one shard index more per shot read for each array
+        # the sample stores whole and the full store shards; and each request fetches what it did on
+        # the sample, as the planner sizes chunks by bytes, not by the archive (the line in log of the
+        # size through 5 and 9 shots grew signal-major Zarr's 14.8 MB to 20.1 MB for 16.5 MB fetched,
+        # and the local time by bytes with it: its shot read was predicted +44% in two runs of three)
+        requests = obs["large"].requests + resharded * len(plan.items)
+        per_request = obs["large"].bytes / obs["large"].requests if obs["large"].requests else 0.0
+        counts = (requests, per_request * requests if per_request else counts[1])
+    c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, counts[0])
+    others = {} if pattern == "open" else observed[OPENING]
+    prediction = predict(obs["small"], obs["large"], scales[2], options.latency, options.bandwidth, c,
+                         others.get("small"), others.get("large"), pattern, counts, pages_cost)  # fmt: skip
+    return PatternFit(obs["small"], obs["large"], at_latency[pattern]["small"], at_latency[pattern]["large"],
+                      prediction, extra)
 
 
 def _resharded(candidate: Candidate, template: str, inventories: tuple[Inventory, Inventory] | None) -> int | None:

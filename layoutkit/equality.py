@@ -307,56 +307,69 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
         got = {k: v for k, v in archive.root.attrs.items() if k != LAYOUT_ATTR}
         compare_attrs("/", *without_provenance("/", dict(root.attrs), got), miss)
 
-    def one(info: ArrayInfo) -> list[Mismatch]:
-        own: list[Mismatch] = []
-
-        def report(path: str, what: str, detail: str) -> None:
-            own.append(Mismatch(name, path, what, detail))
-
-        row = archive._locate(info.path)
-        z = archive._array(row.data)
-        shape = getattr(row, "shape", None) or (row.length, *z.shape[1:])  # shot-packed rows carry their shape
-        if shape != info.shape:
-            return [Mismatch(name, info.path, "shape", f"{shape}, expected {info.shape}")]
-        dtype = np.dtype(getattr(row, "dtype", None) or z.dtype)  # shot-packed rows carry their dtype
-        if dtype.newbyteorder("=") != info.dtype.newbyteorder("="):
-            return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
-        if hasattr(row, "fill_value"):  # in the index, as JSON (NaN and infinities as strings)
-            got = [NON_FINITE.get(v, v) if isinstance(v, str) else v
-                   for v in (row.fill_value if isinstance(row.fill_value, list) else [row.fill_value])]
-            got = None if got == [None] else complex(*got) if len(got) == 2 else got[0]
-            want = None if info.fill_value is None else np.asarray(info.fill_value).astype(dtype).reshape(1)
-            if (want is None) != (got is None) or (
-                    want is not None and not equal_values(want, np.asarray(got, dtype=dtype).reshape(1)).all()):
-                report(info.path, "fill_value", f"{got!r}, expected {info.fill_value!r}")
-        elif info.fill_value is not None and archive.root.metadata.zarr_format == 3:
-            fv = np.asarray(info.fill_value).astype(z.dtype).reshape(1)
-            if not equal_values(fv, np.asarray(z.fill_value).astype(z.dtype).reshape(1)).all():
-                report(info.path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
-        compare_attrs(info.path, dict(info.attrs), row.attrs, report)
-        shot = archive._prefix.match(info.path).group("shot")
-        got_dims = [[archive._scale_source(shot, r) for r in axis] for axis in row.dims]
-        if info.dim_scales and any(info.dim_scales) and got_dims != [list(a) for a in info.dim_scales]:
-            report(info.path, "dims", f"dimension scales {got_dims}, expected {[list(a) for a in info.dim_scales]}")
-        grid = scan_grid(info.shape, info.dtype.itemsize, info.chunks)
-        try:
-            for region in iter_blocks(info.shape, grid):
-                sel = tuple(slice(a, b) for a, b in region)
-                eq = equal_values(np.asarray(reader.read(info.path, region)), archive.get(info.path, sel))
-                if not eq.all():
-                    bad = np.argwhere(~eq)[0]
-                    report(info.path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
-                    break
-        except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            report(info.path, "values", f"cannot be read: {first}")
-        return own
-
     with SourceReader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
-        for own in pool.map(one, packed):
+        for own in pool.map(lambda info: compare_packed_array(archive, reader, info, name), packed):
             found.extend(own)
     check_index(archive, {a.path for a in arrays} | set(skipped), miss)
     return found
+
+
+def compare_packed_array(archive: Any, reader: SourceReader, info: ArrayInfo, name: str) -> list[Mismatch]:
+    """One packed dataset against the source: shape, dtype, fill value, attributes,
+    dimension scales, and values one source chunk at a time (through the layout's reader)."""
+    own: list[Mismatch] = []
+
+    def report(path: str, what: str, detail: str) -> None:
+        own.append(Mismatch(name, path, what, detail))
+
+    row = archive._locate(info.path)
+    z = archive._array(row.data)
+    shape = getattr(row, "shape", None) or (row.length, *z.shape[1:])  # shot-packed rows carry their shape
+    if shape != info.shape:
+        return [Mismatch(name, info.path, "shape", f"{shape}, expected {info.shape}")]
+    dtype = np.dtype(getattr(row, "dtype", None) or z.dtype)  # shot-packed rows carry their dtype
+    if dtype.newbyteorder("=") != info.dtype.newbyteorder("="):
+        return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
+    _check_packed_fill(archive, row, z, dtype, info, report)
+    compare_attrs(info.path, dict(info.attrs), row.attrs, report)
+    shot = archive._prefix.match(info.path).group("shot")
+    got_dims = [[archive._scale_source(shot, r) for r in axis] for axis in row.dims]
+    if info.dim_scales and any(info.dim_scales) and got_dims != [list(a) for a in info.dim_scales]:
+        report(info.path, "dims", f"dimension scales {got_dims}, expected {[list(a) for a in info.dim_scales]}")
+    _check_packed_values(archive, reader, info, report)
+    return own
+
+
+def _check_packed_values(archive: Any, reader: SourceReader, info: ArrayInfo, report: Any) -> None:
+    grid = scan_grid(info.shape, info.dtype.itemsize, info.chunks)
+    try:
+        for region in iter_blocks(info.shape, grid):
+            sel = tuple(slice(a, b) for a, b in region)
+            eq = equal_values(np.asarray(reader.read(info.path, region)), archive.get(info.path, sel))
+            if not eq.all():
+                bad = np.argwhere(~eq)[0]
+                report(info.path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
+                break
+    except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        report(info.path, "values", f"cannot be read: {first}")
+
+
+def _check_packed_fill(archive: Any, row: Any, z: Any, dtype: np.dtype, info: ArrayInfo, report: Any) -> None:
+    """A packed dataset's fill value: in its index row when the layout keeps it there (as
+    JSON, NaN and infinities as strings), else the packed array's (Zarr v3)."""
+    if hasattr(row, "fill_value"):
+        got = [NON_FINITE.get(v, v) if isinstance(v, str) else v
+               for v in (row.fill_value if isinstance(row.fill_value, list) else [row.fill_value])]
+        got = None if got == [None] else complex(*got) if len(got) == 2 else got[0]
+        want = None if info.fill_value is None else np.asarray(info.fill_value).astype(dtype).reshape(1)
+        if (want is None) != (got is None) or (
+                want is not None and not equal_values(want, np.asarray(got, dtype=dtype).reshape(1)).all()):
+            report(info.path, "fill_value", f"{got!r}, expected {info.fill_value!r}")
+    elif info.fill_value is not None and archive.root.metadata.zarr_format == 3:
+        fv = np.asarray(info.fill_value).astype(z.dtype).reshape(1)
+        if not equal_values(fv, np.asarray(z.fill_value).astype(z.dtype).reshape(1)).all():
+            report(info.path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
 
 
 __all__ = [
@@ -365,6 +378,7 @@ __all__ = [
     "compare_array",
     "compare_attrs",
     "compare_packed",
+    "compare_packed_array",
     "compare_zarr",
     "decode_fill",
     "equal_values",

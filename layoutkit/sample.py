@@ -556,6 +556,8 @@ def _waveform_parameters(rng: np.random.Generator) -> dict[str, float]:
     }
 
 
+# long: one case per signal family, each a few lines of its physics; as functions they would be a dozen
+# functions of the same four arguments, read one after another anyway.
 def _normalised_waveform(
     layout: _SignalLayout, shot: _ShotConditions, params: dict[str, float], t: np.ndarray
 ) -> np.ndarray:

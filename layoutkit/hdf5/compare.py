@@ -43,6 +43,7 @@ def _same_raw(a: Any, b: Any) -> bool:
     return bool(equal_values(a.reshape(-1), b.reshape(-1)).all()) if a.size else True
 
 
+# long: one walk over both files, groups then datasets, each compared where the walk meets it.
 def compare_hdf5(
     source: str | Path,
     variant: str | Path,

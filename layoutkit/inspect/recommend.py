@@ -12,6 +12,7 @@ from layoutkit.options import format_size
 def pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "0%"
 
+# long: a list of independent findings, each an `if` and its advice; read top to bottom as a checklist.
 def recommend(r: InspectReport) -> list[Recommendation]:
     """Plain recommendations tied to what the report found; each names a command or recipe."""
     out: list[Recommendation] = []

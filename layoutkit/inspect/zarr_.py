@@ -121,6 +121,7 @@ def inspect_zarr(root: Path, template: str) -> InspectReport:
 def _parent(key: str) -> str:
     return key.rpartition("/")[0]
 
+# long: one pass over the store's listing: each key is a document, a chunk or a shard, counted where met.
 def inspect_zarr_store(files: Any, name: str, template: str) -> InspectReport:
     """The report of a Zarr store, from its objects (a folder's files or a prefix's keys)."""
     entries = files.entries()

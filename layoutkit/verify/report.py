@@ -240,6 +240,8 @@ def _best_per_variant(results: Sequence[Result], keep: Any) -> dict[tuple[str, s
     return out
 
 
+# long: matplotlib's figure is built in one place, panel after panel, each a few lines that share the
+# figure, its axes and the colours.
 def plot(results: Sequence[Result], out: Path) -> list[tuple[Path, str]]:
     """The plots that what varies calls for, each with a caption.
 

@@ -244,19 +244,8 @@ def plan_signal_major(
         A dataset cannot be carried (as in ``convert``), or a signal's dimension scale
         lives in another shot.
     """
-    if options.compressor.name == "source":
-        raise InvalidOptionError(
-            "Expected a compressor for --layout signal-major, which packs signals of many shots into one "
-            "array and so re-encodes them; --compressor source copies chunks and needs --layout shot-major. "
-            "Got --compressor source."
-        )
-    template = "/" + options.template.strip("/")
+    template = _check_options(options)
     _, prefix = compile_template(template)
-    if template.index("{shot}") > template.index("{signal}"):
-        raise InvalidOptionError(
-            f"--layout signal-major needs {{shot}} before {{signal}} in the template (the signals of a shot "
-            f"lie under the shot). Got {template!r}."
-        )
     src = inventory.path
     arrays = [a for a in inventory.arrays if not a.dim_only]
     signals = match_template([a.path for a in arrays], template)
@@ -277,51 +266,12 @@ def plan_signal_major(
         else:
             mirrored.append(plan)
     _check_reserved(mirrored, inventory)
-
-    def shot_and_rel(path: str) -> tuple[str, str]:
-        m = prefix.match(path)
-        assert m is not None
-        return m.group("shot"), path[m.end():]
-
-    def refs(info: ArrayInfo, shot: str) -> tuple[tuple[str, ...], ...]:
-        out = []
-        for axis in info.dim_scales:
-            axis_refs = []
-            for scale in axis:
-                m = prefix.match(scale)
-                if m is None:
-                    axis_refs.append(scale)  # outside every shot: mirrored, referenced by path
-                elif m.group("shot") != shot:
-                    raise UnsupportedFeatureError(
-                        info.path, f"a dimension scale in another shot ({scale})",
-                        "convert it with --layout shot-major.",
-                    )
-                else:
-                    axis_refs.append(scale[m.end():])
-            out.append(tuple(axis_refs))
-        return tuple(out)
-
-    members: dict[tuple[str, str], list[tuple[str, ArrayInfo, tuple[tuple[str, ...], ...]]]] = {}
-    uses: dict[str, int] = {}  # signals per scale (relative path) over the archive
-    for path, (shot, name) in signals.items():
-        if path in packed_signals:
-            info = packed_signals[path]
-            dims = refs(info, shot)
-            members.setdefault((f"{SIGNALS_GROUP}/{name}", shot_and_rel(path)[1]), []).append((shot, info, dims))
-            for rel in {r for axis in dims for r in axis}:
-                uses[rel] = uses.get(rel, 0) + 1
+    members, uses = _signal_members(signals, packed_signals, prefix)
     dupes = _keep_most_used(
         duplicate_scales(packed_scales.values(), scale_digests, template), packed_scales,
-        lambda p: uses.get(shot_and_rel(p)[1], 0),
+        lambda p: uses.get(_shot_and_rel(prefix, p)[1], 0),
     )
-    same_as: dict[str, dict[str, list[str]]] = {}
-    for path, info in packed_scales.items():
-        shot, rel = shot_and_rel(path)
-        members.setdefault((f"{SCALES_GROUP}/{rel}", rel), [])
-        if path in dupes:
-            same_as.setdefault(rel, {}).setdefault(shot_and_rel(dupes[path])[1], []).append(shot)
-        else:
-            members[(f"{SCALES_GROUP}/{rel}", rel)].append((shot, info, ((),) * len(info.shape)))
+    same_as = _scale_members(packed_scales, dupes, prefix, members)
     series = [
         _build_series(group, rel, rows, {k: tuple(sorted(v, key=natural_key)) for k, v in same_as.get(rel, {}).items()})
         for (group, rel), rows in sorted(members.items())
@@ -348,6 +298,84 @@ def plan_signal_major(
         skipped=tuple(skipped), tasks=tasks, task_bytes=budget, series=tuple(series), groups=groups,
         layout=layout, merged_scales=len(dupes),
     )
+
+
+def _check_options(options: ConvertOptions) -> str:
+    """The template, once the options can make this layout."""
+    if options.compressor.name == "source":
+        raise InvalidOptionError(
+            "Expected a compressor for --layout signal-major, which packs signals of many shots into one "
+            "array and so re-encodes them; --compressor source copies chunks and needs --layout shot-major. "
+            "Got --compressor source."
+        )
+    template = "/" + options.template.strip("/")
+    if template.index("{shot}") > template.index("{signal}"):
+        raise InvalidOptionError(
+            f"--layout signal-major needs {{shot}} before {{signal}} in the template (the signals of a shot "
+            f"lie under the shot). Got {template!r}."
+        )
+    return template
+
+
+def _shot_and_rel(prefix: Any, path: str) -> tuple[str, str]:
+    """(shot, path relative to the shot) of a path inside a shot."""
+    m = prefix.match(path)
+    assert m is not None
+    return m.group("shot"), path[m.end():]
+
+
+def _scale_refs(prefix: Any, info: ArrayInfo, shot: str) -> tuple[tuple[str, ...], ...]:
+    """Per axis, the scales of a signal: relative to its shot, or absolute outside every shot."""
+    out = []
+    for axis in info.dim_scales:
+        axis_refs = []
+        for scale in axis:
+            m = prefix.match(scale)
+            if m is None:
+                axis_refs.append(scale)  # outside every shot: mirrored, referenced by path
+            elif m.group("shot") != shot:
+                raise UnsupportedFeatureError(
+                    info.path, f"a dimension scale in another shot ({scale})",
+                    "convert it with --layout shot-major.",
+                )
+            else:
+                axis_refs.append(scale[m.end():])
+        out.append(tuple(axis_refs))
+    return tuple(out)
+
+
+Members = dict[tuple[str, str], list[tuple[str, ArrayInfo, tuple[tuple[str, ...], ...]]]]
+
+
+def _signal_members(signals: dict[str, tuple[str, str]], packed: dict[str, ArrayInfo],
+                    prefix: Any) -> tuple[Members, dict[str, int]]:
+    """Each signal series' shots ((series group, path in the shot) -> (shot, dataset,
+    scales)), and how many signals use each scale (by its path in the shot)."""
+    members: Members = {}
+    uses: dict[str, int] = {}
+    for path, (shot, name) in signals.items():
+        if path in packed:
+            info = packed[path]
+            dims = _scale_refs(prefix, info, shot)
+            members.setdefault((f"{SIGNALS_GROUP}/{name}", _shot_and_rel(prefix, path)[1]), []).append((shot, info, dims))
+            for rel in {r for axis in dims for r in axis}:
+                uses[rel] = uses.get(rel, 0) + 1
+    return members, uses
+
+
+def _scale_members(packed: dict[str, ArrayInfo], dupes: dict[str, str], prefix: Any,
+                   members: Members) -> dict[str, dict[str, list[str]]]:
+    """Add each scale series' shots to ``members``; return, per scale series, the shots
+    in which it repeats another scale of the shot (stored once, there)."""
+    same_as: dict[str, dict[str, list[str]]] = {}
+    for path, info in packed.items():
+        shot, rel = _shot_and_rel(prefix, path)
+        members.setdefault((f"{SCALES_GROUP}/{rel}", rel), [])
+        if path in dupes:
+            same_as.setdefault(rel, {}).setdefault(_shot_and_rel(prefix, dupes[path])[1], []).append(shot)
+        else:
+            members[(f"{SCALES_GROUP}/{rel}", rel)].append((shot, info, ((),) * len(info.shape)))
+    return same_as
 
 
 def _keep_most_used(dupes: dict[str, str], packed: dict[str, ArrayInfo], uses: Any) -> dict[str, str]:

@@ -16,8 +16,8 @@ from layoutkit.errors import LayoutkitError
 from layoutkit.options import format_size
 
 
-@app.command()
 # long: typer declares each of the 18 options as a parameter; the body builds the options, runs, prints.
+@app.command()
 def advise(
     src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 file to find a layout for: a path, or s3://bucket/key.h5.")],
     patterns: Annotated[str, typer.Option(help="The reads to optimise for, NAME=WEIGHT: shot, signal, scan, subset, axis, open (default shot=1,signal=1 for a shot archive, else scan=1,subset=1).")] = "",

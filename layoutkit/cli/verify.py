@@ -15,9 +15,9 @@ from layoutkit.cli.running import STORAGE_HELP
 from layoutkit.errors import LayoutkitError
 
 
-@app.command()
 # long: typer declares each of the 18 options as a parameter (the signature is a third of it); the body
 # builds the options, runs, and prints what came.
+@app.command()
 def verify(
     src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from: a path, or s3://bucket/key.h5.")],
     variants: Annotated[list[str], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")],

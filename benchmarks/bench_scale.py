@@ -12,7 +12,7 @@ The plan (``layoutkit.pipeline.plan``, no I/O beyond the walk) predicts the coun
 matter at scale: tasks, objects written (one PUT each: every chunk or shard of every
 array, every metadata document), bytes written; the run measures them. The report
 prints predicted against measured, and the per-dataset and per-object request counts the
-README's "At 100 TB" section scales to 500,000 shots. Writes ``benchmarks/out/scale.json``.
+docs/scale.md ("At 100 TB") scales to 500,000 shots. Writes ``benchmarks/out/scale.json``.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def summarize(r: dict) -> None:
     if datasets:
         print(f"\nGETs per source dataset: {gets / datasets:.2f}; PUT-class requests per object: "
               f"{puts / max(1, m['objects']):.2f}; {r['source_bytes'] / m['seconds'] / 1e6:.1f} MB/s for the whole run.")
-    print("The README's 'At 100 TB' section scales these per-dataset and per-object counts; it does not scale "
+    print("docs/scale.md ('At 100 TB') scales these per-dataset and per-object counts; it does not scale "
           "tasks or time by bytes (the sample's signals are ~35x smaller than the archive's).")
 
 

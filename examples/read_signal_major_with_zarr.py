@@ -3,7 +3,7 @@
     python examples/read_signal_major_with_zarr.py STORE.zarr [SIGNAL]
     python examples/read_signal_major_with_zarr.py            # writes a small one first
 
-The layout (README, "signal-major Zarr"): ``/signals/<SIGNAL>/data`` holds every shot's
+The layout (docs/formats/signal-major.md): ``/signals/<SIGNAL>/data`` holds every shot's
 samples end to end; ``shot``, ``start`` and ``length`` say where each shot's rows are.
 """
 

@@ -8,7 +8,7 @@ It returns a list of :class:`Mismatch`; an empty list means equal.
 
 The comparators are written from what the formats document, not from the writers'
 code: zarr's metadata, xarray's conventions (``_FillValue`` as base64 of a double in v3
-attributes, ``dimension_names`` / ``_ARRAY_DIMENSIONS``) and the README's rules for
+attributes, ``dimension_names`` / ``_ARRAY_DIMENSIONS``) and the type rules (``docs/formats/index.md``) for
 attributes and types. Nothing here imports :mod:`layoutkit.layouts` or
 :mod:`layoutkit.writers`, so an encoding bug in a writer cannot hide from ``verify``.
 
@@ -40,7 +40,7 @@ from layoutkit.readers.base import scan_grid
 
 
 def expected_dtype(info: ArrayInfo) -> np.dtype | type:
-    """The dtype the README promises in Zarr for a source dataset: text for strings and
+    """The dtype the type rules promise in Zarr for a source dataset: text for strings and
     references, the base integer for enums, the same numbers (any byte order) otherwise."""
     if info.kind in ("string", "reference"):
         return str

@@ -1,4 +1,4 @@
-"""The pipeline, the registry and the storage seam, with the README's example layout:
+"""The pipeline, the registry and the storage seam, with the example layout (examples/npy_layout):
 a layout written outside layoutkit runs through the same sequence and passes the same
 round-trip tests as the shipped ones."""
 

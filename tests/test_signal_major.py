@@ -120,7 +120,7 @@ def test_sample_round_trip(shot_file: Path, tmp_path: Path) -> None:
 
 
 def test_xarray_reads_the_layout_without_layoutkit(shot_file: Path, tmp_path: Path) -> None:
-    """What the README says: open a signal's group, slice shot k by start and length,
+    """What docs/formats/signal-major.md says: open a signal's group, slice shot k by start and length,
     and find its time base in the series its dims name."""
     dst = tmp_path / "sample.zarr"
     convert(shot_file, dst, SHARDED)

@@ -253,7 +253,7 @@ def plain_attrs(attrs: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]
 
 def bytes_back(attrs: dict[str, Any]) -> dict[str, Any]:
     """Attributes as a reader gets them: the bytes that were not UTF-8 (stored as text
-    ``base64:...``, README "Attributes") back as bytes, e.g. Latin-1 units ``b"\\xb5m"``."""
+    ``base64:...``, the type rules, "Attributes") back as bytes, e.g. Latin-1 units ``b"\\xb5m"``."""
 
     def back(v: Any) -> Any:
         if isinstance(v, str) and v.startswith("base64:"):

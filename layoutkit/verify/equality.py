@@ -29,7 +29,7 @@ from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar
 
 def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None = None) -> list[str]:
     """The datasets a Zarr variant leaves out on purpose (``convert --skip-unsupported``),
-    as its ``layoutkit.json`` lists them (README: "Links"); none for an HDF5 variant."""
+    as its ``layoutkit.json`` lists them (docs/formats: "What every variant carries"); none for an HDF5 variant."""
     try:
         if is_icechunk(str(variant)):
             from zarr.core.buffer import default_buffer_prototype

@@ -214,7 +214,7 @@ def _requests(n: int) -> str:
 
 
 def answer_markdown(results: Sequence[Result], source: str) -> str:
-    """The answer as a markdown table (``summary.md``, and the README's)."""
+    """The answer as a markdown table (``summary.md``, and the README's demo table)."""
     rows = answers(results, source)
     varying = bool(_varying(results))
     head = ["read", *(["conditions"] if varying else []), "fastest", "seconds", "requests", "vs the source",

@@ -16,7 +16,7 @@ the consolidated metadata finds a shot without reading the index arrays) and add
 the arrays cannot hold: the dimension scales of each axis (as paths relative to the
 shot, resolved through the scale series), per-shot attributes that differ from the
 common ones on ``data``, and the shots in which a scale is a byte-identical copy of
-another scale of the shot (stored once, ``same_as``). ``README.md`` documents the layout
+another scale of the shot (stored once, ``same_as``). ``docs/formats/signal-major.md`` documents the layout
 for readers that are not layoutkit.
 
 This module is the layout's specification, imported by its writer, its reader and its

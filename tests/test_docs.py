@@ -1,0 +1,60 @@
+"""The documentation site: it builds with warnings as errors, its Python examples run,
+and it covers every command and every registered layout; the README stays a front door."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.rglob("*.md"))
+FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
+                           "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    assert "ConvertOptions" in api and "Raises" in api  # the reference is built from the docstrings
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if FENCE.search(p.read_text())], ids=lambda p: p.name)
+def test_a_page_s_python_examples_run(page: Path, tmp_path: Path) -> None:
+    """The page's Python blocks, in order, as one script (later blocks use earlier ones'
+    names), in a process of its own from the repository's root."""
+    code = "\n".join(FENCE.findall(page.read_text()))
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_every_command_has_a_page() -> None:
+    import typer
+
+    from layoutkit.cli import app
+
+    commands = set(typer.main.get_command(app).commands)
+    pages = {p.stem for p in (DOCS / "commands").glob("*.md")} | {"recipes"}
+    assert commands <= pages, commands - pages
+
+
+def test_every_registered_layout_has_a_format_page() -> None:
+    from layoutkit.layouts import LAYOUTS
+
+    assert {(DOCS / "formats" / f"{name}.md").is_file() for name in LAYOUTS} == {True}
+
+
+def test_the_readme_is_a_front_door() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / link).exists(), link

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import h5py
@@ -21,119 +21,15 @@ import numpy as np
 from layoutkit.errors import (
     CorruptSourceError,
 )
-from layoutkit.hdf5.attrs import attr_text, convert_attrs, decoded_name, read_attrs
+from layoutkit.hdf5.attrs import attr_text, convert_attrs, read_attrs
 from layoutkit.hdf5.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket
 from layoutkit.hdf5.files import first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
-from layoutkit.hdf5.walkers import Walkers
+from layoutkit.hdf5.model import ArrayInfo, FilterInfo, GroupInfo, Inventory, LinkInfo
+from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
 from layoutkit.storage import ObjectSource
 
 NETCDF_DIM_ONLY_PREFIX = "This is a netCDF dimension but not a netCDF variable"
-
-@dataclass(frozen=True)
-class FilterInfo:
-    """One stage of a dataset's HDF5 filter pipeline."""
-
-    id: int
-    name: str
-    options: tuple[int, ...]
-    available: bool
-
-
-@dataclass(frozen=True)
-class ArrayInfo:
-    """Everything planning needs to know about one HDF5 dataset.
-
-    ``kind`` is one of ``numeric``, ``bool``, ``string``, ``bytes``, ``compound``,
-    ``enum``, ``opaque``, ``reference``, ``vlen``; ``dims`` holds one dimension name per
-    axis (scale names, or ``phony_dim_N``).
-    """
-
-    path: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    kind: str
-    layout: str
-    chunks: tuple[int, ...] | None
-    filters: tuple[FilterInfo, ...]
-    fill_value: Any
-    attrs: dict[str, Any]
-    dims: tuple[str, ...]
-    dim_scales: tuple[tuple[str, ...], ...]
-    is_scale: bool
-    storage_bytes: int
-    enum_mapping: dict[str, int] | None = None
-    external: bool = False
-    dim_only: bool = False
-    null_space: bool = False
-    offset: int | None = None  # file offset of contiguous raw data (None: never written)
-    maxshape: tuple[int | None, ...] | None = None  # None on an axis: unlimited (None: as shape)
-    # a chunked dataset's index when it has few chunks (one B-tree leaf): (origin, offset,
-    # size, filter mask) of each allocated chunk, read with its storage size; None: not
-    # recorded (many chunks), readers ask the file
-    chunk_entries: tuple[tuple[tuple[int, ...], int, int, int], ...] | None = None
-    address: int | None = None  # the object's address in the source file (None: not walked)
-
-    @property
-    def extendible(self) -> bool:
-        """Whether an axis may grow (netCDF's unlimited dimensions): HDF5 then needs chunks."""
-        return self.maxshape is not None and tuple(self.maxshape) != self.shape
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-    @property
-    def name(self) -> str:
-        return self.path.rsplit("/", 1)[-1]
-
-
-@dataclass(frozen=True)
-class GroupInfo:
-    path: str
-    attrs: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class LinkInfo:
-    """A link that is not the first hard link to its object."""
-
-    path: str
-    kind: str  # "hard" | "soft" | "external"
-    target: str
-    target_file: str | None = None
-
-
-@dataclass(frozen=True)
-class Inventory:
-    """The walked hierarchy of one HDF5 source."""
-
-    path: str
-    userblock_size: int
-    is_netcdf4: bool
-    groups: tuple[GroupInfo, ...]
-    arrays: tuple[ArrayInfo, ...]
-    links: tuple[LinkInfo, ...]
-    attr_notes: tuple[str, ...] = field(default=())
-
-    def array(self, path: str) -> ArrayInfo:
-        for a in self.arrays:
-            if a.path == path:
-                return a
-        raise KeyError(path)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays)
-
-
-# ---------------------------------------------------------------------------------
-# attributes
-
-
-# ---------------------------------------------------------------------------------
-# datasets
-
 
 def classify_dtype(dtype: np.dtype) -> str:
     """Name the kind of an h5py dtype (see :class:`ArrayInfo`)."""
@@ -160,7 +56,7 @@ def classify_dtype(dtype: np.dtype) -> str:
     return "other"
 
 
-_LAYOUTS = {
+STORAGE_LAYOUTS = {
     h5py.h5d.COMPACT: "compact",
     h5py.h5d.CONTIGUOUS: "contiguous",
     h5py.h5d.CHUNKED: "chunked",
@@ -265,7 +161,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         shape=shape,
         dtype=dtype,
         kind=classify_dtype(dtype),
-        layout=_LAYOUTS.get(layout, "other"),
+        layout=STORAGE_LAYOUTS.get(layout, "other"),
         chunks=tuple(ds_chunks) if ds_chunks else None,
         filters=_filters(plist),
         fill_value=_fill_value(ds),
@@ -314,9 +210,6 @@ def _attached(dsid: h5py.h5d.DatasetID, axis: int) -> tuple[int, ...]:
     return tuple(found)
 
 
-PARALLEL_MIN_DATASETS = 3000
-
-
 def _records(source: str, paths: list[str], is_netcdf4: bool) -> list[tuple[_Record, list[str]]]:
     """Records of ``paths``, in order, each with the notes reading it made; read in this
     process (a walker's whole job)."""
@@ -328,140 +221,46 @@ def _records(source: str, paths: list[str], is_netcdf4: bool) -> list[tuple[_Rec
     return out
 
 
-def _links(group: h5py.Group) -> list[tuple[bytes, int]]:
-    """A group's links, ``(name, link type)``, in the order h5py lists them."""
-    gid = group.id
-    return [(name, gid.links.get_info(name).type) for name in gid]
+def _records_of(walk: LinkWalk, source_path: str, is_netcdf4: bool) -> list[_Record]:
+    """Every dataset's record, in walk order: in the walkers when there are many."""
+    if walk.walkers is not None and len(walk.dataset_paths) >= PARALLEL_MIN_DATASETS:
+        read = walk.walkers.map(_records, str(source_path), walk.dataset_paths, is_netcdf4)
+        walk.notes.extend(n for _, ns in read for n in ns)
+        return [r for r, _ in read]
+    return [_record(walk.f[p], p, walk.f, walk.notes, is_netcdf4) for p in walk.dataset_paths]
 
 
-class _Walk:
-    """One walk of a file's hierarchy: groups and their attributes, links, and the paths
-    of its datasets (whose records are read afterwards, here or in walker processes)."""
-
-    def __init__(self, f: h5py.File, workers: int) -> None:
-        self.f = f
-        self.notes: list[str] = []
-        self.groups: list[GroupInfo] = []
-        self.dataset_paths: list[str] = []
-        self.links: list[LinkInfo] = []
-        self.seen: dict[int, str] = {}  # object address -> the first path the walk reached it by
-        self.raw_attrs: dict[str, dict[str, Any]] = {}
-        self.netcdf_hints = ["_NCProperties" in f.attrs]
-        self.walkers = Walkers(workers) if workers > 1 else None
-
-    def visit(self, group: h5py.Group, group_path: str) -> None:
-        # paths are tracked here: h5py's .name asks HDF5 to search for one (slow)
-        self.raw_attrs[group_path] = read_attrs(group, self.f, self.notes)
-        self.groups.append(GroupInfo(group_path, {}))
-        for raw_name, kind in _links(group):
-            name = decoded_name(raw_name)
-            if kind == h5py.h5l.TYPE_HARD and isinstance(name, str):
-                self.hard(group, raw_name, group_path.rstrip("/") + "/" + name)
-            else:
-                self.other(group, name, group_path)
-
-    def hard(self, group: h5py.Group, raw_name: bytes, child_path: str) -> None:
-        """A hard link: its address from the link (asked here, per link), its kind from
-        the identifier HDF5 opens; a second link to a seen object opens nothing. Opening
-        every object through h5py took 6x as long (2.4 s for 24,387 objects). Memory,
-        measured with HDF5 2.0 on the 500-shot sample (47,350 datasets): ``h5o.get_info``
-        by name peaked at 726 MiB (each call holds ~7 kB until the file closes), and
-        reading every link's address up front in :func:`_links` at 652 MiB; this walk
-        peaks at 226 MiB (the walk before either change: 265 MiB)."""
-        addr = group.id.links.get_info(raw_name).u
-        if addr in self.seen:
-            self.links.append(LinkInfo(child_path, "hard", self.seen[addr]))
-            return
-        try:
-            oid = h5py.h5o.open(group.id, raw_name)
-        except (KeyError, OSError) as exc:
-            self.notes.append(f"{child_path}: unreadable object ({first_line(exc)})")
-            return
-        self.seen[addr] = child_path
-        if isinstance(oid, h5py.h5g.GroupID):
-            self.visit(h5py.Group(oid), child_path)
-        elif isinstance(oid, h5py.h5d.DatasetID):
-            if len(self.dataset_paths) < 50:
-                if h5py.h5a.exists(oid, b"_Netcdf4Dimid") or h5py.h5a.exists(oid, b"_Netcdf4Coordinates"):
-                    self.netcdf_hints.append(True)
-            self.add_dataset(child_path)
-        else:  # committed datatype
-            self.notes.append(f"{child_path}: committed datatype (recorded, not an array)")
-
-    def other(self, group: h5py.Group, name: Any, group_path: str) -> None:
-        """A soft, external or user-defined link, or a name that is not UTF-8, as h5py
-        sees it."""
-        child_path = group_path.rstrip("/") + "/" + name
-        link = group.get(name, getlink=True)
-        if isinstance(link, h5py.SoftLink):
-            self.links.append(LinkInfo(child_path, "soft", link.path))
-            return
-        if isinstance(link, h5py.ExternalLink):
-            self.links.append(LinkInfo(child_path, "external", link.path, link.filename))
-            return
-        try:
-            obj = group[name]
-        except (KeyError, OSError) as exc:
-            self.notes.append(f"{child_path}: unreadable object ({first_line(exc)})")
-            return
-        addr = h5py.h5o.get_info(obj.id).addr
-        if addr in self.seen:
-            self.links.append(LinkInfo(child_path, "hard", self.seen[addr]))
-            return
-        self.seen[addr] = child_path
-        if isinstance(obj, h5py.Group):
-            self.visit(obj, child_path)
-        elif isinstance(obj, h5py.Dataset):
-            if len(self.dataset_paths) < 50 and ("_Netcdf4Dimid" in obj.attrs or "_Netcdf4Coordinates" in obj.attrs):
-                self.netcdf_hints.append(True)
-            self.add_dataset(child_path)
-        else:  # committed datatype
-            self.notes.append(f"{child_path}: committed datatype (recorded, not an array)")
-
-    def add_dataset(self, path: str) -> None:
-        self.dataset_paths.append(path)
-        if self.walkers is not None and len(self.dataset_paths) == PARALLEL_MIN_DATASETS:
-            self.walkers.start()  # their start overlaps the rest of the walk
-
-    def records(self, source_path: str, is_netcdf4: bool) -> list[_Record]:
-        """Every dataset's record, in walk order: in the walkers when there are many."""
-        if self.walkers is not None and len(self.dataset_paths) >= PARALLEL_MIN_DATASETS:
-            read = self.walkers.map(_records, str(source_path), self.dataset_paths, is_netcdf4)
-            self.notes.extend(n for _, ns in read for n in ns)
-            return [r for r, _ in read]
-        return [_record(self.f[p], p, self.f, self.notes, is_netcdf4) for p in self.dataset_paths]
-
-    def inventory(self, source_path: str, records: list[_Record], is_netcdf4: bool) -> Inventory:
-        # canonical paths of hard-linked objects: the first path the walk reached
-        dims = _dimension_names(records, self.seen)
-        address = {path: addr for addr, path in self.seen.items()}
-        arrays = []
-        for rec in records:
-            names, scales = dims[rec.path]
-            arrays.append(ArrayInfo(**rec.info, attrs=rec.attrs, dims=names, dim_scales=scales,
-                                    dim_only=is_netcdf4 and rec.dim_only, address=address.get(rec.path)))
-        groups = [GroupInfo(g.path, convert_attrs(self.raw_attrs[g.path], self.f, is_netcdf4)) for g in self.groups]
-        return Inventory(
-            path=str(source_path),
-            userblock_size=int(self.f.userblock_size),
-            is_netcdf4=is_netcdf4,
-            groups=tuple(groups),
-            arrays=tuple(arrays),
-            links=tuple(self.links),
-            attr_notes=tuple(self.notes),
-        )
+def _inventory(walk: LinkWalk, source_path: str, records: list[_Record], is_netcdf4: bool) -> Inventory:
+    # canonical paths of hard-linked objects: the first path the walk reached
+    dims = _dimension_names(records, walk.seen)
+    address = {path: addr for addr, path in walk.seen.items()}
+    arrays = []
+    for rec in records:
+        names, scales = dims[rec.path]
+        arrays.append(ArrayInfo(**rec.info, attrs=rec.attrs, dims=names, dim_scales=scales,
+                                dim_only=is_netcdf4 and rec.dim_only, address=address.get(rec.path)))
+    groups = [GroupInfo(g.path, convert_attrs(walk.raw_attrs[g.path], walk.f, is_netcdf4)) for g in walk.groups]
+    return Inventory(
+        path=str(source_path),
+        userblock_size=int(walk.f.userblock_size),
+        is_netcdf4=is_netcdf4,
+        groups=tuple(groups),
+        arrays=tuple(arrays),
+        links=tuple(walk.links),
+        attr_notes=tuple(walk.notes),
+    )
 
 
 def _walk(f: h5py.File, source_path: str, workers: int = 1) -> Inventory:
-    walk = _Walk(f, workers)
+    walk = LinkWalk(f, workers)
     try:
         walk.visit(f, "/")
         is_netcdf4 = any(walk.netcdf_hints)
-        records = walk.records(source_path, is_netcdf4)
+        records = _records_of(walk, source_path, is_netcdf4)
     finally:
         if walk.walkers is not None:
             walk.walkers.close()
-    return walk.inventory(source_path, records, is_netcdf4)
+    return _inventory(walk, source_path, records, is_netcdf4)
 
 
 def _dimension_names(
@@ -529,3 +328,7 @@ def _dimension_names(
             out[path] = (tuple(names), tuple(scales))
         visible[group_path] = group_sizes
     return out
+
+
+__all__ = ["NETCDF_DIM_ONLY_PREFIX", "PARALLEL_MIN_DATASETS", "STORAGE_LAYOUTS", "ArrayInfo", "FilterInfo", "GroupInfo",
+           "Inventory", "LinkInfo", "classify_dtype", "read_inventory"]

@@ -18,14 +18,13 @@ from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.hdf5.attrs import read_attrs
 from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import filter_name, level_of
-from layoutkit.hdf5.inventory import PARALLEL_MIN_DATASETS
+from layoutkit.hdf5.inventory import STORAGE_LAYOUTS
 from layoutkit.hdf5.libhdf5 import file_info
+from layoutkit.hdf5.walk import NETCDF4_HINT_DATASETS, PARALLEL_MIN_DATASETS, netcdf4_hint, walk_objects
 from layoutkit.hdf5.walkers import Walkers
 from layoutkit.inspect.report import FileSpace, InspectReport, Tally, present_part, recorded_provenance
 from layoutkit.plan import DEFAULT_PAGE_BYTES, compile_template
 from layoutkit.storage import ObjectSource
-
-NETCDF4_DATASET_ATTRS = (b"_Netcdf4Dimid", b"_Netcdf4Coordinates")  # what netCDF-C writes on variables
 
 REGION_BYTES = DEFAULT_PAGE_BYTES  # metadata "spread": object headers in how many 8 MiB stretches
 
@@ -40,8 +39,6 @@ FSPACE_STRATEGIES = {
     h5py.h5f.FSPACE_STRATEGY_NONE: "H5F_FSPACE_STRATEGY_NONE",
 }
 
-_LAYOUTS = {h5py.h5d.COMPACT: "compact", h5py.h5d.CONTIGUOUS: "contiguous", h5py.h5d.CHUNKED: "chunked",
-            h5py.h5d.VIRTUAL: "virtual"}
 
 def _pipeline(filters: list[tuple[int, tuple[int, ...], str]]) -> tuple[str, list[str]]:
     """("shuffle+gzip:4", ["shuffle", "gzip"]) for a dataset's filter pipeline."""
@@ -99,45 +96,6 @@ def _scale_content(f: h5py.File, dsid: h5py.h5d.DatasetID, shape: tuple[int, ...
     content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
     attrs = read_attrs(h5py.Dataset(dsid), f, [], is_scale=True)
     return (data.dtype.str, shape, hashlib.sha256(content).hexdigest(), repr(sorted((k, repr(v)) for k, v in attrs.items())))
-
-class _Walk(NamedTuple):
-    """What the walk of the objects found: each dataset's name, the metadata bytes of
-    the object headers and their indexes and heaps, and where the headers are."""
-
-    datasets: list[bytes]
-    groups: int
-    metadata_bytes: int
-    header_addresses: list[int]
-
-
-def _walk_objects(fid: Any, walkers: Walkers | None) -> _Walk:
-    """Every object once (``H5Ovisit``: one call into HDF5 for the whole file); the
-    walkers start as soon as the file turns out to have many datasets, so that their
-    start overlaps the rest of the walk."""
-    seen: set[int] = set()
-    datasets: list[bytes] = []
-    addresses: list[int] = []
-    counts = {"groups": 0, "meta": 0}
-
-    def visit(name: bytes, info: Any) -> None:
-        if info.addr in seen:
-            return
-        seen.add(info.addr)
-        addresses.append(info.addr)
-        ms = info.meta_size
-        counts["meta"] += info.hdr.space.total + ms.obj.index_size + ms.obj.heap_size + ms.attr.index_size \
-            + ms.attr.heap_size
-        if info.type == h5py.h5o.TYPE_GROUP:
-            counts["groups"] += 1
-        elif info.type == h5py.h5o.TYPE_DATASET:
-            datasets.append(name)
-            if walkers is not None and len(datasets) == PARALLEL_MIN_DATASETS:
-                walkers.start()
-
-    visit(b".", h5py.h5o.get_info(fid))
-    h5py.h5o.visit(fid, visit, info=True)
-    return _Walk(datasets, counts["groups"], counts["meta"], addresses)
-
 
 def _read_facts(f: h5py.File, source: Any, datasets: list[bytes], walkers: Walkers | None,
                 progress: Callable[[int, int], None] | None) -> list[_DatasetFacts]:
@@ -201,7 +159,7 @@ def inspect_hdf5(path: Path, template: str, workers: int = 1,
     with open_source(path) as f:
         walkers = Walkers(workers) if workers > 1 and not isinstance(path, ObjectSource) else None
         try:
-            walk = _walk_objects(f.id, walkers)
+            walk = walk_objects(f.id, walkers)
             facts = _read_facts(f, path, walk.datasets, walkers, progress)
         finally:
             if walkers is not None:
@@ -255,7 +213,7 @@ def _dataset_facts(f: h5py.File, name: bytes, index: int) -> _DatasetFacts:
     path = "/" + name.decode("utf-8", "surrogateescape") if name != b"." else "/"
     dsid = h5py.h5d.open(f.id, name)
     dcpl = dsid.get_create_plist()
-    layout = _LAYOUTS.get(dcpl.get_layout(), "other")
+    layout = STORAGE_LAYOUTS.get(dcpl.get_layout(), "other")
     space = dsid.get_space()
     null = space.get_simple_extent_type() == h5py.h5s.NULL
     shape = None if null else tuple(int(n) for n in space.shape)
@@ -278,7 +236,7 @@ def _dataset_facts(f: h5py.File, name: bytes, index: int) -> _DatasetFacts:
         piece = (present_part(logical, shape or (), dcpl.get_chunk(), len(sizes)), tuple(sizes), True)
     elif storage and not external:
         piece = (storage, (storage,), False)
-    hint = index < 50 and any(h5py.h5a.exists(dsid, n) for n in NETCDF4_DATASET_ATTRS)
+    hint = index < NETCDF4_HINT_DATASETS and netcdf4_hint(dsid)
     scale = (_scale_content(f, dsid, shape, logical),) if h5py.h5ds.is_scale(dsid) else None
     return _DatasetFacts(path, logical, "external" if external else layout, pipeline, tuple(names), tuple(missing),
                          storage, piece, hint, scale)

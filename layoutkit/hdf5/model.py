@@ -1,0 +1,117 @@
+"""What a walk of an HDF5 source finds, as plain frozen dataclasses: every layout plans
+from them without touching the file again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FilterInfo:
+    """One stage of a dataset's HDF5 filter pipeline."""
+
+    id: int
+    name: str
+    options: tuple[int, ...]
+    available: bool
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """Everything planning needs to know about one HDF5 dataset.
+
+    ``kind`` is one of ``numeric``, ``bool``, ``string``, ``bytes``, ``compound``,
+    ``enum``, ``opaque``, ``reference``, ``vlen``; ``dims`` holds one dimension name per
+    axis (scale names, or ``phony_dim_N``).
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    kind: str
+    layout: str
+    chunks: tuple[int, ...] | None
+    filters: tuple[FilterInfo, ...]
+    fill_value: Any
+    attrs: dict[str, Any]
+    dims: tuple[str, ...]
+    dim_scales: tuple[tuple[str, ...], ...]
+    is_scale: bool
+    storage_bytes: int
+    enum_mapping: dict[str, int] | None = None
+    external: bool = False
+    dim_only: bool = False
+    null_space: bool = False
+    offset: int | None = None  # file offset of contiguous raw data (None: never written)
+    maxshape: tuple[int | None, ...] | None = None  # None on an axis: unlimited (None: as shape)
+    # a chunked dataset's index when it has few chunks (one B-tree leaf): (origin, offset,
+    # size, filter mask) of each allocated chunk, read with its storage size; None: not
+    # recorded (many chunks), readers ask the file
+    chunk_entries: tuple[tuple[tuple[int, ...], int, int, int], ...] | None = None
+    address: int | None = None  # the object's address in the source file (None: not walked)
+
+    @property
+    def extendible(self) -> bool:
+        """Whether an axis may grow (netCDF's unlimited dimensions): HDF5 then needs chunks."""
+        return self.maxshape is not None and tuple(self.maxshape) != self.shape
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    path: str
+    attrs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LinkInfo:
+    """A link that is not the first hard link to its object."""
+
+    path: str
+    kind: str  # "hard" | "soft" | "external"
+    target: str
+    target_file: str | None = None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The walked hierarchy of one HDF5 source."""
+
+    path: str
+    userblock_size: int
+    is_netcdf4: bool
+    groups: tuple[GroupInfo, ...]
+    arrays: tuple[ArrayInfo, ...]
+    links: tuple[LinkInfo, ...]
+    attr_notes: tuple[str, ...] = field(default=())
+
+    def array(self, path: str) -> ArrayInfo:
+        for a in self.arrays:
+            if a.path == path:
+                return a
+        raise KeyError(path)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+
+# ---------------------------------------------------------------------------------
+# attributes
+
+
+# ---------------------------------------------------------------------------------
+# datasets
+
+
+__all__ = ["ArrayInfo", "FilterInfo", "GroupInfo", "Inventory", "LinkInfo"]

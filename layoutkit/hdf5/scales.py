@@ -24,6 +24,14 @@ from layoutkit.plan import compile_template
 ScaleDigest = tuple[Any, ...]
 
 
+def scale_digest(data: np.ndarray, attrs: dict[str, Any]) -> ScaleDigest:
+    """A scale's fingerprint: dtype, shape, SHA-256 of its values and its attributes
+    (what ``reorder`` and signal-major compare, and ``inspect`` counts)."""
+    content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
+    return (data.dtype.str, tuple(data.shape), hashlib.sha256(content).hexdigest(),
+            tuple(sorted((k, repr(v)) for k, v in attrs.items())))
+
+
 def _candidates(inventory: Inventory, template: str) -> list[ArrayInfo]:
     _, prefix = compile_template(template)
     return [
@@ -51,10 +59,7 @@ def read_scale_digests(
         out = {}
         for info in scales:
             data = np.ascontiguousarray(reader.read(info.path, tuple((0, s) for s in info.shape)))
-            attrs = {k: repr(v) for k, v in info.attrs.items()}
-            out[info.path] = (
-                info.dtype.str, info.shape, hashlib.sha256(data.tobytes()).hexdigest(), tuple(sorted(attrs.items()))
-            )
+            out[info.path] = scale_digest(data, dict(info.attrs))
         return out
     finally:
         if own:
@@ -85,4 +90,4 @@ def find_duplicate_scales(source: str | os.PathLike, inventory: Inventory, templ
     return duplicate_scales(inventory.arrays, read_scale_digests(source, inventory, template), template)
 
 
-__all__ = ["ScaleDigest", "duplicate_scales", "find_duplicate_scales", "read_scale_digests"]
+__all__ = ["ScaleDigest", "scale_digest", "duplicate_scales", "find_duplicate_scales", "read_scale_digests"]

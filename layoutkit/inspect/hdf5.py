@@ -5,7 +5,6 @@ and dimension scales compared by content."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import filter_name, level_of
 from layoutkit.hdf5.inventory import STORAGE_LAYOUTS
 from layoutkit.hdf5.libhdf5 import file_info
+from layoutkit.hdf5.scales import scale_digest
 from layoutkit.hdf5.walk import NETCDF4_HINT_DATASETS, PARALLEL_MIN_DATASETS, netcdf4_hint, walk_objects
 from layoutkit.hdf5.walkers import Walkers
 from layoutkit.inspect.report import FileSpace, InspectReport, Tally, present_part, recorded_provenance
@@ -93,9 +93,7 @@ def _scale_content(f: h5py.File, dsid: h5py.h5d.DatasetID, shape: tuple[int, ...
             data = None
     if data is None:
         data = np.ascontiguousarray(h5py.Dataset(dsid)[()])
-    content = data.tobytes() if data.dtype.kind != "O" else repr(data.tolist()).encode()
-    attrs = read_attrs(h5py.Dataset(dsid), f, [], is_scale=True)
-    return (data.dtype.str, shape, hashlib.sha256(content).hexdigest(), repr(sorted((k, repr(v)) for k, v in attrs.items())))
+    return scale_digest(data, read_attrs(h5py.Dataset(dsid), f, [], is_scale=True))
 
 def _read_facts(f: h5py.File, source: Any, datasets: list[bytes], walkers: Walkers | None,
                 progress: Callable[[int, int], None] | None) -> list[_DatasetFacts]:

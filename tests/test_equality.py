@@ -12,7 +12,7 @@ import zarr
 
 from layoutkit.convert import convert
 from layoutkit.equality import compare_zarr
-from layoutkit.hdf5.compare import compare_hdf5
+from layoutkit.equality.hdf5 import compare_hdf5
 from layoutkit.reorder import ReorderOptions, reorder
 
 

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions
 from layoutkit.equality import compare_zarr
+from layoutkit.equality.hdf5 import compare_hdf5
 from layoutkit.errors import RecipeError
-from layoutkit.hdf5.compare import compare_hdf5
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards
 from layoutkit.recipes import (
     PROVENANCE_ATTR,

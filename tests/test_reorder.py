@@ -16,8 +16,8 @@ from roundtrip import LayoutRoundTrip
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
+from layoutkit.equality.hdf5 import compare_hdf5
 from layoutkit.errors import ChunkDecodeError, InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.hdf5.compare import compare_hdf5
 from layoutkit.plan import match_template
 from layoutkit.reorder import ReorderOptions, plan_reorder, reorder
 from layoutkit.storage.counting import CountingFile

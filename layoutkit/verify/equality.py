@@ -3,7 +3,7 @@
 A variant is located (a local path, a store in a bucket, an Icechunk version), its
 layout found through the registry (:mod:`layoutkit.layouts`: a Zarr store by what its
 root records), and that layout's comparator run; an HDF5 file of any origin is compared
-by :func:`~layoutkit.hdf5.compare.compare_hdf5`. The comparators decode what the formats
+by :func:`~layoutkit.equality.hdf5.compare_hdf5`. The comparators decode what the formats
 document: each imports its layout's reader and spec, never its writer
 (``tests/test_architecture.py``).
 """
@@ -18,9 +18,9 @@ import h5py
 import zarr
 
 from layoutkit.equality import Mismatch
+from layoutkit.equality.hdf5 import compare_hdf5
 from layoutkit.errors import LayoutkitError
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
-from layoutkit.hdf5.compare import compare_hdf5
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
 from layoutkit.storage import ObjectSource, is_url, store_at

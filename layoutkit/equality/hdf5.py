@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.equality import Mismatch, equal_values, without_provenance
+from layoutkit.equality.values import Mismatch, equal_values
+from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.files import first_line, open_h5
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.hdf5.source import SourceReader

@@ -1,4 +1,4 @@
-"""Equality of a variant with its HDF5 source: the comparisons every layout's comparator uses.
+"""Equality of a Zarr variant with its HDF5 source: the comparisons every Zarr layout's comparator uses.
 
 :func:`compare_zarr` walks the source inventory and checks, for every array, that the
 store has it at the same path with the same shape, an equivalent dtype, the same fill
@@ -20,95 +20,21 @@ A layout's comparator (``layouts/<layout>/compare.py``) composes these.
 
 from __future__ import annotations
 
-import base64
-import struct
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zarr
 
+from layoutkit.equality.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
 from layoutkit.hdf5.source import SourceReader
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
-
-
-def expected_dtype(info: ArrayInfo) -> np.dtype | type:
-    """The dtype the type rules promise in Zarr for a source dataset: text for strings and
-    references, the base integer for enums, the same numbers (any byte order) otherwise."""
-    if info.kind in ("string", "reference"):
-        return str
-    if info.kind == "enum" or not info.dtype.names:
-        return np.dtype(info.dtype.str)
-    return info.dtype
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    """One difference between a variant and its source."""
-
-    variant: str
-    path: str
-    what: str  # "missing", "shape", "dtype", "values", "fill_value", "attribute", "dims", "group"
-    detail: str
-
-    def __str__(self) -> str:
-        return f"{self.variant}: {self.path}: {self.what}: {self.detail}"
-
-
-def equal_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Element-wise equality, NaN equal to NaN, structured types compared by bytes (or
-    field by field when a field holds variable-length objects)."""
-    if a.dtype.names and b.dtype.names and (a.dtype.hasobject or b.dtype.hasobject):
-        result = np.ones(a.shape, dtype=bool)
-        for name in a.dtype.names:
-            fa, fb = a[name], b[name]
-            eq = equal_values(fa, fb)
-            result &= eq.reshape(fa.shape[: a.ndim] + (-1,)).all(axis=-1) if eq.ndim > a.ndim else eq
-        return result
-    if a.dtype.kind == "O" and b.dtype.kind == "O":
-        same = np.frompyfunc(lambda x, y: bool(np.array_equal(np.asarray(x), np.asarray(y))), 2, 1)
-        return np.asarray(same(a, b), dtype=bool)
-    if a.dtype.names or b.dtype.names or a.dtype.kind == "V":
-        a2 = np.ascontiguousarray(a).view(np.uint8).reshape(a.shape + (-1,))
-        b2 = np.ascontiguousarray(b.astype(a.dtype)).view(np.uint8).reshape(b.shape + (-1,))
-        return (a2 == b2).all(axis=-1)
-    if a.dtype.kind in "fc":
-        return (a == b) | (np.isnan(a) & np.isnan(b))
-    if a.dtype.kind in "OUT" or b.dtype.kind in "OUT" or a.dtype != b.dtype and "String" in type(b.dtype).__name__:
-        return np.asarray(a.astype(object) == b.astype(object), dtype=bool)
-    return np.asarray(a == b)
-
-
-def decode_fill(v: Any, dtype: np.dtype) -> Any:
-    if isinstance(v, str) and dtype.kind == "f":
-        return struct.unpack("<d", base64.standard_b64decode(v))[0]
-    if isinstance(v, str) and dtype.kind == "S":
-        return base64.standard_b64decode(v)
-    return v
-
-
-def as_py(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else (v.decode() if isinstance(v, bytes) else v)
-
-
-def same_attr(a: Any, b: Any) -> bool:
-    """``a`` from the source (JSON-ready, NaN as a float), ``b`` as the store holds it."""
-    if isinstance(a, float) and isinstance(b, str) and b in NON_FINITE:
-        b = NON_FINITE[b]
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (np.isnan(a) and np.isnan(b))
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_attr(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_attr(a[k], b[k]) for k in a)
-    return a == b
 
 
 def compare_zarr(
@@ -373,16 +299,10 @@ def _check_packed_fill(archive: Any, row: Any, z: Any, dtype: np.dtype, info: Ar
 
 
 __all__ = [
-    "Mismatch",
-    "as_py",
     "compare_array",
     "compare_attrs",
     "compare_packed",
     "compare_packed_array",
     "compare_zarr",
-    "decode_fill",
-    "equal_values",
-    "expected_dtype",
-    "same_attr",
     "without_provenance",
 ]

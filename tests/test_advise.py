@@ -422,16 +422,14 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
     """--target: the candidates live in a bucket (a real S3 endpoint on loopback) and
     their requests are real; the bucket is empty again afterwards."""
     import boto3
-    import moto.server as moto_server
 
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    from layoutkit.testing import S3Endpoint
+
+    server = S3Endpoint(buckets=("scratch",))
     try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+        endpoint = server.url
         s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                           region_name="us-east-1")
-        s3.create_bucket(Bucket="scratch")
         env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
         out = tmp_path / "out"
         result = runner.invoke(app, [
@@ -477,7 +475,7 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
         assert s3.head_object(Bucket="archive", Key="campaign/shots.h5")["ETag"] == before
         assert [o["Key"] for o in s3.list_objects_v2(Bucket="archive")["Contents"]] == ["campaign/shots.h5"]
     finally:
-        server.stop()
+        server.close()
 
 
 

@@ -94,16 +94,11 @@ def test_icechunk_refusals_are_one_sentence(shot_file, tmp_path):
 @pytest.mark.timeout(300)
 def test_an_icechunk_repository_in_a_bucket(shot_file, tmp_path):
     """The same commit, with the repository under an s3:// prefix of a real S3 endpoint."""
-    import boto3
-    import moto.server as moto_server
+    from layoutkit.testing import S3Endpoint
 
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    server = S3Endpoint(buckets=("ice",))
     try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-                     region_name="us-east-1").create_bucket(Bucket="ice")
+        endpoint = server.url
         opts = ["--storage-option", f"endpoint_url={endpoint}", "--storage-option", "key=test",
                 "--storage-option", "secret=test", "--storage-option", "region=us-east-1"]
         result = run("convert", shot_file, "icechunk:s3://ice/archive", *opts)
@@ -111,4 +106,4 @@ def test_an_icechunk_repository_in_a_bucket(shot_file, tmp_path):
         storage = {"endpoint_url": endpoint, "key": "test", "secret": "test", "region": "us-east-1"}
         assert compare_variant(shot_file, "icechunk:s3://ice/archive", storage_options=storage) == []
     finally:
-        server.stop()
+        server.close()

@@ -1,5 +1,5 @@
-"""Destinations in a bucket: a real S3 endpoint on loopback (moto's ThreadedMotoServer,
-started here), the commands writing to it through obstore, and what a reader finds."""
+"""Destinations in a bucket: a real S3 endpoint on loopback (moto's server, started here
+in a process of its own), the commands writing to it through obstore, and what a reader finds."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import boto3
 import h5py
-import moto.server as moto_server
 import pytest
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
+from layoutkit.testing import S3Endpoint
 from layoutkit.verify.equality import compare_variant
 
 runner = CliRunner()
@@ -26,13 +26,8 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AW
 
 @pytest.fixture(scope="module")
 def endpoint():  # noqa: ANN201 - the endpoint URL
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
-    client(url).create_bucket(Bucket=BUCKET)
-    yield url
-    server.stop()
+    with S3Endpoint(buckets=(BUCKET,)) as server:  # moto, in a process of its own
+        yield server.url
 
 
 def client(url: str):  # noqa: ANN201 - a boto3 S3 client

@@ -4,8 +4,10 @@ sentence before any work, and the source is only ever opened read-only."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,34 @@ def check_source(path: str | os.PathLike) -> Path:
         raise NotHDF5Error(f"Source {str(p)!r} is not an HDF5 file (no HDF5 signature found).")
     return p
 
+_ON_FILE_OBJECTS: weakref.WeakSet[h5py.File] = weakref.WeakSet()
+_AT_EXIT: list[bool] = []
+
+
+def close_at_exit(f: h5py.File) -> h5py.File:
+    """Have ``f``, an HDF5 file opened on a Python file object, closed before the
+    interpreter finalizes, if it is still open then.
+
+    HDF5 closes the files left open when the process exits, after Python has finalized:
+    for a file on a Python file object (h5py's fileobj driver: a file in a bucket, or a
+    counting one) that close calls back into Python, which is gone, and the process dies
+    of a segmentation fault (exit 139) after the script's last line. Closed here first,
+    in an :mod:`atexit` handler, the file closes while Python still runs."""
+    if not _AT_EXIT:
+        atexit.register(_close_left_open)
+        _AT_EXIT.append(True)
+    _ON_FILE_OBJECTS.add(f)
+    return f
+
+
+def _close_left_open() -> None:
+    for f in list(_ON_FILE_OBJECTS):
+        try:
+            f.close()
+        except Exception:  # noqa: BLE001, S110 - at exit, a file that cannot close is let go
+            pass
+
+
 class _FileOverObject(h5py.File):
     """An HDF5 file in a bucket, read through its block-cached file object, which closes
     with it: h5py never closes a file object it was given, so the object's shared blocks
@@ -99,6 +129,7 @@ class _FileOverObject(h5py.File):
             fileobj.close()
             raise
         self._fileobj = fileobj
+        close_at_exit(self)
 
     def close(self) -> None:
         try:
@@ -133,4 +164,4 @@ def first_line(exc: BaseException) -> str:
     return text[0].rstrip(".") if text else type(exc).__name__
 
 
-__all__ = ["HDF5_SIGNATURE", "NETCDF3_MAGICS", "check_source", "first_line", "open_h5", "open_source"]
+__all__ = ["HDF5_SIGNATURE", "NETCDF3_MAGICS", "check_source", "close_at_exit", "first_line", "open_h5", "open_source"]

@@ -15,6 +15,7 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.attrs import attr_to_json
+from layoutkit.hdf5.files import close_at_exit
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
@@ -65,7 +66,7 @@ class HDF5Archive(Archive):
         self.page_buffer = page_buffer
         self._scale_paths: dict[int, str] = {}
         try:
-            self.f = h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {}))
+            self.f = close_at_exit(h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {})))
         except OSError as exc:
             self._file.close()
             if page_buffer and not isinstance(path, ObjectSource) and not is_paged(path):

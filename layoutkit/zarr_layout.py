@@ -91,7 +91,8 @@ class ZarrLayout(Layout):
         return ConvertOptions(layout=self.name)
 
     def finish(self, work: Work, staged: Any, plan: Any) -> None:
-        work.state["writer"].finish(plan.options.consolidate)
+        # a layout whose root must not grow with the shots says which nodes to consolidate
+        work.state["writer"].finish(plan.options.consolidate, keep=work.state.get("keep"))
 
 
 __all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_MEMORY_LIMIT", "ZARR_RECIPE_KEYS", "ConvertOptions", "ZarrLayout"]

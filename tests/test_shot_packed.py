@@ -54,8 +54,9 @@ def test_a_shot_is_one_object(packed_store: tuple[Path, Path]) -> None:
                     found[name] = obj
 
             f[f"shots/{shot}"].visititems(note)
-            doc = json.loads((store / "shots" / shot / "zarr.json").read_text())["attributes"]["layoutkit_shot_packed"]
-            assert doc["version"] == 2 and set(doc["names"]) == set(numeric)
+            packed = store / "shots" / shot / "_packed" / "zarr.json"
+            doc = json.loads(packed.read_text())["attributes"]["layoutkit_shot_packed"]
+            assert doc["version"] == 3 and set(doc["names"]) == set(numeric)
             entries = sorted(zip(doc["start"], doc["shape"], doc["dtype"], strict=True))
             ends = [start + int(np.prod(shape)) * np.dtype(dtype).itemsize for start, shape, dtype in entries]
             assert [start for start, _, _ in entries] == [0, *ends[:-1]]
@@ -80,7 +81,8 @@ def test_a_shot_costs_fewer_requests_than_paged_hdf5_by_shot(packed_store: tuple
         with layoutkit.open(paged, page_buffer=64 << 20) as archive:
             archive.shot(shot)
             hdf5_requests = archive.counter.requests
-        assert zarr_requests <= 2  # the root document, then the shot's shard
+        # the root document, the shot's index (its packed array's metadata), its shard
+        assert zarr_requests <= 3
         assert zarr_requests < hdf5_requests, (shot, zarr_requests, hdf5_requests)
 
 
@@ -105,7 +107,8 @@ def test_iterating_shots_fetches_the_next_one_ahead(packed_store: tuple[Path, Pa
         assert first == shots[0] and len(ahead) == AHEAD_SHOTS == 3  # shots 1, 2 and 3, started in order
         assert all(f"/{shot}/" in reads[0][0] for shot, reads in zip(shots[1:], ahead, strict=True))
         rest = list(trees)
-        assert archive.counter.requests == len(shots)  # nothing fetched twice, nothing past the last
+        # each shot's index (fetched together), then its shard: nothing twice, nothing past the last
+        assert archive.counter.requests == 2 * len(shots)
         for shot, got in [(first, tree), *rest]:
             xr.testing.assert_identical(got, archive.shot(shot))
         # bytes fetched ahead for one shot are never handed to a read of another
@@ -120,12 +123,12 @@ def test_iterating_shots_fetches_the_next_one_ahead(packed_store: tuple[Path, Pa
         archive.counter.reset()
         for shot, got in archive.iter_shots(shots):
             xr.testing.assert_identical(got, archive.shot(shot))
-        assert archive.counter.requests == 2 * len(shots)
+        assert archive.counter.requests == 3 * len(shots)
     with layoutkit.open(store) as archive:
         monkeypatch.setattr(type(archive), "_fetch_ahead", lambda self, reads: None)
         archive.counter.reset()
         list(archive.iter_shots(shots))
-        assert archive.counter.requests == len(shots)  # with nothing ahead, one GET each as it comes
+        assert archive.counter.requests == 2 * len(shots)  # with nothing ahead, one GET each as it comes
 
 
 def test_a_shot_read_views_its_packed_array_and_a_signal_read_copies(packed_store: tuple[Path, Path]) -> None:
@@ -206,7 +209,7 @@ def test_a_changed_index_is_found(packed_store: tuple[Path, Path], tmp_path: Pat
     copy = tmp_path / "tampered.zarr"
     shutil.copytree(store, copy)
     shot = sorted(p.name for p in (copy / "shots").iterdir())[0]
-    meta = copy / "shots" / shot / "zarr.json"
+    meta = copy / "shots" / shot / "_packed" / "zarr.json"
     doc = json.loads(meta.read_text())
     index = doc["attributes"]["layoutkit_shot_packed"]
     i = next(i for i, start in enumerate(index["start"]) if start > 0)
@@ -237,16 +240,58 @@ def _index_docs(store: Path) -> tuple[dict, dict[Path, dict]]:
     return root, shots
 
 
-def test_the_index_writes_each_distinct_attribute_set_once(packed_store: tuple[Path, Path]) -> None:
-    """The shots repeat their signals' attributes: the root's tables hold each distinct
-    set once, and each shot's index points every dataset at the row of its own."""
-    src, store = packed_store
-    root, shots = _index_docs(store)
-    tables = root["attributes"]["layoutkit_layout"]
+def as_version_2(store: Path) -> None:
+    """Rewrite a version-3 store as layoutkit wrote shot-packed Zarr v3 stores before
+    version 3: each shot's index an attribute of its shot group, its attributes and scales
+    rows of tables in the root's layout attribute, and every node, the shots' included, in
+    the root's consolidated metadata (no shot list, no signal list)."""
+    import shutil
+
+    root = json.loads((store / "zarr.json").read_text())
+    layout = root["attributes"]["layoutkit_layout"]
+    assert layout["version"] == 3
+    tables: dict[str, list] = {"attrs": [], "scales": []}
+
+    def row(table: str, value: object) -> int:
+        if value not in tables[table]:
+            tables[table].append(value)
+        return tables[table].index(value)
+
+    shutil.rmtree(store / layout.pop("shots"))
+    del layout["signals"]
+    nodes = {meta.parent.relative_to(store).as_posix(): json.loads(meta.read_text())
+             for meta in sorted(store.rglob("*/zarr.json"))}
+    for key, doc in list(nodes.items()):
+        group, _, name = key.rpartition("/")
+        if name != "_packed":
+            continue
+        index = doc["attributes"].pop("layoutkit_shot_packed")
+        nodes[group]["attributes"]["layoutkit_shot_packed"] = {
+            "version": 2, **{k: index[k] for k in ("names", "start", "dtype", "shape", "fill_value")},
+            "attrs": [row("attrs", a) for a in index["attrs"]], "scales": [row("scales", sc) for sc in index["scales"]]}
+    for key, doc in nodes.items():
+        (store / key / "zarr.json").write_text(json.dumps(doc))
+        if doc["node_type"] == "group":
+            doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+    layout.update(version=2, **tables)
+    root["consolidated_metadata"]["metadata"] = nodes
+    (store / "zarr.json").write_text(json.dumps(root))
+
+
+def test_the_version_2_index_writes_each_distinct_attribute_set_once(shot_file: Path, tmp_path: Path) -> None:
+    """Zarr v2 stores keep the version-2 index (their consolidated metadata lists every
+    node): the shots repeat their signals' attributes, the root's tables hold each
+    distinct set once, and each shot's index points every dataset at the row of its own."""
+    src, store = shot_file, tmp_path / "v2.zarr"
+    convert(src, store, ConvertOptions(layout="shot-packed", zarr_format=2))
+    root = json.loads((store / ".zattrs").read_text())
+    shots = {p: json.loads(p.read_text()) for p in sorted((store / "shots").glob("*/.zattrs"))}
+    tables = root["layoutkit_layout"]
+    assert tables["version"] == 2
     distinct: set[str] = set()
     with h5py.File(src, "r") as f:
-        for meta, doc in shots.items():
-            index = doc["attributes"]["layoutkit_shot_packed"]
+        for meta, attrs in shots.items():
+            index = attrs["layoutkit_shot_packed"]
             for name, row in zip(index["names"], index["attrs"], strict=True):
                 ds = f[f"shots/{meta.parent.name}/{name}"]
                 want = {k: (v.decode() if isinstance(v, bytes) else v.tolist() if hasattr(v, "tolist") else v)
@@ -254,9 +299,28 @@ def test_the_index_writes_each_distinct_attribute_set_once(packed_store: tuple[P
                 got = tables["attrs"][row]
                 assert {k: got[k] for k in want} == want, name
                 distinct.add(json.dumps(got, sort_keys=True))
-    assert len(tables["attrs"]) == len(distinct) < sum(len(d["attributes"]["layoutkit_shot_packed"]["names"])
-                                                        for d in shots.values())
+    assert len(tables["attrs"]) == len(distinct) < sum(len(a["layoutkit_shot_packed"]["names"]) for a in shots.values())
     assert "attrs" not in json.loads((store / "layoutkit.json").read_text())["layout"]
+    assert compare_variant(src, store) == []
+
+
+def test_a_version_2_store_is_still_read(packed_store: tuple[Path, Path], tmp_path: Path) -> None:
+    """A Zarr v3 store written with the version-2 index (before the root stopped growing
+    with the shots) opens, reads as the source, and is checked as equal to it."""
+    import shutil
+
+    src, store = packed_store
+    old = tmp_path / "v2.zarr"
+    shutil.copytree(store, old)
+    as_version_2(old)
+    assert json.loads((old / "zarr.json").read_text())["attributes"]["layoutkit_layout"]["version"] == 2
+    assert compare_variant(src, old) == []
+    with layoutkit.open(store) as new, layoutkit.open(old) as legacy:
+        assert legacy.shots == new.shots and legacy.signals == new.signals
+        for shot in new.shots[:2]:
+            assert new.shot(shot).identical(legacy.shot(shot))
+        want, got = new.signal("ip"), legacy.signal("ip")
+        assert list(got) == list(want) and all(got[k].identical(want[k]) for k in want)
 
 
 def test_a_version_1_index_is_still_read(packed_store: tuple[Path, Path], tmp_path: Path) -> None:
@@ -267,6 +331,7 @@ def test_a_version_1_index_is_still_read(packed_store: tuple[Path, Path], tmp_pa
     src, store = packed_store
     old = tmp_path / "v1.zarr"
     shutil.copytree(store, old)
+    as_version_2(old)
     root, shots = _index_docs(old)
     layout = root["attributes"]["layoutkit_layout"]
     tables = {"attrs": layout.pop("attrs"), "scales": layout.pop("scales")}

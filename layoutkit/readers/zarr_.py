@@ -98,6 +98,27 @@ class ZarrArchive(Archive):
             flat = {name: node.metadata for name, node in self.root.members(max_depth=None)}
         return {"/" + k.strip("/"): v for k, v in flat.items()}
 
+    def _load_nodes(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+        """Nodes the consolidated metadata leaves out (a layout whose root must not grow
+        with the shots keeps its shots' nodes out): their own ``zarr.json`` documents,
+        fetched at once and adopted (:meth:`_adopt_nodes`); the documents returned by
+        path (a node that does not exist has none)."""
+        missing = [p for p in dict.fromkeys(paths) if p not in self._nodes]
+        raw = self._fetch([f"{p.strip('/')}/zarr.json" for p in missing]) if missing else []
+        docs = {p: json.loads(bytes(b)) for p, b in zip(missing, raw) if b is not None}
+        self._adopt_nodes(docs)
+        return docs
+
+    def _adopt_nodes(self, docs: dict[str, dict[str, Any]]) -> None:
+        """Add nodes, given their ``zarr.json`` documents by path, to :attr:`_nodes` and
+        to the root, as if the consolidated metadata had listed them."""
+        for path, doc in docs.items():
+            attrs = doc.get("attributes") or {}
+            node = _ArrayDoc(tuple(doc["shape"]), attrs, doc) if doc.get("node_type") == "array" else _GroupDoc(attrs)
+            self._nodes["/" + path.strip("/")] = node
+            if isinstance(self.root, _LazyRoot):
+                self.root.nodes[path.strip("/")] = node
+
     def _children(self, group: str) -> list[str]:
         prefix = "/" if group in ("", "/") else group.rstrip("/") + "/"
         return [p[len(prefix) :] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix) :]]

@@ -12,6 +12,7 @@ import base64
 import json
 import struct
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -162,10 +163,15 @@ class ZarrWriter:
     # -- creation ---------------------------------------------------------------
 
     def create(
-        self, inventory: Inventory, plans: list[ArrayPlan], sidecar: dict[str, Any], root_attrs: dict[str, Any] | None = None
+        self, inventory: Inventory, plans: list[ArrayPlan], sidecar: dict[str, Any], root_attrs: dict[str, Any] | None = None,
+        amend: Callable[[dict[str, dict[str, Any]]], None] | None = None,
     ) -> None:
         """Write the metadata of every group and planned array, and consolidate it.
         ``root_attrs`` are added to the root group's attributes (layoutkit's provenance).
+        ``amend`` may change the documents before they are written (node path without
+        its leading slash -> file name -> JSON document): a layout that copies one node's
+        metadata into another's, as shot-packed copies a shot's unpacked arrays' into
+        the shot's index.
 
         zarr-python spends about 5 ms of Python per array it creates or opens, and a shot
         archive has tens of thousands of arrays. So zarr builds one metadata document per
@@ -191,6 +197,8 @@ class ZarrWriter:
             while parent and parent not in docs:
                 docs[parent] = self._group_docs({})
                 parent = parent.rpartition("/")[0]
+        if amend is not None:
+            amend(docs)
         # parents before children; file-system calls cost ~1 ms here and release the GIL
         nodes = sorted(docs, key=lambda n: n.count("/"))
         with ThreadPoolExecutor(max_workers=16) as pool:
@@ -230,12 +238,12 @@ class ZarrWriter:
             return {"zarr.json": {"zarr_format": 3, "node_type": "group", "attributes": attrs}}
         return {".zgroup": {"zarr_format": 2}, ".zattrs": attrs}
 
-    def _consolidate_from_docs(self) -> None:
+    def _consolidate_from_docs(self, keep: Callable[[str], bool] | None = None) -> None:
         docs = self._docs
         if self.zarr_format == 3:
             inline = {}
             for node, files in docs.items():
-                if not node:
+                if not node or keep is not None and not keep(node):
                     continue
                 doc = dict(files["zarr.json"])
                 if doc["node_type"] == "group":
@@ -407,10 +415,12 @@ class ZarrWriter:
             self._zarr_store = self.kv.zarr_store()
         return self._zarr_store
 
-    def finish(self, consolidate: bool) -> None:
-        """Consolidate the metadata (one read to open the whole hierarchy)."""
+    def finish(self, consolidate: bool, keep: Callable[[str], bool] | None = None) -> None:
+        """Consolidate the metadata (one read to open the whole hierarchy): of every node,
+        or with ``keep`` of the nodes it keeps (a node path without its leading slash;
+        the others stay readable at their own documents)."""
         if consolidate:
-            self._consolidate_from_docs()
+            self._consolidate_from_docs(keep)
 
 
 _BYTES_CODECS = {

@@ -24,10 +24,13 @@ from layoutkit.layouts.shot_packed.spec import (
     LAYOUT_NAME,
     LAYOUT_VERSION,
     PACKED_ARRAY,
+    ROOT_INDEX_VERSION,
+    SHOTS_ARRAY,
     IndexEntry,
     IndexTables,
     Segment,
     index_doc,
+    index_doc_v3,
 )
 from layoutkit.plan import ArrayPlan, CopyTask, compile_template, natural_key, plan_tasks, task_budget
 from layoutkit.writers.zarr_convert import packable, plan_arrays
@@ -46,6 +49,7 @@ class PackedShot:
     group: str
     array: str
     segments: tuple[Segment, ...]
+    index: dict[str, Any] | None = None  # version 3: the index, an attribute of the packed array
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,9 @@ class ShotPackedPlan:
     tasks: tuple[CopyTask, ...]
     task_bytes: int
     shots: tuple[PackedShot, ...]
-    groups: tuple[GroupInfo, ...]  # every group written, the shot groups carrying their index
+    groups: tuple[GroupInfo, ...]  # every group written (version 2: the shot groups carrying their index)
     layout: dict[str, Any]
+    shot_names: tuple[str, ...] = ()  # version 3: every shot, for the root-level shot list
 
     @property
     def nbytes(self) -> int:
@@ -119,10 +124,17 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
         else:
             mirrored.append(plan)
     groups = {g.path: g for g in inventory.groups}
+    if SHOTS_ARRAY in {p.path.strip("/") for p in mirrored} | {g.path.strip("/") for g in inventory.groups}:
+        raise UnsupportedFeatureError(f"/{SHOTS_ARRAY}", "a path the shot-packed layout keeps its list of shots at",
+                                      "convert it with --layout shot-major.")
+    v3 = options.zarr_format == 3
+    in_shot = _in_shot(prefix, groups.values(), mirrored) if v3 else {}
     shots, packed_plans, tables = [], [], IndexTables()
-    for shot in sorted(by_shot, key=natural_key):
-        members = sorted(by_shot[shot], key=lambda m: natural_key(m[0]))
-        shot_path = members[0][1].path[: -len(members[0][0]) - 1]
+    # version 3: every shot has its packed array, which carries its index (empty when the
+    # shot's datasets are all unpacked), so a reader finds any shot at its path
+    for shot in sorted(by_shot.keys() | in_shot.keys(), key=natural_key):
+        members = sorted(by_shot.get(shot, []), key=lambda m: natural_key(m[0]))
+        shot_path = members[0][1].path[: -len(members[0][0]) - 1] if members else in_shot[shot][0]
         entries, segments, start = [], [], 0
         for rel, info in members:
             size = math.prod(info.shape) * info.dtype.itemsize
@@ -135,19 +147,64 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
         group = groups.get(shot_path, GroupInfo(shot_path, {}))
         if INDEX_ATTR in group.attrs:
             raise UnsupportedFeatureError(shot_path, f"an attribute named {INDEX_ATTR!r}, which the layout uses")
-        groups[shot_path] = replace(group, attrs={**group.attrs, INDEX_ATTR: index_doc(entries, tables)})
-        shots.append(PackedShot(shot, shot_path, path, tuple(segments)))
+        if v3:
+            _, own_groups, own_arrays = in_shot.get(shot, (shot_path, {}, []))
+            index = index_doc_v3(entries, {_rel(g, shot_path): json_attrs(dict(a)) for g, a in own_groups.items()},
+                                 [_rel(a, shot_path) for a in own_arrays])
+            shots.append(PackedShot(shot, shot_path, path, tuple(segments), index))
+        else:
+            groups[shot_path] = replace(group, attrs={**group.attrs, INDEX_ATTR: index_doc(entries, tables)})
+            shots.append(PackedShot(shot, shot_path, path, tuple(segments)))
     root = groups.get("/")
     if root is not None and LAYOUT_ATTR in root.attrs:
         raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
-    tasks = plan_tasks([*mirrored, *packed_plans], budget)
-    layout = {"name": LAYOUT_NAME, "version": LAYOUT_VERSION, "order": "shot-packed", "template": template,
-              "packed": PACKED_ARRAY, **tables.as_layout()}
+    layout = {"name": LAYOUT_NAME, "version": LAYOUT_VERSION if v3 else ROOT_INDEX_VERSION, "order": "shot-packed",
+              "template": template, "packed": PACKED_ARRAY}
+    names = [s.shot for s in shots]
+    if v3:
+        layout |= {"shots": SHOTS_ARRAY, "signals": _signal_names(full, shots, mirrored)}
+        packed_plans.append(ArrayPlan(path=f"/{SHOTS_ARRAY}", shape=(len(names),), dtype="str", itemsize=16,
+                                      chunks=(max(1, len(names)),), shards=None, compressor=options.compressor,
+                                      read_mode="index", nbytes=16 * len(names)))
+    else:
+        layout |= tables.as_layout()
+    tasks = plan_tasks([*mirrored, *(p for p in packed_plans if p.read_mode != "index")], budget)
     return ShotPackedPlan(
         source=str(inventory.path), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
         skipped=tuple(skipped), tasks=tasks, task_bytes=budget, shots=tuple(shots),
-        groups=tuple(groups.values()), layout=layout,
+        groups=tuple(groups.values()), layout=layout, shot_names=tuple(names) if v3 else (),
     )
+
+
+def _rel(path: str, shot_path: str) -> str:
+    return "" if path == shot_path else path[len(shot_path) + 1:]
+
+
+def _in_shot(prefix: Any, groups: Any, mirrored: list[ArrayPlan]) -> dict[str, tuple[str, dict[str, Any], list[str]]]:
+    """Per shot: its path, its groups that have attributes (path -> attributes) and the
+    paths of its arrays the packing does not carry: what a version-3 index lists."""
+    out: dict[str, tuple[str, dict[str, Any], list[str]]] = {}
+    for g in groups:
+        m = prefix.match(g.path + "/")
+        if m is not None:
+            entry = out.setdefault(m.group("shot"), (m.group(0).rstrip("/"), {}, []))
+            if g.attrs:
+                entry[1][g.path] = g.attrs
+    for a in mirrored:
+        m = prefix.match(a.path)
+        if m is not None:
+            out.setdefault(m.group("shot"), (m.group(0).rstrip("/"), {}, []))[2].append(a.path)
+    return out
+
+
+def _signal_names(full: Any, shots: list[PackedShot], mirrored: list[ArrayPlan]) -> list[str]:
+    """Every signal name of the archive (the template's ``{signal}``), packed or not."""
+    names = set()
+    for path in [a.path for a in mirrored] + [seg.source for s in shots for seg in s.segments]:
+        m = full.match(path)
+        if m is not None:
+            names.add(m.group("signal"))
+    return sorted(names, key=natural_key)
 
 
 def _scale_refs(info: ArrayInfo, prefix: Any, shot: str) -> list[list[str]]:

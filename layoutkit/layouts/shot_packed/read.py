@@ -4,7 +4,7 @@ index of segments (:mod:`layoutkit.layouts.shot_packed.spec`)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -14,14 +14,15 @@ import xarray as xr
 
 from layoutkit.formats import LAYOUT_ATTR, TYPE_RULE_ATTRS
 from layoutkit.layouts.shot_packed.spec import INDEX_ATTR as SHOT_INDEX_ATTR
-from layoutkit.layouts.shot_packed.spec import LAYOUT_NAME, PACKED_ARRAY, index_names, index_rows
+from layoutkit.layouts.shot_packed.spec import LAYOUT_NAME, PACKED_ARRAY, SHOTS_ARRAY, index_names, index_rows
 from layoutkit.layouts.shot_packed.spec import LAYOUT_VERSION as SHOT_PACKED_VERSION
 from layoutkit.plan import compile_template, match_template, natural_key
-from layoutkit.readers.base import NotAnArchiveError, Selection, selections
+from layoutkit.readers.base import NotAnArchiveError, Selection, bytes_back, selections
 from layoutkit.readers.packed import PackedArchive
-from layoutkit.readers.zarr_ import tree_of
+from layoutkit.readers.zarr_ import AHEAD_SHOTS, tree_of
 
 WHOLE_READ_BYTES = 4 * 1024**2  # a shot's packed array this small is read whole: one GET, not two
+INDEX_AHEAD = 64  # version 3: shots whose indexes iter_shots fetches at once
 VIEW_SHARE = 0.9  # rows that use this much of a decoded packed array are views of it, not copies
 
 
@@ -53,20 +54,69 @@ class _Segment:
 
 
 class _ShotIndex(Mapping):
-    """Shot -> path relative to the shot -> :class:`_Segment`, from the shot groups'
-    index attributes and the root layout attribute's tables; a shot's entries are parsed
+    """Shot -> path relative to the shot -> :class:`_Segment`; a shot's entries are parsed
     when it is first read, so opening a store of thousands of shots does not parse them
-    all (0.05 s for 7,000, measured)."""
+    all (0.05 s for 7,000, measured).
 
-    def __init__(self, docs: dict[str, tuple[str, dict[str, Any]]], layout: dict[str, Any]) -> None:
+    Versions 1 and 2: the shot groups' index attributes, which came with the consolidated
+    metadata (``docs``), and the root layout attribute's tables. Version 3 (``archive``
+    given): the shots listed by the root-level ``_shots`` array, each shot's index the
+    attribute of its packed array, fetched with that array's metadata when the shot is
+    first read (:meth:`load` fetches several at once)."""
+
+    def __init__(self, docs: dict[str, tuple[str, dict[str, Any]]], layout: dict[str, Any],
+                 archive: Any = None) -> None:
         self._docs = docs  # shot -> (its group, its index attribute)
         self._layout = layout  # the root's layout attribute: the tables of version 2
         self._parsed: dict[str, dict[str, _Segment]] = {}
+        self._archive = archive  # version 3: where the shots' indexes are fetched from
+        self._shots: list[str] | None = None
+        self._absent: set[str] = set()  # version 3: shots looked for and not found
+
+    @property
+    def shots(self) -> list[str]:
+        if self._shots is None:
+            if self._archive is None:
+                self._shots = list(self._docs)
+            else:
+                listed = self._archive.get(f"/{self._layout.get('shots', SHOTS_ARRAY)}")
+                self._shots = [str(s) for s in listed]
+        return self._shots
+
+    def load(self, shots: list[str]) -> None:
+        """Fetch the indexes of ``shots`` not read yet, at once (version 3), with the
+        metadata of the arrays each shot keeps unpacked. A shot is found by its path, not
+        looked up in the shot list first: reading one shot costs no read of that list."""
+        if self._archive is None:
+            return
+        archive, packed = self._archive, self._layout.get("packed", PACKED_ARRAY)
+        wanted = [s for s in dict.fromkeys(shots) if s not in self._docs and s not in self._absent]
+        if not wanted:
+            return
+        paths = {s: f"{archive.shot_path(s)}/{packed}" for s in wanted}
+        archive._load_nodes(list(paths.values()))
+        unpacked: dict[str, dict[str, Any]] = {}
+        for shot, path in paths.items():
+            node = archive._nodes.get(path)
+            doc = dict(node.attributes).get(SHOT_INDEX_ATTR) if node is not None else None
+            if doc is None:
+                self._absent.add(shot)
+                continue
+            self._docs[shot] = (archive.shot_path(shot), doc)
+            unpacked |= {f"{archive.shot_path(shot)}/{rel}": node for rel, node in (doc.get("mirrored") or {}).items()}
+        archive._adopt_nodes(unpacked)
+
+    def doc(self, shot: str) -> dict[str, Any] | None:
+        """A shot's index document, fetched if need be (None: no such shot)."""
+        self.load([shot])
+        found = self._docs.get(shot)
+        return found[1] if found else None
 
     def __getitem__(self, shot: str) -> dict[str, _Segment]:
         if shot not in self._parsed:
+            self.load([shot])
             group, doc = self._docs[shot]
-            data = f"{group}/{PACKED_ARRAY}"
+            data = f"{group}/{self._layout.get('packed', PACKED_ARRAY)}"
             segments = {}
             for rel, start, dtype, shape, fill, attrs, scales in index_rows(doc, self._layout):
                 dt = np.dtype(dtype)
@@ -75,14 +125,21 @@ class _ShotIndex(Mapping):
             self._parsed[shot] = segments
         return self._parsed[shot]
 
+    def __contains__(self, shot: object) -> bool:
+        if self._archive is None or not isinstance(shot, str):
+            return shot in self._docs
+        return self.doc(shot) is not None
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self._docs)
+        return iter(self.shots)
 
     def __len__(self) -> int:
-        return len(self._docs)
+        return len(self.shots)
 
     def members(self) -> Iterator[tuple[str, str]]:
-        """(shot, path relative to the shot) of every packed dataset, without parsing."""
+        """(shot, path relative to the shot) of every packed dataset, without parsing
+        (every shot's index fetched first, in version 3)."""
+        self.load(self.shots)
         return ((shot, rel) for shot, (_, doc) in self._docs.items() for rel in index_names(doc))
 
 
@@ -111,31 +168,62 @@ class ShotPackedArchive(PackedArchive):
         self._set_template(meta.get("template", self.template))
         self._full, self._prefix = compile_template(self.template)
         self._series, self._signal_series = {}, {}
-        docs = {}
-        for group, node in self._nodes.items():
-            doc = None if hasattr(node, "shape") else node.attributes.get(SHOT_INDEX_ATTR)
-            m = self._prefix.match(group + "/") if doc else None
-            if doc and m is not None:
-                docs[m.group("shot")] = (group, doc)
-        self._segments = _ShotIndex(docs, meta)  # shot -> path relative to the shot -> segment
+        self._meta = meta
+        if int(meta.get("version", 0)) >= 3:  # each shot's index with its packed array
+            self._segments = _ShotIndex({}, meta, archive=self)
+        else:  # every shot's index in the consolidated metadata
+            docs = {}
+            for group, node in self._nodes.items():
+                doc = None if hasattr(node, "shape") else node.attributes.get(SHOT_INDEX_ATTR)
+                m = self._prefix.match(group + "/") if doc else None
+                if doc and m is not None:
+                    docs[m.group("shot")] = (group, doc)
+            self._segments = _ShotIndex(docs, meta)  # shot -> path relative to the shot -> segment
         self._tree = None
 
     def _locate(self, path: str) -> _Segment | None:  # type: ignore[override]
         m = self._prefix.match(path)
-        if m is None:
+        if m is None or m.group("shot") not in self._segments:
             return None
-        return self._segments.get(m.group("shot"), {}).get(path[m.end():])
+        return self._segments[m.group("shot")].get(path[m.end():])
+
+    def _group_attrs(self, path: str) -> dict[str, Any]:
+        m = self._prefix.match(path.rstrip("/") + "/")
+        if m is not None and self._meta.get("version", 0) >= 3:  # a shot's groups: in its index
+            doc = self._segments.doc(m.group("shot"))
+            rel = path.rstrip("/")[len(self.shot_path(m.group("shot"))) + 1:]
+            return bytes_back(dict((doc or {}).get("groups", {}).get(rel, {})))
+        return super()._group_attrs(path)
 
     def _virtual_tree(self) -> dict[str, set[str]]:
         if self._tree is None:
             self._tree = tree_of(f"{self.shot_path(shot)}/{rel}" for shot, rel in self._segments.members())
         return self._tree
 
+    def _every_shot(self) -> None:
+        """Version 3: every shot's index fetched (a request per shot, all at once), for
+        what needs the whole archive (listing every array, a full scan, a signal's every shot)."""
+        self._segments.load(self._segments.shots)
+
+    def _exists(self, path: str) -> bool:
+        m = self._prefix.match(path.rstrip("/") + "/")
+        if m is None or self._meta.get("version", 0) < 3:
+            return super()._exists(path)
+        shot = m.group("shot")  # version 3: the shot's own index says, no other shot's
+        doc = self._segments.doc(shot)
+        if doc is None:
+            return False
+        rel = path.rstrip("/")[len(self.shot_path(shot)) + 1:]
+        names = [*index_names(doc), *doc.get("mirrored", ())]
+        return not rel or rel in names or rel in doc.get("groups", {}) or any(n.startswith(rel + "/") for n in names)
+
     def _children(self, group: str) -> list[str]:
         return [c for c in super()._children(group) if c != PACKED_ARRAY]
 
     @cached_property
     def _listing(self) -> tuple[list[str], list[str]]:
+        if self._meta.get("version", 0) >= 3:  # one read of the shot list; the signals in the root
+            return list(self._segments.shots), list(self._meta.get("signals", []))
         shots = {shot for shot, _ in self._mirrored_signals.values()}
         signals = {sig for _, sig in self._mirrored_signals.values()}
         if self.template.index("{signal}") > self.template.index("{shot}"):
@@ -156,8 +244,15 @@ class ShotPackedArchive(PackedArchive):
             signals |= {sig for _, sig in packed.values()}
         return sorted(shots, key=natural_key), sorted(signals, key=natural_key)
 
+    @property
+    def signals(self) -> list[str]:
+        if self._meta.get("version", 0) >= 3:  # the root lists them: no read of the shot list
+            return list(self._meta.get("signals", []))
+        return super().signals
+
     def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """The source's datasets: the mirrored ones and the packed ones, by source path."""
+        self._every_shot()
         packed = {seg.data for members in self._segments.values() for seg in members.values()}
         out = {p: v for p, v in super().arrays().items() if p not in packed}
         for shot, members in self._segments.items():
@@ -167,6 +262,7 @@ class ShotPackedArchive(PackedArchive):
 
     def blocks(self) -> list[tuple[str, Selection]]:
         """Every stored array's shards or chunks (the packed arrays by their own paths)."""
+        self._every_shot()
         out: list[tuple[str, Selection]] = []
         for p in sorted(p for p in self._nodes if self._is_stored_array(p)):
             a = self._array(p)
@@ -254,7 +350,20 @@ class ShotPackedArchive(PackedArchive):
         finally:
             self._local.ahead = {}
 
+    def iter_shots(self, shots: Iterable[str | int]) -> Iterator[tuple[str, xr.DataTree]]:
+        """As :meth:`ZarrArchive.iter_shots`; in version 3 the shots' indexes are fetched
+        :data:`INDEX_AHEAD` at a time, ahead of the shots fetched ahead."""
+        shots = [str(s) for s in shots]
+        loaded = min(INDEX_AHEAD, len(shots))
+        self._segments.load(shots[:loaded])
+        for n, item in enumerate(super().iter_shots(shots)):
+            if loaded < len(shots) and n + 1 + AHEAD_SHOTS >= loaded:
+                self._segments.load(shots[loaded : loaded + INDEX_AHEAD])
+                loaded += INDEX_AHEAD
+            yield item
+
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
+        self._every_shot()  # a signal of every shot: every shot's index, at once
         shots = [shot for shot in self.shots if self._exists(self.path_of(shot, signal))]
         arrays = self._variables([self.path_of(shot, signal) for shot in shots])
         return {shot: a.rename(signal) for shot, a in zip(shots, arrays)}
@@ -266,4 +375,4 @@ def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any 
     return ShotPackedArchive(location, template, model, sleep, root=root)
 
 
-__all__ = ["open_archive", "VIEW_SHARE", "WHOLE_READ_BYTES", "ShotPackedArchive"]
+__all__ = ["open_archive", "INDEX_AHEAD", "VIEW_SHARE", "WHOLE_READ_BYTES", "ShotPackedArchive"]

@@ -5,8 +5,21 @@ the bytes of every dataset of fixed-size numbers inside it (signals and their ti
 alike, each flattened in C order, in its own dtype and byte order) are packed end to end
 into one byte array, ``/shots/<SHOT>/_packed`` (uint8). With Zarr v3 that array is one
 shard (a few when a shot holds more than one task's budget), so a whole shot is one GET,
-and one signal a ranged read inside the shard. The shot group's attribute
-``layoutkit_shot_packed`` is the index, a column per field (version 2):
+and one signal a ranged read inside the shard.
+
+**Version 3** (Zarr v3 stores): the root holds what does not grow with the shots. The
+root's ``layoutkit_layout`` attribute is ``{"name": "shot-packed", "version": 3,
+"template": ..., "packed": "_packed", "shots": "_shots", "signals": [every signal name]}``;
+the root-level text array ``/_shots`` lists every shot (natural order); and each shot's
+index is the attribute ``layoutkit_shot_packed`` of its own packed array
+(``/shots/<SHOT>/_packed/zarr.json``), with its rows' attributes and scales inline, the
+attributes of the shot's groups and the paths of its unpacked arrays (:func:`index_doc_v3`).
+The consolidated metadata in the root document lists only the nodes outside shot groups,
+so its size does not depend on the number of shots; a reader finds a shot's nodes by
+their paths. Reading a whole shot: its packed array's ``zarr.json``, then its shard(s).
+
+**Version 2** (Zarr v2 stores, and stores written before): the shot group's attribute
+``layoutkit_shot_packed`` is the index, a column per field:
 
     {"version": 2, "names": ["signals/ip", ...], "start": [0, ...], "dtype": ["<f4", ...],
      "shape": [[20110], ...], "fill_value": [0.0, ...], "attrs": [3, ...], "scales": [1, ...]}
@@ -38,9 +51,14 @@ from typing import Any
 
 LAYOUT_NAME = "shot-packed"
 ALIASES = ("zarr-shot-packed",)  # the former registry key (and recipe name)
-LAYOUT_VERSION = 2
+LAYOUT_VERSION = 3
+"""The version written to Zarr v3 stores; Zarr v2 stores are written as version 2 (their
+consolidated metadata cannot leave nodes out), and versions 1 and 2 are still read."""
+ROOT_INDEX_VERSION = 2  # the last version whose index rides in the consolidated metadata
 INDEX_ATTR = "layoutkit_shot_packed"
 PACKED_ARRAY = "_packed"
+SHOTS_ARRAY = "_shots"
+"""Version 3: the root-level array of every shot's name, in natural order (text)."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +110,7 @@ class IndexEntry:
 def index_doc(entries: list[IndexEntry], tables: IndexTables) -> dict[str, Any]:
     """A shot group's index attribute (version 2), its shared rows added to ``tables``."""
     return {
-        "version": LAYOUT_VERSION,
+        "version": ROOT_INDEX_VERSION,
         "names": [e.name for e in entries],
         "start": [e.start for e in entries],
         "dtype": [e.dtype for e in entries],
@@ -100,6 +118,26 @@ def index_doc(entries: list[IndexEntry], tables: IndexTables) -> dict[str, Any]:
         "fill_value": [e.fill_value for e in entries],
         "attrs": [tables.row("attrs", e.attrs) for e in entries],
         "scales": [tables.row("scales", e.scales) for e in entries],
+    }
+
+
+def index_doc_v3(entries: list[IndexEntry], groups: dict[str, dict[str, Any]], mirrored: list[str]) -> dict[str, Any]:
+    """A shot's index, version 3: the attribute ``layoutkit_shot_packed`` of the shot's
+    packed array (fetched with the array's own metadata, not with the store's root), its
+    rows' attributes and scales inline, the attributes of the shot's groups (``""``: the
+    shot group itself) and the paths of the shot's arrays the packing does not carry
+    (each a Zarr array at its own path)."""
+    return {
+        "version": LAYOUT_VERSION,
+        "names": [e.name for e in entries],
+        "start": [e.start for e in entries],
+        "dtype": [e.dtype for e in entries],
+        "shape": [e.shape for e in entries],
+        "fill_value": [e.fill_value for e in entries],
+        "attrs": [e.attrs for e in entries],
+        "scales": [e.scales for e in entries],
+        "groups": groups,
+        "mirrored": mirrored,
     }
 
 
@@ -120,10 +158,14 @@ def index_rows(doc: dict[str, Any], layout: dict[str, Any]) -> Iterator[IndexRow
             yield (name, e["start"], e["dtype"], e["shape"], e.get("fill_value"), e.get("attrs") or {},
                    e.get("scales") or [])
         return
+    if doc.get("version", 2) >= 3:  # rows' attributes and scales inline
+        yield from zip(doc["names"], doc["start"], doc["dtype"], doc["shape"], doc["fill_value"], doc["attrs"],
+                       doc["scales"], strict=True)
+        return
     attrs, scales = layout.get("attrs", []), layout.get("scales", [])
     yield from zip(doc["names"], doc["start"], doc["dtype"], doc["shape"], doc["fill_value"],
                    (attrs[i] for i in doc["attrs"]), (scales[i] for i in doc["scales"]), strict=True)
 
 
-__all__ = ["ALIASES", "INDEX_ATTR", "LAYOUT_NAME", "LAYOUT_VERSION", "PACKED_ARRAY", "IndexEntry", "IndexRow",
-           "IndexTables", "Segment", "index_doc", "index_names", "index_rows"]
+__all__ = ["ALIASES", "INDEX_ATTR", "LAYOUT_NAME", "LAYOUT_VERSION", "PACKED_ARRAY", "ROOT_INDEX_VERSION", "SHOTS_ARRAY",
+           "IndexEntry", "IndexRow", "IndexTables", "Segment", "index_doc", "index_doc_v3", "index_names", "index_rows"]

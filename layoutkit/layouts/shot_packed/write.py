@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.layout import Work
 from layoutkit.layouts.shot_packed.plan import ShotPackedPlan
-from layoutkit.layouts.shot_packed.spec import IndexTables, Segment
-from layoutkit.plan import ArrayPlan, CopyTask
+from layoutkit.layouts.shot_packed.spec import INDEX_ATTR, SHOTS_ARRAY, IndexTables, Segment
+from layoutkit.plan import ArrayPlan, CopyTask, compile_template
 from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter
 from layoutkit.writers.zarr_convert import (
@@ -57,11 +58,30 @@ def assemble_bytes(reader: Any, segments: tuple[Segment, ...], dtype: np.dtype, 
     return out
 
 
-def _packed_info(plan: ArrayPlan) -> ArrayInfo:
-    """The inventory entry the Zarr writer creates a packed array from."""
+def _packed_info(plan: ArrayPlan, index: dict[str, Any] | None = None) -> ArrayInfo:
+    """The inventory entry the Zarr writer creates a packed array from (version 3: the
+    shot's index its attribute)."""
     return ArrayInfo(path=plan.path, shape=plan.shape, dtype=np.dtype(plan.dtype), kind="numeric", layout="chunked",
-                     chunks=None, filters=(), fill_value=None, attrs={}, dims=(), dim_scales=(), is_scale=False,
-                     storage_bytes=0)
+                     chunks=None, filters=(), fill_value=None, attrs={INDEX_ATTR: index} if index else {}, dims=(),
+                     dim_scales=(), is_scale=False, storage_bytes=0)
+
+
+def _shots_info(plan: ArrayPlan) -> ArrayInfo:
+    """The root-level list of shots (version 3): text, one chunk."""
+    return ArrayInfo(path=plan.path, shape=plan.shape, dtype=np.dtype("O"), kind="string", layout="chunked",
+                     chunks=None, filters=(), fill_value=None, attrs={}, dims=(SHOTS_ARRAY,), dim_scales=((),),
+                     is_scale=False, storage_bytes=0)
+
+
+def _inline_unpacked(plan: ShotPackedPlan, docs: dict[str, dict[str, Any]]) -> None:
+    """Version 3: a shot's index carries the metadata documents of the shot's unpacked
+    arrays, so reading a shot fetches one document, not one per array."""
+    for shot in plan.shots:
+        if not shot.index:
+            continue
+        node = docs[shot.array.strip("/")]["zarr.json"]
+        inline = {rel: docs[f"{shot.group}/{rel}".strip("/")]["zarr.json"] for rel in shot.index["mirrored"]}
+        node["attributes"] = {**node["attributes"], INDEX_ATTR: {**shot.index, "mirrored": inline}}
 
 
 # the worker side (module level so dask can pickle it)
@@ -82,19 +102,22 @@ def shot_pack_task(job: ShotPackJob, task: CopyTask) -> int:
 def begin(staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan,
           attrs: dict[str, Any]) -> Work:
     options = plan.options
-    packed = {s.array for s in plan.shots}
-    mirrored = [a for a in plan.arrays if a.path not in packed]
+    index = {s.array: s.index for s in plan.shots}
+    shots_list = f"/{SHOTS_ARRAY}"
+    mirrored = [a for a in plan.arrays if a.path not in index and a.path != shots_list]
     infos = {a.path: a for a in inventory.arrays}
     writer = ZarrWriter(staged, options.zarr_format)
-    layout_inventory = replace(
-        inventory, groups=plan.groups,
-        arrays=(*inventory.arrays, *(_packed_info(a) for a in plan.arrays if a.path in packed)),
-    )
-    # the index's tables are in the root's attributes only
+    made = [_packed_info(a, index[a.path]) for a in plan.arrays if a.path in index]
+    made += [_shots_info(a) for a in plan.arrays if a.path == shots_list]
+    layout_inventory = replace(inventory, groups=plan.groups, arrays=(*inventory.arrays, *made))
+    # the index's tables (version 2) are in the root's attributes only
     layout = {k: v for k, v in plan.layout.items() if k not in IndexTables.LAYOUT_KEYS}
     doc = {**sidecar(inventory, plan), "layout": layout}
     try:
-        writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout})
+        writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout},
+                      amend=partial(_inline_unpacked, plan) if plan.shot_names else None)
+        if plan.shot_names:
+            writer.write_many([(shots_list, ((0, len(plan.shot_names)),), np.array(plan.shot_names, dtype=object))])
     except OSError as exc:
         raise not_writable(Path(plan.dest or staged), exc) from None
     packing = {s.array: s.segments for s in plan.shots}
@@ -105,8 +128,11 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan
         packing=packing, dtypes=dict.fromkeys(packing, "|u1"),
     )
     adopt_job(job, writer)
+    _, prefix = compile_template(plan.layout["template"])
+    # version 3: the root's consolidated metadata lists the nodes outside shot groups only
+    keep = (lambda node: prefix.match(f"/{node}/") is None) if plan.shot_names else None
     return Work(shot_pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                state={"writer": writer})
+                done_bytes=16 * len(plan.shot_names), state={"writer": writer, "keep": keep})
 
 
 def summarize(source: Path, dest: Destination, inventory: Inventory, plan: ShotPackedPlan,

@@ -19,6 +19,14 @@ LAYOUT_ATTR = "layoutkit_layout"
 """The root attribute of a Zarr store that says which layout it holds
 (``{"name": ..., "version": ..., ...}``); a store without it mirrors the HDF5 hierarchy."""
 
+NODES_ATTR = "layoutkit_nodes"
+"""The root attribute of a store whose root must not grow with the shots (shot-packed
+version 3, signal-major version 2): the ``zarr.json`` documents of every node outside the
+shot groups, by path, as Zarr's consolidated metadata would list them. Zarr's own
+consolidated metadata must list every node (zarr-python answers KeyError for one it
+leaves out), so such a store has none at its root: zarr and xarray read it node by node,
+layoutkit reads this one document."""
+
 SIDECAR = "layoutkit.json"
 """The document beside a Zarr store's root: options, links, netCDF dimensions, skipped
 datasets, dimension scales (in Icechunk, folded into :data:`PROVENANCE_ATTR`)."""
@@ -62,6 +70,7 @@ __all__ = [
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
     "LAYOUT_ATTR",
+    "NODES_ATTR",
     "NON_FINITE",
     "NULL_SPACE_ATTR",
     "PROVENANCE_ATTR",

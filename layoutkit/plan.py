@@ -258,6 +258,13 @@ TEMPLATE_KEY = RecipeKey("template", "template", parse_template, str,
                          "a template such as \"/shots/{shot}/signals/{signal}\"")
 
 
+def names_plan(path: str, count: int, compressor: CompressorSpec) -> ArrayPlan:
+    """A root-level list of names (a layout's shots, say): text, one chunk, written
+    with the layout's index, not by the copy tasks (``read_mode="index"``)."""
+    return ArrayPlan(path=path, shape=(count,), dtype="str", itemsize=16, chunks=(max(1, count),), shards=None,
+                     compressor=compressor, read_mode="index", nbytes=16 * count)
+
+
 def natural_key(name: str) -> tuple[int, int | str]:
     """Sort key: numeric names (shot numbers) in numeric order, before other names."""
     return (0, int(name)) if name.isdigit() else (1, name)

@@ -433,7 +433,7 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
         env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
         out = tmp_path / "out"
         result = runner.invoke(app, [
-            "advise", str(archive), "--patterns", "signal=1", "--latency", "0", "--sample-shots", "2",
+            "advise", str(archive), "--patterns", "signal=1", "--latency", "0", "--sample-shots", "8",
             "--sample", "1", "--candidates", "signal-major,shot-major", "--target", "s3://scratch/advise",
             "--storage-option", f"endpoint_url={endpoint}", "--out", str(out), "--repeat", "1",
         ], env=env)  # fmt: skip
@@ -445,6 +445,8 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
             assert c["patterns"]["signal"]["large"]["requests"] > 0
         # with no latency the two are close in time; the requests are what differs, and they are counted
         assert doc["recommended"] in ("signal-major", "shot-major")
+        # a signal of 8 shots: signal-major reads its index and its time base's, then both in one
+        # object each (constant in the shots); shot-major a signal and a time base per shot
         requests = {c["name"]: c["patterns"]["signal"]["large"]["requests"] for c in doc["candidates"]}
         assert requests["signal-major"] < requests["shot-major"]
         assert s3.list_objects_v2(Bucket="scratch").get("KeyCount", 0) == 0
@@ -461,7 +463,7 @@ def test_candidates_written_to_and_read_from_a_bucket(archive, tmp_path):
             "advise", "s3://archive/campaign/shots.h5", "--patterns", "signal=1", "--latency", "10ms",
             # three runs per cell, their median: one run slowed by a busy machine (the whole suite on
             # two cores) made the shot layout look faster once
-            "--sample-shots", "4", "--sample", "1", "--candidates", "signal-major,shot-major", "--repeat", "3",
+            "--sample-shots", "8", "--sample", "1", "--candidates", "signal-major,shot-major", "--repeat", "3",
             "--storage-option", f"endpoint_url={endpoint}", "--storage-option", "secret_access_key=test",
             "--out", str(out),
         ], env=env)  # fmt: skip

@@ -274,7 +274,8 @@ def as_version_2(store: Path) -> None:
         if doc["node_type"] == "group":
             doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
     layout.update(version=2, **tables)
-    root["consolidated_metadata"]["metadata"] = nodes
+    del root["attributes"]["layoutkit_nodes"]  # the nodes outside shots: consolidated with the rest
+    root["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": nodes}
     (store / "zarr.json").write_text(json.dumps(root))
 
 

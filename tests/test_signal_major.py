@@ -60,43 +60,75 @@ def test_edge_cases_read_back_exactly(edge: Path, tmp_path: Path, options: Conve
 
 
 def test_parts_dedupe_and_mirrors(edge: Path, tmp_path: Path) -> None:
+    """Version 2 (Zarr v3): the series attribute holds no per-shot list; the rows, the
+    per-shot attributes and the repeated scales are index arrays; what lies inside shots
+    is left out of the root's node listing and carried by each shot group's document."""
     dst = tmp_path / "edge.zarr"
     convert(edge, dst, SHARDED)
     root = zarr.open_group(dst, mode="r")
     layout = root.attrs["layoutkit_layout"]
-    assert layout["name"] == "signal-major" and layout["version"] == 1
+    assert layout["name"] == "signal-major" and layout["version"] == 2
     assert layout["template"] == "/shots/{shot}/signals/{signal}"
+    assert root.metadata.consolidated_metadata is None  # zarr reads node by node: it finds every node
+    assert not any(path.startswith("shots/") for path in root.attrs["layoutkit_nodes"])
+    assert [str(s) for s in root["_shots"][:]] == ["1", "2", "3", "10"]
+    assert "ip" in layout["signal_names"] and "label" in layout["unpacked_signals"]
     doc = root["signals/profile"].attrs["layoutkit_series"]
-    assert [p["shots"] for p in doc["parts"]] == [["1", "2", "3"], ["10"]]  # 8 channels, then 6
+    assert [p["shots"] for p in doc["parts"]] == [3, 1] and all(p["bounds"] == [] for p in doc["parts"])
+    np.testing.assert_array_equal(root["signals/profile/shot"][:], [1, 2, 3])  # 8 channels, then 6
+    np.testing.assert_array_equal(root["signals/profile/shot_1"][:], [10])
     assert doc["parts"][0]["dims"] == [["timebases/t"], ["timebases/channel"]]
     assert root["signals/profile/data"].shape == (50 + 60 + 70, 8)
     assert root["signals/profile/data_1"].shape == (80, 6)
-    counts = root["signals/counts"].attrs["layoutkit_series"]
-    assert [p["shots"] for p in counts["parts"]] == [["1", "2", "10"], ["3"]]  # int16, then float64
-    ne = root["signals/ne"].attrs["layoutkit_series"]["parts"][0]
-    assert ne["shots"] == ["1", "3", "10"]
-    assert ne["shot_attrs"] == {}
-    ip = root["signals/ip"].attrs["layoutkit_series"]["parts"][0]
-    assert ip["shot_attrs"] == {"1": {"offset": 0.0, "probe_units": "base64:tW0="}, "2": {"offset": 1.0},
-                                "3": {"offset": 2.0}, "10": {"offset": 3.0}}
+    np.testing.assert_array_equal(root["signals/counts/shot"][:], [1, 2, 10])  # int16, then float64
+    np.testing.assert_array_equal(root["signals/counts/shot_1"][:], [3])
+    assert not root["signals/ne"].attrs["layoutkit_series"]["parts"][0]["attrs"] and "attrs" not in root["signals/ne"]
+    assert root["signals/ip"].attrs["layoutkit_series"]["parts"][0]["attrs"]
+    assert [json.loads(a) for a in root["signals/ip/attrs"][:]] == [
+        {"offset": 0.0, "probe_units": "base64:tW0="}, {"offset": 1.0}, {"offset": 2.0}, {"offset": 3.0}]
     assert dict(root["signals/ip/data"].attrs) == {"units": "A"}
     # the private time copy is stored once where it equals t, and on its own in shot 3
-    ne_time = root["scales/timebases/ne_time"].attrs["layoutkit_series"]
-    assert ne_time["same_as"] == {"timebases/t": ["1", "2", "10"]}
-    assert ne_time["parts"][0]["shots"] == ["3"]
+    ne_time = root["scales/timebases/ne_time"]
+    assert ne_time.attrs["layoutkit_series"]["same_as"] == {"shots": 3, "bounds": [], "sources": ["timebases/t"]}
+    np.testing.assert_array_equal(ne_time["same_as_shot"][:], [1, 2, 10])
+    assert [str(v) for v in ne_time["same_as"][:]] == ["timebases/t"] * 3
+    np.testing.assert_array_equal(ne_time["shot"][:], [3])
     np.testing.assert_array_equal(root["signals/ip/shot"][:], [1, 2, 3, 10])
     np.testing.assert_array_equal(root["signals/ip/start"][:], [0, 50, 110, 180])
     np.testing.assert_array_equal(root["signals/empty_in_3/length"][:], [50, 60, 0, 80])
-    # what the packing does not carry is mirrored at its own path
+    # what the packing does not carry is mirrored at its own path, and listed
     for path in ("calibration/table", "shots/1/signals/label", "shots/2/signals/scalar", "shots/3/extra",
                  "common/ch"):
         assert isinstance(root[path], zarr.Array)
-    assert dict(root["shots/1"].attrs) == {"shot": 0, "comment": "shot 1"}
-    assert dict(root["shots/2"].attrs) == {}
+    listed = [str(p) for p in root["_mirrored"][:]]
+    assert {"/shots/1/signals/label", "/shots/2/signals/scalar", "/shots/3/extra"} <= set(listed)
+    shot_1 = root["shots/1"].attrs
+    assert {k: v for k, v in shot_1.items() if k != "layoutkit_shot"} == {"shot": 0, "comment": "shot 1"}
+    assert "signals/label" in shot_1["layoutkit_shot"]["mirrored"]
     assert "shots/2/timebases" not in root  # a group without attributes is implied by the index
     sidecar = json.loads((dst / "layoutkit.json").read_text())
     assert sidecar["layout"]["name"] == "signal-major"
     assert sidecar["merged_scales"] == 3  # ne_time, equal to t in three shots (tz lacks the rate)
+    with layoutkit.open(dst) as store:  # and layoutkit hides what the layout adds
+        assert store.read("1", "label").attrs == layoutkit.open(edge).read("1", "label").attrs
+
+
+def test_zarr_v2_stores_keep_the_version_1_index(edge: Path, tmp_path: Path) -> None:
+    """Zarr v2's consolidated metadata must list every node, so Zarr v2 stores keep the
+    index of version 1: the whole index repeated in each series' attribute."""
+    dst = tmp_path / "edge.zarr"
+    convert(edge, dst, ConvertOptions(layout="signal-major", zarr_format=2))
+    root = zarr.open_group(dst, mode="r")
+    assert root.attrs["layoutkit_layout"]["version"] == 1
+    doc = root["signals/profile"].attrs["layoutkit_series"]
+    assert [p["shots"] for p in doc["parts"]] == [["1", "2", "3"], ["10"]]
+    ip = root["signals/ip"].attrs["layoutkit_series"]["parts"][0]
+    assert ip["shot_attrs"] == {"1": {"offset": 0.0, "probe_units": "base64:tW0="}, "2": {"offset": 1.0},
+                                "3": {"offset": 2.0}, "10": {"offset": 3.0}}
+    ne_time = root["scales/timebases/ne_time"].attrs["layoutkit_series"]
+    assert ne_time["same_as"] == {"timebases/t": ["1", "2", "10"]}
+    assert dict(root["shots/1"].attrs) == {"shot": 0, "comment": "shot 1"}
+    assert compare_variant(edge, dst) == []
 
 
 def test_text_shot_names_are_text_ids(tmp_path: Path) -> None:
@@ -124,13 +156,13 @@ def test_xarray_reads_the_layout_without_layoutkit(shot_file: Path, tmp_path: Pa
     and find its time base in the series its dims name."""
     dst = tmp_path / "sample.zarr"
     convert(shot_file, dst, SHARDED)
-    ds = xr.open_zarr(dst, group="signals/ip", decode_cf=False)
+    ds = xr.open_zarr(dst, group="signals/ip", decode_cf=False, consolidated=False)  # node by node
     k = 1
     shot, start, length = int(ds["shot"][k]), int(ds["start"][k]), int(ds["length"][k])
     data = ds["data"][start : start + length].values
     doc = ds.attrs["layoutkit_series"]
     time_series = doc["parts"][0]["dims"][0][0]  # e.g. "timebases/t_10khz"
-    tb = xr.open_zarr(dst, group=f"scales/{time_series}", decode_cf=False)
+    tb = xr.open_zarr(dst, group=f"scales/{time_series}", decode_cf=False, consolidated=False)
     row = list(tb["shot"].values).index(shot)  # (a copy of another scale would be in same_as)
     time = tb["data"][int(tb["start"][row]) : int(tb["start"][row]) + int(tb["length"][row])].values
     with layoutkit.open(shot_file) as source:
@@ -168,7 +200,8 @@ def test_one_signal_of_every_shot_is_a_handful_of_requests(hundred_shots: tuple[
     for name in ("ip", "ne_bar"):
         packed = _requests(signal_major, "signal", name)
         mirrored = _requests(shot_major, "signal", name)
-        assert packed <= 4, (name, packed)  # the data's shard and the time base's
+        # the index arrays of the signal and of its time base (3 each), then the two data shards
+        assert packed <= 8, (name, packed)
         assert mirrored >= 100, (name, mirrored)
 
 
@@ -190,23 +223,30 @@ def test_a_signal_and_its_time_bases_are_fetched_in_one_round(hundred_shots: tup
     with layoutkit.open(signal_major) as archive:
         rounds.clear()
         got = archive.signal("ip")
-        assert len(rounds) == 1, rounds
-        assert any(p.startswith("/signals/ip/") for p in rounds[0]), rounds
-        assert any(p.startswith("/scales/") for p in rounds[0]), rounds  # the time base, in the same round
+        # version 2: the index of the signal and of its time base, in one round; then their data, in one
+        assert len(rounds) == 2, rounds
+        assert all(p.rsplit("/", 1)[-1] in ("shot", "start", "length") for p in rounds[0]), rounds
+        assert any(p.startswith("/scales/") for p in rounds[0]), rounds  # the time base's index with it
+        assert any(p.startswith("/signals/ip/data") for p in rounds[1]), rounds
+        assert any(p.startswith("/scales/") for p in rounds[1]), rounds  # the time base, in the same round
         rounds.clear()
         archive.shot(archive.shots[0])
-        assert len(rounds) == 1, rounds
+        assert len(rounds) == 2, rounds  # its rows in every series' index, then its data
     assert len(got) == 100 and all(a.dims and a.dims[0] in a.coords for a in got.values())
 
 
-def test_one_shot_costs_at_most_twice_the_shot_major_requests(hundred_shots: tuple[Path, Path, Path]) -> None:
+def test_one_shot_costs_twice_the_shot_major_requests_and_its_index(hundred_shots: tuple[Path, Path, Path]) -> None:
     src, shot_major, signal_major = hundred_shots
     with layoutkit.open(src) as source:
         shots = source.shots[::34]
+    root = zarr.open_group(signal_major, mode="r")
+    parts = sum(len(node["attributes"]["layoutkit_series"]["parts"]) for node in root.attrs["layoutkit_nodes"].values()
+                if "layoutkit_series" in node.get("attributes", {}))
     for shot in shots:
         packed = _requests(signal_major, "shot", shot)
         mirrored = _requests(shot_major, "shot", shot)
-        assert packed <= 2 * mirrored, (shot, packed, mirrored)
+        # version 2 adds the shot's index chunk of each part (shot, start, length) and the shot's own document
+        assert packed <= 2 * mirrored + 3 * parts + 1, (shot, packed, mirrored, parts)
 
 
 def test_latency_is_counted_per_request(hundred_shots: tuple[Path, Path, Path]) -> None:
@@ -342,14 +382,14 @@ def test_comparator_catches_values_attributes_and_shots(edge: Path, tmp_path: Pa
     def value(root: zarr.Group) -> None:
         root["signals/ip/data"][55] = 1e6  # the sixth sample of shot 2
 
-    def shot_attr(root: zarr.Group) -> None:
-        series(root, "signals/ip", lambda part: part["shot_attrs"]["3"].update(offset=7.0))
+    def shot_attr(root: zarr.Group) -> None:  # shot 3 (the third row) gets another offset
+        root["signals/ip/attrs"][2] = json.dumps({"offset": 7.0})
 
     def drop_shot(root: zarr.Group) -> None:  # shot 10 of ne vanishes from the index
-        series(root, "signals/ne", lambda part: [part.update({k: part[k][:-1]}) for k in ("shots", "starts", "lengths")])
+        series(root, "signals/ne", lambda part: part.update(shots=part["shots"] - 1))
 
     def extra_shot(root: zarr.Group) -> None:  # raw claims a shot 99 instead of 10
-        series(root, "signals/raw", lambda part: part["shots"].__setitem__(-1, "99"))
+        root["signals/raw/shot"][-1] = 99
 
     def shot_group_attr(root: zarr.Group) -> None:
         root["shots/1"].attrs["comment"] = "changed"

@@ -29,7 +29,7 @@ import numpy as np
 import zarr
 
 from layoutkit.equality.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr
-from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
+from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
 from layoutkit.hdf5.source import SourceReader
@@ -230,7 +230,7 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
                           skipped, workers, name, index_attrs)
     root = next((g for g in inventory.groups if g.path == "/"), None)
     if root is not None:
-        got = {k: v for k, v in archive.root.attrs.items() if k != LAYOUT_ATTR}
+        got = {k: v for k, v in archive.root.attrs.items() if k not in (LAYOUT_ATTR, NODES_ATTR)}
         compare_attrs("/", *without_provenance("/", dict(root.attrs), got), miss)
 
     with SourceReader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:

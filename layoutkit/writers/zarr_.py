@@ -29,7 +29,15 @@ from zarr.core.sync import sync
 from zarr.storage import StorePath
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
-from layoutkit.formats import DIMENSIONS_ATTR, ENUM_ATTR, NULL_SPACE_ATTR, REFERENCE_ATTR, SIDECAR, json_attrs
+from layoutkit.formats import (
+    DIMENSIONS_ATTR,
+    ENUM_ATTR,
+    NODES_ATTR,
+    NULL_SPACE_ATTR,
+    REFERENCE_ATTR,
+    SIDECAR,
+    json_attrs,
+)
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
@@ -240,10 +248,12 @@ class ZarrWriter:
 
     def _consolidate_from_docs(self, keep: Callable[[str], bool] | None = None) -> None:
         docs = self._docs
-        if self.zarr_format == 3:
+        if self.zarr_format == 3 and keep is not None:
+            self._list_nodes(keep)
+        elif self.zarr_format == 3:
             inline = {}
             for node, files in docs.items():
-                if not node or keep is not None and not keep(node):
+                if not node:
                     continue
                 doc = dict(files["zarr.json"])
                 if doc["node_type"] == "group":
@@ -259,6 +269,19 @@ class ZarrWriter:
                     meta[f"{node}/{filename}" if node else filename] = doc
             doc = {"metadata": meta, "zarr_consolidated_format": 1}
             self.kv.put(".zmetadata", json.dumps(doc, allow_nan=False).encode())
+
+    def _list_nodes(self, keep: Callable[[str], bool]) -> None:
+        """The root of a store that must not grow with the shots: the nodes ``keep``
+        keeps listed in the root's :data:`~layoutkit.formats.NODES_ATTR`, not in Zarr's
+        consolidated metadata, which must list every node (zarr would not find the
+        others). No group gets consolidated metadata of its own either: one copy of each
+        node's document besides its own, so a node changed in place is seen as it is by
+        whatever reads the store node by node (zarr, xarray, the comparator)."""
+        docs = self._docs
+        kept = {node: files["zarr.json"] for node, files in docs.items() if node and keep(node)}
+        root = dict(docs[""]["zarr.json"])
+        root["attributes"] = {**root.get("attributes", {}), NODES_ATTR: kept}
+        self.kv.put("zarr.json", json.dumps(root, allow_nan=False).encode())
 
     def _array_kwargs(self, info: ArrayInfo, plan: ArrayPlan, is_netcdf4: bool) -> dict[str, Any]:
         dtype = target_dtype(info)

@@ -32,7 +32,7 @@ from layoutkit.layouts.shot_packed.spec import (
     index_doc,
     index_doc_v3,
 )
-from layoutkit.plan import ArrayPlan, CopyTask, compile_template, natural_key, plan_tasks, task_budget
+from layoutkit.plan import ArrayPlan, CopyTask, compile_template, names_plan, natural_key, plan_tasks, task_budget
 from layoutkit.writers.zarr_convert import packable, plan_arrays
 from layoutkit.zarr_layout import ConvertOptions
 
@@ -129,19 +129,38 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
                                       "convert it with --layout shot-major.")
     v3 = options.zarr_format == 3
     in_shot = _in_shot(prefix, groups.values(), mirrored) if v3 else {}
+    shots, packed_plans, tables = _plan_shots(by_shot, in_shot, groups, prefix, options, budget)
+    root = groups.get("/")
+    if root is not None and LAYOUT_ATTR in root.attrs:
+        raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
+    layout = {"name": LAYOUT_NAME, "version": LAYOUT_VERSION if v3 else ROOT_INDEX_VERSION, "order": "shot-packed",
+              "template": template, "packed": PACKED_ARRAY}
+    names = [s.shot for s in shots]
+    if v3:
+        layout |= {"shots": SHOTS_ARRAY, "signals": _signal_names(full, shots, mirrored)}
+        packed_plans.append(names_plan(f"/{SHOTS_ARRAY}", len(names), options.compressor))
+    else:
+        layout |= tables.as_layout()
+    tasks = plan_tasks([*mirrored, *(p for p in packed_plans if p.read_mode != "index")], budget)
+    return ShotPackedPlan(
+        source=str(inventory.path), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
+        skipped=tuple(skipped), tasks=tasks, task_bytes=budget, shots=tuple(shots),
+        groups=tuple(groups.values()), layout=layout, shot_names=tuple(names) if v3 else (),
+    )
+
+
+def _plan_shots(by_shot: dict[str, list[tuple[str, ArrayInfo]]], in_shot: dict[str, Any], groups: dict[str, GroupInfo],
+                prefix: Any, options: ConvertOptions, budget: int) -> tuple[list[PackedShot], list[ArrayPlan], IndexTables]:
+    """Each shot's packed array and index (version 2: the index an attribute of the shot
+    group, its rows' attributes and scales rows of ``tables``; ``groups`` updated)."""
+    v3 = options.zarr_format == 3
     shots, packed_plans, tables = [], [], IndexTables()
     # version 3: every shot has its packed array, which carries its index (empty when the
     # shot's datasets are all unpacked), so a reader finds any shot at its path
     for shot in sorted(by_shot.keys() | in_shot.keys(), key=natural_key):
         members = sorted(by_shot.get(shot, []), key=lambda m: natural_key(m[0]))
         shot_path = members[0][1].path[: -len(members[0][0]) - 1] if members else in_shot[shot][0]
-        entries, segments, start = [], [], 0
-        for rel, info in members:
-            size = math.prod(info.shape) * info.dtype.itemsize
-            segments.append(Segment(info.path, start, size))
-            entries.append(IndexEntry(rel, start, info.dtype.str, list(info.shape), _fill_json(info),
-                                      json_attrs(dict(info.attrs)), _scale_refs(info, prefix, shot)))
-            start += size
+        entries, segments, start = _pack(members, prefix, shot)
         path = f"{shot_path}/{PACKED_ARRAY}"
         packed_plans.append(_packed_plan(path, start, options, budget))
         group = groups.get(shot_path, GroupInfo(shot_path, {}))
@@ -155,25 +174,19 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
         else:
             groups[shot_path] = replace(group, attrs={**group.attrs, INDEX_ATTR: index_doc(entries, tables)})
             shots.append(PackedShot(shot, shot_path, path, tuple(segments)))
-    root = groups.get("/")
-    if root is not None and LAYOUT_ATTR in root.attrs:
-        raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
-    layout = {"name": LAYOUT_NAME, "version": LAYOUT_VERSION if v3 else ROOT_INDEX_VERSION, "order": "shot-packed",
-              "template": template, "packed": PACKED_ARRAY}
-    names = [s.shot for s in shots]
-    if v3:
-        layout |= {"shots": SHOTS_ARRAY, "signals": _signal_names(full, shots, mirrored)}
-        packed_plans.append(ArrayPlan(path=f"/{SHOTS_ARRAY}", shape=(len(names),), dtype="str", itemsize=16,
-                                      chunks=(max(1, len(names)),), shards=None, compressor=options.compressor,
-                                      read_mode="index", nbytes=16 * len(names)))
-    else:
-        layout |= tables.as_layout()
-    tasks = plan_tasks([*mirrored, *(p for p in packed_plans if p.read_mode != "index")], budget)
-    return ShotPackedPlan(
-        source=str(inventory.path), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
-        skipped=tuple(skipped), tasks=tasks, task_bytes=budget, shots=tuple(shots),
-        groups=tuple(groups.values()), layout=layout, shot_names=tuple(names) if v3 else (),
-    )
+    return shots, packed_plans, tables
+
+
+def _pack(members: list[tuple[str, ArrayInfo]], prefix: Any, shot: str) -> tuple[list[IndexEntry], list[Segment], int]:
+    """A shot's datasets end to end: their index entries, their segments, the bytes."""
+    entries, segments, start = [], [], 0
+    for rel, info in members:
+        size = math.prod(info.shape) * info.dtype.itemsize
+        segments.append(Segment(info.path, start, size))
+        entries.append(IndexEntry(rel, start, info.dtype.str, list(info.shape), _fill_json(info),
+                                  json_attrs(dict(info.attrs)), _scale_refs(info, prefix, shot)))
+        start += size
+    return entries, segments, start
 
 
 def _rel(path: str, shot_path: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from layoutkit.formats import LAYOUT_ATTR, TYPE_RULE_ATTRS
+from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts.shot_packed.spec import INDEX_ATTR as SHOT_INDEX_ATTR
 from layoutkit.layouts.shot_packed.spec import LAYOUT_NAME, PACKED_ARRAY, SHOTS_ARRAY, index_names, index_rows
 from layoutkit.layouts.shot_packed.spec import LAYOUT_VERSION as SHOT_PACKED_VERSION
@@ -155,7 +155,7 @@ class ShotPackedArchive(PackedArchive):
     """
 
     layout = LAYOUT_NAME
-    hidden_attrs = TYPE_RULE_ATTRS | {SHOT_INDEX_ATTR}
+    hidden_attrs = PackedArchive.hidden_attrs | {SHOT_INDEX_ATTR}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # the parameters of ZarrArchive
         super().__init__(*args, **kwargs)

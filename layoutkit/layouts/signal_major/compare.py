@@ -14,7 +14,7 @@ from typing import Any
 from layoutkit.equality import Mismatch, compare_packed
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts.signal_major.read import SignalMajorArchive
-from layoutkit.layouts.signal_major.spec import DATA, index_arrays
+from layoutkit.layouts.signal_major.spec import DATA, SHOT_ATTR, index_arrays
 
 
 def compare(source: str | Path, variant: Any, *, inventory: Inventory | None = None,
@@ -26,7 +26,8 @@ def compare(source: str | Path, variant: Any, *, inventory: Inventory | None = N
     its source path through :class:`~layoutkit.layouts.signal_major.read.SignalMajorArchive`
     and compared, one source chunk at a time; and the index is checked (:func:`check_index`).
     """
-    return compare_packed(source, variant, SignalMajorArchive, check_index, inventory, skipped, workers, name)
+    return compare_packed(source, variant, SignalMajorArchive, check_index, inventory, skipped, workers, name,
+                          frozenset({SHOT_ATTR}))
 
 
 def check_index(archive: Any, source_paths: set[str], miss: Any) -> None:

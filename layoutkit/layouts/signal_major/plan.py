@@ -12,6 +12,7 @@ datasets that fall in them, so memory stays within the budget however large a si
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -19,23 +20,31 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
-from layoutkit.formats import LAYOUT_ATTR
+from layoutkit.formats import LAYOUT_ATTR, json_attrs
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
 from layoutkit.layouts.signal_major.spec import (
+    ATTRS,
     DATA,
+    INDEX_CHUNK,
     LAYOUT_NAME,
     LAYOUT_VERSION,
     LENGTH,
+    MIRRORED_ARRAY,
     PER_SHOT_ONLY_ATTRS,
+    ROOT_INDEX_VERSION,
+    SAME_AS,
+    SAME_AS_SHOT,
     SAMPLE_DIM,
     SCALES_GROUP,
     SHOT,
+    SHOTS_ARRAY,
     SIGNALS_GROUP,
     START,
     PackedPart,
     PackedRow,
     PackedSeries,
+    same_as_rows,
 )
 from layoutkit.options import ShardSpec
 from layoutkit.plan import (
@@ -43,6 +52,7 @@ from layoutkit.plan import (
     CopyTask,
     compile_template,
     match_template,
+    names_plan,
     natural_key,
     plan_packed_chunks,
     plan_shards,
@@ -82,10 +92,12 @@ def _synthetic(path: str, shape: tuple[int, ...], dtype: np.dtype, kind: str, fi
     )
 
 
-def packed_arrays(series: PackedSeries) -> list[ArrayInfo]:
+def packed_arrays(series: PackedSeries, version: int = LAYOUT_VERSION) -> list[ArrayInfo]:
     """The arrays of one series, described as if they were source datasets (so that
-    :class:`ZarrWriter` creates them like any other)."""
+    :class:`ZarrWriter` creates them like any other); version 2 adds the per-shot
+    attributes and the scales' ``same_as`` arrays."""
     out = []
+    text = np.dtype("O")
     for part in series.parts:
         n = len(part.rows)
         instance = (f"{SHOT}{part.suffix}",)
@@ -93,16 +105,26 @@ def packed_arrays(series: PackedSeries) -> list[ArrayInfo]:
         out += [
             _synthetic(series.array(part, DATA), part.shape, part.dtype, part.kind, part.fill_value,
                        part.attrs, _dim_names(part)),
-            _synthetic(series.array(part, SHOT), (n,), ids.dtype if ids.dtype != object else np.dtype("O"),
+            _synthetic(series.array(part, SHOT), (n,), ids.dtype if ids.dtype != object else text,
                        "numeric" if ids.dtype != object else "string", None, {}, instance),
             _synthetic(series.array(part, START), (n,), np.dtype("i8"), "numeric", None, {}, instance),
             _synthetic(series.array(part, LENGTH), (n,), np.dtype("i8"), "numeric", None,
                        {"sample_dimension": f"{SAMPLE_DIM}{part.suffix}"}, instance),
         ]
+        if version >= 2 and part.shot_attrs:
+            out.append(_synthetic(series.array(part, ATTRS), (n,), text, "string", None, {}, instance))
+    same = same_as_rows(series)
+    if version >= 2 and same:
+        ids = shot_ids([shot for shot, _ in same])
+        out += [
+            _synthetic(f"/{series.group}/{SAME_AS_SHOT}", (len(same),), ids.dtype if ids.dtype != object else text,
+                       "numeric" if ids.dtype != object else "string", None, {}, (SAME_AS_SHOT,)),
+            _synthetic(f"/{series.group}/{SAME_AS}", (len(same),), text, "string", None, {}, (SAME_AS_SHOT,)),
+        ]
     return out
 
 
-def index_values(series: PackedSeries) -> list[tuple[str, np.ndarray]]:
+def index_values(series: PackedSeries, version: int = LAYOUT_VERSION) -> list[tuple[str, np.ndarray]]:
     """The values of every index array of a series: (store path, values)."""
     out = []
     for part in series.parts:
@@ -110,6 +132,16 @@ def index_values(series: PackedSeries) -> list[tuple[str, np.ndarray]]:
             (series.array(part, SHOT), shot_ids([r.shot for r in part.rows])),
             (series.array(part, START), np.array(part.starts, dtype="i8")),
             (series.array(part, LENGTH), np.array(part.lengths, dtype="i8")),
+        ]
+        if version >= 2 and part.shot_attrs:
+            rows = [json.dumps(json_attrs(part.shot_attrs[r.shot]), sort_keys=True) if r.shot in part.shot_attrs
+                    else "" for r in part.rows]
+            out.append((series.array(part, ATTRS), np.array(rows, dtype=object)))
+    same = same_as_rows(series)
+    if version >= 2 and same:
+        out += [
+            (f"/{series.group}/{SAME_AS_SHOT}", shot_ids([shot for shot, _ in same])),
+            (f"/{series.group}/{SAME_AS}", np.array([other for _, other in same], dtype=object)),
         ]
     return out
 
@@ -129,6 +161,12 @@ class SignalMajorPlan:
     groups: tuple[GroupInfo, ...]  # source groups written (the root, and groups with attributes)
     layout: dict[str, Any]
     merged_scales: int
+    shot_names: tuple[str, ...] = ()  # version 2: every shot, for /_shots
+    in_shots: tuple[str, ...] = ()  # version 2: the mirrored arrays inside shots, for /_mirrored
+
+    @property
+    def version(self) -> int:
+        return int(self.layout["version"])
 
     @property
     def nbytes(self) -> int:
@@ -198,11 +236,11 @@ def _build_series(
     return PackedSeries(group, source, tuple(parts), same_as)
 
 
-def _packed_plans(series: PackedSeries, options: ConvertOptions, budget: int) -> list[ArrayPlan]:
+def _packed_plans(series: PackedSeries, options: ConvertOptions, budget: int, version: int) -> list[ArrayPlan]:
     target = min(options.chunk_bytes, budget)
     sharded = options.zarr_format == 3 and options.shards.mode != "none"
     plans = []
-    for info in packed_arrays(series):
+    for info in packed_arrays(series, version):
         is_data = info.path.rsplit("/", 1)[-1].startswith(DATA)
         itemsize = info.dtype.itemsize if info.kind != "string" else 16
         if is_data:
@@ -212,8 +250,8 @@ def _packed_plans(series: PackedSeries, options: ConvertOptions, budget: int) ->
             if sharded:
                 spec = ShardSpec(options.shards.mode, min(options.shards.target_bytes, budget))
                 shards = plan_shards(info.shape, chunks, itemsize, spec)
-        else:
-            chunks, shards = (max(1, info.shape[0]),), None
+        else:  # an index array: version 2 in chunks of INDEX_CHUNK rows (the series' bounds)
+            chunks, shards = (max(1, min(info.shape[0], INDEX_CHUNK if version >= 2 else info.shape[0])),), None
         plans.append(
             ArrayPlan(
                 path=info.path,
@@ -277,7 +315,8 @@ def plan_signal_major(
         for (group, rel), rows in sorted(members.items())
         if group.startswith(SIGNALS_GROUP + "/") or rel in same_as or rows
     ]
-    packed_plans = [p for s in series for p in _packed_plans(s, options, budget)]
+    version = LAYOUT_VERSION if options.zarr_format == 3 else ROOT_INDEX_VERSION
+    packed_plans = [p for s in series for p in _packed_plans(s, options, budget, version)]
     packed_sources = set(packed_signals) | set(packed_scales)
     implied = {p.rsplit("/", i)[0] or "/" for p in packed_sources for i in range(1, p.count("/") + 1)}
     groups = tuple(g for g in inventory.groups if g.path == "/" or g.attrs or g.path not in implied)
@@ -285,19 +324,50 @@ def plan_signal_major(
     if "/" in {g.path for g in groups} and LAYOUT_ATTR in next(g for g in groups if g.path == "/").attrs:
         raise UnsupportedFeatureError("/", f"a root attribute named {LAYOUT_ATTR!r}, which the layout uses")
     tasks = plan_tasks([*mirrored, *(p for p in packed_plans if p.read_mode == "pack")], budget)
-    layout = {
-        "name": LAYOUT_NAME,
-        "version": LAYOUT_VERSION,
-        "order": "signal",
-        "template": template,
-        "signals": SIGNALS_GROUP,
-        "scales": SCALES_GROUP,
-    }
+    layout = {"name": LAYOUT_NAME, "version": version, "order": "signal", "template": template,
+              "signals": SIGNALS_GROUP, "scales": SCALES_GROUP}
+    shot_names: list[str] = []
+    in_shots: list[str] = []
+    if version >= 2:  # the shot list and the arrays inside shots: root-level arrays, not the root's document
+        shot_names, in_shots, more = _bounded_root(prefix, inventory, series, mirrored, groups, signals)
+        layout |= more
+        listed = [(SHOTS_ARRAY, shot_names)] + ([(MIRRORED_ARRAY, in_shots)] if in_shots else [])
+        packed_plans += [names_plan(f"/{name}", len(values), options.compressor) for name, values in listed]
     return SignalMajorPlan(
         source=str(src), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
         skipped=tuple(skipped), tasks=tasks, task_bytes=budget, series=tuple(series), groups=groups,
-        layout=layout, merged_scales=len(dupes),
+        layout=layout, merged_scales=len(dupes), shot_names=tuple(shot_names), in_shots=tuple(in_shots),
     )
+
+
+def _bounded_root(prefix: Any, inventory: Inventory, series: list[PackedSeries], mirrored: list[ArrayPlan],
+                  groups: tuple[GroupInfo, ...], signals: dict[str, tuple[str, str]],
+                  ) -> tuple[list[str], list[str], dict[str, Any]]:
+    """Version 2: every shot, the nodes inside shots (arrays, and groups with a trailing
+    slash) and what the root's layout attribute adds: where the lists are, the index
+    chunk, every signal's name and those stored unpacked in some shot."""
+    shot_names = _every_shot(prefix, inventory, series)
+    in_shots = sorted([a.path for a in mirrored if prefix.match(a.path)]
+                      + [g.path + "/" for g in groups if prefix.match(g.path + "/")], key=natural_key)
+    names = {s.group.rsplit("/", 1)[-1] for s in series
+             if s.group.startswith(SIGNALS_GROUP + "/") and any(p.rows for p in s.parts)}
+    unpacked = {sig for path, (_, sig) in signals.items() if path in {a.path for a in mirrored}}
+    layout = {"shots": SHOTS_ARRAY, "index_chunk": INDEX_CHUNK, "signal_names": sorted(names | unpacked, key=natural_key),
+              "unpacked_signals": sorted(unpacked, key=natural_key)}
+    if in_shots:
+        layout["mirrored"] = MIRRORED_ARRAY
+    return shot_names, in_shots, layout
+
+
+def _every_shot(prefix: Any, inventory: Inventory, series: list[PackedSeries]) -> list[str]:
+    """Every shot of the archive, natural order: the shots of the packed rows, and those
+    of the source's groups and arrays under the template's shot level."""
+    shots = {r.shot for s in series for p in s.parts for r in p.rows}
+    for path in [g.path + "/" for g in inventory.groups] + [a.path for a in inventory.arrays]:
+        m = prefix.match(path)
+        if m is not None:
+            shots.add(m.group("shot"))
+    return sorted(shots, key=natural_key)
 
 
 def _check_options(options: ConvertOptions) -> str:
@@ -394,15 +464,15 @@ def _keep_most_used(dupes: dict[str, str], packed: dict[str, ArrayInfo], uses: A
 
 def _reserved(path: str) -> bool:
     top = path.strip("/").split("/", 1)[0]
-    return top in (SIGNALS_GROUP, SCALES_GROUP)
+    return top in (SIGNALS_GROUP, SCALES_GROUP, SHOTS_ARRAY, MIRRORED_ARRAY)
 
 
 def _check_reserved(mirrored: list[ArrayPlan], inventory: Inventory) -> None:
     for path in [p.path for p in mirrored] + [link.path for link in inventory.links]:
         if _reserved(path):
             raise UnsupportedFeatureError(
-                path, f"a path under /{SIGNALS_GROUP} or /{SCALES_GROUP}, where the signal-major layout "
-                "keeps its packed arrays", "convert it with --layout shot-major.",
+                path, f"a path under /{SIGNALS_GROUP}, /{SCALES_GROUP}, /{SHOTS_ARRAY} or /{MIRRORED_ARRAY}, where "
+                "the signal-major layout keeps its packed arrays and their index", "convert it with --layout shot-major.",
             )
 
 
@@ -410,8 +480,8 @@ def _check_reserved_groups(groups: tuple[GroupInfo, ...]) -> None:
     for g in groups:
         if g.path != "/" and _reserved(g.path):
             raise UnsupportedFeatureError(
-                g.path, f"a group under /{SIGNALS_GROUP} or /{SCALES_GROUP}, where the signal-major layout "
-                "keeps its packed arrays", "convert it with --layout shot-major.",
+                g.path, f"a group under /{SIGNALS_GROUP}, /{SCALES_GROUP}, /{SHOTS_ARRAY} or /{MIRRORED_ARRAY}, where "
+                "the signal-major layout keeps its packed arrays and their index", "convert it with --layout shot-major.",
             )
 
 

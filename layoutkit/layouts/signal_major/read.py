@@ -3,7 +3,10 @@ index of rows (:mod:`layoutkit.layouts.signal_major.spec`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -12,14 +15,25 @@ import xarray as xr
 
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts.signal_major.spec import (
+    ATTRS,
+    DATA,
+    INDEX_CHUNK,
     LAYOUT_NAME,
     LAYOUT_VERSION,
+    LENGTH,
+    MIRRORED_ARRAY,
+    SAME_AS,
+    SAME_AS_SHOT,
     SERIES_ATTR,
+    SHOT,
+    SHOT_ATTR,
+    SHOTS_ARRAY,
     SIGNALS_GROUP,
+    START,
     series_rows,
     series_same_as,
 )
-from layoutkit.plan import compile_template, natural_key
+from layoutkit.plan import compile_template, match_template, natural_key
 from layoutkit.readers.base import (
     NotAnArchiveError,
     Selection,
@@ -40,19 +54,25 @@ class _Row:
     dims: tuple[tuple[str, ...], ...]  # per axis, the scales (paths relative to the shot)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Series:
     group: str  # "/signals/ip", "/scales/timebases/t_1khz"
     rows: dict[str, _Row]  # shot -> row
     same_as: dict[str, str]  # shot -> the source path (relative to the shot) of an equal scale
+    doc: dict[str, Any] | None = None  # version 2: the series attribute (its rows in the index arrays)
+    loaded: set[tuple[str, int]] = field(default_factory=set)  # version 2: index chunks read
+    complete: bool = True  # every row known (version 1 always; version 2 once every chunk is read)
 
 
 class SignalMajorArchive(PackedArchive):
     """A signal-major Zarr store from ``convert --layout signal-major``: every shot of a
     signal packed in one array (:mod:`layoutkit.layouts.signal_major.write` has the layout).
 
-    The per-shot index comes with the metadata (the series groups' attributes), so
-    finding a shot costs no request: ``signal`` reads each packed array once and slices
+    Version 1: the per-shot index comes with the metadata (the series groups'
+    attributes), so finding a shot costs no request. Version 2: the root holds no per-shot
+    list; a signal's rows are its index arrays, read (with its time bases') in one round
+    before its data, and a shot's rows are one chunk of each series' index arrays, read
+    with the shot group's own document. ``signal`` reads each packed array once and slices
     it per shot, ``shot`` reads one slice of each signal's array (a partial shard read).
     Source paths (``/shots/<SHOT>/signals/<SIGNAL>``, or a scale's) work in ``get``
     as well as the stored arrays' paths; arrays the packing does not carry are mirrored
@@ -60,6 +80,7 @@ class SignalMajorArchive(PackedArchive):
     """
 
     layout = LAYOUT_NAME
+    hidden_attrs = PackedArchive.hidden_attrs | {SHOT_ATTR}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # the parameters of ZarrArchive
         super().__init__(*args, **kwargs)
@@ -69,19 +90,23 @@ class SignalMajorArchive(PackedArchive):
                 f"{self.path} holds version {meta.get('version')} of the signal-major layout; this layoutkit "
                 f"reads version {LAYOUT_VERSION} and older."
             )
+        self._meta = dict(meta)
+        self._v2 = int(meta.get("version", 1)) >= 2
         self._set_template(meta.get("template", self.template))  # the store is packed by its own template
         _, self._prefix = compile_template(self.template)
         self._series: dict[str, _Series] = {}  # by source path relative to the shot
         self._signal_series: dict[str, _Series] = {}  # by signal name
+        self._shot_docs: set[str] = set()  # version 2: shots whose own document was read
         for group, node in self._nodes.items():
             doc = None if hasattr(node, "shape") else dict(node.attributes).get(SERIES_ATTR)
             if not doc:
                 continue
-            series = self._read_series(group, doc)
+            series = _Series(group, {}, {}, doc, complete=False) if self._v2 else self._read_series(group, doc)
             self._series[doc["source"]] = series
             if group.startswith(f"/{SIGNALS_GROUP}/"):
                 self._signal_series[group.rsplit("/", 1)[-1]] = series
         self._tree: dict[str, set[str]] | None = None
+        self._lists: dict[str, list[str]] = {}  # version 2: the root-level lists read
 
     def _read_series(self, group: str, doc: dict[str, Any]) -> _Series:
         rows, common = {}, {}
@@ -90,6 +115,100 @@ class SignalMajorArchive(PackedArchive):
                 common[row.data] = plain_attrs(dict(self._nodes[row.data].attributes), self.hidden_attrs)
             rows[row.shot] = _Row(row.data, row.start, row.length, {**common[row.data], **row.shot_attrs}, row.dims)
         return _Series(group, rows, series_same_as(doc))
+
+    # -- version 2: the index read on demand -----------------------------------------
+
+    def _list(self, name: str) -> list[str]:
+        """A root-level list (``/_shots``, ``/_mirrored``): one read, then kept."""
+        if name not in self._lists:
+            self._lists[name] = [str(v) for v in super().get(f"/{name}")] if f"/{name}" in self._nodes else []
+        return self._lists[name]
+
+    def _index_reads(self, series: _Series, shot: str | None) -> list[tuple[str, str, int, int, list[str]]]:
+        """The index chunks to read for ``series``: every one, or the one holding ``shot``:
+        ``(suffix, "rows" | "same_as", first row, end, [array paths])``."""
+        chunk = int(self._meta.get("index_chunk", INDEX_CHUNK))
+        doc, out = series.doc or {}, []
+        groups = [(p["suffix"], "rows", p) for p in doc.get("parts", ())]
+        if doc.get("same_as", {}).get("shots"):
+            groups.append(("", "same_as", doc["same_as"]))
+        for suffix, kind, part in groups:
+            n = int(part["shots"])
+            if kind == "rows":
+                names = [f"{SHOT}{suffix}", f"{START}{suffix}", f"{LENGTH}{suffix}"]
+                names += [f"{ATTRS}{suffix}"] if part.get("attrs") else []
+            else:
+                names = [SAME_AS_SHOT, SAME_AS]
+            if shot is None:
+                wanted = range(-(-n // chunk))
+            else:
+                keys = [natural_key(str(b)) for b in part.get("bounds", ())]
+                wanted = [bisect.bisect_right(keys, natural_key(shot))]
+            for k in wanted:
+                if (f"{kind}{suffix}", k) not in series.loaded and k * chunk < n:
+                    out.append((suffix, kind, k * chunk, min(n, (k + 1) * chunk), [f"{series.group}/{a}" for a in names]))
+        return out
+
+    def _load_index(self, series: list[_Series], shot: str | None = None) -> None:
+        """Read the index chunks ``series`` need (every chunk, or the one with ``shot``),
+        of every series at once: one round of requests."""
+        todo = [(s, read) for s in series if not s.complete for read in self._index_reads(s, shot)]
+        if not todo:
+            return
+        reads = [(path, (slice(lo, hi),)) for _, (_, _, lo, hi, paths) in todo for path in paths]
+        values = iter(self._read_many(reads))
+        for s, (suffix, kind, lo, _, paths) in todo:
+            got = [next(values) for _ in paths]
+            ids = [str(v) for v in got[0]]
+            if kind == "same_as":
+                s.same_as.update(zip(ids, (str(v) for v in got[1])))
+            else:
+                data = f"{s.group}/{DATA}{suffix}"
+                part = next(p for p in s.doc["parts"] if p["suffix"] == suffix)
+                dims = tuple(tuple(axis) for axis in part["dims"])
+                common = plain_attrs(dict(self._nodes[data].attributes), self.hidden_attrs)
+                extra = [json.loads(str(a)) if a else {} for a in got[3]] if len(got) > 3 else [{}] * len(ids)
+                for i, shot_id in enumerate(ids):
+                    s.rows[shot_id] = _Row(data, int(got[1][i]), int(got[2][i]), {**common, **extra[i]}, dims)
+            s.loaded.add((f"{kind}{suffix}", lo // int(self._meta.get("index_chunk", INDEX_CHUNK))))
+        for s in series:
+            if not s.complete and not self._index_reads(s, None):
+                s.complete = True
+
+    def _load_shot_docs(self, shots: list[str], listed: bool = False) -> None:
+        """Version 2: the shots' own documents (their groups and unpacked arrays), all at
+        once; with ``listed``, only of the shots ``/_mirrored`` says have one (for many
+        shots; for one, asking costs less than reading the list first)."""
+        wanted = [s for s in dict.fromkeys(shots) if s not in self._shot_docs]
+        if listed:
+            having = {m.group("shot") for p in self._list(MIRRORED_ARRAY) if (m := self._prefix.match(p))}
+            wanted = [s for s in wanted if s in having]
+        self._shot_docs |= set(shots)
+        if not wanted:
+            return
+        docs = self._load_nodes([self.shot_path(s) for s in wanted])
+        for path, doc in docs.items():
+            inside = (doc.get("attributes") or {}).get(SHOT_ATTR) or {}
+            nodes = {f"{path}/{rel}": {"node_type": "group", "attributes": attrs}
+                     for rel, attrs in inside.get("groups", {}).items()}
+            nodes |= {f"{path}/{rel}": node for rel, node in inside.get("mirrored", {}).items()}
+            self._adopt_nodes(nodes)
+
+    def _prepare_shot(self, shot: str) -> None:
+        """Version 2: a shot's rows in every series, and its own document, in one round."""
+        if not self._v2:
+            return
+        with ThreadPoolExecutor(1) as pool:
+            docs = pool.submit(self._load_shot_docs, [shot])
+            self._load_index(list(self._series.values()), shot)
+            docs.result()
+
+    def _every_shot(self) -> None:
+        """Version 2: the whole index and every shot's document, for what needs the whole
+        archive (listing every array, a full scan, the comparison with the source)."""
+        if self._v2:
+            self._load_index(list(self._series.values()))
+            self._load_shot_docs(self.shots, listed=True)
 
     # -- source paths -> packed rows -----------------------------------------------
 
@@ -102,6 +221,9 @@ class SignalMajorArchive(PackedArchive):
         series = self._series.get(rel)
         if series is None:
             return None
+        if not series.complete:  # version 2: its rows for this shot, and of the scale it may repeat
+            self._load_index([series, *(self._series[o] for o in series.doc["same_as"].get("sources", ())
+                                        if o in self._series)], shot)
         if shot in series.rows:
             return series.rows[shot]
         kept = self._series.get(series.same_as.get(shot, ""))  # a scale stored once per shot
@@ -110,12 +232,56 @@ class SignalMajorArchive(PackedArchive):
     def _virtual_tree(self) -> dict[str, set[str]]:
         """Group -> member names of the source hierarchy the packed rows stand for."""
         if self._tree is None:
+            self._every_shot()
             self._tree = tree_of(f"{self.shot_path(shot)}/{rel}" for rel, series in self._series.items()
                                   for shot in {*series.rows, *series.same_as})
         return self._tree
 
     @cached_property
+    def _mirrored_signals(self) -> dict[str, tuple[str, str]]:
+        if self._v2:  # the arrays inside shots, listed at the root (read only if a signal is among them)
+            if not self._meta.get("unpacked_signals"):
+                return {}
+            return match_template([p for p in self._list(MIRRORED_ARRAY) if not p.endswith("/")], self.template)
+        return super()._mirrored_signals
+
+    @property
+    def signals(self) -> list[str]:
+        if self._v2:  # listed in the root: no read of the shot list
+            return list(self._meta.get("signal_names", []))
+        return super().signals
+
+    def _group_attrs(self, path: str) -> dict[str, Any]:
+        m = self._prefix.match(path.rstrip("/") + "/")
+        if self._v2 and m is not None:
+            self._load_shot_docs([m.group("shot")])
+        return super()._group_attrs(path)
+
+    def _exists(self, path: str) -> bool:
+        m = self._prefix.match(path.rstrip("/") + "/")
+        if not self._v2 or m is None:
+            return super()._exists(path)
+        shot = m.group("shot")  # version 2: this shot's rows and document, not the whole archive
+        self._load_shot_docs([shot])
+        if path in self._nodes or self._locate(path) is not None:
+            return True
+        rel = path.rstrip("/")[len(self.shot_path(shot)) + 1:]
+        inside = [src for src in self._series if not rel or src.startswith(rel + "/")]
+        return any(self._locate(f"{self.shot_path(shot)}/{src}") is not None for src in inside) or (
+            not rel and shot in self.shots)
+
+    def shot(self, shot: str | int) -> xr.DataTree:
+        self._prepare_shot(str(shot))
+        return super().shot(shot)
+
+    def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        self._every_shot()
+        return super().arrays()
+
+    @cached_property
     def _listing(self) -> tuple[list[str], list[str]]:
+        if self._v2:  # one read of the shot list
+            return self._list(self._meta.get("shots", SHOTS_ARRAY)), self.signals
         shots = {shot for s in self._signal_series.values() for shot in s.rows}
         signals = {name for name, s in self._signal_series.items() if s.rows}
         shots |= {shot for shot, _ in self._mirrored_signals.values()}
@@ -155,10 +321,25 @@ class SignalMajorArchive(PackedArchive):
         blocks = {p: (lo, v) for (p, (lo, _)), v in zip(spans.items(), values)}
         return [blocks[r.data][1][r.start - blocks[r.data][0] : r.start - blocks[r.data][0] + r.length] for r in rows]
 
+    def _prepare_signal(self, series: _Series | None, mirrored: list[str]) -> None:
+        """Version 2: the index of a signal's series and of every scale series its parts
+        name (and of the scales those repeat), in one round; the documents of the shots
+        where the signal is stored unpacked."""
+        if series is not None:
+            scales = {axis[0] for part in series.doc["parts"] for axis in part["dims"] if axis}
+            wanted = [series, *(self._series[s] for s in sorted(scales) if s in self._series)]
+            wanted += [self._series[o] for s in wanted[1:] for o in s.doc["same_as"].get("sources", ())
+                       if o in self._series]
+            self._load_index(wanted)
+        self._load_shot_docs(mirrored)
+
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         series = self._signal_series.get(signal)
-        shots = set(series.rows) if series else set()
-        shots |= {shot for shot, sig in self._mirrored_signals.values() if sig == signal}
+        unpacked = not self._v2 or signal in self._meta.get("unpacked_signals", ())
+        mirrored = [shot for shot, sig in self._mirrored_signals.values() if sig == signal] if unpacked else []
+        if self._v2:
+            self._prepare_signal(series, mirrored)
+        shots = (set(series.rows) if series else set()) | set(mirrored)
         ordered = sorted(shots, key=natural_key)
         arrays = self._variables([self.path_of(shot, signal) for shot in ordered])
         return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}

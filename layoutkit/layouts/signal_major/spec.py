@@ -19,6 +19,25 @@ common ones on ``data``, and the shots in which a scale is a byte-identical copy
 another scale of the shot (stored once, ``same_as``). ``docs/formats/signal-major.md`` documents the layout
 for readers that are not layoutkit.
 
+**Version 2** (Zarr v3 stores): the root holds what does not grow with the shots. The
+series attribute keeps, per part, its suffix, its dimension scales, its number of shots
+and the *bounds* of its index chunks (the first shot of each index chunk after the
+first: the index arrays are chunked :data:`INDEX_CHUNK` rows at a time, so a store of
+fewer shots has none); the per-shot rows are read from the index arrays, never from the
+attribute. Per-shot attributes are the text array ``attrs{sfx}`` (one JSON object per
+row, ``""`` for none; only when the part has any: ``"attrs": true``), and the shots in
+which a scale repeats another are the pair ``same_as_shot`` / ``same_as`` (the shot, the
+other scale's path relative to it), in natural shot order, chunked and bounded alike.
+The root-level text array ``/_shots`` lists every shot; ``/_mirrored`` (when there are
+any) the paths of the arrays the packing does not carry inside shots. Nodes inside shot
+groups are left out of the root's consolidated metadata: each shot group that has any
+carries them in its attribute :data:`SHOT_ATTR` (``{"groups": {path: attributes},
+"mirrored": {path: zarr.json document}}``, paths relative to the shot).
+
+Version 1 (Zarr v2 stores, and Zarr v3 stores written before): the attribute repeats the
+whole index (``shots``, ``starts``, ``lengths`` and ``shot_attrs`` per part, ``same_as``
+as ``{other scale: [shots]}``), and every node is in the consolidated metadata.
+
 This module is the layout's specification, imported by its writer, its reader and its
 comparator alike: the names, the version, the index's encoding (:func:`series_document`)
 and decoding (:func:`series_rows`). It imports neither numpy nor h5py: the registry of
@@ -38,7 +57,15 @@ if TYPE_CHECKING:
 
 LAYOUT_NAME = "signal-major"
 ALIASES = ("zarr-signal", "signal")  # the former registry key and convert --order value
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
+"""The version written to Zarr v3 stores; Zarr v2 stores are written as version 1 (their
+consolidated metadata cannot leave nodes out), and version 1 is still read."""
+ROOT_INDEX_VERSION = 1  # the last version whose index rides in the consolidated metadata
+INDEX_CHUNK = 65536  # version 2: rows per chunk of the index arrays
+SHOTS_ARRAY = "_shots"  # version 2: every shot, natural order
+MIRRORED_ARRAY = "_mirrored"  # version 2: the arrays inside shots the packing does not carry
+SHOT_ATTR = "layoutkit_shot"  # version 2: a shot group's own nodes
+ATTRS, SAME_AS, SAME_AS_SHOT = "attrs", "same_as", "same_as_shot"
 SIGNALS_GROUP = "signals"
 SCALES_GROUP = "scales"
 SERIES_ATTR = "layoutkit_series"
@@ -118,6 +145,40 @@ def series_document(series: PackedSeries) -> dict[str, Any]:
     }
 
 
+def bounds(shots: list[str]) -> list[str]:
+    """The first shot of each index chunk after the first (version 2)."""
+    return shots[INDEX_CHUNK::INDEX_CHUNK]
+
+
+def same_as_rows(series: PackedSeries) -> list[tuple[str, str]]:
+    """(shot, the other scale's source) of every shot in which the series repeats another
+    scale, in natural shot order (version 2's ``same_as_shot`` / ``same_as`` arrays)."""
+    from layoutkit.plan import natural_key
+
+    rows = [(shot, other) for other, shots in series.same_as.items() for shot in shots]
+    return sorted(rows, key=lambda r: natural_key(r[0]))
+
+
+def series_document_v2(series: PackedSeries) -> dict[str, Any]:
+    """The series attribute of version 2: nothing that grows with the shots but the
+    bounds of the index chunks (one shot name per :data:`INDEX_CHUNK` shots)."""
+    same = [shot for shot, _ in same_as_rows(series)]
+    return {
+        "source": series.source,
+        "parts": [
+            {
+                "suffix": p.suffix,
+                "dims": [list(axis) for axis in p.dims],
+                "shots": len(p.rows),
+                "bounds": bounds([r.shot for r in p.rows]),
+                "attrs": bool(p.shot_attrs),
+            }
+            for p in series.parts
+        ],
+        "same_as": {"shots": len(same), "bounds": bounds(same), "sources": sorted(series.same_as)},
+    }
+
+
 class SeriesRow(NamedTuple):
     """One shot of a series, as its index records it."""
 
@@ -152,7 +213,9 @@ def index_arrays(group: str, suffix: str) -> tuple[str, str, str]:
 
 
 __all__ = [
-    "ALIASES", "DATA", "LAYOUT_NAME", "LAYOUT_VERSION", "LENGTH", "PER_SHOT_ONLY_ATTRS", "SAMPLE_DIM", "SCALES_GROUP",
-    "SERIES_ATTR", "SHOT", "SIGNALS_GROUP", "START", "PackedPart", "PackedRow", "PackedSeries", "SeriesRow",
-    "index_arrays", "series_document", "series_rows", "series_same_as",
+    "ALIASES", "ATTRS", "DATA", "INDEX_CHUNK", "LAYOUT_NAME", "LAYOUT_VERSION", "LENGTH", "MIRRORED_ARRAY",
+    "PER_SHOT_ONLY_ATTRS", "ROOT_INDEX_VERSION", "SAMPLE_DIM", "SAME_AS", "SAME_AS_SHOT", "SCALES_GROUP",
+    "SERIES_ATTR", "SHOT", "SHOTS_ARRAY", "SHOT_ATTR", "SIGNALS_GROUP", "START", "PackedPart", "PackedRow",
+    "PackedSeries", "SeriesRow", "bounds", "index_arrays", "same_as_rows", "series_document", "series_document_v2",
+    "series_rows", "series_same_as",
 ]

@@ -9,23 +9,28 @@ The layout itself is specified in :mod:`layoutkit.layouts.signal_major.spec`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from layoutkit.formats import LAYOUT_ATTR
-from layoutkit.hdf5.inventory import GroupInfo, Inventory
+from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.source import SourceReader
 from layoutkit.layout import Work
 from layoutkit.layouts.signal_major.plan import SignalMajorPlan, index_values, packed_arrays
 from layoutkit.layouts.signal_major.spec import (
     DATA,
+    MIRRORED_ARRAY,
     SERIES_ATTR,
+    SHOT_ATTR,
+    SHOTS_ARRAY,
     PackedSeries,
     series_document,
+    series_document_v2,
 )
-from layoutkit.plan import ArrayPlan, CopyTask, Region, packed_pieces
+from layoutkit.plan import ArrayPlan, CopyTask, Region, compile_template, packed_pieces
 from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter
 from layoutkit.writers.zarr_convert import (
@@ -72,19 +77,24 @@ class SignalMajorWriter(ZarrWriter):
         groups: list[GroupInfo],
         sidecar: dict[str, Any],
         root_attrs: dict[str, Any],
+        version: int,
+        amend: Any = None,
     ) -> None:
         """Create every group and array (metadata only).
 
         ``groups`` are the source groups to mirror (the root among them, whose
-        attributes get ``root_attrs`` added); ``packed`` plans the arrays of ``series``.
+        attributes get ``root_attrs`` added); ``packed`` plans the arrays of ``series``
+        (and, in version 2, the root-level lists); ``amend`` as :meth:`ZarrWriter.create`'s.
         """
         infos = [a for a in inventory.arrays if a.path in {p.path for p in mirrored}]
         for s in series:
-            infos += packed_arrays(s)
+            infos += packed_arrays(s, version)
+        infos += [_text_info(a.path, a.shape) for a in packed if a.path.strip("/") in (SHOTS_ARRAY, MIRRORED_ARRAY)]
+        document = series_document_v2 if version >= 2 else series_document
         root = next((g for g in groups if g.path == "/"), GroupInfo("/", {}))
         all_groups = [GroupInfo("/", {**root.attrs, **root_attrs})]
         all_groups += [g for g in groups if g.path != "/"]
-        all_groups += [GroupInfo(f"/{s.group}", {SERIES_ATTR: series_document(s)}) for s in series]
+        all_groups += [GroupInfo(f"/{s.group}", {SERIES_ATTR: document(s)}) for s in series]
         synthetic = Inventory(
             path=inventory.path,
             userblock_size=inventory.userblock_size,
@@ -94,13 +104,47 @@ class SignalMajorWriter(ZarrWriter):
             links=inventory.links,
             attr_notes=inventory.attr_notes,
         )
-        self.create(synthetic, [*mirrored, *packed], sidecar)
+        self.create(synthetic, [*mirrored, *packed], sidecar, amend=amend)
 
-    def write_index(self, series: list[PackedSeries]) -> int:
-        """Write the index arrays of every series; returns their bytes."""
-        blocks = [(path, ((0, len(v)),), v) for s in series for path, v in index_values(s)]
+    def write_index(self, series: list[PackedSeries], version: int, lists: dict[str, tuple[str, ...]]) -> int:
+        """Write the index arrays of every series, and version 2's root-level lists
+        (array name -> values); returns their bytes."""
+        blocks = [(path, ((0, len(v)),), v) for s in series for path, v in index_values(s, version)]
+        blocks += [(f"/{name}", ((0, len(v)),), np.array(v, dtype=object)) for name, v in lists.items() if v]
         self.write_many(blocks)
         return sum(v.size * 8 for _, _, v in blocks)
+
+
+def _text_info(path: str, shape: tuple[int, ...]) -> ArrayInfo:
+    """A root-level list of names (version 2's shots, and arrays inside shots): text."""
+    return ArrayInfo(path=path, shape=shape, dtype=np.dtype("O"), kind="string", layout="chunked", chunks=None,
+                     filters=(), fill_value=None, attrs={}, dims=(path.strip("/"),), dim_scales=((),),
+                     is_scale=False, storage_bytes=0)
+
+
+def shot_documents(template: str, docs: dict[str, dict[str, Any]]) -> None:
+    """Version 2: each shot group's ``zarr.json`` gets the attribute :data:`SHOT_ATTR`,
+    the nodes inside the shot (its groups' attributes, its arrays' ``zarr.json``
+    documents), which the root's consolidated metadata leaves out."""
+    _, prefix = compile_template(template)
+    per_shot: dict[str, dict[str, dict[str, Any]]] = {}
+    for node, files in docs.items():
+        m = prefix.match(f"/{node}/")
+        if m is None:
+            continue
+        shot_node = m.group(0).strip("/")
+        entry = per_shot.setdefault(shot_node, {"groups": {}, "mirrored": {}})
+        rel = node[len(shot_node) + 1:]
+        if not rel:
+            continue
+        doc = files["zarr.json"]
+        if doc["node_type"] == "group":
+            entry["groups"][rel] = doc.get("attributes") or {}
+        else:
+            entry["mirrored"][rel] = doc
+    for shot_node, entry in per_shot.items():
+        group = docs[shot_node]["zarr.json"]
+        group["attributes"] = {**(group.get("attributes") or {}), SHOT_ATTR: entry}
 
 
 # the worker side (module level so dask can pickle it)
@@ -127,11 +171,14 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPla
     writer = SignalMajorWriter(staged, options.zarr_format)
     doc = {**sidecar(inventory, plan), "layout": plan.layout, "merged_scales": plan.merged_scales}
     try:
+        v2 = plan.version >= 2
         writer.create_layout(
             inventory, mirrored, packed, list(plan.series), list(plan.groups), doc,
-            {**attrs, LAYOUT_ATTR: plan.layout},
+            {**attrs, LAYOUT_ATTR: plan.layout}, plan.version,
+            amend=partial(shot_documents, plan.layout["template"]) if v2 else None,
         )
-        index_bytes = writer.write_index(list(plan.series))
+        index_bytes = writer.write_index(list(plan.series), plan.version,
+                                         {SHOTS_ARRAY: plan.shot_names, MIRRORED_ARRAY: plan.in_shots})
     except OSError as exc:
         raise not_writable(Path(plan.dest or staged), exc) from None
     infos = {a.path: a for a in inventory.arrays}
@@ -149,8 +196,11 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPla
         dtypes={s.array(p, DATA): p.dtype.str for s in plan.series for p in s.parts},
     )
     adopt_job(job, writer)
+    _, prefix = compile_template(plan.layout["template"])
+    # version 2: the root's consolidated metadata lists the nodes outside shot groups only
+    keep = (lambda node: prefix.match(f"/{node}/") is None) if v2 else None
     return Work(pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                done_bytes=index_bytes, state={"writer": writer})
+                done_bytes=index_bytes, state={"writer": writer, "keep": keep})
 
 
 def summarize(source: Path, dest: Destination, inventory: Inventory, plan: SignalMajorPlan,

@@ -32,7 +32,7 @@ def main(store: Path, signal: str | None) -> None:
     for shot, values in list(by_shot.items())[:5]:
         print(f"  shot {shot}: {values.shape} {values.dtype}, mean {values.mean():.4g}")
     # xarray opens each series group as a dataset (the sample axis is a ragged array)
-    ds = xr.open_zarr(store, group=f"signals/{signal}")
+    ds = xr.open_zarr(store, group=f"signals/{signal}", consolidated=False)  # node by node: no root listing
     print(ds)
 
 

@@ -20,7 +20,7 @@ def run(script: str, *args: str | Path) -> str:
 
 def test_every_example_has_a_smoke_test() -> None:
     tested = {"netcdf_to_zarr.py", "shot_archive_all_layouts.py", "read_signal_major_with_zarr.py",
-              "custom_layout.py"}
+              "custom_layout.py", "read_shot_with_zarr.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -40,6 +40,31 @@ def test_shot_archive_all_layouts(tmp_path: Path) -> None:
 def test_read_signal_major_with_zarr(tmp_path: Path) -> None:
     out = run("read_signal_major_with_zarr.py")
     assert "in 3 shots" in out and "<xarray.Dataset>" in out
+
+
+def test_read_shot_with_zarr(shot_file: Path, tmp_path: Path) -> None:
+    """The example reads a shot with zarr alone, as the spec says: the values, attributes
+    and time bases layoutkit reads."""
+    import runpy
+
+    import numpy as np
+
+    import layoutkit
+    from layoutkit.convert import ConvertOptions, convert
+
+    assert "holds 20 packed datasets" in run("read_shot_with_zarr.py")
+    store = tmp_path / "packed.zarr"
+    convert(shot_file, store, ConvertOptions(layout="shot-packed"))
+    read_shot = runpy.run_path(str(EXAMPLES / "read_shot_with_zarr.py"))["read_shot"]
+    with layoutkit.open(shot_file) as source:
+        shot = source.shots[1]
+        got = read_shot(store, shot)
+        for signal in source.signals:
+            want = source.read(shot, signal)
+            values, attrs, scales = got[f"signals/{signal}"]
+            np.testing.assert_array_equal(values, want.values)
+            assert scales[0] and scales[0][0].rsplit("/", 1)[-1] == want.dims[0]
+            assert attrs.get("units") == want.attrs.get("units")
 
 
 def test_custom_layout(shot_file: Path, tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def test_parts_dedupe_and_mirrors(edge: Path, tmp_path: Path) -> None:
     assert [str(s) for s in root["_shots"][:]] == ["1", "2", "3", "10"]
     assert "ip" in layout["signal_names"] and "label" in layout["unpacked_signals"]
     doc = root["signals/profile"].attrs["layoutkit_series"]
-    assert [p["shots"] for p in doc["parts"]] == [3, 1] and all(p["bounds"] == [] for p in doc["parts"])
+    assert [p["shots"] for p in doc["parts"]] == [3, 1]
     np.testing.assert_array_equal(root["signals/profile/shot"][:], [1, 2, 3])  # 8 channels, then 6
     np.testing.assert_array_equal(root["signals/profile/shot_1"][:], [10])
     assert doc["parts"][0]["dims"] == [["timebases/t"], ["timebases/channel"]]
@@ -89,7 +89,7 @@ def test_parts_dedupe_and_mirrors(edge: Path, tmp_path: Path) -> None:
     assert dict(root["signals/ip/data"].attrs) == {"units": "A"}
     # the private time copy is stored once where it equals t, and on its own in shot 3
     ne_time = root["scales/timebases/ne_time"]
-    assert ne_time.attrs["layoutkit_series"]["same_as"] == {"shots": 3, "bounds": [], "sources": ["timebases/t"]}
+    assert ne_time.attrs["layoutkit_series"]["same_as"] == {"shots": 3, "sources": ["timebases/t"]}
     np.testing.assert_array_equal(ne_time["same_as_shot"][:], [1, 2, 10])
     assert [str(v) for v in ne_time["same_as"][:]] == ["timebases/t"] * 3
     np.testing.assert_array_equal(ne_time["shot"][:], [3])
@@ -105,6 +105,10 @@ def test_parts_dedupe_and_mirrors(edge: Path, tmp_path: Path) -> None:
     shot_1 = root["shots/1"].attrs
     assert {k: v for k, v in shot_1.items() if k != "layoutkit_shot"} == {"shot": 0, "comment": "shot 1"}
     assert "signals/label" in shot_1["layoutkit_shot"]["mirrored"]
+    # each shot's own index: its row in every series, its attributes beyond the part's, its repeated scales
+    shot_3 = root["shots/3"].attrs["layoutkit_shot"]
+    assert shot_3["rows"]["signals/ip"] == ["", 110, 70] and shot_3["attrs"]["signals/ip"] == {"offset": 2.0}
+    assert root["shots/1"].attrs["layoutkit_shot"]["same_as"] == {"timebases/ne_time": "timebases/t"}
     assert "shots/2/timebases" not in root  # a group without attributes is implied by the index
     sidecar = json.loads((dst / "layoutkit.json").read_text())
     assert sidecar["layout"]["name"] == "signal-major"
@@ -149,6 +153,74 @@ def test_sample_round_trip(shot_file: Path, tmp_path: Path) -> None:
     with layoutkit.open(shot_file) as source, layoutkit.open(dst) as store:
         assert_same_reads(source, store, slices=False)
     assert compare_signal_major(shot_file, dst) == []
+
+
+def as_version_1(store: Path) -> None:
+    """Rewrite a version-2 store as layoutkit wrote signal-major Zarr v3 stores before
+    version 2: the whole index repeated in each series' attribute (shots, starts,
+    lengths, per-shot attributes, the scales' same_as), every node in the root's
+    consolidated metadata, no shot list, no list of what lies inside shots."""
+    root = json.loads((store / "zarr.json").read_text())
+    layout = root["attributes"]["layoutkit_layout"]
+    assert layout["version"] == 2
+    for key in ("shots", "mirrored"):
+        if key in layout:
+            shutil.rmtree(store / layout.pop(key))
+    for key in ("index_chunk", "signal_names", "unpacked_signals"):
+        layout.pop(key)
+    layout["version"] = 1
+    group = zarr.open_group(store, mode="r", use_consolidated=False)
+    for meta in sorted(store.rglob("*/zarr.json")):
+        doc = json.loads(meta.read_text())
+        series = doc.get("attributes", {}).get("layoutkit_series")
+        doc.get("attributes", {}).pop("layoutkit_shot", None)
+        if series is not None:
+            name = meta.parent.relative_to(store).as_posix()
+            for part in series["parts"]:
+                sfx = part["suffix"]
+                ids = [str(v) for v in group[f"{name}/shot{sfx}"][:]]
+                attrs = [json.loads(a) if a else {} for a in group[f"{name}/attrs{sfx}"][:]] if part["attrs"] else []
+                part.update(shots=ids, starts=group[f"{name}/start{sfx}"][:].tolist(),
+                            lengths=group[f"{name}/length{sfx}"][:].tolist(),
+                            shot_attrs={shot: a for shot, a in zip(ids, attrs) if a})
+                del part["attrs"]
+            same: dict[str, list[str]] = {}
+            if series["same_as"]["shots"]:
+                for shot, other in zip(group[f"{name}/same_as_shot"][:], group[f"{name}/same_as"][:]):
+                    same.setdefault(str(other), []).append(str(shot))
+                for extra in ("same_as_shot", "same_as"):
+                    shutil.rmtree(store / name / extra)
+            series["same_as"] = same
+            for part in series["parts"]:
+                if (store / name / f"attrs{part['suffix']}").exists():
+                    shutil.rmtree(store / name / f"attrs{part['suffix']}")
+        meta.write_text(json.dumps(doc))
+    nodes = {meta.parent.relative_to(store).as_posix(): json.loads(meta.read_text())
+             for meta in sorted(store.rglob("*/zarr.json"))}
+    for doc in nodes.values():
+        if doc["node_type"] == "group":
+            doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+    del root["attributes"]["layoutkit_nodes"]
+    root["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": nodes}
+    (store / "zarr.json").write_text(json.dumps(root))
+
+
+def test_a_version_1_store_is_still_read(edge: Path, tmp_path: Path) -> None:
+    """A Zarr v3 store written with the version-1 index (before the root stopped growing
+    with the shots) opens, reads as the source, and is checked as equal to it."""
+    new, old = tmp_path / "v2.zarr", tmp_path / "v1.zarr"
+    convert(edge, new, SHARDED)
+    shutil.copytree(new, old)
+    as_version_1(old)
+    assert zarr.open_group(old, mode="r").attrs["layoutkit_layout"]["version"] == 1
+    assert compare_variant(edge, old) == []
+    with layoutkit.open(edge) as source, layoutkit.open(old) as legacy, layoutkit.open(new) as current:
+        assert legacy.shots == current.shots == source.shots
+        assert legacy.signals == current.signals
+        assert_same_reads(source, legacy)
+        for name in ("ip", "label", "profile"):
+            want, got = current.signal(name), legacy.signal(name)
+            assert list(got) == list(want) and all(got[k].identical(want[k]) for k in want)
 
 
 def test_xarray_reads_the_layout_without_layoutkit(shot_file: Path, tmp_path: Path) -> None:
@@ -231,7 +303,7 @@ def test_a_signal_and_its_time_bases_are_fetched_in_one_round(hundred_shots: tup
         assert any(p.startswith("/scales/") for p in rounds[1]), rounds  # the time base, in the same round
         rounds.clear()
         archive.shot(archive.shots[0])
-        assert len(rounds) == 2, rounds  # its rows in every series' index, then its data
+        assert len(rounds) == 1, rounds  # its data (after the shot's own document, its rows in every series)
     assert len(got) == 100 and all(a.dims and a.dims[0] in a.coords for a in got.values())
 
 
@@ -404,6 +476,13 @@ def test_comparator_catches_values_attributes_and_shots(edge: Path, tmp_path: Pa
     assert ("/shots/99/signals/raw", "extra") in found and ("/shots/10/signals/raw", "missing") in found
     assert ("/shots/1", "attribute") in found
     assert ("/shots/1/signals/ip", "attribute") in corrupted("units.zarr", common_attr)
+
+    def shot_document(root: zarr.Group) -> None:  # shot 2's own index points ip at another row
+        doc = root["shots/2"].attrs["layoutkit_shot"]
+        doc["rows"]["signals/ip"][1] += 1
+        root["shots/2"].attrs["layoutkit_shot"] = doc
+
+    assert ("/shots/2/signals/ip", "index") in corrupted("own.zarr", shot_document)
 
 
 class TestZarrSignalRoundTrip(LayoutRoundTrip):

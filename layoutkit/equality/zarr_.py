@@ -221,10 +221,11 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
         where = Path(store) if isinstance(store, (str, Path)) else name  # a store in a bucket: its URL
         archive = archive_class(where, root=zarr.open_group(store, mode="r", use_consolidated=False))
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
+    # groups without attributes that hold packed datasets are implied by the index (read
+    # whole first: what is packed is what the index says, not a shot's own copy of it)
+    implied = archive._virtual_tree()
     packed = [a for a in arrays if archive._locate(a.path) is not None]
     mirrored = [a for a in arrays if archive._locate(a.path) is None]
-    # groups without attributes that hold packed datasets are implied by the index
-    implied = archive._virtual_tree()
     groups = [g for g in inventory.groups if g.path != "/" and (g.attrs or g.path not in implied)]
     found += compare_zarr(source, store, replace(inventory, groups=tuple(groups), arrays=tuple(mirrored)),
                           skipped, workers, name, index_attrs)

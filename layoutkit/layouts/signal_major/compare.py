@@ -31,8 +31,10 @@ def compare(source: str | Path, variant: Any, *, inventory: Inventory | None = N
 
 
 def check_index(archive: Any, source_paths: set[str], miss: Any) -> None:
-    """The index arrays against the index in the metadata, and every stored shot
-    against the source."""
+    """The index arrays against the index in the metadata (version 2: against each
+    shot's own index), and every stored shot against the source."""
+    if archive._v2:
+        _check_shot_documents(archive, miss)
     for rel, series in archive._series.items():
         for shot in {*series.rows, *series.same_as}:
             path = f"{archive.shot_path(shot)}/{rel}"
@@ -57,6 +59,20 @@ def check_index(archive: Any, source_paths: set[str], miss: Any) -> None:
             ends = [0] + [r.start + r.length for _, r in rows]
             if [r.start for _, r in rows] != ends[:-1] or ends[-1] != archive._array(data).shape[0]:
                 miss(data, "index", "the shots do not fill the packed array end to end")
+
+
+def _check_shot_documents(archive: Any, miss: Any) -> None:
+    """Version 2: each shot's own rows (its group's document) are the rows its series'
+    index arrays give it, no more and no fewer."""
+    archive._load_shot_docs(archive.shots)
+    for shot in archive.shots:
+        own = archive._shot_rows.get(shot, {})
+        for source, series in archive._series.items():
+            row, mine = series.rows.get(shot), own.get(source)
+            want = None if row is None else [row.data.rsplit("/", 1)[-1][len(DATA):], row.start, row.length]
+            if mine != want:
+                miss(f"{archive.shot_path(shot)}/{source}", "index",
+                     f"the shot's own index gives {mine}, the index arrays of {series.group} {want}")
 
 
 __all__ = ["check_index", "compare"]

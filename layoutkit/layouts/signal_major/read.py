@@ -3,9 +3,7 @@ index of rows (:mod:`layoutkit.layouts.signal_major.spec`)."""
 
 from __future__ import annotations
 
-import bisect
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -107,6 +105,8 @@ class SignalMajorArchive(PackedArchive):
                 self._signal_series[group.rsplit("/", 1)[-1]] = series
         self._tree: dict[str, set[str]] | None = None
         self._lists: dict[str, list[str]] = {}  # version 2: the root-level lists read
+        self._common: dict[str, tuple[dict[str, Any], tuple[tuple[str, ...], ...]]] = {}  # packed array -> attrs, dims
+        self._shot_rows: dict[str, dict[str, list[Any]]] = {}  # version 2: each shot's own rows, as its document has them
 
     def _read_series(self, group: str, doc: dict[str, Any]) -> _Series:
         rows, common = {}, {}
@@ -124,56 +124,55 @@ class SignalMajorArchive(PackedArchive):
             self._lists[name] = [str(v) for v in super().get(f"/{name}")] if f"/{name}" in self._nodes else []
         return self._lists[name]
 
-    def _index_reads(self, series: _Series, shot: str | None) -> list[tuple[str, str, int, int, list[str]]]:
-        """The index chunks to read for ``series``: every one, or the one holding ``shot``:
-        ``(suffix, "rows" | "same_as", first row, end, [array paths])``."""
+    def _index_reads(self, series: _Series) -> list[tuple[str, str, int, int, list[str]]]:
+        """The index arrays of ``series`` not read yet, an :data:`INDEX_CHUNK` of rows at
+        a time: ``(suffix, "rows" | "same_as", first row, end, [array paths])``."""
         chunk = int(self._meta.get("index_chunk", INDEX_CHUNK))
         doc, out = series.doc or {}, []
-        groups = [(p["suffix"], "rows", p) for p in doc.get("parts", ())]
-        if doc.get("same_as", {}).get("shots"):
-            groups.append(("", "same_as", doc["same_as"]))
-        for suffix, kind, part in groups:
-            n = int(part["shots"])
+        groups = [(p["suffix"], "rows", int(p["shots"]), p.get("attrs")) for p in doc.get("parts", ())]
+        groups.append(("", "same_as", int(doc.get("same_as", {}).get("shots", 0)), False))
+        for suffix, kind, n, attrs in groups:
             if kind == "rows":
-                names = [f"{SHOT}{suffix}", f"{START}{suffix}", f"{LENGTH}{suffix}"]
-                names += [f"{ATTRS}{suffix}"] if part.get("attrs") else []
+                names = [f"{SHOT}{suffix}", f"{START}{suffix}", f"{LENGTH}{suffix}"] + ([f"{ATTRS}{suffix}"] * bool(attrs))
             else:
                 names = [SAME_AS_SHOT, SAME_AS]
-            if shot is None:
-                wanted = range(-(-n // chunk))
-            else:
-                keys = [natural_key(str(b)) for b in part.get("bounds", ())]
-                wanted = [bisect.bisect_right(keys, natural_key(shot))]
-            for k in wanted:
-                if (f"{kind}{suffix}", k) not in series.loaded and k * chunk < n:
+            for k in range(-(-n // chunk)):
+                if (f"{kind}{suffix}", k) not in series.loaded:
                     out.append((suffix, kind, k * chunk, min(n, (k + 1) * chunk), [f"{series.group}/{a}" for a in names]))
         return out
 
-    def _load_index(self, series: list[_Series], shot: str | None = None) -> None:
-        """Read the index chunks ``series`` need (every chunk, or the one with ``shot``),
-        of every series at once: one round of requests."""
-        todo = [(s, read) for s in series if not s.complete for read in self._index_reads(s, shot)]
-        if not todo:
-            return
+    def _load_index(self, series: list[_Series]) -> None:
+        """Read the whole index of ``series``, of every series at once: one round of
+        requests (a GET per index array per :data:`INDEX_CHUNK` rows)."""
+        todo = [(s, read) for s in series if not s.complete for read in self._index_reads(s)]
         reads = [(path, (slice(lo, hi),)) for _, (_, _, lo, hi, paths) in todo for path in paths]
-        values = iter(self._read_many(reads))
+        values = iter(self._read_many(reads) if reads else [])
+        chunk = int(self._meta.get("index_chunk", INDEX_CHUNK))
+        for s in {id(s): s for s, _ in todo}.values():  # the rows of shots read one by one: again, in index order
+            s.rows.clear()
+            s.same_as.clear()
         for s, (suffix, kind, lo, _, paths) in todo:
             got = [next(values) for _ in paths]
             ids = [str(v) for v in got[0]]
             if kind == "same_as":
                 s.same_as.update(zip(ids, (str(v) for v in got[1])))
             else:
-                data = f"{s.group}/{DATA}{suffix}"
-                part = next(p for p in s.doc["parts"] if p["suffix"] == suffix)
-                dims = tuple(tuple(axis) for axis in part["dims"])
-                common = plain_attrs(dict(self._nodes[data].attributes), self.hidden_attrs)
                 extra = [json.loads(str(a)) if a else {} for a in got[3]] if len(got) > 3 else [{}] * len(ids)
                 for i, shot_id in enumerate(ids):
-                    s.rows[shot_id] = _Row(data, int(got[1][i]), int(got[2][i]), {**common, **extra[i]}, dims)
-            s.loaded.add((f"{kind}{suffix}", lo // int(self._meta.get("index_chunk", INDEX_CHUNK))))
+                    s.rows[shot_id] = self._row(s, suffix, int(got[1][i]), int(got[2][i]), extra[i])
+            s.loaded.add((f"{kind}{suffix}", lo // chunk))
         for s in series:
-            if not s.complete and not self._index_reads(s, None):
-                s.complete = True
+            s.complete = True
+
+    def _row(self, series: _Series, suffix: str, start: int, length: int, extra: dict[str, Any]) -> _Row:
+        """A version-2 row: the part's dims, its array's attributes and the shot's own."""
+        data = f"{series.group}/{DATA}{suffix}"
+        if data not in self._common:
+            part = next(p for p in series.doc["parts"] if p["suffix"] == suffix)
+            self._common[data] = (plain_attrs(dict(self._nodes[data].attributes), self.hidden_attrs),
+                                  tuple(tuple(axis) for axis in part["dims"]))
+        common, dims = self._common[data]
+        return _Row(data, start, length, {**common, **extra}, dims)
 
     def _load_shot_docs(self, shots: list[str], listed: bool = False) -> None:
         """Version 2: the shots' own documents (their groups and unpacked arrays), all at
@@ -183,25 +182,34 @@ class SignalMajorArchive(PackedArchive):
         if listed:
             having = {m.group("shot") for p in self._list(MIRRORED_ARRAY) if (m := self._prefix.match(p))}
             wanted = [s for s in wanted if s in having]
-        self._shot_docs |= set(shots)
+        self._shot_docs |= set(wanted)
         if not wanted:
             return
-        docs = self._load_nodes([self.shot_path(s) for s in wanted])
+        paths = {self.shot_path(s): s for s in wanted}
+        docs = self._load_nodes(list(paths))
+        # a shot group listed already (a store opened node by node): its attributes are its document
+        docs |= {p: {"attributes": dict(self._nodes[p].attributes)} for p in paths
+                 if p not in docs and p in self._nodes and not hasattr(self._nodes[p], "shape")}
         for path, doc in docs.items():
             inside = (doc.get("attributes") or {}).get(SHOT_ATTR) or {}
             nodes = {f"{path}/{rel}": {"node_type": "group", "attributes": attrs}
                      for rel, attrs in inside.get("groups", {}).items()}
             nodes |= {f"{path}/{rel}": node for rel, node in inside.get("mirrored", {}).items()}
             self._adopt_nodes(nodes)
+            shot = paths.get(path) or paths.get("/" + path.strip("/"))
+            self._shot_rows[shot] = inside.get("rows", {})
+            for source, (suffix, start, length) in inside.get("rows", {}).items():
+                if (series := self._series.get(source)) is not None and not series.complete:
+                    extra = inside.get("attrs", {}).get(source, {})
+                    series.rows[shot] = self._row(series, suffix, int(start), int(length), extra)
+            for source, other in inside.get("same_as", {}).items():
+                if (series := self._series.get(source)) is not None:
+                    series.same_as[shot] = other
 
     def _prepare_shot(self, shot: str) -> None:
-        """Version 2: a shot's rows in every series, and its own document, in one round."""
-        if not self._v2:
-            return
-        with ThreadPoolExecutor(1) as pool:
-            docs = pool.submit(self._load_shot_docs, [shot])
-            self._load_index(list(self._series.values()), shot)
-            docs.result()
+        """Version 2: a shot's own document (its row in every series): one GET."""
+        if self._v2:
+            self._load_shot_docs([shot])
 
     def _every_shot(self) -> None:
         """Version 2: the whole index and every shot's document, for what needs the whole
@@ -221,9 +229,8 @@ class SignalMajorArchive(PackedArchive):
         series = self._series.get(rel)
         if series is None:
             return None
-        if not series.complete:  # version 2: its rows for this shot, and of the scale it may repeat
-            self._load_index([series, *(self._series[o] for o in series.doc["same_as"].get("sources", ())
-                                        if o in self._series)], shot)
+        if not series.complete:  # version 2: the shot's own document has its rows
+            self._prepare_shot(shot)
         if shot in series.rows:
             return series.rows[shot]
         kept = self._series.get(series.same_as.get(shot, ""))  # a scale stored once per shot

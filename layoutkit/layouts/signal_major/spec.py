@@ -20,19 +20,18 @@ another scale of the shot (stored once, ``same_as``). ``docs/formats/signal-majo
 for readers that are not layoutkit.
 
 **Version 2** (Zarr v3 stores): the root holds what does not grow with the shots. The
-series attribute keeps, per part, its suffix, its dimension scales, its number of shots
-and the *bounds* of its index chunks (the first shot of each index chunk after the
-first: the index arrays are chunked :data:`INDEX_CHUNK` rows at a time, so a store of
-fewer shots has none); the per-shot rows are read from the index arrays, never from the
-attribute. Per-shot attributes are the text array ``attrs{sfx}`` (one JSON object per
-row, ``""`` for none; only when the part has any: ``"attrs": true``), and the shots in
-which a scale repeats another are the pair ``same_as_shot`` / ``same_as`` (the shot, the
-other scale's path relative to it), in natural shot order, chunked and bounded alike.
-The root-level text array ``/_shots`` lists every shot; ``/_mirrored`` (when there are
-any) the paths of the arrays the packing does not carry inside shots. Nodes inside shot
-groups are left out of the root's consolidated metadata: each shot group that has any
-carries them in its attribute :data:`SHOT_ATTR` (``{"groups": {path: attributes},
-"mirrored": {path: zarr.json document}}``, paths relative to the shot).
+series attribute keeps, per part, its suffix, its dimension scales and its number of
+shots; the rows are read from the index arrays (chunked :data:`INDEX_CHUNK` rows at a
+time), never from the attribute. Per-shot attributes are the text array ``attrs{sfx}``
+(one JSON object per row, ``""`` for none; only when the part has any: ``"attrs":
+true``), and the shots in which a scale repeats another are the pair ``same_as_shot`` /
+``same_as`` (the shot, the other scale's path relative to it). The root-level text array
+``/_shots`` lists every shot; ``/_mirrored`` (when there are any) the nodes inside shots
+the packing does not carry (arrays, and groups with a trailing ``/``). Each shot group's
+``zarr.json`` carries :data:`SHOT_ATTR`, the shot's own index (:func:`shot_document`):
+its row in every series, its attributes beyond each part's, the scales it repeats, and
+the nodes inside it (which the root's node listing leaves out). So one signal of every
+shot reads its series' index arrays, and one shot reads its own document.
 
 Version 1 (Zarr v2 stores, and Zarr v3 stores written before): the attribute repeats the
 whole index (``shots``, ``starts``, ``lengths`` and ``shot_attrs`` per part, ``same_as``
@@ -145,11 +144,6 @@ def series_document(series: PackedSeries) -> dict[str, Any]:
     }
 
 
-def bounds(shots: list[str]) -> list[str]:
-    """The first shot of each index chunk after the first (version 2)."""
-    return shots[INDEX_CHUNK::INDEX_CHUNK]
-
-
 def same_as_rows(series: PackedSeries) -> list[tuple[str, str]]:
     """(shot, the other scale's source) of every shot in which the series repeats another
     scale, in natural shot order (version 2's ``same_as_shot`` / ``same_as`` arrays)."""
@@ -160,23 +154,38 @@ def same_as_rows(series: PackedSeries) -> list[tuple[str, str]]:
 
 
 def series_document_v2(series: PackedSeries) -> dict[str, Any]:
-    """The series attribute of version 2: nothing that grows with the shots but the
-    bounds of the index chunks (one shot name per :data:`INDEX_CHUNK` shots)."""
-    same = [shot for shot, _ in same_as_rows(series)]
+    """The series attribute of version 2: nothing that grows with the shots."""
     return {
         "source": series.source,
         "parts": [
-            {
-                "suffix": p.suffix,
-                "dims": [list(axis) for axis in p.dims],
-                "shots": len(p.rows),
-                "bounds": bounds([r.shot for r in p.rows]),
-                "attrs": bool(p.shot_attrs),
-            }
+            {"suffix": p.suffix, "dims": [list(axis) for axis in p.dims], "shots": len(p.rows),
+             "attrs": bool(p.shot_attrs)}
             for p in series.parts
         ],
-        "same_as": {"shots": len(same), "bounds": bounds(same), "sources": sorted(series.same_as)},
+        "same_as": {"shots": sum(len(v) for v in series.same_as.values()), "sources": sorted(series.same_as)},
     }
+
+
+def shot_documents(series: list[PackedSeries]) -> dict[str, dict[str, Any]]:
+    """Version 2: each shot's own index, by shot (:data:`SHOT_ATTR` of its group, with
+    ``groups`` and ``mirrored`` added by the writer)::
+
+        {"rows": {"signals/ip": ["", 180, 80], ...},   series source -> [part suffix, start, length]
+         "attrs": {"signals/ip": {"offset": 3.0}},     the shot's attributes beyond the part's
+         "same_as": {"timebases/ne_time": "timebases/t"}}  a scale this shot stores as another
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for s in series:
+        for p in s.parts:
+            for r in p.rows:
+                doc = out.setdefault(r.shot, {"rows": {}, "attrs": {}, "same_as": {}})
+                doc["rows"][s.source] = [p.suffix, r.start, r.length]
+                if r.shot in p.shot_attrs:
+                    doc["attrs"][s.source] = json_attrs(p.shot_attrs[r.shot])
+        for other, shots in s.same_as.items():
+            for shot in shots:
+                out.setdefault(shot, {"rows": {}, "attrs": {}, "same_as": {}})["same_as"][s.source] = other
+    return out
 
 
 class SeriesRow(NamedTuple):
@@ -216,6 +225,6 @@ __all__ = [
     "ALIASES", "ATTRS", "DATA", "INDEX_CHUNK", "LAYOUT_NAME", "LAYOUT_VERSION", "LENGTH", "MIRRORED_ARRAY",
     "PER_SHOT_ONLY_ATTRS", "ROOT_INDEX_VERSION", "SAMPLE_DIM", "SAME_AS", "SAME_AS_SHOT", "SCALES_GROUP",
     "SERIES_ATTR", "SHOT", "SHOTS_ARRAY", "SHOT_ATTR", "SIGNALS_GROUP", "START", "PackedPart", "PackedRow",
-    "PackedSeries", "SeriesRow", "bounds", "index_arrays", "same_as_rows", "series_document", "series_document_v2",
+    "PackedSeries", "SeriesRow", "index_arrays", "same_as_rows", "series_document", "series_document_v2", "shot_documents",
     "series_rows", "series_same_as",
 ]

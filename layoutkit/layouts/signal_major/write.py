@@ -29,6 +29,7 @@ from layoutkit.layouts.signal_major.spec import (
     PackedSeries,
     series_document,
     series_document_v2,
+    shot_documents,
 )
 from layoutkit.plan import ArrayPlan, CopyTask, Region, compile_template, packed_pieces
 from layoutkit.storage import Destination, portable, portable_target
@@ -122,28 +123,39 @@ def _text_info(path: str, shape: tuple[int, ...]) -> ArrayInfo:
                      is_scale=False, storage_bytes=0)
 
 
-def shot_documents(template: str, docs: dict[str, dict[str, Any]]) -> None:
-    """Version 2: each shot group's ``zarr.json`` gets the attribute :data:`SHOT_ATTR`,
-    the nodes inside the shot (its groups' attributes, its arrays' ``zarr.json``
-    documents), which the root's consolidated metadata leaves out."""
-    _, prefix = compile_template(template)
-    per_shot: dict[str, dict[str, dict[str, Any]]] = {}
-    for node, files in docs.items():
+def add_shot_documents(plan: SignalMajorPlan, docs: dict[str, dict[str, Any]]) -> None:
+    """Version 2: every shot group's ``zarr.json`` gets the attribute :data:`SHOT_ATTR`,
+    the shot's own index (:func:`~layoutkit.layouts.signal_major.spec.shot_documents`)
+    and the nodes inside the shot (its groups' attributes, its arrays' ``zarr.json``
+    documents), which the root's node listing leaves out. A shot group the source
+    implies (no attributes of its own) is written for it."""
+    _, prefix = compile_template(plan.layout["template"])
+    per_shot = {shot: {**doc, "groups": {}, "mirrored": {}} for shot, doc in shot_documents(list(plan.series)).items()}
+    where: dict[str, str] = {}  # shot -> its group's node path
+    for s in plan.series:
+        for p in s.parts:
+            for r in p.rows:
+                where.setdefault(r.shot, prefix.match(r.source).group(0).strip("/"))
+    for node, files in list(docs.items()):
         m = prefix.match(f"/{node}/")
         if m is None:
             continue
-        shot_node = m.group(0).strip("/")
-        entry = per_shot.setdefault(shot_node, {"groups": {}, "mirrored": {}})
+        shot, shot_node = m.group("shot"), m.group(0).strip("/")
+        where[shot] = shot_node
+        entry = per_shot.setdefault(shot, {"rows": {}, "attrs": {}, "same_as": {}, "groups": {}, "mirrored": {}})
         rel = node[len(shot_node) + 1:]
-        if not rel:
-            continue
         doc = files["zarr.json"]
-        if doc["node_type"] == "group":
+        if rel and doc["node_type"] == "group":
             entry["groups"][rel] = doc.get("attributes") or {}
-        else:
+        elif rel:
             entry["mirrored"][rel] = doc
-    for shot_node, entry in per_shot.items():
-        group = docs[shot_node]["zarr.json"]
+    for shot, entry in per_shot.items():
+        node = where[shot]
+        parent = node
+        while parent and parent not in docs:  # the shot group, and its parents, when implied
+            docs[parent] = {"zarr.json": {"zarr_format": 3, "node_type": "group", "attributes": {}}}
+            parent = parent.rpartition("/")[0]
+        group = docs[node]["zarr.json"]
         group["attributes"] = {**(group.get("attributes") or {}), SHOT_ATTR: entry}
 
 
@@ -175,7 +187,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPla
         writer.create_layout(
             inventory, mirrored, packed, list(plan.series), list(plan.groups), doc,
             {**attrs, LAYOUT_ATTR: plan.layout}, plan.version,
-            amend=partial(shot_documents, plan.layout["template"]) if v2 else None,
+            amend=partial(add_shot_documents, plan) if v2 else None,
         )
         index_bytes = writer.write_index(list(plan.series), plan.version,
                                          {SHOTS_ARRAY: plan.shot_names, MIRRORED_ARRAY: plan.in_shots})
@@ -213,4 +225,4 @@ def summarize(source: Path, dest: Destination, inventory: Inventory, plan: Signa
     )
 
 
-__all__ = ["PackJob", "SignalMajorWriter", "assemble_block", "begin", "pack_task", "summarize"]
+__all__ = ["PackJob", "SignalMajorWriter", "add_shot_documents", "assemble_block", "begin", "pack_task", "summarize"]

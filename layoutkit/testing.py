@@ -367,6 +367,26 @@ class LayoutTests:
         assert mismatches == [], "\n".join(map(str, mismatches[:20]))
         self.check_reads(edge_source, place)
 
+    def test_every_block_reads_from_a_store_opened_afresh(self, edge_source: Path, tmp_path: Path,
+                                                        request: Any) -> None:
+        """``verify`` plans a full scan in one process and reads it in others: every block
+        the reader lists reads from a store opened afresh, which has read nothing yet, and
+        a block of a source dataset holds the source's values."""
+        import layoutkit
+
+        place = self.place("local", tmp_path, request)
+        self.write(edge_source, place)
+        with layoutkit.open(place.location) as got:
+            blocks = got.blocks()
+        assert blocks, "the reader lists no block"
+        with layoutkit.open(edge_source) as source:
+            in_source = source.arrays()
+            for path, selection in blocks:
+                with layoutkit.open(place.location) as fresh:
+                    block = fresh.read_block(path, selection)
+                if path in in_source and self.reads_like_source:
+                    np.testing.assert_array_equal(block, source.get(path, selection), err_msg=path)
+
     def test_sample_archive(self, sample_source: Path, tmp_path: Path, request: Any) -> None:
         place = self.place("local", tmp_path, request)
         summary = self.write(sample_source, place)

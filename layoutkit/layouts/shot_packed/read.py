@@ -270,6 +270,8 @@ class ShotPackedArchive(PackedArchive):
         return out
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        if not self._is_stored_array(path) and (m := self._prefix.match(path)):
+            self._segments.load([m.group("shot")])  # version 3: its index lists its stored arrays
         if self._is_stored_array(path):
             return super().get(path, selection)
         seg = self._locate(path)

@@ -298,6 +298,8 @@ class SignalMajorArchive(PackedArchive):
     # -- reading ---------------------------------------------------------------------
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        if self._v2 and not self._is_stored_array(path) and (m := self._prefix.match(path)):
+            self._load_shot_docs([m.group("shot")])  # an array inside a shot: its document lists it
         if self._is_stored_array(path):
             return super().get(path, selection)
         row = self._locate(path)

@@ -15,6 +15,27 @@ ROOT = Path(__file__).resolve().parents[1]
 REALDATA = ROOT.parent / "shared" / "realdata"
 
 
+class Rounds:
+    """A latency model's ``sleep`` that counts dependent rounds of requests: a request
+    that starts when no other is in flight opens a new round (requests sent together
+    overlap, each held for the model's latency)."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+        self.in_flight = 0
+
+    async def sleep(self, seconds: float) -> None:
+        import asyncio
+
+        if self.in_flight == 0:
+            self.rounds += 1
+        self.in_flight += 1
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            self.in_flight -= 1
+
+
 def realdata_files() -> list[Path]:
     """Every HDF5/netCDF-4 file under ../shared/realdata (empty when absent)."""
     if not REALDATA.is_dir():

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import assert_same_reads, build_edge_archive
+from conftest import Rounds, assert_same_reads, build_edge_archive
 from hypothesis import given
 from hypothesis import strategies as st
 from roundtrip import LayoutRoundTrip
@@ -305,6 +305,21 @@ def test_a_signal_and_its_time_bases_are_fetched_in_one_round(hundred_shots: tup
         archive.shot(archive.shots[0])
         assert len(rounds) == 1, rounds  # its data (after the shot's own document, its rows in every series)
     assert len(got) == 100 and all(a.dims and a.dims[0] in a.coords for a in got.values())
+
+
+def test_a_signal_with_per_shot_attributes_is_two_rounds(edge: Path, tmp_path: Path) -> None:
+    """The index arrays of a signal (its per-shot attributes' text array too) and of its
+    time bases go out in one round, then the data: the text array, which zarr decodes,
+    waited for a round of its own after the others."""
+    dst = tmp_path / "edge.zarr"
+    convert(edge, dst, SHARDED)
+    assert "attrs" in zarr.open_group(dst, mode="r")["signals/ip"]
+    rounds = Rounds()
+    with layoutkit.open(dst, model=LatencyModel(latency=0.02), sleep=rounds.sleep) as archive:
+        rounds.rounds = 0
+        got = archive.signal("ip")
+    assert rounds.rounds == 2
+    assert got["3"].attrs["offset"] == 2.0 and "t" in got["3"].coords
 
 
 def test_one_shot_costs_twice_the_shot_major_requests_and_its_index(hundred_shots: tuple[Path, Path, Path]) -> None:

@@ -193,19 +193,23 @@ class ZarrArchive(Archive):
         is fetched at once, but a fetched object is decoded only when its array's turn comes,
         and its bytes are let go then. A caller that keeps a part of each array holds one
         decoded array at a time, not all of them."""
-        import asyncio
-
         from zarr.core.sync import sync
 
         # whole arrays stored as one chunk or one shard with plain codecs (most signals,
         # time bases and packed shots): one GET each, decoded here on the caller's thread
-        # (zarr_direct), without building a zarr array per read
+        # (zarr_direct), without building a zarr array per read; the others zarr reads,
+        # its first batch in the same round of requests as the direct ones
         plans, keys = self._direct_keys(reads)
         fetched = self._take_fetched(keys)
-        raw, done = fetched.result() if fetched is not None else (self._fetch(keys) if keys else [], {})
         first, at = {}, 0
         for i, plan in plans.items():
             first[i], at = at, at + len(plan.keys)
+        arrays = {i: self._array(p) for i, (p, _) in enumerate(reads) if i not in plans}  # zarr opens with sync()
+        batches = _batches(list(arrays), [_working_bytes(arrays[i], reads[i][1]) for i in arrays], ZARR_BATCH_BYTES)
+        batch = next(batches, [])
+        raw, got = sync(self._first_round(keys if fetched is None else [], reads, arrays, batch))
+        by_zarr = dict(zip(batch, got))
+        raw, done = fetched.result() if fetched is not None else (raw, {})
 
         def decoded(i: int) -> np.ndarray | None:  # None: zarr reads it (fills it)
             if i in done:  # decoded ahead, while the caller worked on its last read
@@ -219,18 +223,11 @@ class ZarrArchive(Archive):
         # gives) is decoded now, to know; the others when their turn comes
         early = {i: decoded(i) for i, plan in plans.items()
                  if i not in done and not plan.decodes(raw[first[i] : first[i] + len(plan.keys)])}
-        rest = [i for i in range(len(reads)) if i not in plans or (i in early and early[i] is None)]
-        arrays = {i: self._array(reads[i][0]) for i in rest}  # outside the event loop: zarr opens with sync()
-
-        async def read_rest(batch: list[int]) -> list[Any]:
-            return await asyncio.gather(*(
-                arrays[i]._async_array.getitem(reads[i][1] if reads[i][1] not in ((), None) else Ellipsis)
-                for i in batch
-            ))  # fmt: skip
-
-        by_zarr = {}
-        for batch in _batches(rest, [_working_bytes(arrays[i], reads[i][1]) for i in rest], ZARR_BATCH_BYTES):
-            by_zarr.update(zip(batch, sync(read_rest(batch))))
+        fallen = {i: self._array(reads[i][0]) for i in early if early[i] is None}
+        arrays |= fallen
+        for batch in [*batches, *_batches(list(fallen), [_working_bytes(a, reads[i][1]) for i, a in fallen.items()],
+                                          ZARR_BATCH_BYTES)]:
+            by_zarr.update(zip(batch, sync(_zarr_reads(reads, arrays, batch))))
         for i in range(len(reads)):
             if i in by_zarr:
                 yield np.asarray(by_zarr.pop(i))
@@ -242,6 +239,17 @@ class ZarrArchive(Archive):
                     raise AssertionError(f"{reads[i][0]}: decoding gave no array")
                 yield got
 
+    async def _first_round(self, keys: list[str], reads: list[tuple[str, Any]], arrays: dict[int, zarr.Array],
+                           batch: list[int]) -> tuple[list[Any], list[Any]]:
+        """The direct reads' objects and zarr's first batch, in one round of requests
+        (a signal's index arrays and its per-shot attributes' text array, which zarr
+        decodes, waited for a round each)."""
+        import asyncio
+
+        direct = self._fetch_async(keys) if keys else asyncio.sleep(0, [])
+        raw, got = await asyncio.gather(direct, _zarr_reads(reads, arrays, batch))
+        return raw, got
+
     def _direct_keys(self, reads: list[tuple[str, Any]]) -> tuple[dict[int, DirectRead], list[str]]:
         """The reads that go direct (by their place in ``reads``) and the objects they
         fetch, in order."""
@@ -251,10 +259,14 @@ class ZarrArchive(Archive):
     def _fetch(self, keys: list[str]) -> list[np.ndarray | None]:
         """Objects' bytes, fetched at once (None: not stored); the arrays are the
         buffers' own bytes, not copies."""
+        from zarr.core.sync import sync
+
+        return sync(self._fetch_async(keys))
+
+    async def _fetch_async(self, keys: list[str]) -> list[np.ndarray | None]:
         import asyncio
 
         from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
 
         prototype = default_buffer_prototype()
 
@@ -262,10 +274,7 @@ class ZarrArchive(Archive):
             buf = await self.store.get(key, prototype)
             return None if buf is None else buf.as_numpy_array()
 
-        async def read_all() -> list[Any]:
-            return await asyncio.gather(*(read_one(key) for key in keys))
-
-        return sync(read_all())
+        return list(await asyncio.gather(*(read_one(key) for key in keys)))
 
     def _fetch_ahead(self, reads: list[tuple[str, Any]]) -> _Ahead | None:
         """Start fetching the objects of ``reads`` in the background, and decoding them
@@ -387,6 +396,15 @@ class ZarrArchive(Archive):
         found = [(shot, path) for shot, _, path in self._expand({"signal": signal})]
         arrays = self._variables([path for _, path in found])
         return {shot: a.rename(signal) for (shot, _), a in zip(found, arrays)}
+
+
+async def _zarr_reads(reads: list[tuple[str, Any]], arrays: dict[int, zarr.Array], batch: list[int]) -> list[Any]:
+    """zarr's reads of ``batch`` (positions in ``reads``), concurrently."""
+    import asyncio
+
+    return list(await asyncio.gather(*(
+        arrays[i]._async_array.getitem(reads[i][1] if reads[i][1] not in ((), None) else Ellipsis) for i in batch
+    )))  # fmt: skip
 
 
 def _working_bytes(array: zarr.Array, selection: Any) -> int:

@@ -219,7 +219,7 @@ class S3Endpoint:
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # importing moto on two busy cores has taken over 30 s
         while True:
             try:
                 urllib.request.urlopen(self.url, timeout=5)

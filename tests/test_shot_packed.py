@@ -66,6 +66,23 @@ def test_a_shot_is_one_object(packed_store: tuple[Path, Path]) -> None:
             assert len(objects) == 1, objects
 
 
+def test_groups_the_index_implies_are_not_written(packed_store: tuple[Path, Path]) -> None:
+    """A group inside a shot without attributes that holds packed datasets only is not
+    a node of its own (one object fewer per shot); the reader still finds it."""
+    src, store = packed_store
+    with h5py.File(src, "r") as f:
+        shot = next(iter(f["shots"]))
+        inside = [name for name, g in f[f"shots/{shot}"].items() if isinstance(g, h5py.Group)]
+        assert inside and not any(f[f"shots/{shot}/{name}"].attrs for name in inside)
+    assert (store / "shots" / shot / "zarr.json").is_file()
+    for name in inside:
+        assert not (store / "shots" / shot / name / "zarr.json").exists(), name
+    with layoutkit.open(store) as archive:  # the hierarchy the comparator walks
+        assert set(inside) <= set(archive._children(f"/shots/{shot}"))
+        assert all(archive._exists(f"/shots/{shot}/{name}") for name in inside)
+    assert compare_variant(src, store) == []
+
+
 def test_a_shot_costs_fewer_requests_than_paged_hdf5_by_shot(packed_store: tuple[Path, Path], tmp_path: Path) -> None:
     """Reading a whole shot, opening included: the shot-packed store needs fewer requests
     than a paged HDF5 file ordered by shot read through a 64 MiB page buffer."""

@@ -145,8 +145,23 @@ def plan_shot_packed(inventory: Inventory, options: ConvertOptions, dest: str = 
     return ShotPackedPlan(
         source=str(inventory.path), dest=dest, options=options, arrays=(*mirrored, *packed_plans),
         skipped=tuple(skipped), tasks=tasks, task_bytes=budget, shots=tuple(shots),
-        groups=tuple(groups.values()), layout=layout, shot_names=tuple(names) if v3 else (),
+        groups=_written_groups(groups, shots, mirrored) if v3 else tuple(groups.values()), layout=layout,
+        shot_names=tuple(names) if v3 else (),
     )
+
+
+def _written_groups(groups: dict[str, GroupInfo], shots: list[PackedShot], mirrored: list[ArrayPlan]) -> tuple[GroupInfo, ...]:
+    """Version 3: the groups written as Zarr nodes. A group inside a shot without
+    attributes that holds packed datasets only (``signals``, ``timebases``) is implied by
+    the shot's index, as in signal-major: not written, one object per shot fewer (a
+    quarter of a small shot's objects and of the PUTs writing it)."""
+    def parents(path: str) -> set[str]:
+        return {path.rsplit("/", i)[0] for i in range(1, path.count("/"))}
+
+    kept = {q for a in mirrored for q in parents(a.path)}
+    implied = {q for s in shots for seg in s.segments for q in parents(seg.source) if q.startswith(s.group + "/")}
+    implied -= kept
+    return tuple(g for path, g in groups.items() if g.attrs or path not in implied)
 
 
 def _plan_shots(by_shot: dict[str, list[tuple[str, ArrayInfo]]], in_shot: dict[str, Any], groups: dict[str, GroupInfo],

@@ -79,7 +79,11 @@ class SeaweedFS:
             [weed, "server", f"-dir={self.dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
              f"-master.port={master}", f"-volume.port={volume}", "-filer", f"-filer.port={filer}",
              "-s3", f"-s3.port={s3}", f"-s3.port.iceberg={iceberg}", f"-s3.port.lance={lance}",
-             f"-s3.config={config}", "-volume.max=0"],
+             f"-s3.config={config}", "-volume.max=0",
+             # volumes of 1 GiB, not 30: the number of volumes is the free disk over their size, and
+             # SeaweedFS grows 7 at a time, so with 30 GiB volumes a disk of 60 GB free took one
+             # bucket's worth of objects and then refused every PUT ("No writable volumes")
+             "-master.volumeSizeLimitMB=1024"],
             stdout=self._log, stderr=subprocess.STDOUT,
         )
         self._wait()

@@ -23,6 +23,7 @@ class Rounds:
     def __init__(self) -> None:
         self.rounds = 0
         self.in_flight = 0
+        self.most_in_flight = 0
 
     async def sleep(self, seconds: float) -> None:
         import asyncio
@@ -30,6 +31,7 @@ class Rounds:
         if self.in_flight == 0:
             self.rounds += 1
         self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             await asyncio.sleep(seconds)
         finally:

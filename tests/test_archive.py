@@ -245,3 +245,28 @@ def test_open_reads_the_consolidated_document_once_and_parses_arrays_when_used(
         assert got == {p: (shape, np.dtype(dtype)) for p, (shape, dtype) in expected.items()}
         with layoutkit.open(shot_file) as source:
             assert_same_reads(source, archive, slices=True)
+
+
+def test_requests_in_flight_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One signal of many shots of a shot-major store is an object per shot: they go out
+    concurrently, but at most MAX_IN_FLIGHT at a time (sent all at once from a bucket,
+    20,000 of them failed with "Too many open files")."""
+    import h5py
+
+    from conftest import Rounds
+    from layoutkit.readers import zarr_ as zarr_reader
+    from layoutkit.storage.counting import LatencyModel
+
+    src = tmp_path / "shots.h5"
+    with h5py.File(src, "w") as f:
+        for shot in range(1, 61):
+            f.create_dataset(f"shots/{shot}/signals/ip", data=np.full(3, shot, dtype="f4"))
+    convert(src, tmp_path / "shots.zarr")
+    monkeypatch.setattr(zarr_reader, "MAX_IN_FLIGHT", 8)
+    rounds = Rounds()
+    with layoutkit.open(tmp_path / "shots.zarr", model=LatencyModel(latency=0.01), sleep=rounds.sleep) as archive:
+        archive.counter.reset()
+        got = archive.signal("ip")
+        assert archive.counter.requests >= 60
+    assert rounds.most_in_flight == 8  # concurrent, and capped
+    assert [float(a[0]) for a in got.values()] == list(range(1, 61))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce, is_url, object_store
+from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, MAX_IN_FLIGHT, coalesce, is_url, object_store
 
 _LOOP: Any = None
 _LOOP_LOCK = threading.Lock()
@@ -118,8 +118,14 @@ class ObjectSource:
         store, key = self._store
         merged = coalesce(ranges, *self.coalescing())
 
+        slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+
+        async def one(offset: int, size: int) -> Any:
+            async with slots:
+                return await obstore.get_range_async(store, key, start=offset, length=size)
+
         async def fetch() -> list[Any]:
-            return await asyncio.gather(*(obstore.get_range_async(store, key, start=o, length=n) for o, n in merged))
+            return await asyncio.gather(*(one(o, n) for o, n in merged))
 
         bodies = _run(fetch())
         starts = [o for o, _ in merged]

@@ -252,8 +252,8 @@ def test_requests_in_flight_are_capped(tmp_path: Path, monkeypatch: pytest.Monke
     concurrently, but at most MAX_IN_FLIGHT at a time (sent all at once from a bucket,
     20,000 of them failed with "Too many open files")."""
     import h5py
-
     from conftest import Rounds
+
     from layoutkit.readers import zarr_ as zarr_reader
     from layoutkit.storage.counting import LatencyModel
 

@@ -198,3 +198,26 @@ def test_the_walk_keeps_more_blocks_and_trims_back_after(monkeypatch) -> None:
         assert len(source.gets) == 81
     finally:
         f.close()
+
+
+def test_blocks_follow_the_pages_of_a_paged_file(monkeypatch) -> None:
+    """On a paged file a block is whole pages, aligned with them: an 8 MiB page is one
+    GET, not two 4 MiB blocks fetched one after the other; small pages are grouped to at
+    least READ_BLOCK_BYTES; the cache keeps the bytes it held."""
+    from layoutkit.storage import sources
+
+    monkeypatch.setattr(sources, "READ_BLOCK_BYTES", 1024)
+    source = _Blocks()
+    f = sources.RangeFile(source, 100 * 1024)  # type: ignore[arg-type]
+    try:
+        f.pread(0, 8)
+        f.follow_pages(2048)
+        assert f._blocks.block_bytes == 2048 and f._blocks.limit == sources.READ_CACHE_BLOCKS // 2
+        assert f.pread(3000, 2000) == bytes(2000)  # spans pages 1 and 2: two GETs, page-aligned
+        assert source.gets[1:] == [2048, 4096]
+        f.pread(4096, 10)  # in a page read already
+        assert len(source.gets) == 3
+        f.follow_pages(300)  # small pages: as many as make READ_BLOCK_BYTES, rounded up
+        assert f._blocks.block_bytes == 1200
+    finally:
+        f.close()

@@ -74,8 +74,11 @@ class HDF5Archive(Archive):
                     f"{path} was not written with paged aggregation, so it cannot have a page buffer."
                 ) from None
             raise NotAnArchiveError(f"{path} cannot be opened as HDF5: {exc}.") from None
-        strategy = self.f.id.get_create_plist().get_file_space_strategy()[0]
+        fcpl = self.f.id.get_create_plist()
+        strategy = fcpl.get_file_space_strategy()[0]
         self.layout = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
+        if self.layout == "hdf5-paged" and isinstance(path, ObjectSource) and self.f.userblock_size == 0:
+            self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
         recorded = _recorded_layout(self.f.attrs.get("layoutkit"))
         if recorded:
             self.layout = recorded

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import HERE, PY, sample
+from common import HERE, PY, parse_args, sample
 from s3local import DelayProxy, SeaweedFS, storage_options
 
 MiB = 1024**2
@@ -81,14 +81,13 @@ def main() -> None:
 
     from layoutkit.options import parse_duration
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--shots", type=int, default=20)
-    parser.add_argument("--signals", type=int, default=70)
-    parser.add_argument("--latency", default="10ms")
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
-    parser.add_argument("--out-name", default="readers")
-    args = parser.parse_args()
+    def extra(parser: argparse.ArgumentParser) -> None:
+        parser.set_defaults(shots=20)
+        parser.add_argument("--latency", default="10ms")
+        parser.add_argument("--repeat", type=int, default=3)
+        parser.add_argument("--out-name", default="readers")
+
+    args = parse_args(__doc__, extra)
     src, _ = sample(args.workdir, args.shots, args.signals)
     files = {"source.h5": (src, False)}
     variants = {

@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from common import HERE, PY, parse_args, sample
 from s3local import DelayProxy, SeaweedFS, storage_options

@@ -46,9 +46,10 @@ def _check_object_source(source: ObjectSource) -> ObjectSource:
         raise
     except Exception as exc:  # obstore's errors: say what the store answered
         raise CorruptSourceError(f"Source {describe_store_error(source.url, exc)}") from None
-    if source.read_range(0, min(4, size))[:4] in NETCDF3_MAGICS:
+    head = source.read_range(0, min(8, size))  # one GET tells netCDF-3 and HDF5 at byte 0 (a round trip each before)
+    if head[:4] in NETCDF3_MAGICS:
         raise NotHDF5Error(f"Source {source.url!r} is a netCDF-3 classic file, not HDF5 or netCDF-4.")
-    if _find_signature(source.read_range, size) is None:
+    if head != HDF5_SIGNATURE and _find_signature(source.read_range, size) is None:
         raise NotHDF5Error(f"Source {source.url!r} is not an HDF5 file (no HDF5 signature found).")
     return source
 

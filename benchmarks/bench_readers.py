@@ -15,7 +15,8 @@ the proxy that adds the latency to every request, each cell in a fresh process, 
   paged files), which also returns the time bases as coordinates.
 
 Each cell times the open and the reads, after the imports (xarray, zarr and obstore,
-which layoutkit imports when it first reads, take 0.6 s: once per script).
+which layoutkit imports when it first reads, and dask, which xarray imports when it
+makes its first array, take 1 s: once per script).
 
 Patterns: one signal of every shot (``ip``), and every signal of one shot. Each cell:
 seconds (median of ``--repeat``) and GETs (counted by the proxy). Prints a markdown
@@ -44,8 +45,8 @@ kind, url, endpoint, pattern, item, paged = sys.argv[1:7]
 paged = paged == "1"
 if kind == "standard":
     import h5py, s3fs
-else:  # and what it imports when it first reads (0.6 s): a script pays it once, not per read
-    import h5py, obstore, pandas, xarray, zarr
+else:  # and what it imports when it first reads (1 s): a script pays it once, not per read
+    import dask.array, h5py, obstore, pandas, xarray, zarr  # xarray imports dask on its first array
     import layoutkit
 t0 = time.perf_counter()  # imports excluded
 if kind == "standard":

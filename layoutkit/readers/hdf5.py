@@ -30,6 +30,7 @@ from layoutkit.readers.base import (
 )
 from layoutkit.storage import ObjectSource
 from layoutkit.storage.counting import CountingFile, LatencyModel
+from layoutkit.storage.sources import READER_BLOCK_BYTES
 
 # HDF5 bookkeeping attributes a reader does not show as data attributes
 _HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})
@@ -58,7 +59,7 @@ class HDF5Archive(Archive):
     ) -> None:
         super().__init__(path, template)
         if isinstance(path, ObjectSource):  # every GET is a request (h5py's reads come from its blocks)
-            self._file = path.open_file(on_get=self._charge)
+            self._file = path.open_file(on_get=self._charge, block_bytes=READER_BLOCK_BYTES)
             self._model, self._sleep = model, sleep or time.sleep
         else:
             self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))

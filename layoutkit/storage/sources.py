@@ -33,6 +33,10 @@ def _run(coro: Any) -> Any:
 
 
 READ_BLOCK_BYTES = 4 * 1024**2  # what one metadata read fetches (h5py asks for a few bytes at a time)
+READER_BLOCK_BYTES = 8 * 1024**2
+"""The blocks of ``layoutkit.open``'s reader of an HDF5 file in a bucket: the block of
+the readers users have (s3fs's ``blockcache`` as NSIDC recommends it) and the page of a
+cloud-optimised file, so opening a paged file is one GET of its first page, not two."""
 # 64 MiB at most per source object, however many files are open on it in this process
 # (verify opens one per worker: 8 workers with a cache each held 0.5 GiB of blocks)
 READ_CACHE_BLOCKS = 32
@@ -136,9 +140,13 @@ class ObjectSource:
             out.append(bytes(view[offset - starts[i] : offset - starts[i] + size]))
         return out
 
-    def open_file(self, on_get: Any = None) -> RangeFile:
-        """A file object over the source; ``on_get(nbytes)`` is told of every GET."""
-        return RangeFile(self, self.size(), on_get)
+    def open_file(self, on_get: Any = None, block_bytes: int = 0) -> RangeFile:
+        """A file object over the source; ``on_get(nbytes)`` is told of every GET;
+        blocks of ``block_bytes`` (default :data:`READ_BLOCK_BYTES`)."""
+        f = RangeFile(self, self.size(), on_get)
+        if block_bytes:
+            f._blocks.resize(block_bytes)
+        return f
 
 
 _STORES: dict[ObjectSource, tuple[Any, str]] = {}
@@ -167,10 +175,15 @@ class _SharedBlocks:
         least :data:`READ_BLOCK_BYTES`, aligned with the pages, which start at byte 0),
         the cache holding as many bytes as before. h5py's page buffer reads a page at a
         time: an 8 MiB page over 4 MiB blocks was two GETs, one after the other."""
-        size = page * max(1, -(-READ_BLOCK_BYTES // page)) if page > 0 else READ_BLOCK_BYTES
+        if page <= 0 or (self.block_bytes % page == 0 and self.block_bytes >= READ_BLOCK_BYTES):
+            return  # whole pages already (a reader's 8 MiB blocks hold two 4 MiB pages)
+        self.resize(page * max(1, -(-READ_BLOCK_BYTES // page)))
+
+    def resize(self, size: int) -> None:
+        """Blocks of ``size`` bytes from now on, the cache holding as many bytes as before."""
         with self.lock:
             if size != self.block_bytes:
-                self.blocks.clear()  # the few blocks h5py read to open the file, in the old size
+                self.blocks.clear()  # the few blocks read so far, in the old size
                 self.limit = max(2, self.limit * self.block_bytes // size)
                 self.block_bytes = size
 

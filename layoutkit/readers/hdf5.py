@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -77,12 +78,16 @@ class HDF5Archive(Archive):
             raise NotAnArchiveError(f"{path} cannot be opened as HDF5: {exc}.") from None
         fcpl = self.f.id.get_create_plist()
         strategy = fcpl.get_file_space_strategy()[0]
-        self.layout = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
-        if self.layout == "hdf5-paged" and isinstance(path, ObjectSource) and self.f.userblock_size == 0:
+        self._storage = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
+        if self._storage == "hdf5-paged" and isinstance(path, ObjectSource) and self.f.userblock_size == 0:
             self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
-        recorded = _recorded_layout(self.f.attrs.get("layoutkit"))
-        if recorded:
-            self.layout = recorded
+
+    @cached_property
+    def layout(self) -> str:  # type: ignore[override]
+        """The layout ``reorder`` recorded in the root's attributes, else the storage's.
+        Read when asked: in a bucket the root's attributes may be a page (a GET) that
+        reading a shot or a signal never needs."""
+        return _recorded_layout(self.f.attrs.get("layoutkit")) or self._storage
 
     def _charge(self, nbytes: int) -> None:
         delay = self._model.cost(nbytes) if self._model else 0.0

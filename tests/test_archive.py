@@ -254,7 +254,7 @@ def test_requests_in_flight_are_capped(tmp_path: Path, monkeypatch: pytest.Monke
     import h5py
     from conftest import Rounds
 
-    from layoutkit.readers import zarr_ as zarr_reader
+    from layoutkit.storage import counting
     from layoutkit.storage.counting import LatencyModel
 
     src = tmp_path / "shots.h5"
@@ -262,7 +262,7 @@ def test_requests_in_flight_are_capped(tmp_path: Path, monkeypatch: pytest.Monke
         for shot in range(1, 61):
             f.create_dataset(f"shots/{shot}/signals/ip", data=np.full(3, shot, dtype="f4"))
     convert(src, tmp_path / "shots.zarr")
-    monkeypatch.setattr(zarr_reader, "MAX_IN_FLIGHT", 8)
+    monkeypatch.setattr(counting, "MAX_IN_FLIGHT", 8)
     rounds = Rounds()
     with layoutkit.open(tmp_path / "shots.zarr", model=LatencyModel(latency=0.01), sleep=rounds.sleep) as archive:
         archive.counter.reset()

@@ -34,7 +34,6 @@ from layoutkit.readers.base import (
     with_coords,
 )
 from layoutkit.readers.zarr_direct import DirectRead, plan_direct_read
-from layoutkit.storage.buckets import MAX_IN_FLIGHT
 from layoutkit.storage.counting import Counter, CountingStore, LatencyModel
 
 # partial reads zarr makes at once, by the chunks they touch (fetched and decoded): a
@@ -284,11 +283,9 @@ class ZarrArchive(Archive):
         from zarr.core.buffer import default_buffer_prototype
 
         prototype = default_buffer_prototype()
-        slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
-        async def read_one(key: str) -> np.ndarray | None:
-            async with slots:
-                buf = await self.store.get(key, prototype)
+        async def read_one(key: str) -> np.ndarray | None:  # the store holds at most MAX_IN_FLIGHT in flight
+            buf = await self.store.get(key, prototype)
             return None if buf is None else buf.as_numpy_array()
 
         return list(await asyncio.gather(*(read_one(key) for key in keys)))
@@ -416,16 +413,13 @@ class ZarrArchive(Archive):
 
 
 async def _zarr_reads(reads: list[tuple[str, Any]], arrays: dict[int, zarr.Array], batch: list[int]) -> list[Any]:
-    """zarr's reads of ``batch`` (positions in ``reads``), concurrently."""
+    """zarr's reads of ``batch`` (positions in ``reads``), concurrently (the counting
+    store holds at most MAX_IN_FLIGHT requests in flight)."""
     import asyncio
 
-    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-
-    async def one(i: int) -> Any:
-        async with slots:
-            return await arrays[i]._async_array.getitem(reads[i][1] if reads[i][1] not in ((), None) else Ellipsis)
-
-    return list(await asyncio.gather(*(one(i) for i in batch)))
+    return list(await asyncio.gather(*(
+        arrays[i]._async_array.getitem(reads[i][1] if reads[i][1] not in ((), None) else Ellipsis) for i in batch
+    )))  # fmt: skip
 
 
 def _working_bytes(array: zarr.Array, selection: Any) -> int:

@@ -15,11 +15,11 @@ from typing import Any
 METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 UPLOAD_THREADS = 8
 MAX_IN_FLIGHT = 128
-"""At most this many of layoutkit's own GETs in flight at once, per read. One signal of
-10,000 shots of a shot-major store is 20,000 objects: sent all at once from a bucket,
-they opened 20,000 connections and failed with "Too many open files" (a desktop's limit
-is 1,024 descriptors). At 10 ms per request, 128 in flight still move 12,800 objects a
-second."""
+"""At most this many GETs in flight at once, per Zarr store (its counting store) and per
+HDF5 range read. One signal of 10,000 shots of a shot-major store is 20,000 objects:
+sent all at once from a bucket, they opened 20,000 connections and failed with "Too
+many open files" (a desktop's limit is 1,024 descriptors). At 10 ms per request, 128 in
+flight still move 12,800 objects a second."""
 COALESCE_GAP = 1024**2
 """Byte ranges of a bucket source closer than this are fetched by one GET (the gap is
 read and thrown away): a round trip costs more than a MiB at object-store bandwidths.

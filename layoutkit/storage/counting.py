@@ -19,6 +19,7 @@ import io
 import os
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from zarr.abc.store import Store
 from zarr.storage import WrapperStore
 
 from layoutkit.errors import InvalidOptionError
+from layoutkit.storage.buckets import MAX_IN_FLIGHT
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,22 @@ class CountingStore(WrapperStore):
         self.model = model
         self.counter = counter or Counter()
         self._sleep = sleep
+        self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     def _with_store(self, store: Any) -> CountingStore:
-        return type(self)(store, self.model, self.counter, self._sleep)
+        copy = type(self)(store, self.model, self.counter, self._sleep)
+        copy._limits = self._limits  # one limit for the store and the copies zarr makes of it
+        return copy
+
+    def _slots(self) -> asyncio.Semaphore:
+        """At most :data:`~layoutkit.storage.buckets.MAX_IN_FLIGHT` requests in flight,
+        whoever sends them (layoutkit's direct reads, zarr's chunk reads): one semaphore
+        per event loop, as a semaphore belongs to the loop it waits in."""
+        loop = asyncio.get_running_loop()
+        slots = self._limits.get(loop)
+        if slots is None:
+            slots = self._limits[loop] = asyncio.Semaphore(MAX_IN_FLIGHT)
+        return slots
 
     async def _account(self, nbytes: int) -> None:
         delay = self.model.cost(nbytes) if self.model else 0.0
@@ -164,8 +179,9 @@ class CountingStore(WrapperStore):
             await self._sleep(delay)
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-        buf = await self._store.get(key, prototype, byte_range)
-        await self._account(len(buf) if buf is not None else 0)
+        async with self._slots():
+            buf = await self._store.get(key, prototype, byte_range)
+            await self._account(len(buf) if buf is not None else 0)
         return buf
 
     async def get_partial_values(self, prototype: Any, key_ranges: Iterable[tuple[str, Any]]) -> list[Any]:

@@ -107,15 +107,22 @@ class IndexEntry:
     scales: list[list[str]]
 
 
-def index_doc(entries: list[IndexEntry], tables: IndexTables) -> dict[str, Any]:
-    """A shot group's index attribute (version 2), its shared rows added to ``tables``."""
+def _rows(version: int, entries: list[IndexEntry]) -> dict[str, Any]:
+    """The fields every index version writes alike, a list each, a row per dataset."""
     return {
-        "version": ROOT_INDEX_VERSION,
+        "version": version,
         "names": [e.name for e in entries],
         "start": [e.start for e in entries],
         "dtype": [e.dtype for e in entries],
         "shape": [e.shape for e in entries],
         "fill_value": [e.fill_value for e in entries],
+    }
+
+
+def index_doc(entries: list[IndexEntry], tables: IndexTables) -> dict[str, Any]:
+    """A shot group's index attribute (version 2), its shared rows added to ``tables``."""
+    return {
+        **_rows(ROOT_INDEX_VERSION, entries),
         "attrs": [tables.row("attrs", e.attrs) for e in entries],
         "scales": [tables.row("scales", e.scales) for e in entries],
     }
@@ -128,12 +135,7 @@ def index_doc_v3(entries: list[IndexEntry], groups: dict[str, dict[str, Any]], m
     shot group itself) and the paths of the shot's arrays the packing does not carry
     (each a Zarr array at its own path)."""
     return {
-        "version": LAYOUT_VERSION,
-        "names": [e.name for e in entries],
-        "start": [e.start for e in entries],
-        "dtype": [e.dtype for e in entries],
-        "shape": [e.shape for e in entries],
-        "fill_value": [e.fill_value for e in entries],
+        **_rows(LAYOUT_VERSION, entries),
         "attrs": [e.attrs for e in entries],
         "scales": [e.scales for e in entries],
         "groups": groups,

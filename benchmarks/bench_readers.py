@@ -10,13 +10,14 @@ shot``, ``reorder --by signal``) are uploaded to SeaweedFS on 127.0.0.1 and read
 the proxy that adds the latency to every request, each cell in a fresh process, by:
 
 - **standard**: h5py over s3fs, an 8 MiB ``blockcache`` and a 64 MiB page buffer on the
-  paged files (NSIDC's recommendation for cloud-optimised HDF5); the signal arrays only;
+  paged files (NSIDC's recommendation for cloud-optimised HDF5); each signal and the
+  dimension scales attached to it (its time bases), the arrays layoutkit returns;
 - **layoutkit**: ``layoutkit.open(url, storage_options=..., page_buffer=64 MiB)`` (on
-  paged files), which also returns the time bases as coordinates.
+  paged files): the signals as DataArrays, their time bases as coordinates.
 
-Each cell times the open and the reads, after the imports (xarray, zarr and obstore,
-which layoutkit imports when it first reads, and dask, which xarray imports when it
-makes its first array, take 1 s: once per script).
+Each cell times the open and the reads, after the imports (layoutkit's readers, xarray,
+zarr and obstore, which ``layoutkit.open`` imports when it is first called, and dask,
+which xarray imports when it makes its first array, take 1 s: once per script).
 
 Patterns: one signal of every shot (``ip``), and every signal of one shot. Each cell:
 seconds (median of ``--repeat``) and GETs (counted by the proxy). Prints a markdown
@@ -47,19 +48,24 @@ if kind == "standard":
     import h5py, s3fs
 else:  # and what it imports when it first reads (1 s): a script pays it once, not per read
     import dask.array, h5py, obstore, pandas, xarray, zarr  # xarray imports dask on its first array
-    import layoutkit
+    import layoutkit, layoutkit.archive  # layoutkit.open imports its readers when first called
 t0 = time.perf_counter()  # imports excluded
 if kind == "standard":
     fs = s3fs.S3FileSystem(key="test", secret="test", client_kwargs={"endpoint_url": endpoint, "region_name": "us-east-1"})
     with fs.open(url.removeprefix("s3://"), "rb", block_size=8 * 1024**2, cache_type="blockcache") as fh:
         with h5py.File(fh, "r", **({"page_buf_size": 64 * 1024**2} if paged else {})) as f:
+            def read(ds):  # the signal and its time bases, the arrays layoutkit returns
+                ds[()]
+                for dim in ds.dims:
+                    for scale in dim.values():
+                        scale[()]
             if pattern == "signal":
                 for shot in f["shots"]:
                     if item in f[f"shots/{shot}/signals"]:
-                        f[f"shots/{shot}/signals/{item}"][()]
+                        read(f[f"shots/{shot}/signals/{item}"])
             else:
                 for name, ds in f[f"shots/{item}/signals"].items():
-                    ds[()]
+                    read(ds)
 else:
     options = {"endpoint_url": endpoint, "key": "test", "secret": "test", "region": "us-east-1"}
     with layoutkit.open(url, storage_options=options, page_buffer=64 * 1024**2 if paged else 0) as a:

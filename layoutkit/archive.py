@@ -22,6 +22,7 @@ is offered to each registered layout (:meth:`~layoutkit.layout.Layout.guess_can_
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ from layoutkit.readers.hdf5 import HDF5Archive, is_paged
 from layoutkit.readers.zarr_ import counting_store, open_counted
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
+
+HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
+"""Object names read as HDF5 files first in a bucket (anything else is asked for a Zarr root first)."""
 
 
 def open_archive(
@@ -127,7 +131,6 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
               storage_options: dict[str, str]) -> Archive:
     """A Zarr store or an HDF5 file in a bucket, or a version of an Icechunk repository,
     read with real requests."""
-    from layoutkit.hdf5.files import check_source
     from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store
 
     if is_icechunk(url):
@@ -139,6 +142,10 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
+    source = ObjectSource(url, tuple(sorted(storage_options.items())))
+    if source.name.lower().endswith(HDF5_SUFFIXES):  # a file's name: asked as a file first, a round trip less
+        with contextlib.suppress(SourceNotFoundError):  # no such object: a store named like a file
+            return HDF5Archive(source, template, model, page_buffer, sleep)  # type: ignore[arg-type]
     counter = Counter()
     try:
         prefixed = store_at(url, storage_options)
@@ -155,7 +162,6 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
 
         raise NotAnArchiveError(describe_store_error(url, exc)) from None
     if fmt is None:  # an object, not a store: HDF5 (or refused in one sentence)
-        source = check_source(ObjectSource(url, tuple(sorted(storage_options.items()))))
         return HDF5Archive(source, template, model, page_buffer, sleep)  # type: ignore[arg-type]
     return _zarr_archive(url, base, fmt, template, model, sleep, counter, document)
 

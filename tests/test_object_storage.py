@@ -717,7 +717,7 @@ def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source
     singles, batches = [], []
     real_range, real_ranges = ObjectSource.read_range, ObjectSource.read_ranges
     monkeypatch.setattr(ObjectSource, "read_range", lambda self, o, n: singles.append(n) or real_range(self, o, n))
-    monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r: batches.append(len(r)) or real_ranges(self, r))
+    monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r, on_get=None: batches.append(len(r)) or real_ranges(self, r, on_get))
     with SourceReader(remote, arrays) as reader, SourceReader(shot_file, arrays) as local:
         singles.clear()
         reader.prefetch(reads)
@@ -754,7 +754,7 @@ def test_a_many_chunk_index_in_a_bucket_is_read_a_level_at_a_time(endpoint, tmp_
     batches: list[int] = []
     real_range, real_ranges = ObjectSource.read_range, ObjectSource.read_ranges
     monkeypatch.setattr(ObjectSource, "read_range", lambda self, o, n: singles.append(n) or real_range(self, o, n))
-    monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r: batches.append(len(r)) or real_ranges(self, r))
+    monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r, on_get=None: batches.append(len(r)) or real_ranges(self, r, on_get))
     local, inventory = read_inventory(path), read_inventory(remote)
     assert [(a.path, a.storage_bytes) for a in inventory.arrays] == [(a.path, a.storage_bytes) for a in local.arrays]
     assert len(batches) <= 2 and max(batches) >= 500 // 64  # the root (unless cached), then every leaf at once

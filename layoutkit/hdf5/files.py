@@ -21,7 +21,7 @@ from layoutkit.errors import (
     SourceIsDirectoryError,
     SourceNotFoundError,
 )
-from layoutkit.storage import ObjectSource, describe_store_error
+from layoutkit.storage import ObjectSource, RangeFile, describe_store_error
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
@@ -37,21 +37,40 @@ def _find_signature(read: Any, size: int) -> int | None:
         offset = 512 if offset == 0 else offset * 2
     return None
 
-def _check_object_source(source: ObjectSource) -> ObjectSource:
+def _object_size(source: ObjectSource) -> int:
     try:
-        size = source.size()
+        return source.size()
     except FileNotFoundError:
         raise SourceNotFoundError(f"Source {source.url!r} does not exist.") from None
     except LayoutkitError:  # already one sentence (storage options that set up no store)
         raise
     except Exception as exc:  # obstore's errors: say what the store answered
         raise CorruptSourceError(f"Source {describe_store_error(source.url, exc)}") from None
-    head = source.read_range(0, min(8, size))  # one GET tells netCDF-3 and HDF5 at byte 0 (a round trip each before)
+
+def _check_object_head(source: ObjectSource, head: bytes, read: Any, size: int) -> None:
     if head[:4] in NETCDF3_MAGICS:
         raise NotHDF5Error(f"Source {source.url!r} is a netCDF-3 classic file, not HDF5 or netCDF-4.")
-    if head != HDF5_SIGNATURE and _find_signature(source.read_range, size) is None:
+    if head[:8] != HDF5_SIGNATURE and _find_signature(read, size) is None:
         raise NotHDF5Error(f"Source {source.url!r} is not an HDF5 file (no HDF5 signature found).")
+
+def _check_object_source(source: ObjectSource) -> ObjectSource:
+    size = _object_size(source)
+    # one GET tells netCDF-3 and HDF5 at byte 0 (a round trip each before)
+    _check_object_head(source, source.read_range(0, min(8, size)), source.read_range, size)
     return source
+
+def open_checked(source: ObjectSource, on_get: Any = None, block_bytes: int = 0) -> RangeFile:
+    """The block-cached file object of an HDF5 file in a bucket, checked as
+    :func:`check_source` checks it, for h5py to read: one HEAD and one GET, the file's
+    first block, which holds the signature and which h5py reads first."""
+    size = _object_size(source)
+    f = source.open_file(on_get, block_bytes, size)
+    try:
+        _check_object_head(source, f.pread(0, 8), f.pread, size)
+    except BaseException:
+        f.close()
+        raise
+    return f
 
 def check_source(path: str | os.PathLike) -> Path:
     """Check that ``path`` names a readable HDF5 file.
@@ -165,4 +184,5 @@ def first_line(exc: BaseException) -> str:
     return text[0].rstrip(".") if text else type(exc).__name__
 
 
-__all__ = ["HDF5_SIGNATURE", "NETCDF3_MAGICS", "check_source", "close_at_exit", "first_line", "open_h5", "open_source"]
+__all__ = ["HDF5_SIGNATURE", "NETCDF3_MAGICS", "check_source", "close_at_exit", "first_line", "open_checked", "open_h5",
+           "open_source"]

@@ -178,6 +178,22 @@ class _ChunkIndex:
         return cls(entries)
 
 
+def stored_ranges(ds: h5py.Dataset, fileobj: Any = None) -> list[tuple[int, int]]:
+    """The ``(offset, size)`` byte ranges that hold a dataset's data in its file: its
+    extent when contiguous, its allocated chunks when chunked (in a bucket, ``fileobj``,
+    a many-chunk index read level by level); none when compact (the data is in the
+    object header), unallocated, external or virtual."""
+    dsid = ds.id
+    layout = dsid.get_create_plist().get_layout()
+    if layout == h5py.h5d.CONTIGUOUS:
+        offset = dsid.get_offset()
+        size = dsid.get_storage_size() if offset is not None else 0
+        return [(offset, size)] if size else []
+    if layout == h5py.h5d.CHUNKED:
+        return [(offset, size) for offset, size, _ in _ChunkIndex.read(ds, fileobj).entries.values() if size]
+    return []
+
+
 class SourceReader:
     """Reads regions of one HDF5 source; safe to share between threads.
 

@@ -167,12 +167,20 @@ class Archive:
         their own time bases, so they are not forced onto shared dimensions) and the
         shot group's attributes."""
         shot = str(shot)
-        found = [(sig, self._variable(path)) for _, sig, path in self._expand({"shot": shot})]
-        return shot_tree(shot, found, self._group_attrs(self.shot_path(shot)))
+        found = list(self._expand({"shot": shot}))
+        arrays = self._variables([path for _, _, path in found])
+        return shot_tree(shot, [(sig, a) for (_, sig, _), a in zip(found, arrays)], self._group_attrs(self.shot_path(shot)))
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         """One signal for every shot that has it: shot -> DataArray."""
-        return {shot: self._variable(path).rename(signal) for shot, _, path in self._expand({"signal": signal})}
+        found = list(self._expand({"signal": signal}))
+        arrays = self._variables([path for _, _, path in found])
+        return {shot: a.rename(signal) for (shot, _, _), a in zip(found, arrays)}
+
+    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+        """The variables at ``paths``, in order (as :meth:`_variable`; a reader may fetch
+        their bytes together first)."""
+        return [self._variable(path) for path in paths]
 
     def iter_shots(self, shots: Iterable[str | int]) -> Iterator[tuple[str, xr.DataTree]]:
         """Several shots, one after another: ``(shot, shot tree)`` as :meth:`shot` gives it.

@@ -16,8 +16,9 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.attrs import attr_to_json
-from layoutkit.hdf5.files import close_at_exit
+from layoutkit.hdf5.files import close_at_exit, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
+from layoutkit.hdf5.source import stored_ranges
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
@@ -29,7 +30,7 @@ from layoutkit.readers.base import (
     selections,
     with_coords,
 )
-from layoutkit.storage import ObjectSource
+from layoutkit.storage import ObjectSource, RangeFile
 from layoutkit.storage.counting import CountingFile, LatencyModel
 from layoutkit.storage.sources import READER_BLOCK_BYTES
 
@@ -60,8 +61,8 @@ class HDF5Archive(Archive):
     ) -> None:
         super().__init__(path, template)
         if isinstance(path, ObjectSource):  # every GET is a request (h5py's reads come from its blocks)
-            self._file = path.open_file(on_get=self._charge, block_bytes=READER_BLOCK_BYTES)
             self._model, self._sleep = model, sleep or time.sleep
+            self._file = open_checked(path, on_get=self._charge, block_bytes=READER_BLOCK_BYTES)
         else:
             self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
             self._file.counter = self.counter
@@ -140,6 +141,43 @@ class HDF5Archive(Archive):
         self.f.visititems(visit)
         return out
 
+    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+        """In a bucket: the blocks that hold the datasets' data and their dimension
+        scales' are fetched together, in concurrent GETs, before h5py reads them (it
+        would wait for each block it misses in turn), :data:`PREFETCH_BYTES` of blocks
+        at a time."""
+        if not isinstance(self._file, RangeFile):
+            return super()._variables(paths)
+        out: list[xr.DataArray] = []
+        batch: list[str] = []
+        ranges: list[tuple[int, int]] = []
+        seen: set[int] = set()
+        for path in paths:
+            own = self._stored_ranges(path, seen)
+            if batch and _span(ranges + own) > PREFETCH_BYTES:
+                with self._file.prefetched(ranges):
+                    out.extend(self._variable(p) for p in batch)
+                batch, ranges = [], []
+            batch.append(path)
+            ranges += own
+        if batch:
+            with self._file.prefetched(ranges):
+                out.extend(self._variable(p) for p in batch)
+        return out
+
+    def _stored_ranges(self, path: str, seen: set[int]) -> list[tuple[int, int]]:
+        """Where the dataset at ``path`` and its dimension scales not in ``seen`` (object
+        addresses, added to) keep their data."""
+        ds = self.f[path]
+        ranges = stored_ranges(ds, self._file)
+        for axis in range(ds.ndim):
+            for scale in ds.dims[axis].values():
+                addr = h5py.h5o.get_info(scale.id).addr
+                if addr not in seen:
+                    seen.add(addr)
+                    ranges += stored_ranges(scale, self._file)
+        return ranges
+
     def _variable(self, path: str) -> xr.DataArray:
         ds = self.f[path]
         data = np.asarray(_text(ds)[()])
@@ -213,6 +251,17 @@ class HDF5Archive(Archive):
             "evictions": meta.evictions + raw.evictions,
             "bypasses": meta.bypasses + raw.bypasses,
         }
+
+
+PREFETCH_BYTES = 256 * 1024**2
+"""At most this much data (whole blocks) fetched ahead by one batch of a read in a bucket."""
+
+
+def _span(ranges: list[tuple[int, int]]) -> int:
+    """Bytes of the :data:`~layoutkit.storage.sources.READER_BLOCK_BYTES` blocks that
+    hold ``ranges``."""
+    block = READER_BLOCK_BYTES
+    return block * len({i for offset, size in ranges for i in range(offset // block, (offset + size - 1) // block + 1)})
 
 
 def _text(ds: h5py.Dataset) -> Any:

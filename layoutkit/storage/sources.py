@@ -109,10 +109,11 @@ class ObjectSource:
         limit = parse_size(opts.get("coalesce_max", COALESCE_MAX), what="--storage-option coalesce_max")
         return gap, limit
 
-    def read_ranges(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+    def read_ranges(self, ranges: list[tuple[int, int]], on_get: Any = None) -> list[bytes]:
         """Several ``(offset, size)`` ranges at once: neighbours are merged into one GET
         (:func:`~layoutkit.storage.buckets.coalesce`, with :meth:`coalescing`'s limits) and
-        the GETs run concurrently; each range's bytes are cut out of its GET."""
+        the GETs run concurrently; each range's bytes are cut out of its GET.
+        ``on_get(nbytes)`` is told of every GET made."""
         import asyncio
 
         import obstore
@@ -132,6 +133,9 @@ class ObjectSource:
             return await asyncio.gather(*(one(o, n) for o, n in merged))
 
         bodies = _run(fetch())
+        if on_get is not None:
+            for body in bodies:
+                on_get(len(body))
         starts = [o for o, _ in merged]
         out = []
         for offset, size in ranges:
@@ -140,10 +144,11 @@ class ObjectSource:
             out.append(bytes(view[offset - starts[i] : offset - starts[i] + size]))
         return out
 
-    def open_file(self, on_get: Any = None, block_bytes: int = 0) -> RangeFile:
+    def open_file(self, on_get: Any = None, block_bytes: int = 0, size: int | None = None) -> RangeFile:
         """A file object over the source; ``on_get(nbytes)`` is told of every GET;
-        blocks of ``block_bytes`` (default :data:`READ_BLOCK_BYTES`)."""
-        f = RangeFile(self, self.size(), on_get)
+        blocks of ``block_bytes`` (default :data:`READ_BLOCK_BYTES`); ``size``: the
+        object's, when known (else a HEAD asks)."""
+        f = RangeFile(self, self.size() if size is None else size, on_get)
         if block_bytes:
             f._blocks.resize(block_bytes)
         return f
@@ -288,9 +293,7 @@ class RangeFile(io.RawIOBase):
             size = self._blocks.block_bytes
             start = index * size
             block = self.source.read_range(start, min(size, self._size - start))
-            self.requests += 1
-            if self._on_get is not None:
-                self._on_get(len(block))
+            self._got(len(block))
             if self._blocks.block_bytes == size:  # not if another file switched to pages meanwhile
                 self._blocks.put(index, block)
         return block
@@ -325,13 +328,33 @@ class RangeFile(io.RawIOBase):
             else:
                 missing.append(i)
         if missing:
-            bodies = self.source.read_ranges([ranges[i] for i in missing])
-            for body in bodies:  # one GET each at most (neighbours are merged)
-                self.requests += 1
-                if self._on_get is not None:
-                    self._on_get(len(body))
-            out.update(zip(missing, bodies))
+            out.update(zip(missing, self.source.read_ranges([ranges[i] for i in missing], self._got)))
         return [out[i] for i in range(len(ranges))]
+
+    def _got(self, nbytes: int) -> None:
+        self.requests += 1
+        if self._on_get is not None:
+            self._on_get(nbytes)
+
+    @contextlib.contextmanager
+    def prefetched(self, ranges: list[tuple[int, int]]) -> Iterator[None]:
+        """Fetch the blocks that hold ``ranges`` (byte ranges h5py is about to read) and
+        are not cached yet, in one batch of concurrent GETs, neighbouring blocks merged
+        (:meth:`ObjectSource.read_ranges`), and keep them while the caller reads.
+
+        h5py asks for one chunk at a time, and waits for each: one round trip per block
+        it misses. Fetched here first, a read of many datasets costs the round trips of
+        their metadata and one more for all their data."""
+        block_bytes = self._blocks.block_bytes
+        wanted = sorted({i for offset, size in ranges if size > 0
+                         for i in range(offset // block_bytes, (min(offset + size, self._size) - 1) // block_bytes + 1)})
+        with self._blocks.widened(self._blocks.limit + len(wanted)):
+            missing = [i for i in wanted if self._blocks.get(i) is None]
+            spans = [(i * block_bytes, min(block_bytes, self._size - i * block_bytes)) for i in missing]
+            for i, block in zip(missing, self.source.read_ranges(spans, self._got)):
+                if self._blocks.block_bytes == block_bytes:
+                    self._blocks.put(i, block)
+            yield
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")

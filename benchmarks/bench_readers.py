@@ -1,17 +1,19 @@
-"""HDF5 in a bucket: layoutkit's reader beside the one users already have (issue #40).
+"""Every layout in a bucket: layoutkit's reader beside the ones users already have (#40).
 
-    python benchmarks/bench_readers.py [--shots 20] [--signals 70] [--latency 10ms] [--repeat 3]
+    python benchmarks/bench_readers.py [--shots 20] [--signals 70] [--rate-factor 1] [--latency 10ms] [--repeat 3]
 
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: SeaweedFS, s3fs) and
 ``h5repack`` (Debian's hdf5-tools).
 
-The sample archive and its paged variants (``h5repack -S PAGE -G 8MiB``, ``reorder --by
-shot``, ``reorder --by signal``) are uploaded to SeaweedFS on 127.0.0.1 and read through
-the proxy that adds the latency to every request, each cell in a fresh process, by:
+The sample archive and its variants (``h5repack -S PAGE -G 8MiB``, ``reorder --by shot``,
+``reorder --by signal``, ``convert`` to shot-major, signal-major and shot-packed Zarr)
+are uploaded to SeaweedFS on 127.0.0.1 and read through the proxy that adds the latency
+to every request, each cell in a fresh process, by:
 
-- **standard**: h5py over s3fs, an 8 MiB ``blockcache`` and a 64 MiB page buffer on the
-  paged files (NSIDC's recommendation for cloud-optimised HDF5); each signal and the
-  dimension scales attached to it (its time bases), the arrays layoutkit returns;
+- **standard**: the reader a user already has (benchmarks/standard_readers.py): h5py
+  over s3fs, an 8 MiB ``blockcache`` and a 64 MiB page buffer on the paged files
+  (NSIDC's recommendation for cloud-optimised HDF5); zarr-python over obstore for Zarr;
+  each signal and the time bases it is on, the arrays layoutkit returns;
 - **layoutkit**: ``layoutkit.open(url, storage_options=..., page_buffer=64 MiB)`` (on
   paged files): the signals as DataArrays, their time bases as coordinates.
 
@@ -20,8 +22,13 @@ zarr and obstore, which ``layoutkit.open`` imports when it is first called, and 
 which xarray imports when it makes its first array, take 1 s: once per script).
 
 Patterns: one signal of every shot (``ip``), and every signal of one shot. Each cell:
-seconds (median of ``--repeat``) and GETs (counted by the proxy). Prints a markdown
-table; writes ``benchmarks/out/readers.json``.
+seconds (median of ``--repeat``) and GETs (counted by the proxy). Beside each layout's
+best pattern, the modelled minimum: the bytes a reader must fetch over the bandwidth of
+one large GET through the proxy (measured in this run, the latency set to 0), plus one
+round trip per dependent step the layout's format needs (:data:`STEPS`). The bytes: for
+Zarr, what the arrays take as stored; for a paged HDF5 file, the whole pages that hold
+them and their object headers, and the first page (its page buffer reads whole pages). Prints a
+markdown table; writes ``benchmarks/out/readers.json``.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from common import HERE, PY, parse_args, sample
 from s3local import DelayProxy, SeaweedFS, storage_options
@@ -43,40 +51,30 @@ PAGE_BUFFER = 64 * MiB
 _CHILD = r"""
 import json, sys, time
 kind, url, endpoint, pattern, item, paged = sys.argv[1:7]
-paged = paged == "1"
+sys.path.insert(0, sys.argv[7])
 if kind == "standard":
-    import h5py, s3fs
+    import h5py, s3fs, zarr, obstore, numpy
+    import standard_readers
 else:  # and what it imports when it first reads (1 s): a script pays it once, not per read
     import dask.array, h5py, obstore, pandas, xarray, zarr  # xarray imports dask on its first array
     import layoutkit, layoutkit.archive  # layoutkit.open imports its readers when first called
 t0 = time.perf_counter()  # imports excluded
-if kind == "standard":
-    fs = s3fs.S3FileSystem(key="test", secret="test", client_kwargs={"endpoint_url": endpoint, "region_name": "us-east-1"})
-    with fs.open(url.removeprefix("s3://"), "rb", block_size=8 * 1024**2, cache_type="blockcache") as fh:
-        with h5py.File(fh, "r", **({"page_buf_size": 64 * 1024**2} if paged else {})) as f:
-            def read(ds):  # the signal and its time bases, the arrays layoutkit returns
-                ds[()]
-                for dim in ds.dims:
-                    for scale in dim.values():
-                        scale[()]
-            if pattern == "signal":
-                for shot in f["shots"]:
-                    if item in f[f"shots/{shot}/signals"]:
-                        read(f[f"shots/{shot}/signals/{item}"])
-            else:
-                for name, ds in f[f"shots/{item}/signals"].items():
-                    read(ds)
+done = True
+if kind == "standard" and url.endswith(".zarr"):
+    done = standard_readers.zarr_store(url, endpoint, pattern, item)
+elif kind == "standard":
+    standard_readers.hdf5(url, endpoint, pattern, item, paged == "1")
 else:
     options = {"endpoint_url": endpoint, "key": "test", "secret": "test", "region": "us-east-1"}
-    with layoutkit.open(url, storage_options=options, page_buffer=64 * 1024**2 if paged else 0) as a:
+    with layoutkit.open(url, storage_options=options, page_buffer=64 * 1024**2 if paged == "1" else 0) as a:
         a.signal(item) if pattern == "signal" else a.shot(item)
-print(json.dumps({"seconds": time.perf_counter() - t0}))
+print(json.dumps({"seconds": time.perf_counter() - t0 if done else None}))
 """
 
 
 def run_cell(kind: str, url: str, endpoint: str, pattern: str, item: str, paged: bool, proxy: DelayProxy) -> dict:
     proxy.reset_counts()
-    out = subprocess.run([PY, "-c", _CHILD, kind, url, endpoint, pattern, item, "1" if paged else "0"],
+    out = subprocess.run([PY, "-c", _CHILD, kind, url, endpoint, pattern, item, "1" if paged else "0", str(HERE)],
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"{kind} {url} {pattern}: {out.stderr[-2000:]}")
@@ -84,12 +82,70 @@ def run_cell(kind: str, url: str, endpoint: str, pattern: str, item: str, paged:
     return {"seconds": seconds, "gets": proxy.by_method.get("GET", 0)}
 
 
-def main() -> None:
+STEPS = {  # (file, pattern) -> dependent round trips of the layout's best read, as its format has them
+    ("by-signal.h5", "signal"): 3,  # first page (superblock, root); the signal's metadata pages; its data pages
+    ("by-shot.h5", "shot"): 3,  # first page; the shot's metadata pages; its data pages
+    ("signal-major.zarr", "signal"): 3,  # root; the series' index; its data (docs/formats/signal-major.md)
+    ("shot-packed.zarr", "shot"): 3,  # root; the shot's index document; its packed bytes (shot-packed.md)
+}
+VARIANTS = {  # name in the bucket -> how it is written from the source
+    "h5repack-page.h5": ["h5repack", "-S", "PAGE", "-G", str(8 * MiB)],
+    "by-shot.h5": [PY, "-m", "layoutkit", "-q", "reorder", "--by", "shot"],
+    "by-signal.h5": [PY, "-m", "layoutkit", "-q", "reorder", "--by", "signal"],
+    "shot-major.zarr": [PY, "-m", "layoutkit", "-q", "convert"],
+    "signal-major.zarr": [PY, "-m", "layoutkit", "-q", "convert", "--layout", "signal-major", "--shards", "auto"],
+    "shot-packed.zarr": [PY, "-m", "layoutkit", "-q", "convert", "--layout", "shot-packed"],
+}
+
+
+def page_bytes(path: Path, pattern: str, item: str) -> int:
+    """Bytes of the whole pages a reader of a paged HDF5 file must fetch for a read: the
+    first (superblock, root group), the pages holding the object headers of the arrays
+    read, and those holding their data (a page buffer reads whole pages)."""
+    import h5py
+
+    from layoutkit.hdf5.source import stored_ranges
+
+    with h5py.File(path, "r") as f:
+        page = f.id.get_create_plist().get_file_space_page_size()
+        arrays = []
+        for shot in f["shots"]:
+            signals = f[f"shots/{shot}/signals"]
+            if pattern == "signal" and item in signals:
+                arrays.append(signals[item])
+            elif pattern == "shot" and shot == item:
+                arrays.extend(signals.values())
+        arrays += [scale for ds in arrays for dim in ds.dims for scale in dim.values()]
+        pages = {0}
+        for ds in arrays:
+            pages.add(h5py.h5g.get_objinfo(ds.id, b".").objno[0] // page)
+            pages.update(i for offset, size in stored_ranges(ds) for i in range(offset // page, (offset + size - 1) // page + 1))
+    return len(pages) * page
+
+
+def upload(store, path: Path, name: str) -> None:  # noqa: ANN001
+    """A file as one object; a Zarr store's files as objects under its name."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import obstore
+
+    if path.is_file():
+        with open(path, "rb") as fh:
+            obstore.put(store, name, fh, chunk_size=16 * MiB, max_concurrency=8)
+        return
+    files = [f for f in path.rglob("*") if f.is_file()]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda f: obstore.put(store, f"{name}/{f.relative_to(path).as_posix()}", f.read_bytes()), files))
+
+
+def main() -> None:  # long: the benchmark's one run, step by step
     import argparse
 
+    from bench_object_store import bandwidth, stored_bytes
     from obstore.store import S3Store
 
     from layoutkit.options import parse_duration
+    from layoutkit.plan import DEFAULT_TEMPLATE
 
     def extra(parser: argparse.ArgumentParser) -> None:
         parser.set_defaults(shots=20)
@@ -98,63 +154,76 @@ def main() -> None:
         parser.add_argument("--out-name", default="readers")
 
     args = parse_args(__doc__, extra)
-    src, _ = sample(args.workdir, args.shots, args.signals)
+    src, _ = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     files = {"source.h5": (src, False)}
-    variants = {
-        "h5repack-page.h5": ["h5repack", "-S", "PAGE", "-G", str(8 * MiB)],
-        "by-shot.h5": [PY, "-m", "layoutkit", "-q", "reorder", "--by", "shot"],
-        "by-signal.h5": [PY, "-m", "layoutkit", "-q", "reorder", "--by", "signal"],
-    }
-    for name, cmd in variants.items():
+    for name, cmd in VARIANTS.items():
         out = args.workdir / f"{src.stem}-{name}"
         if not out.exists():
             print(f"writing {out.name} ...", flush=True)
             subprocess.run([*cmd, str(src), str(out)], check=True)
-        files[name] = (out, True)
+        files[name] = (out, name.endswith(".h5"))
     import layoutkit
 
     with layoutkit.open(src) as a:
         shot, signal = a.shots[len(a.shots) // 2], "ip"
+    needs = {"signal": stored_bytes(src, "signal", [signal], DEFAULT_TEMPLATE),
+             "shot": stored_bytes(src, "shot", [shot], DEFAULT_TEMPLATE)}
     report: dict = {"command": "python benchmarks/bench_readers.py " + " ".join(sys.argv[1:]),
                     "date": time.strftime("%Y-%m-%d"), "machine": f"{os.cpu_count()} cores",
-                    "latency": parse_duration(args.latency), "shot": shot, "signal": signal, "cells": []}
+                    "sample_bytes": src.stat().st_size, "latency": parse_duration(args.latency),
+                    "shot": shot, "signal": signal, "stored_bytes": needs, "cells": []}
     with SeaweedFS() as server, DelayProxy(server.port) as proxy:
         server.create_bucket(BUCKET)
         store = S3Store(BUCKET, endpoint=server.endpoint, access_key_id="test", secret_access_key="test",
                         region="us-east-1", client_options={"allow_http": True})
-        import obstore
-
         for name, (path, _) in files.items():
-            print(f"uploading {name} ({path.stat().st_size / 1e6:.0f} MB) ...", flush=True)
-            with open(path, "rb") as fh:
-                obstore.put(store, name, fh, chunk_size=16 * MiB, max_concurrency=8)
+            print(f"uploading {name} ...", flush=True)
+            upload(store, path, name)
         endpoint = storage_options(proxy.endpoint)["endpoint_url"]
+        through_proxy = S3Store(BUCKET, endpoint=endpoint, access_key_id="test", secret_access_key="test",
+                                region="us-east-1", client_options={"allow_http": True})
+        report["bandwidth"] = bandwidth(through_proxy, "source.h5", src.stat().st_size)  # latency 0 still
         proxy.latency = report["latency"]
-        for name, (_, paged) in files.items():
+        for name in files:
+            paged = name.endswith(".h5") and name != "source.h5"
             for pattern, item in (("signal", signal), ("shot", shot)):
                 for kind in ("standard", "layoutkit"):
                     runs = [run_cell(kind, f"s3://{BUCKET}/{name}", endpoint, pattern, item, paged, proxy)
                             for _ in range(args.repeat)]
+                    if runs[0]["seconds"] is None:
+                        continue  # no such reader
                     cell = {"file": name, "pattern": pattern, "reader": kind, "gets": runs[-1]["gets"],
                             "seconds": statistics.median(r["seconds"] for r in runs)}
                     report["cells"].append(cell)
                     print(f"{name:>18} {pattern:>6} {kind:>9} {cell['seconds']:7.2f} s {cell['gets']:>5} GETs", flush=True)
+    report["model"] = {}
+    for (name, pattern), steps in STEPS.items():
+        item = signal if pattern == "signal" else shot
+        nbytes = page_bytes(files[name][0], pattern, item) if name.endswith(".h5") else needs[pattern]
+        report["model"][f"{name} {pattern}"] = nbytes / report["bandwidth"] + steps * report["latency"]
     (HERE / "out" / f"{args.out_name}.json").write_text(json.dumps(report, indent=1) + "\n")
     summarize(report)
 
 
 def summarize(report: dict) -> None:
-    print(f"\n{report['command']}  ({report['date']}, {report['machine']}, "
-          f"{report['latency'] * 1e3:.0f} ms per request; each cell a fresh process)\n")
-    print("| file | one signal of all shots: standard / layoutkit | all signals of one shot: standard / layoutkit |")
+    print(f"\n{report['command']}  ({report['date']}, {report['machine']}, sample {report['sample_bytes'] / 1e6:,.0f} MB, "
+          f"{report['latency'] * 1e3:.0f} ms per request, {report['bandwidth'] / 1e6:.0f} MB/s; each cell a fresh process)\n")
+    print("| layout | one signal of all shots: standard / layoutkit | all signals of one shot: standard / layoutkit |")
     print("|---|---|---|")
     cells = {(c["file"], c["pattern"], c["reader"]): c for c in report["cells"]}
     for name in dict.fromkeys(c["file"] for c in report["cells"]):
         row = []
         for pattern in ("signal", "shot"):
-            s, k = cells[(name, pattern, "standard")], cells[(name, pattern, "layoutkit")]
-            row.append(f"{s['seconds']:.2f} s, {s['gets']} GETs / {k['seconds']:.2f} s, {k['gets']} GETs "
-                       f"({s['seconds'] / k['seconds']:.2f}x)")
+            k = cells[(name, pattern, "layoutkit")]
+            s = cells.get((name, pattern, "standard"))
+            text = (f"{s['seconds']:.2f} s, {s['gets']} GETs / " if s else "(no standard reader) / ")
+            text += f"{k['seconds']:.2f} s, {k['gets']} GETs"
+            if s:
+                text += f" ({s['seconds'] / k['seconds']:.2f}x)"
+            model = report["model"].get(f"{name} {pattern}")
+            if model is not None:
+                text += f"; model {model:.2f} s ({k['seconds'] / model:.1f}x it)"
+            row.append(text)
         print(f"| {name} | {row[0]} | {row[1]} |")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import boto3
 import h5py
 import pytest
+import xarray as xr
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
@@ -895,3 +896,70 @@ def test_the_reader_of_a_paged_file_in_a_bucket_fetches_whole_pages(endpoint, sh
     client(endpoint).put_object(Bucket=BUCKET, Key="files/unpaged.h5", Body=shot_file.read_bytes())
     with layoutkit.open(f"s3://{BUCKET}/files/unpaged.h5", storage_options=options) as a:
         assert a._file._blocks.block_bytes == 8 * 1024**2  # the blocks of s3fs's blockcache, as NSIDC sets it
+
+
+@pytest.mark.parametrize("pattern", ["signal", "shot"])
+def test_the_reader_of_hdf5_in_a_bucket_fetches_the_data_together_and_each_block_once(
+        endpoint, source_url, shot_file, monkeypatch, pattern):
+    """layoutkit.open of an HDF5 file in a bucket: once the metadata of a shot or a signal
+    is read, the blocks that hold its data come in one batch of concurrent GETs; h5py
+    then reads them without waiting on another GET, and no block is fetched twice
+    within the read (the file is read in 64 KiB blocks here, so that its 5 MB span many)."""
+    import layoutkit
+    from layoutkit.readers import hdf5 as reader
+    from layoutkit.storage import sources
+
+    monkeypatch.setattr(reader, "READER_BLOCK_BYTES", 64 * 1024)
+    calls: list[tuple[str, list[int]]] = []
+    one, many = sources.ObjectSource.read_range, sources.ObjectSource.read_ranges
+
+    def read_range(self, offset, size):  # h5py's miss: a GET it waits for
+        calls.append(("one", [offset]))
+        return one(self, offset, size)
+
+    def read_ranges(self, ranges, on_get=None):  # a batch of concurrent GETs
+        calls.append(("batch", [o for o, _ in ranges]))
+        return many(self, ranges, on_get)
+
+    monkeypatch.setattr(sources.ObjectSource, "read_range", read_range)
+    monkeypatch.setattr(sources.ObjectSource, "read_ranges", read_ranges)
+    opts = {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
+    with layoutkit.open(source_url, storage_options=opts) as a, layoutkit.open(shot_file) as local:
+        assert a._file._blocks.block_bytes == 64 * 1024
+        shot, signal = local.shots[1], local.signals[2]
+        calls.clear()
+        got = a.signal(signal) if pattern == "signal" else a.shot(shot)
+        want = local.signal(signal) if pattern == "signal" else local.shot(shot)
+        batches = [i for i, (kind, _) in enumerate(calls) if kind == "batch"]
+        assert len(batches) == 1, calls  # all the data's blocks at once
+        assert len(calls[batches[0]][1]) > 1  # several blocks in that batch
+        assert all(kind == "batch" for kind, _ in calls[batches[0]:]), repr(calls)  # no miss after it
+        fetched = [offset for _, offsets in calls for offset in offsets]
+        assert len(fetched) == len(set(fetched))  # no block twice
+    if pattern == "signal":
+        assert got.keys() == want.keys()
+        for key in want:
+            xr.testing.assert_identical(got[key], want[key])
+    else:
+        xr.testing.assert_identical(got, want)
+
+
+def test_opening_an_hdf5_file_in_a_bucket_is_one_get(endpoint, source_url, monkeypatch):
+    """layoutkit.open of an HDF5 file in a bucket: one request, a GET of the first block,
+    which brings the object's size and the signature and is what h5py reads first (it
+    was a GET of a zarr.json that is not there, a HEAD, an 8-byte GET, a HEAD, then the
+    block); an empty object is still refused in one sentence."""
+    import layoutkit
+    from layoutkit.errors import NotHDF5Error
+    from layoutkit.storage import sources
+
+    heads: list[str] = []
+    size = sources.ObjectSource.size
+    monkeypatch.setattr(sources.ObjectSource, "size", lambda self: heads.append(self.url) or size(self))
+    opts = {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
+    with layoutkit.open(source_url, storage_options=opts) as a:
+        assert (a.counter.requests, a._file.requests, heads) == (1, 1, [])
+        assert a.shots  # and h5py read the file from that block
+    client(endpoint).put_object(Bucket=BUCKET, Key="files/empty.h5", Body=b"")
+    with pytest.raises(NotHDF5Error, match="is not an HDF5 file"):
+        layoutkit.open(f"s3://{BUCKET}/files/empty.h5", storage_options=opts)

@@ -22,6 +22,7 @@ from layoutkit.errors import (
     SourceNotFoundError,
 )
 from layoutkit.storage import ObjectSource, RangeFile, describe_store_error
+from layoutkit.storage.sources import READ_BLOCK_BYTES
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
@@ -61,10 +62,19 @@ def _check_object_source(source: ObjectSource) -> ObjectSource:
 
 def open_checked(source: ObjectSource, on_get: Any = None, block_bytes: int = 0) -> RangeFile:
     """The block-cached file object of an HDF5 file in a bucket, checked as
-    :func:`check_source` checks it, for h5py to read: one HEAD and one GET, the file's
-    first block, which holds the signature and which h5py reads first."""
-    size = _object_size(source)
+    :func:`check_source` checks it, for h5py to read: one GET, of the file's first block,
+    which brings the object's size, holds the signature, and is what h5py reads first."""
+    try:
+        head, size = source.first_block(block_bytes or READ_BLOCK_BYTES)
+    except FileNotFoundError:
+        raise SourceNotFoundError(f"Source {source.url!r} does not exist.") from None
+    except LayoutkitError:
+        raise
+    except Exception:  # noqa: BLE001 - an empty object (416), or what a HEAD names better: asked again
+        head, size = b"", _object_size(source)
     f = source.open_file(on_get, block_bytes, size)
+    if head:
+        f.seed(head)
     try:
         _check_object_head(source, f.pread(0, 8), f.pread, size)
     except BaseException:

@@ -168,8 +168,9 @@ class Archive:
         shot group's attributes."""
         shot = str(shot)
         found = list(self._expand({"shot": shot}))
+        attrs = self._group_attrs(self.shot_path(shot))  # metadata, before the data is fetched
         arrays = self._variables([path for _, _, path in found])
-        return shot_tree(shot, [(sig, a) for (_, sig, _), a in zip(found, arrays)], self._group_attrs(self.shot_path(shot)))
+        return shot_tree(shot, [(sig, a) for (_, sig, _), a in zip(found, arrays)], attrs)
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         """One signal for every shot that has it: shot -> DataArray."""

@@ -167,7 +167,8 @@ class HDF5Archive(Archive):
 
     def _stored_ranges(self, path: str, seen: set[int]) -> list[tuple[int, int]]:
         """Where the dataset at ``path`` and its dimension scales not in ``seen`` (object
-        addresses, added to) keep their data."""
+        addresses, added to) keep their data. Where the scales are is found now too: it
+        is metadata, read before the data is fetched, not after."""
         ds = self.f[path]
         ranges = stored_ranges(ds, self._file)
         for axis in range(ds.ndim):
@@ -175,6 +176,7 @@ class HDF5Archive(Archive):
                 addr = h5py.h5o.get_info(scale.id).addr
                 if addr not in seen:
                     seen.add(addr)
+                    self._scale_path(path, scale)
                     ranges += stored_ranges(scale, self._file)
         return ranges
 

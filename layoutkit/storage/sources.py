@@ -100,6 +100,15 @@ class ObjectSource:
         store, key = self._store
         return bytes(obstore.get_range(store, key, start=offset, length=size)) if size else b""
 
+    def first_block(self, length: int) -> tuple[bytes, int]:
+        """The object's first ``length`` bytes (all of it when smaller) and its size, in
+        one GET: the size comes with the body, so no HEAD goes first."""
+        import obstore
+
+        store, key = self._store
+        result = obstore.get(store, key, options={"range": (0, length)})
+        return bytes(result.bytes()), int(result.meta["size"])
+
     def coalescing(self) -> tuple[int, int]:
         """The gap and size limits of merged GETs (``coalesce_gap``, ``coalesce_max``)."""
         from layoutkit.options import parse_size
@@ -330,6 +339,11 @@ class RangeFile(io.RawIOBase):
         if missing:
             out.update(zip(missing, self.source.read_ranges([ranges[i] for i in missing], self._got)))
         return [out[i] for i in range(len(ranges))]
+
+    def seed(self, block: bytes) -> None:
+        """The file's first block, fetched (and counted here) by whoever opened it."""
+        self._got(len(block))
+        self._blocks.put(0, block)
 
     def _got(self, nbytes: int) -> None:
         self.requests += 1

@@ -68,6 +68,7 @@ class HDF5Archive(Archive):
             self._file.counter = self.counter
         self.page_buffer = page_buffer
         self._scale_paths: dict[int, str] = {}
+        self._coords: dict[str, Any] | None = None  # during a read: scale path -> its coordinate
         try:
             self.f = close_at_exit(h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {})))
         except OSError as exc:
@@ -145,9 +146,17 @@ class HDF5Archive(Archive):
         """In a bucket: the blocks that hold the datasets' data and their dimension
         scales' are fetched together, in concurrent GETs, before h5py reads them (it
         would wait for each block it misses in turn), :data:`PREFETCH_BYTES` of blocks
-        at a time."""
-        if not isinstance(self._file, RangeFile):
-            return super()._variables(paths)
+        at a time. Every read: a time base shared by several of the datasets is read,
+        with its attributes, once (a shot's 70 signals are on a few)."""
+        self._coords = {}
+        try:
+            if not isinstance(self._file, RangeFile):
+                return super()._variables(paths)
+            return self._prefetching(paths)
+        finally:
+            self._coords = None
+
+    def _prefetching(self, paths: list[str]) -> list[xr.DataArray]:
         out: list[xr.DataArray] = []
         batch: list[str] = []
         ranges: list[tuple[int, int]] = []
@@ -188,8 +197,14 @@ class HDF5Archive(Archive):
             scales = dim.values()
             if scales:
                 scale = scales[0]
-                name = self._scale_path(path, scale).rsplit("/", 1)[-1]
-                coords[name] = scale_coordinate(name, np.asarray(scale[()]), self._attrs(scale, True))
+                where = self._scale_path(path, scale)
+                name = where.rsplit("/", 1)[-1]
+                coord = self._coords.get(where) if self._coords is not None else None
+                if coord is None or coord.variable.dims != (name,):
+                    coord = scale_coordinate(name, np.asarray(scale[()]), self._attrs(scale, True))
+                    if self._coords is not None:
+                        self._coords[where] = coord
+                coords[name] = coord
                 dims.append(name)
             else:
                 dims.append(f"dim_{axis}")

@@ -29,10 +29,12 @@ to digitizer counts (int16) or to a power-of-two step (floats).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
+import shutil
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -805,15 +807,17 @@ def _publish_without_overwriting(partial: Path, destination: Path) -> None:
     partial.unlink()
 
 
-def write_sample(
+def write_sample(  # long: one docstring for both shapes of the archive
     path: str | os.PathLike[str],
     shots: int = 25,
     signals: int = 70,
     seed: int = 0,
     progress: ProgressCallback | None = None,
     rate_factor: int = 1,
+    shots_per_file: int = 0,
 ) -> SampleSummary:
-    """Write a synthetic tokamak shot archive to a new HDF5 file.
+    """Write a synthetic tokamak shot archive to a new HDF5 file, or to a new folder of
+    HDF5 files.
 
     The layout is described in the module docstring. The defaults give about 200 MB of
     logical data; the size grows linearly with ``shots`` and roughly linearly with
@@ -839,26 +843,34 @@ def write_sample(
         base is this many times longer (the chunks keep their size, about 256 KiB). The
         default gives signals of 10 kB to 1 MB; 20 gives signals of a few MB, as on
         machines with faster digitizers.
+    shots_per_file
+        0: one file. N: the archive as many files, as exports of one file per shot (1)
+        or per run day come: ``path`` is a folder of ``shots-<FIRST SHOT>.h5`` files of N
+        shots each (the last may hold fewer), each a shot archive with the root
+        attributes of the one file; their shots together are the one file's, value for
+        value. The folder appears whole or not at all.
 
     Returns
     -------
     SampleSummary
-        Counts and sizes of what was written.
+        Counts and sizes of what was written (``path`` and ``file_bytes``: the folder,
+        and its files' bytes together).
 
     Raises
     ------
     FileExistsError
         If ``path`` already exists (an :class:`~layoutkit.errors.OutputExistsError`).
     ValueError
-        If ``shots``, ``signals`` or ``rate_factor`` is below 1 or ``seed`` is negative
-        (an :class:`~layoutkit.errors.InvalidOptionError`).
+        If ``shots``, ``signals`` or ``rate_factor`` is below 1, ``seed`` or
+        ``shots_per_file`` negative (an :class:`~layoutkit.errors.InvalidOptionError`).
     """
     _validate_counts(shots, signals, seed, rate_factor)
+    if shots_per_file < 0:
+        raise InvalidOptionError(f"shots_per_file must be 0 (one file) or more, not {shots_per_file}.")
     destination = Path(path)
     if destination.exists():
         raise OutputExistsError(f"{destination} already exists; choose a new path.")
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
-
     written = {"logical_bytes": 0, "datasets": 0, "timebases": 0}
 
     def count_progress(nbytes: int) -> None:
@@ -866,26 +878,28 @@ def write_sample(
         if progress is not None:
             progress(nbytes)
 
+    title = (f"Synthetic tokamak shot archive (layoutkit sample): {shots} shots x {signals} signals, seed {seed}"
+             + (f", clocks {rate_factor}x faster" if rate_factor != 1 else ""))
+    plan = _plan_archive(shots, signals, seed, rate_factor)
     try:
-        with h5py.File(partial, "x") as archive:
-            archive.attrs["title"] = (
-                f"Synthetic tokamak shot archive (layoutkit sample): {shots} shots x "
-                f"{signals} signals, seed {seed}"
-                + (f", clocks {rate_factor}x faster" if rate_factor != 1 else "")
-            )
-            archive.attrs["machine"] = MACHINE
-            archive.attrs["layoutkit_sample_version"] = np.int64(SAMPLE_VERSION)
-            archive.attrs["seed"] = np.int64(seed)
-            shots_group = archive.create_group("shots")
-            for shot in _plan_archive(shots, signals, seed, rate_factor):
-                _write_shot(shots_group, shot, seed, count_progress)
-                written["datasets"] += len(shot.signals)
-                written["timebases"] += len(shot.scales)
-        _publish_without_overwriting(partial, destination)
+        if shots_per_file:
+            partial.mkdir()
+            while batch := list(itertools.islice(plan, shots_per_file)):
+                name = f"shots-{batch[0].conditions.number}.h5"
+                _write_file(partial / name, title, seed, batch, written, count_progress)
+            os.rename(partial, destination)  # the folder whole (fails if one appeared meanwhile)
+        else:
+            _write_file(partial, title, seed, plan, written, count_progress)
+            _publish_without_overwriting(partial, destination)
+    except OSError as exc:
+        _remove(partial)
+        if destination.exists():
+            raise OutputExistsError(f"{destination} appeared while the sample was being written; it was left as is.") from None
+        raise exc from None
     except BaseException:
-        partial.unlink(missing_ok=True)
+        _remove(partial)
         raise
-
+    files = sorted(destination.glob("*.h5")) if shots_per_file else [destination]
     return SampleSummary(
         path=str(destination),
         shots=shots,
@@ -893,5 +907,27 @@ def write_sample(
         datasets=written["datasets"],
         timebases=written["timebases"],
         logical_bytes=written["logical_bytes"],
-        file_bytes=destination.stat().st_size,
+        file_bytes=sum(f.stat().st_size for f in files),
     )
+
+
+def _write_file(path: Path, title: str, seed: int, shots: Iterable[_ShotLayout], written: dict[str, int],
+                progress: ProgressCallback) -> None:
+    """One HDF5 file of the archive: the root's attributes and ``shots``."""
+    with h5py.File(path, "x") as archive:
+        archive.attrs["title"] = title
+        archive.attrs["machine"] = MACHINE
+        archive.attrs["layoutkit_sample_version"] = np.int64(SAMPLE_VERSION)
+        archive.attrs["seed"] = np.int64(seed)
+        shots_group = archive.create_group("shots")
+        for shot in shots:
+            _write_shot(shots_group, shot, seed, progress)
+            written["datasets"] += len(shot.signals)
+            written["timebases"] += len(shot.scales)
+
+
+def _remove(partial: Path) -> None:
+    if partial.is_dir():
+        shutil.rmtree(partial, ignore_errors=True)
+    else:
+        partial.unlink(missing_ok=True)

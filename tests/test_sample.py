@@ -367,3 +367,55 @@ def test_rate_factor_lengthens_every_signal_and_time_base(tmp_path):
     with pytest.raises(ValueError, match="Expected rate factor"):
         write_sample(tmp_path / "never.h5", shots=1, signals=2, rate_factor=0)
     assert not (tmp_path / "never.h5").exists()
+
+
+def test_an_archive_written_as_many_files_holds_the_one_files_shots(tmp_path):
+    """``shots_per_file``: a folder of shot archives (an export of a file per shot or run
+    day) whose shots together are the one file's, value for value, each file with the
+    one file's root attributes; the CLI says how many files."""
+    import xarray as xr
+    from typer.testing import CliRunner
+
+    import layoutkit
+    from layoutkit.cli import app
+
+    one = write_sample(tmp_path / "one.h5", shots=5, signals=6, seed=3)
+    many = write_sample(tmp_path / "many", shots=5, signals=6, seed=3, shots_per_file=2)
+    files = sorted((tmp_path / "many").iterdir())
+    assert [f.name for f in files] == ["shots-1160930001.h5", "shots-1160930003.h5", "shots-1160930005.h5"]
+    assert (many.datasets, many.timebases, many.logical_bytes) == (one.datasets, one.timebases, one.logical_bytes)
+    with h5py.File(one.path) as f:
+        root = dict(f.attrs)
+    found = []
+    with layoutkit.open(one.path) as whole:
+        for path in files:
+            with h5py.File(path) as f:
+                assert dict(f.attrs).keys() == root.keys()
+                assert all(np.array_equal(f.attrs[k], root[k]) for k in root)
+            with layoutkit.open(path) as part:
+                for shot in part.shots:
+                    xr.testing.assert_identical(part.shot(shot), whole.shot(shot))
+                    found.append(shot)
+        assert found == whole.shots
+    result = CliRunner().invoke(app, ["sample", str(tmp_path / "cli"), "--shots", "3", "--signals", "2",
+                                      "--shots-per-file", "1"])
+    assert result.exit_code == 0, result.output
+    assert "(3 files)" in result.output and len(list((tmp_path / "cli").glob("shots-*.h5"))) == 3
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial folder left
+
+
+def test_an_interrupted_many_file_write_leaves_no_folder_behind(tmp_path, monkeypatch):
+    import layoutkit.sample as sample
+
+    real, calls = sample._write_file, []
+
+    def second_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sample, "_write_file", second_fails)
+    with pytest.raises(KeyboardInterrupt):
+        write_sample(tmp_path / "many", shots=4, signals=2, shots_per_file=2)
+    assert list(tmp_path.iterdir()) == []

@@ -15,13 +15,15 @@ from layoutkit.options import format_size
 
 @app.command()
 def sample(
-    out_path: Annotated[Path, typer.Argument(metavar="OUT.h5", help="The HDF5 file to write.")],
+    out_path: Annotated[Path, typer.Argument(metavar="OUT", help="The HDF5 file to write (a folder with --shots-per-file).")],
     shots: Annotated[int, typer.Option(help="Number of shots.")] = 25,
     signals: Annotated[int, typer.Option(help="Signals per shot.")] = 70,
     seed: Annotated[int, typer.Option(help="Random seed (same seed, same file).")] = 0,
     rate_factor: Annotated[int, typer.Option(help="Every digitizer samples this many times faster: signals this many times longer (20: a few MB each).")] = 1,
+    shots_per_file: Annotated[int, typer.Option(help="Write the archive as many files, N shots each (1: a file per shot), into the folder OUT.")] = 0,
 ) -> None:
-    """Write a realistic synthetic shot archive (/shots/<SHOT>/signals/<SIGNAL>)."""
+    """Write a realistic synthetic shot archive (/shots/<SHOT>/signals/<SIGNAL>), as one
+    file or as a folder of files."""
     from layoutkit.sample import estimate_logical_bytes, write_sample
 
     try:
@@ -30,7 +32,7 @@ def sample(
             task = bar.add_task("write", total=total)
             summary = write_sample(
                 out_path, shots=shots, signals=signals, seed=seed,
-                progress=lambda n: bar.advance(task, n), rate_factor=rate_factor,
+                progress=lambda n: bar.advance(task, n), rate_factor=rate_factor, shots_per_file=shots_per_file,
             )
     except (LayoutkitError, ValueError, FileExistsError) as exc:
         raise fail(exc) from None
@@ -38,10 +40,15 @@ def sample(
         raise ended_by_interrupt(exc, "interrupted; nothing was written.") from None
     if not State.quiet:
         out.print(
-            f"wrote {summary.path}: {summary.shots} shots x {summary.signals} signals, "
+            f"wrote {summary.path}{_files(shots, shots_per_file)}: {summary.shots} shots x {summary.signals} signals, "
             f"{summary.datasets} signal datasets, {summary.timebases} time bases, "
             f"{format_size(summary.logical_bytes)} of data in {format_size(summary.file_bytes)}"
         )
+
+
+
+def _files(shots: int, per_file: int) -> str:
+    return f" ({-(-shots // per_file)} files)" if per_file else ""
 
 
 __all__ = ['sample']

@@ -1,7 +1,8 @@
 """The readers users already have, reading what ``layoutkit.open`` returns (bench_readers).
 
 Each reads one signal of every shot (``signal``) or every signal of one shot (``shot``):
-the signal arrays and the time bases they are on, as a user of that reader would write it.
+the signal arrays and the time bases they are on, with their attributes (what
+``layoutkit.open`` returns), as a user of that reader would write it.
 
 - HDF5: h5py over s3fs, an 8 MiB ``blockcache`` and, on paged files, a 64 MiB page buffer
   (NSIDC's recommendation for cloud-optimised HDF5); the time bases through ``ds.dims``.
@@ -31,11 +32,11 @@ def hdf5(url: str, endpoint: str, pattern: str, item: str, paged: bool) -> None:
     with fs.open(url.removeprefix("s3://"), "rb", block_size=8 * MiB, cache_type="blockcache") as fh, \
             h5py.File(fh, "r", **({"page_buf_size": 64 * MiB} if paged else {})) as f:
 
-        def read(ds: Any) -> None:  # the signal and its time bases
-            ds[()]
+        def read(ds: Any) -> None:  # the signal and its time bases, with their attributes
+            ds[()], dict(ds.attrs)
             for dim in ds.dims:
                 for scale in dim.values():
-                    scale[()]
+                    scale[()], dict(scale.attrs)
 
         if pattern == "signal":
             for shot in f["shots"]:

@@ -69,6 +69,7 @@ class HDF5Archive(Archive):
         self.page_buffer = page_buffer
         self._scale_paths: dict[int, str] = {}
         self._coords: dict[str, Any] | None = None  # during a read: scale path -> its coordinate
+        self._read_attrs: dict[str, dict[str, Any]] = {}  # during a read: path -> attributes read ahead
         try:
             self.f = close_at_exit(h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {})))
         except OSError as exc:
@@ -148,13 +149,13 @@ class HDF5Archive(Archive):
         would wait for each block it misses in turn), :data:`PREFETCH_BYTES` of blocks
         at a time. Every read: a time base shared by several of the datasets is read,
         with its attributes, once (a shot's 70 signals are on a few)."""
-        self._coords = {}
+        self._coords, self._read_attrs = {}, {}
         try:
             if not isinstance(self._file, RangeFile):
                 return super()._variables(paths)
             return self._prefetching(paths)
         finally:
-            self._coords = None
+            self._coords, self._read_attrs = None, {}
 
     def _prefetching(self, paths: list[str]) -> list[xr.DataArray]:
         out: list[xr.DataArray] = []
@@ -176,16 +177,17 @@ class HDF5Archive(Archive):
 
     def _stored_ranges(self, path: str, seen: set[int]) -> list[tuple[int, int]]:
         """Where the dataset at ``path`` and its dimension scales not in ``seen`` (object
-        addresses, added to) keep their data. Where the scales are is found now too: it
-        is metadata, read before the data is fetched, not after."""
+        addresses, added to) keep their data. Where the scales are, and the attributes,
+        are read now too: metadata, read before the data is fetched, not after."""
         ds = self.f[path]
         ranges = stored_ranges(ds, self._file)
+        self._read_attrs[path] = self._attrs(ds, h5py.h5ds.is_scale(ds.id))
         for axis in range(ds.ndim):
             for scale in ds.dims[axis].values():
                 addr = h5py.h5o.get_info(scale.id).addr
                 if addr not in seen:
                     seen.add(addr)
-                    self._scale_path(path, scale)
+                    self._read_attrs[self._scale_path(path, scale)] = self._attrs(scale, True)
                     ranges += stored_ranges(scale, self._file)
         return ranges
 
@@ -201,14 +203,17 @@ class HDF5Archive(Archive):
                 name = where.rsplit("/", 1)[-1]
                 coord = self._coords.get(where) if self._coords is not None else None
                 if coord is None or coord.variable.dims != (name,):
-                    coord = scale_coordinate(name, np.asarray(scale[()]), self._attrs(scale, True))
+                    attrs = self._read_attrs.pop(where, None)
+                    coord = scale_coordinate(name, np.asarray(scale[()]),
+                                             self._attrs(scale, True) if attrs is None else attrs)
                     if self._coords is not None:
                         self._coords[where] = coord
                 coords[name] = coord
                 dims.append(name)
             else:
                 dims.append(f"dim_{axis}")
-        return with_coords(data, dims, coords, self._attrs(ds, h5py.h5ds.is_scale(ds.id)))
+        attrs = self._read_attrs.pop(path, None)
+        return with_coords(data, dims, coords, self._attrs(ds, h5py.h5ds.is_scale(ds.id)) if attrs is None else attrs)
 
     def _scale_path(self, path: str, scale: h5py.Dataset) -> str:
         """Where a dimension scale of the dataset at ``path`` lives.

@@ -25,15 +25,19 @@ Patterns: one signal of every shot (``ip``), and every signal of one shot. Each 
 seconds (median of ``--repeat``) and GETs (counted by the proxy). Beside each layout's
 best pattern, the modelled minimum: the bytes a reader must fetch over the bandwidth of
 one large GET through the proxy (measured in this run, the latency set to 0), plus one
-round trip per dependent step the layout's format needs (:data:`STEPS`). The bytes: for
-Zarr, what the arrays take as stored; for a paged HDF5 file, the whole pages that hold
-them and their object headers, and the first page (its page buffer reads whole pages). Prints a
+round trip per dependent step the layout's format needs (:data:`STEPS`), plus, for the
+HDF5 files, the codec floor: decoding their deflated chunks with libdeflate on every
+core (the reads are codec-bound there; measured here, :func:`decode_floor`). The bytes:
+for Zarr, what the arrays take as stored (no decode floor counted: the model is lower
+than it could be); for a paged HDF5 file, the whole pages that hold them and their
+object headers, and the first page (its page buffer reads whole pages). Prints a
 markdown table; writes ``benchmarks/out/readers.json``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -98,6 +102,51 @@ VARIANTS = {  # name in the bucket -> how it is written from the source
 }
 
 
+def _arrays(f, pattern: str, item: str) -> list:  # noqa: ANN001 - an h5py File
+    """The datasets a read of ``pattern`` takes from an HDF5 file: the signals and their time bases."""
+    arrays = []
+    for shot in f["shots"]:
+        signals = f[f"shots/{shot}/signals"]
+        if pattern == "signal" and item in signals:
+            arrays.append(signals[item])
+        elif pattern == "shot" and shot == item:
+            arrays.extend(signals.values())
+    return arrays + [scale for ds in arrays for dim in ds.dims for scale in dim.values()]
+
+
+def decode_floor(path: Path, pattern: str, item: str) -> float:
+    """Seconds to decode the stored chunks of what the read takes, with the fastest
+    decoders layoutkit has (libdeflate for deflate), on every core: the codec floor.
+    The bytes are read from the local file first, not timed."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import h5py
+
+    from layoutkit.hdf5.source import chunk_entries, decode_chunked, raw_decoders
+
+    with h5py.File(path, "r") as f, open(path, "rb") as fh:
+        jobs, raw = [], {}
+        for ds in _arrays(f, pattern, item):
+            decoders = raw_decoders(ds)
+            if decoders:
+                entries = chunk_entries(ds)
+                for offset, size, _ in entries.values():
+                    raw[offset] = os.pread(fh.fileno(), size, offset)
+                jobs.append((ds, entries, decoders))
+        with ThreadPoolExecutor(os.cpu_count()) as pool:
+            best = math.inf
+            for _ in range(3):
+                t0 = time.perf_counter()
+                list(pool.map(lambda j: decode_chunked(*j, lambda o, n: raw[o], _Serial), jobs))
+                best = min(best, time.perf_counter() - t0)
+    return best
+
+
+class _Serial:
+    map = staticmethod(map)
+
+
 def page_bytes(path: Path, pattern: str, item: str) -> int:
     """Bytes of the whole pages a reader of a paged HDF5 file must fetch for a read: the
     first (superblock, root group), the pages holding the object headers of the arrays
@@ -108,14 +157,7 @@ def page_bytes(path: Path, pattern: str, item: str) -> int:
 
     with h5py.File(path, "r") as f:
         page = f.id.get_create_plist().get_file_space_page_size()
-        arrays = []
-        for shot in f["shots"]:
-            signals = f[f"shots/{shot}/signals"]
-            if pattern == "signal" and item in signals:
-                arrays.append(signals[item])
-            elif pattern == "shot" and shot == item:
-                arrays.extend(signals.values())
-        arrays += [scale for ds in arrays for dim in ds.dims for scale in dim.values()]
+        arrays = _arrays(f, pattern, item)
         pages = {0}
         for ds in arrays:
             pages.add(h5py.h5g.get_objinfo(ds.id, b".").objno[0] // page)
@@ -196,11 +238,14 @@ def main() -> None:  # long: the benchmark's one run, step by step
                             "seconds": statistics.median(r["seconds"] for r in runs)}
                     report["cells"].append(cell)
                     print(f"{name:>18} {pattern:>6} {kind:>9} {cell['seconds']:7.2f} s {cell['gets']:>5} GETs", flush=True)
-    report["model"] = {}
+    report["model"], report["decode_floor"] = {}, {}
     for (name, pattern), steps in STEPS.items():
         item = signal if pattern == "signal" else shot
-        nbytes = page_bytes(files[name][0], pattern, item) if name.endswith(".h5") else needs[pattern]
-        report["model"][f"{name} {pattern}"] = nbytes / report["bandwidth"] + steps * report["latency"]
+        hdf5 = name.endswith(".h5")
+        nbytes = page_bytes(files[name][0], pattern, item) if hdf5 else needs[pattern]
+        floor = decode_floor(files[name][0], pattern, item) if hdf5 else 0.0
+        report["decode_floor"][f"{name} {pattern}"] = floor
+        report["model"][f"{name} {pattern}"] = nbytes / report["bandwidth"] + steps * report["latency"] + floor
     (HERE / "out" / f"{args.out_name}.json").write_text(json.dumps(report, indent=1) + "\n")
     summarize(report)
 

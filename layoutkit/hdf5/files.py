@@ -60,7 +60,7 @@ def _check_object_source(source: ObjectSource) -> ObjectSource:
     _check_object_head(source, source.read_range(0, min(8, size)), source.read_range, size)
     return source
 
-def open_checked(source: ObjectSource, on_get: Any = None, block_bytes: int = 0) -> RangeFile:
+def open_checked(source: ObjectSource, on_get: Any = None, block_bytes: int = 0, keep: int = 0) -> RangeFile:
     """The block-cached file object of an HDF5 file in a bucket, checked as
     :func:`check_source` checks it, for h5py to read: one GET, of the file's first block,
     which brings the object's size, holds the signature, and is what h5py reads first."""
@@ -72,7 +72,7 @@ def open_checked(source: ObjectSource, on_get: Any = None, block_bytes: int = 0)
         raise
     except Exception:  # noqa: BLE001 - an empty object (416), or what a HEAD names better: asked again
         head, size = b"", _object_size(source)
-    f = source.open_file(on_get, block_bytes, size)
+    f = source.open_file(on_get, block_bytes, size, keep)
     if head:
         f.seed(head)
     try:

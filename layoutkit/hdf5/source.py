@@ -23,6 +23,7 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import ChunkDecodeError
+from layoutkit.hdf5.chunk_index import chunk_count as chunk_count_of
 from layoutkit.hdf5.chunk_index import entries_in_bucket
 from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import RAW_DECODABLE, Filter
@@ -178,6 +179,58 @@ class _ChunkIndex:
         return cls(entries)
 
 
+def chunk_entries(ds: h5py.Dataset, fileobj: Any = None) -> dict[tuple[int, ...], tuple[int, int, int]]:
+    """Where each allocated chunk of a chunked dataset is: origin -> (byte offset, stored
+    size, filter mask); in a bucket (``fileobj``) a many-chunk index is read level by level."""
+    return _ChunkIndex.read(ds, fileobj).entries
+
+
+def raw_decoders(ds: h5py.Dataset) -> list[tuple[int, Callable[[bytes], bytes]]] | None:
+    """The decoders of a chunked dataset's filter pipeline, by position, when layoutkit
+    decodes its chunks itself (numbers or booleans, every filter in
+    :data:`~layoutkit.hdf5.filters.RAW_DECODABLE`): None when h5py should read it."""
+    dtype = ds.dtype
+    if ds.chunks is None or dtype.kind not in "iufb" or dtype.fields or dtype.subdtype or not ds.shape:
+        return None
+    dcpl = ds.id.get_create_plist()
+    filters = [dcpl.get_filter(i) for i in range(dcpl.get_nfilters())]
+    for fid, _, options, _ in filters:
+        if fid not in RAW_DECODABLE or (fid == Filter.BITSHUFFLE and len(options) > 4 and options[4] not in (0, 2)):
+            return None
+    chunk_bytes = int(np.prod(ds.chunks, dtype=np.int64)) * dtype.itemsize
+    return [(i, _decoder(fid, tuple(options), dtype.itemsize, chunk_bytes)) for i, (fid, _, options, _) in enumerate(filters)]
+
+
+def decode_chunked(ds: h5py.Dataset, entries: dict[tuple[int, ...], tuple[int, int, int]],
+                   decoders: list[tuple[int, Callable[[bytes], bytes]]], read: Callable[[int, int], bytes],
+                   pool: Any) -> np.ndarray:
+    """A chunked dataset's values from its chunks' stored bytes (``read(offset, size)``),
+    decoded here, on the threads of ``pool`` (deflate by libdeflate, which lets go of the
+    GIL: h5py decodes on one thread, under its lock); unallocated chunks hold the fill
+    value. Raises :class:`~layoutkit.errors.ChunkDecodeError` naming the chunk."""
+    shape, chunks, dtype = tuple(ds.shape), tuple(ds.chunks), ds.dtype
+    out = np.empty(shape, dtype)
+    if len(entries) < chunk_count_of(shape, chunks):
+        out.fill(ds.fillvalue)
+
+    def place(origin: tuple[int, ...]) -> None:
+        offset, size, mask = entries[origin]
+        raw = read(offset, size)
+        try:
+            for position, decode in reversed(decoders):
+                if not mask & (1 << position):
+                    raw = decode(raw)
+            chunk = np.frombuffer(raw, dtype=dtype).reshape(chunks)
+        except (zlib.error, ValueError, RuntimeError, struct.error) as exc:
+            raise ChunkDecodeError(ds.name, origin, _short(exc)) from None
+        within = tuple(slice(0, min(c, n - o)) for o, c, n in zip(origin, chunks, shape))
+        out[tuple(slice(o, o + w.stop) for o, w in zip(origin, within))] = chunk[within]
+
+    for _ in pool.map(place, list(entries)):
+        pass
+    return out
+
+
 def stored_ranges(ds: h5py.Dataset, fileobj: Any = None) -> list[tuple[int, int]]:
     """The ``(offset, size)`` byte ranges that hold a dataset's data in its file: its
     extent when contiguous, its allocated chunks when chunked (in a bucket, ``fileobj``,
@@ -190,7 +243,7 @@ def stored_ranges(ds: h5py.Dataset, fileobj: Any = None) -> list[tuple[int, int]
         size = dsid.get_storage_size() if offset is not None else 0
         return [(offset, size)] if size else []
     if layout == h5py.h5d.CHUNKED:
-        return [(offset, size) for offset, size, _ in _ChunkIndex.read(ds, fileobj).entries.values() if size]
+        return [(offset, size) for offset, size, _ in chunk_entries(ds, fileobj).values() if size]
     return []
 
 

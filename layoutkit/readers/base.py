@@ -167,20 +167,22 @@ class Archive:
         their own time bases, so they are not forced onto shared dimensions) and the
         shot group's attributes."""
         shot = str(shot)
-        found = list(self._expand({"shot": shot}))
         attrs = self._group_attrs(self.shot_path(shot))  # metadata, before the data is fetched
-        arrays = self._variables([path for _, _, path in found])
+        found: list[tuple[str, str, str]] = []
+        arrays = self._variables(_paths(self._expand({"shot": shot}), found))
         return shot_tree(shot, [(sig, a) for (_, sig, _), a in zip(found, arrays)], attrs)
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         """One signal for every shot that has it: shot -> DataArray."""
-        found = list(self._expand({"signal": signal}))
-        arrays = self._variables([path for _, _, path in found])
+        found: list[tuple[str, str, str]] = []
+        arrays = self._variables(_paths(self._expand({"signal": signal}), found))
         return {shot: a.rename(signal) for (shot, _, _), a in zip(found, arrays)}
 
-    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+    def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
         """The variables at ``paths``, in order (as :meth:`_variable`; a reader may fetch
-        their bytes together first)."""
+        their bytes together first). ``paths`` is taken one at a time as it is found, so
+        that a reader can look at each dataset's metadata while the lookup that found it
+        is fresh."""
         return [self._variable(path) for path in paths]
 
     def iter_shots(self, shots: Iterable[str | int]) -> Iterator[tuple[str, xr.DataTree]]:
@@ -191,6 +193,13 @@ class Archive:
         one shot's stored bytes ahead."""
         for shot in shots:
             yield str(shot), self.shot(shot)
+
+
+def _paths(expanded: Iterable[tuple[str, str, str]], found: list[tuple[str, str, str]]) -> Iterator[str]:
+    """The paths of ``(shot, signal, path)`` triples, each triple kept in ``found`` as it passes."""
+    for triple in expanded:
+        found.append(triple)
+        yield triple[2]
 
 
 def shot_tree(shot: str, signals: list[tuple[str, xr.DataArray]], attrs: dict[str, Any]) -> xr.DataTree:

@@ -13,6 +13,7 @@ and says where a dataset lies (:meth:`PackedArchive._locate`), how rows are read
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
@@ -81,11 +82,12 @@ class PackedArchive(ZarrArchive):
     def signals(self) -> list[str]:
         return list(self._listing[1])
 
-    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+    def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
         """Several source datasets with their coordinates; each packed array is read
         once for all of them, and so is each scale's. The datasets' rows and their
         scales' rows are fetched together (one round of requests, not two: a signal read
         in a bucket waited for its data, then for its time bases)."""
+        paths = list(paths)
         located = {p: self._locate(p) for p in paths}
         packed = [p for p in paths if located[p] is not None]
         scales: dict[str, str] = {}  # the first scale of each axis

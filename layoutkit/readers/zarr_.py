@@ -372,9 +372,10 @@ class ZarrArchive(Archive):
                 self._local.fetched = None
             yield shot, tree
 
-    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+    def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
         """Several arrays with their dimension scales as coordinates, read together
         (each scale once, however many arrays it serves)."""
+        paths = list(paths)
         axes, needed = self._axes(paths)
         values = dict(zip(needed, self._read_many([(n, ()) for n in needed])))
         index: dict[str, ScaleCoordinate] = {}  # scale path -> its coordinate, built once

@@ -37,6 +37,11 @@ READER_BLOCK_BYTES = 8 * 1024**2
 """The blocks of ``layoutkit.open``'s reader of an HDF5 file in a bucket: the block of
 the readers users have (s3fs's ``blockcache`` as NSIDC recommends it) and the page of a
 cloud-optimised file, so opening a paged file is one GET of its first page, not two."""
+READER_CACHE_BLOCKS = 32
+"""Blocks ``layoutkit.open``'s reader keeps (256 MiB of 8 MiB blocks: s3fs's ``blockcache``
+keeps 32 too). An HDF5 source's metadata is spread over the whole file: one signal of
+every shot of a 950 MB source touches 100 blocks, and with 16 kept it fetched 40% of
+them twice (198 GETs against s3fs's 95)."""
 # 64 MiB at most per source object, however many files are open on it in this process
 # (verify opens one per worker: 8 workers with a cache each held 0.5 GiB of blocks)
 READ_CACHE_BLOCKS = 32
@@ -153,13 +158,16 @@ class ObjectSource:
             out.append(bytes(view[offset - starts[i] : offset - starts[i] + size]))
         return out
 
-    def open_file(self, on_get: Any = None, block_bytes: int = 0, size: int | None = None) -> RangeFile:
+    def open_file(self, on_get: Any = None, block_bytes: int = 0, size: int | None = None,
+                  keep: int = 0) -> RangeFile:
         """A file object over the source; ``on_get(nbytes)`` is told of every GET;
         blocks of ``block_bytes`` (default :data:`READ_BLOCK_BYTES`); ``size``: the
-        object's, when known (else a HEAD asks)."""
+        object's, when known (else a HEAD asks); ``keep``: blocks cached at least."""
         f = RangeFile(self, self.size() if size is None else size, on_get)
         if block_bytes:
             f._blocks.resize(block_bytes)
+        if keep:
+            f._blocks.keep(keep)
         return f
 
 
@@ -200,6 +208,11 @@ class _SharedBlocks:
                 self.blocks.clear()  # the few blocks read so far, in the old size
                 self.limit = max(2, self.limit * self.block_bytes // size)
                 self.block_bytes = size
+
+    def keep(self, blocks: int) -> None:
+        """Keep at least ``blocks`` blocks from now on."""
+        with self.lock:
+            self.limit = max(self.limit, blocks)
 
     def get(self, index: int) -> bytes | None:
         with self.lock:
@@ -256,6 +269,7 @@ class RangeFile(io.RawIOBase):
             self._blocks = _SHARED.setdefault(source, _SharedBlocks())
             self._blocks.users += 1
         self.requests = 0
+        self.readahead = 0  # blocks fetched after a missed one, in its GET
 
     def close(self) -> None:
         if not self.closed:
@@ -301,10 +315,15 @@ class RangeFile(io.RawIOBase):
         if block is None:
             size = self._blocks.block_bytes
             start = index * size
-            block = self.source.read_range(start, min(size, self._size - start))
-            self._got(len(block))
+            count = 1  # and the blocks after it not cached yet, up to readahead, in the same GET
+            while count <= self.readahead and start + count * size < self._size and self._blocks.get(index + count) is None:
+                count += 1
+            body = self.source.read_range(start, min(count * size, self._size - start))
+            self._got(len(body))
+            block = body[:size]
             if self._blocks.block_bytes == size:  # not if another file switched to pages meanwhile
-                self._blocks.put(index, block)
+                for i in range(count - 1, -1, -1):  # the block asked for last: the most recently used
+                    self._blocks.put(index + i, body[i * size : (i + 1) * size])
         return block
 
     @property
@@ -314,8 +333,11 @@ class RangeFile(io.RawIOBase):
     def pread(self, offset: int, size: int) -> bytes:
         """``size`` bytes from ``offset`` through the block cache, leaving the position
         alone (h5py may be reading through this file on another thread)."""
-        out = bytearray()
         offset, end = max(0, offset), min(self._size, offset + size)
+        index, inner = divmod(offset, self._blocks.block_bytes)
+        if inner + end - offset <= self._blocks.block_bytes:  # within one block: one copy
+            return self._block(index)[inner : inner + end - offset]
+        out = bytearray()
         while offset < end:
             index, inner = divmod(offset, self._blocks.block_bytes)
             piece = self._block(index)[inner : inner + end - offset]

@@ -88,10 +88,7 @@ class HDF5Archive(Archive):
         self._storage = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
         if self._storage == "hdf5-paged" and isinstance(path, ObjectSource) and self.f.userblock_size == 0:
             self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
-        elif isinstance(path, ObjectSource):
-            # metadata spread between the data: the next block is usually needed next (one signal
-            # of every shot of a 950 MB source: 123 GETs without, 93 with; h5py over s3fs 95)
-            self._file.readahead = 1
+
 
     @cached_property
     def layout(self) -> str:  # type: ignore[override]
@@ -173,12 +170,18 @@ class HDF5Archive(Archive):
         ranges: list[tuple[int, int]] = []
         raw: dict[str, tuple[Any, Any, Any]] = {}
         seen: set[int] = set()
+        walked = self._file.blocks_fetched
         for path in paths:
             own = self._stored_ranges(path, seen)
             own_raw, self._raw = self._raw, {}
-            if batch and _span(ranges + own) > PREFETCH_BYTES:
+            # a batch ends at PREFETCH_BYTES of data, or before the blocks its metadata came
+            # from (often the data's blocks too, in a file that is not paged) would be let go
+            walk = self._file.blocks_fetched - walked
+            if batch and (_span(ranges + own) > PREFETCH_BYTES
+                          or walk + _span(ranges + own) // READER_BLOCK_BYTES > self._file.blocks_kept):
                 out.extend(self._read_batch(batch, ranges, raw))
                 batch, ranges, raw = [], [], {}
+                walked = self._file.blocks_fetched
             batch.append(path)
             ranges += own
             raw.update(own_raw)
@@ -220,7 +223,7 @@ class HDF5Archive(Archive):
         self._read_attrs[path] = self._attrs(ds, h5py.h5ds.is_scale(ds.id))
         for axis in range(ds.ndim):
             for scale in ds.dims[axis].values():
-                addr = h5py.h5o.get_info(scale.id).addr
+                addr = _address(scale)
                 if addr not in seen:
                     seen.add(addr)
                     where = self._scale_path(path, scale)
@@ -274,7 +277,7 @@ class HDF5Archive(Archive):
         dataset's group, its ancestors and their subgroups, nearest first, and accepted
         only where the object found is the scale itself.
         """
-        addr = h5py.h5o.get_info(scale.id).addr
+        addr = _address(scale)
         if addr in self._scale_paths:
             return self._scale_paths[addr]
         raw = scale.attrs.get("NAME")
@@ -291,7 +294,7 @@ class HDF5Archive(Archive):
                         obj = self.f.get(candidate)
                     except (KeyError, TypeError, ValueError):  # a path through a dataset
                         continue
-                    if isinstance(obj, h5py.Dataset) and h5py.h5o.get_info(obj.id).addr == addr:
+                    if isinstance(obj, h5py.Dataset) and _address(obj) == addr:
                         found = candidate
                         break
                 if not group:
@@ -342,6 +345,13 @@ def _span(ranges: list[tuple[int, int]]) -> int:
     hold ``ranges``."""
     block = READER_BLOCK_BYTES
     return block * len({i for offset, size in ranges for i in range(offset // block, (offset + size - 1) // block + 1)})
+
+
+def _address(obj: Any) -> Any:
+    """Where an object's header is: what tells two links to one object apart from two
+    objects. (``h5o.get_info`` tells too, but it also sizes the object's metadata, which
+    reads a chunked dataset's whole index: blocks a read never needed, in a bucket.)"""
+    return h5py.h5g.get_objinfo(obj.id, b".").objno
 
 
 def _text(ds: h5py.Dataset) -> Any:

@@ -269,7 +269,7 @@ class RangeFile(io.RawIOBase):
             self._blocks = _SHARED.setdefault(source, _SharedBlocks())
             self._blocks.users += 1
         self.requests = 0
-        self.readahead = 0  # blocks fetched after a missed one, in its GET
+        self.blocks_fetched = 0  # one at a time, as h5py missed them
 
     def close(self) -> None:
         if not self.closed:
@@ -315,15 +315,11 @@ class RangeFile(io.RawIOBase):
         if block is None:
             size = self._blocks.block_bytes
             start = index * size
-            count = 1  # and the blocks after it not cached yet, up to readahead, in the same GET
-            while count <= self.readahead and start + count * size < self._size and self._blocks.get(index + count) is None:
-                count += 1
-            body = self.source.read_range(start, min(count * size, self._size - start))
-            self._got(len(body))
-            block = body[:size]
+            block = self.source.read_range(start, min(size, self._size - start))
+            self._got(len(block))
+            self.blocks_fetched += 1
             if self._blocks.block_bytes == size:  # not if another file switched to pages meanwhile
-                for i in range(count - 1, -1, -1):  # the block asked for last: the most recently used
-                    self._blocks.put(index + i, body[i * size : (i + 1) * size])
+                self._blocks.put(index, block)
         return block
 
     @property
@@ -366,6 +362,11 @@ class RangeFile(io.RawIOBase):
         """The file's first block, fetched (and counted here) by whoever opened it."""
         self._got(len(block))
         self._blocks.put(0, block)
+
+    @property
+    def blocks_kept(self) -> int:
+        """How many blocks the cache keeps."""
+        return self._blocks.limit
 
     def _got(self, nbytes: int) -> None:
         self.requests += 1

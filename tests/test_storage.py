@@ -221,3 +221,29 @@ def test_blocks_follow_the_pages_of_a_paged_file(monkeypatch) -> None:
         assert f._blocks.block_bytes == 1200
     finally:
         f.close()
+
+
+def test_reading_on_fetches_the_blocks_ahead_in_the_same_get(monkeypatch) -> None:
+    """With readahead, a miss just after the last one (h5py reading on) brings the next
+    blocks in its GET; a miss elsewhere fetches its block alone, and a cached block ahead
+    is not fetched again."""
+    from layoutkit.storage import sources
+
+    monkeypatch.setattr(sources, "READ_BLOCK_BYTES", 1024)
+    source = _Blocks()
+    f = sources.RangeFile(source, 100 * 1024)  # type: ignore[arg-type]
+    f.readahead = 2
+    try:
+        f.pread(10 * 1024, 8)  # the first miss: alone
+        f.pread(50 * 1024, 8)  # elsewhere: alone
+        assert source.gets == [10 * 1024, 50 * 1024] and f.requests == 2
+        f.pread(51 * 1024, 8)  # reading on: blocks 51, 52 and 53 in one GET
+        assert source.gets[-1] == 51 * 1024 and f.requests == 3 and f.blocks_fetched == 5
+        f.pread(52 * 1024, 8), f.pread(53 * 1024, 8)
+        assert f.requests == 3  # cached
+        f.pread(54 * 1024, 8)  # on again: blocks 54, 55 and 56
+        f.pread(20 * 1024, 8)
+        assert f.requests == 5
+        assert f.pread(55 * 1024, 1024) == bytes(1024) and f.requests == 5
+    finally:
+        f.close()

@@ -33,7 +33,7 @@ from layoutkit.readers.base import (
 )
 from layoutkit.storage import ObjectSource, RangeFile
 from layoutkit.storage.counting import CountingFile, LatencyModel
-from layoutkit.storage.sources import READER_BLOCK_BYTES, READER_CACHE_BLOCKS
+from layoutkit.storage.sources import READER_BLOCK_BYTES, READER_CACHE_BLOCKS, READER_READAHEAD
 
 # HDF5 bookkeeping attributes a reader does not show as data attributes
 _HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})
@@ -88,6 +88,8 @@ class HDF5Archive(Archive):
         self._storage = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
         if self._storage == "hdf5-paged" and isinstance(path, ObjectSource) and self.f.userblock_size == 0:
             self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
+        if isinstance(path, ObjectSource):
+            self._file.readahead = READER_READAHEAD
 
 
     @cached_property

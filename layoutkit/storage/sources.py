@@ -42,6 +42,11 @@ READER_CACHE_BLOCKS = 32
 keeps 32 too). An HDF5 source's metadata is spread over the whole file: one signal of
 every shot of a 950 MB source touches 100 blocks, and with 16 kept it fetched 40% of
 them twice (198 GETs against s3fs's 95)."""
+READER_READAHEAD = 2
+"""Blocks the reader fetches after a missed one, in the same GET, when h5py is reading on
+(this miss just after the last): one signal of every shot of a 950 MB source that is not
+paged, 108 GETs in 2.97 s without, 72 in 2.66 s with (h5py over s3fs: 95, 3.2 s); on the
+paged files no slower, and a few GETs fewer."""
 # 64 MiB at most per source object, however many files are open on it in this process
 # (verify opens one per worker: 8 workers with a cache each held 0.5 GiB of blocks)
 READ_CACHE_BLOCKS = 32
@@ -269,7 +274,9 @@ class RangeFile(io.RawIOBase):
             self._blocks = _SHARED.setdefault(source, _SharedBlocks())
             self._blocks.users += 1
         self.requests = 0
-        self.blocks_fetched = 0  # one at a time, as h5py missed them
+        self.readahead = 0  # blocks fetched after a missed one, in its GET, when reading on
+        self._last_miss = -2
+        self.blocks_fetched = 0  # one at a time, as h5py missed them (and their readahead)
 
     def close(self) -> None:
         if not self.closed:
@@ -315,11 +322,18 @@ class RangeFile(io.RawIOBase):
         if block is None:
             size = self._blocks.block_bytes
             start = index * size
-            block = self.source.read_range(start, min(size, self._size - start))
-            self._got(len(block))
-            self.blocks_fetched += 1
+            count = 1  # and the blocks after it not cached yet, up to readahead, in the same GET
+            ahead = self.readahead if 0 < index - self._last_miss <= self.readahead + 1 else 0  # reading on
+            while count <= ahead and start + count * size < self._size and self._blocks.get(index + count) is None:
+                count += 1
+            self._last_miss = index + count - 1
+            body = self.source.read_range(start, min(count * size, self._size - start))
+            self._got(len(body))
+            self.blocks_fetched += count
+            block = body[:size]
             if self._blocks.block_bytes == size:  # not if another file switched to pages meanwhile
-                self._blocks.put(index, block)
+                for i in range(count - 1, -1, -1):  # the block asked for last: the most recently used
+                    self._blocks.put(index + i, body[i * size : (i + 1) * size])
         return block
 
     @property

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.hdf5 import HDF5Archive, is_paged
+from layoutkit.readers.sources import GLOB_CHARACTERS, ArchiveSet, expand_sources
 from layoutkit.readers.zarr_ import counting_store, open_counted
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
@@ -45,7 +47,7 @@ HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
 
 
 def open_archive(
-    path: str | os.PathLike,
+    path: str | os.PathLike | Sequence[str | os.PathLike],
     *,
     template: str = DEFAULT_TEMPLATE,
     model: LatencyModel | None = None,
@@ -58,7 +60,10 @@ def open_archive(
     Parameters
     ----------
     path
-        An HDF5 file (source or ``reorder`` output) or a Zarr store directory.
+        An HDF5 file (source or ``reorder`` output) or a Zarr store directory, local or
+        a URL; or several of them (a list, or a shell-style glob such as
+        ``"exports/shots-*.h5"``), read as one archive: the union of their shots
+        (:class:`~layoutkit.readers.sources.ArchiveSet`).
     template
         Where signals live, e.g. ``/shots/{shot}/signals/{signal}``.
     model
@@ -77,6 +82,8 @@ def open_archive(
     NotAnArchiveError
         When the path does not exist or is neither HDF5 nor Zarr.
     """
+    if not isinstance(path, (str, os.PathLike)) or (GLOB_CHARACTERS & set(str(path)) and not is_url(str(path))):
+        return _open_set(expand_sources(path), template, model, page_buffer, sleep, storage_options)
     if is_url(str(path)):
         return _open_url(str(path), template, model, page_buffer, sleep, storage_options or {})
     p = Path(path)
@@ -96,6 +103,24 @@ def open_archive(
     if p.is_dir():
         raise NotAnArchiveError(f"{p} is a directory but not a Zarr store (no zarr.json or .zgroup).")
     raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.")
+
+
+def _open_set(sources: list[str], template: str, model: LatencyModel | None, page_buffer: int, sleep: Any,
+              storage_options: dict[str, str] | None) -> Archive:
+    """Several sources as one archive (:class:`~layoutkit.readers.sources.ArchiveSet`);
+    one source as itself."""
+    members: list[Archive] = []
+    try:
+        for source in sources:
+            members.append(open_archive(source, template=template, model=model, page_buffer=page_buffer, sleep=sleep,
+                                        storage_options=storage_options))
+    except BaseException:
+        for member in members:
+            member.close()
+        raise
+    if not members:
+        raise SourceNotFoundError("No sources given.")
+    return members[0] if len(members) == 1 else ArchiveSet(members, template)
 
 
 def _open_zarr(where: Any, root: Any, template: str, model: LatencyModel | None, sleep: Any) -> Archive:
@@ -179,6 +204,7 @@ def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyMo
 
 __all__ = [
     "Archive",
+    "ArchiveSet",
     "HDF5Archive",
     "NotAnArchiveError",
     "Selection",

@@ -1,0 +1,194 @@
+"""Several shot archives read as one: ``layoutkit.open(["a.h5", "b.h5"])`` or a glob.
+
+The archives users hold are many files (a file per shot, per run day, per campaign).
+:class:`ArchiveSet` reads them as one archive, the union of their shots, with the
+interface of every other reader, so that the read patterns of ``verify`` measure the
+"before" of a combined store, and a combined store can be proved equal to its sources.
+
+- Each shot is read from the source that holds it. A shot in two sources is taken once
+  when both hold the same data (compared when the shot list is first asked for), and
+  refused by name (the shot, both sources, the first signal that differs) when not.
+- Anything outside the shots (the root's attributes, arrays beside ``/shots``) is read
+  from the first source that has it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from layoutkit.errors import LayoutkitError, SourceNotFoundError
+from layoutkit.plan import natural_key
+from layoutkit.readers.base import Archive, Selection
+
+GLOB_CHARACTERS = frozenset("*?[")
+
+
+class DifferentDuplicateError(LayoutkitError):
+    """A shot is in two sources of a set, with different data."""
+
+
+def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    """The sources a set names: paths or URLs as given, local shell-style globs expanded
+    (sorted). A glob that matches nothing is refused in one sentence."""
+    items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
+    out: list[str] = []
+    for item in map(str, items):
+        if GLOB_CHARACTERS & set(item) and "://" not in item:
+            found = sorted(glob.glob(item), key=natural_key)
+            if not found:
+                raise SourceNotFoundError(f"No file matches {item!r}.")
+            out.extend(found)
+        else:
+            out.append(item)
+    return list(dict.fromkeys(out))
+
+
+class _Counters:
+    """The requests and bytes of every source of a set, summed (what verify reports)."""
+
+    def __init__(self, members: Sequence[Archive]) -> None:
+        self._members = members
+
+    @property
+    def requests(self) -> int:
+        return sum(m.counter.requests for m in self._members)
+
+    @property
+    def bytes(self) -> int:
+        return sum(m.counter.bytes for m in self._members)
+
+    @property
+    def delayed(self) -> float:
+        return sum(m.counter.delayed for m in self._members)
+
+    def reset(self) -> None:
+        for m in self._members:
+            m.counter.reset()
+
+
+class ArchiveSet(Archive):
+    """Several archives (each opened by :func:`~layoutkit.archive.open_archive`) read as
+    one: the union of their shots. See the module docstring for the rules."""
+
+    format = "set"
+    layout = "set"
+
+    def __init__(self, members: Sequence[Archive], template: str) -> None:
+        super().__init__(members[0].path, template)
+        self.members = list(members)
+        self.counter = _Counters(self.members)  # type: ignore[assignment]
+        self._owners: dict[str, Archive] | None = None
+        self._outside: dict[str, Archive] = {}  # path outside the shots -> the first source that has it
+        self._shots_parent = self.template[: self.template.index("{shot}")].rstrip("/") or "/"
+
+    def __repr__(self) -> str:
+        return f"<ArchiveSet of {len(self.members)}: {', '.join(str(m.path) for m in self.members[:3])}...>"
+
+    def close(self) -> None:
+        for m in self.members:
+            m.close()
+
+    # -- which source holds what -------------------------------------------------
+
+    @property
+    def owners(self) -> dict[str, Archive]:
+        """Shot -> the source it is read from."""
+        if self._owners is None:
+            owners: dict[str, Archive] = {}
+            for member in self.members:
+                for shot in member._children(self._shots_parent):
+                    first = owners.setdefault(shot, member)
+                    if first is not member:
+                        _same_shot(shot, first, member)
+            self._owners = owners
+        return self._owners
+
+    def _owner(self, path: str) -> Archive | None:
+        """The source of a path inside a shot; None for a path outside the shots."""
+        prefix = self._shots_parent.rstrip("/") + "/"
+        if not path.startswith(prefix):
+            return None
+        shot = path[len(prefix):].split("/", 1)[0]
+        return self.owners.get(shot, self.members[0])
+
+    def _holder(self, path: str) -> Archive:
+        """The source a path is read from: its shot's, or the first that has it."""
+        owner = self._owner(path)
+        if owner is not None:
+            return owner
+        holder = self._outside.get(path)
+        if holder is None:
+            holder = self._outside[path] = next((m for m in self.members if m._exists(path)), self.members[0])
+        return holder
+
+    # -- the Archive interface, routed ---------------------------------------------
+
+    def _children(self, group: str) -> list[str]:
+        if (group.rstrip("/") or "/") == self._shots_parent:
+            return sorted(self.owners, key=natural_key)
+        owner = self._owner(group)
+        if owner is not None:
+            return owner._children(group)
+        return sorted({c for m in self.members for c in m._children(group)}, key=natural_key)
+
+    def _exists(self, path: str) -> bool:
+        owner = self._owner(path)
+        return owner._exists(path) if owner is not None else any(m._exists(path) for m in self.members)
+
+    def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        return {path: info for member in self.members for path, info in member.arrays().items()
+                if self._holder(path) is member}
+
+    def get(self, path: str, selection: Selection = ()) -> np.ndarray:
+        return self._holder(path).get(path, selection)
+
+    def dimension_only(self, path: str) -> bool:
+        return self._holder(path).dimension_only(path)
+
+    def blocks(self) -> list[tuple[str, Selection]]:
+        return [(path, selection) for member in self.members for path, selection in member.blocks()
+                if self._holder(path) is member]
+
+    def read_block(self, path: str, selection: Selection) -> np.ndarray:
+        return self._holder(path).read_block(path, selection)
+
+    def _variable(self, path: str) -> xr.DataArray:
+        return self._holder(path)._variable(path)
+
+    def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+        """Each source's paths read by that source together (its batching kept), in order."""
+        paths = list(paths)
+        holders = [self._holder(p) for p in paths]
+        out: list[xr.DataArray | None] = [None] * len(paths)
+        for member in {id(h): h for h in holders}.values():
+            mine = [i for i, h in enumerate(holders) if h is member]
+            for i, array in zip(mine, member._variables([paths[i] for i in mine])):
+                out[i] = array
+        return out  # type: ignore[return-value]
+
+    def _group_attrs(self, path: str) -> dict[str, Any]:
+        return self._holder(path)._group_attrs(path)
+
+
+def _same_shot(shot: str, first: Archive, second: Archive) -> None:
+    """Refuse, by name, a shot two sources hold with different data."""
+    a, b = first.shot(shot), second.shot(shot)
+    if a.identical(b):
+        return
+    names = sorted(set(a.children) | set(b.children), key=natural_key)
+    differs = next((n for n in names if n not in a.children or n not in b.children
+                    or not a[n].identical(b[n])), None)
+    what = f"signal {differs!r} differs" if differs else "its attributes differ"
+    raise DifferentDuplicateError(
+        f"Shot {shot} is in {first.path} and in {second.path} with different data ({what}); "
+        "remove it from one of them."
+    )
+
+
+__all__ = ["ArchiveSet", "DifferentDuplicateError", "expand_sources"]

@@ -74,3 +74,51 @@ def test_a_shot_in_two_files_is_taken_once_when_equal_and_refused_when_not(split
 def test_a_glob_that_matches_nothing_is_refused_in_one_sentence(tmp_path):
     with pytest.raises(SourceNotFoundError, match="No file matches"):
         layoutkit.open(str(tmp_path / "nothing-*.h5"))
+
+
+def test_a_store_made_from_many_files_is_proved_equal_to_them_all(split, tmp_path):
+    """compare_set: every array of every source in the store, equal, and no shot the
+    sources do not hold; a changed value and a shot too many are found."""
+    from layoutkit.verify.equality import compare_set
+
+    one, many = split
+    files = sorted(many.glob("*.h5"))
+    store = tmp_path / "combined.zarr"
+    layoutkit.convert(one, store)  # the one file: what combining the many must give
+    assert compare_set(files, store) == []
+    found = compare_set(files[:2], store)  # the last file's shot is not among the sources
+    assert [(m.path, m.what) for m in found] == [("/shots/1160930005", "extra")]
+    chunk = next(store.glob("shots/1160930003/signals/ip/c/0"))
+    chunk.write_bytes(chunk.read_bytes()[:-1] + bytes([chunk.read_bytes()[-1] ^ 1]))
+    found = compare_set(files, store)
+    assert {m.path for m in found} == {"/shots/1160930003/signals/ip"}
+
+
+def test_verify_takes_a_glob_of_sources(split, tmp_path):
+    """layoutkit verify "exports/shots-*.h5" STORE: the store proved equal to every file,
+    and the set measured as one archive beside it; a store missing a file's shot is
+    reported."""
+    import csv
+
+    from typer.testing import CliRunner
+
+    from layoutkit.cli import app
+
+    one, many = split
+    store = tmp_path / "combined.zarr"
+    layoutkit.convert(one, store)
+    runner = CliRunner()
+    result = runner.invoke(app, ["--quiet", "verify", str(many / "shots-*.h5"), str(store), "--patterns",
+                                 "shot,signal", "--sample", "2", "--repeat", "1", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(open(tmp_path / "r" / "results.csv")))
+    assert {r["variant"] for r in rows} == {"shots-*.h5", "combined.zarr"}
+    assert all(int(r["requests"]) > 0 for r in rows if r["variant"] == "shots-*.h5")
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    for f in sorted(many.glob("*.h5"))[:2]:
+        shutil.copy(f, extra / f.name)
+    result = runner.invoke(app, ["--quiet", "verify", str(extra / "*.h5"), str(store), "--patterns", "shot",
+                                 "--sample", "1", "--repeat", "1"])
+    assert result.exit_code == 1, result.output
+    assert "/shots/1160930005" in result.output and "extra" in result.output

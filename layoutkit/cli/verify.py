@@ -19,7 +19,7 @@ from layoutkit.errors import LayoutkitError
 # builds the options, runs, and prints what came.
 @app.command()
 def verify(
-    src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from: a path, or s3://bucket/key.h5.")],
+    src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from: a path, or s3://bucket/key.h5; or a quoted glob of files ('exports/shots-*.h5'), read as one archive.")],
     variants: Annotated[list[str], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")],
     check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
     patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",

@@ -30,7 +30,7 @@ class Mismatch:
 
     variant: str
     path: str
-    what: str  # "missing", "shape", "dtype", "values", "fill_value", "attribute", "dims", "group"
+    what: str  # "missing", "shape", "dtype", "values", "fill_value", "attribute", "dims", "group", "extra"
     detail: str
 
     def __str__(self) -> str:

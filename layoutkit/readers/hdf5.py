@@ -68,7 +68,7 @@ class HDF5Archive(Archive):
             self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
             self._file.counter = self.counter
         self.page_buffer = page_buffer
-        self._scale_paths: dict[int, str] = {}
+        self._scale_paths: dict[Any, str] = {}  # header address -> path
         self._coords: dict[str, Any] | None = None  # during a read: scale path -> its coordinate
         self._read_attrs: dict[str, dict[str, Any]] = {}  # during a read: path -> attributes read ahead
         self._raw: dict[str, tuple[Any, Any, Any]] = {}  # during a read: path -> what decodes it here
@@ -90,7 +90,6 @@ class HDF5Archive(Archive):
             self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
         if isinstance(path, ObjectSource):
             self._file.readahead = READER_READAHEAD
-
 
     @cached_property
     def layout(self) -> str:  # type: ignore[override]

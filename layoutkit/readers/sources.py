@@ -39,7 +39,7 @@ def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike]) -> li
     items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
     out: list[str] = []
     for item in map(str, items):
-        if GLOB_CHARACTERS & set(item) and "://" not in item:
+        if is_source_set(item):
             found = sorted(glob.glob(item), key=natural_key)
             if not found:
                 raise SourceNotFoundError(f"No file matches {item!r}.")
@@ -47,6 +47,15 @@ def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike]) -> li
         else:
             out.append(item)
     return list(dict.fromkeys(out))
+
+
+def is_source_set(given: Any) -> bool:
+    """Whether ``given`` names several sources: a list, or a local glob (a path that
+    exists is itself, whatever characters it has)."""
+    if not isinstance(given, (str, os.PathLike)):
+        return True
+    text = str(given)
+    return bool(GLOB_CHARACTERS & set(text)) and "://" not in text and not os.path.exists(text)
 
 
 class _Counters:
@@ -191,4 +200,4 @@ def _same_shot(shot: str, first: Archive, second: Archive) -> None:
     )
 
 
-__all__ = ["ArchiveSet", "DifferentDuplicateError", "expand_sources"]
+__all__ = ["ArchiveSet", "DifferentDuplicateError", "expand_sources", "is_source_set"]

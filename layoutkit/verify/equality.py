@@ -11,6 +11,7 @@ document: each imports its layout's reader and spec, never its writer
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from layoutkit.errors import LayoutkitError
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
+from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
 
@@ -113,6 +115,29 @@ def compare_variant(
 
 
 
+def compare_set(
+    sources: Sequence[str | Path], variant: str | Path, workers: int = 2,
+    storage_options: dict[str, str] | None = None, template: str = DEFAULT_TEMPLATE,
+) -> list[Mismatch]:
+    """Compare one variant made from several sources (an archive of many files) with
+    all of them: every array and group of each source in it, equal (as
+    :func:`compare_variant` compares one source), and no shot in it that none of the
+    sources holds (reported as ``extra``)."""
+    from layoutkit.archive import open_archive
+
+    found: list[Mismatch] = []
+    held: set[str] = set()
+    for source in sources:
+        found += compare_variant(source, variant, workers=workers, storage_options=storage_options)
+        with open_archive(source, template=template, storage_options=storage_options) as one:
+            held.update(one.shots)
+    with open_archive(variant, template=template, storage_options=storage_options) as combined:
+        extra = [shot for shot in combined.shots if shot not in held]
+        found += [Mismatch(str(variant), combined.shot_path(shot), "extra", "a shot none of the sources holds")
+                  for shot in extra]
+    return found
+
+
 def _layout_of(kind: str, handle: Any, name: str) -> Any:
     """The registered layout that wrote a Zarr store (by what its root records) or
     another output (by :meth:`~layoutkit.layout.Layout.guess_can_open`).
@@ -137,4 +162,4 @@ def _layout_of(kind: str, handle: Any, name: str) -> Any:
     raise LayoutkitError(f"{name} is neither a Zarr store nor an HDF5 file, and no registered layout reads it.")
 
 
-__all__ = ["DifferentSourceError", "compare_variant", "recorded_skips"]
+__all__ = ["DifferentSourceError", "compare_set", "compare_variant", "recorded_skips"]

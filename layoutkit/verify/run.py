@@ -33,6 +33,7 @@ from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.files import first_line
 from layoutkit.memory import peak_rss, release_freed_memory, reset_peak_rss
+from layoutkit.readers.sources import expand_sources, is_source_set
 from layoutkit.storage import ObjectSource, as_source, is_url
 from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.patterns import ReadPlan, run_reads, split
@@ -196,6 +197,9 @@ def files_of(path: Path | str) -> Iterator[Path]:
     """Every local file of a variant (one HDF5 file, or all files of a store); none for a
     variant in a bucket, whose cache is not this machine's."""
     if is_url(str(path)):
+        return
+    if is_source_set(path):  # a glob of sources, measured as one archive
+        yield from (Path(p) for p in expand_sources(str(path)))
         return
     path = Path(path)
     if path.is_dir():
@@ -527,7 +531,10 @@ def verify(
     ----------
     source
         The HDF5 file the variants were made from: a path, or a URL (``s3://bucket/key.h5``,
-        read with ``options.storage_options``).
+        read with ``options.storage_options``); or a shell-style glob of local files
+        (``"exports/shots-*.h5"``), a variant made from all of them proved equal to them
+        all (:func:`~layoutkit.verify.equality.compare_set`) and the set measured as one
+        archive.
     variants
         Zarr stores and HDF5 files written by ``convert`` and ``reorder``.
     options
@@ -544,7 +551,7 @@ def verify(
     """
     from layoutkit.hdf5.files import check_source
     from layoutkit.hdf5.inventory import read_inventory
-    from layoutkit.verify.equality import compare_variant, recorded_skips
+    from layoutkit.verify.equality import compare_set, compare_variant, recorded_skips
     from layoutkit.verify.patterns import available_patterns, parse_patterns, plan_reads
 
     if options.sample < 1:
@@ -552,8 +559,12 @@ def verify(
     if options.repeat < 1:
         raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {options.repeat}.")
     storage = options.storage_options
-    src = check_source(as_source(source, dict(storage)))  # a local file, or an HDF5 file in a bucket
+    # a local file, or an HDF5 file in a bucket; or a glob of them, read as one archive (the union of their shots)
+    srcs = [check_source(as_source(s, dict(storage))) for s in expand_sources(str(source))]
+    src = srcs[0]
     src_at: Path | str = str(src) if isinstance(src, ObjectSource) else src  # what open_archive takes
+    if len(srcs) > 1:
+        src_at = str(source)
     paths: list[Path | str] = [str(v) if is_url(str(v)) else Path(v) for v in variants]
     names = _names(paths)
     described = [describe(p, n, None, options.template, storage) for p, n in zip(paths, names)]  # raises on bad input
@@ -565,7 +576,12 @@ def verify(
         plans = [plan_reads(p, source_archive, options.sample, options.seed, left_out) for p in patterns]
     on_start()
     mismatches: dict[str, list[Any]] = {n: [] for n in names}
-    if options.check:
+    if options.check and len(srcs) > 1:
+        for p, n in zip(paths, names):
+            mismatches[n] = compare_set(srcs, p, workers=options.check_workers, storage_options=dict(storage),
+                                        template=options.template)
+            on_check(n)
+    elif options.check:
         inventory = read_inventory(src, workers=options.check_workers)
         for p, n in zip(paths, names):
             mismatches[n] = compare_variant(src, p, inventory, workers=options.check_workers,

@@ -1041,3 +1041,28 @@ def test_the_reader_of_hdf5_in_a_bucket_decodes_every_filter_as_h5py_does(endpoi
     assert {"/shots/1/signals/gzip", "/shots/1/signals/bitshuffle", "/shots/1/signals/unwritten",
             "/shots/2/timebases/t"} <= set(decoded)  # decoded here, not by h5py
     assert "/shots/1/signals/scaleoffset" not in decoded  # a filter layoutkit leaves to h5py
+
+
+def test_a_glob_over_a_bucket_prefix_reads_its_files_as_one_archive(endpoint, tmp_path):
+    """layoutkit.open("s3://bucket/exports/shots-*.h5"): the objects the glob matches (one
+    listing; ``*`` stops at ``/``), read as one archive; a glob matching nothing is
+    refused in one sentence."""
+    import layoutkit
+    from layoutkit.errors import SourceNotFoundError
+    from layoutkit.readers.sources import ArchiveSet
+    from layoutkit.sample import write_sample
+    from layoutkit.testing import assert_same_values
+
+    one = write_sample(tmp_path / "one.h5", shots=3, signals=4, seed=4).path
+    write_sample(tmp_path / "many", shots=3, signals=4, seed=4, shots_per_file=1)
+    s3 = client(endpoint)
+    for f in sorted((tmp_path / "many").iterdir()):
+        s3.upload_file(str(f), BUCKET, f"exports/{f.name}")
+    s3.upload_file(str(one), BUCKET, "exports/deeper/shots-9.h5")  # not matched: * stops at /
+    opts = {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
+    with layoutkit.open(f"s3://{BUCKET}/exports/shots-*.h5", storage_options=opts) as combined, \
+            layoutkit.open(one) as whole:
+        assert isinstance(combined, ArchiveSet) and len(combined.members) == 3
+        assert_same_values(whole, combined)
+    with pytest.raises(SourceNotFoundError, match="No file matches"):
+        layoutkit.open(f"s3://{BUCKET}/exports/nothing-*.h5", storage_options=opts)

@@ -33,20 +33,49 @@ class DifferentDuplicateError(LayoutkitError):
     """A shot is in two sources of a set, with different data."""
 
 
-def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """The sources a set names: paths or URLs as given, local shell-style globs expanded
-    (sorted). A glob that matches nothing is refused in one sentence."""
+def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike],
+                   storage_options: dict[str, str] | None = None) -> list[str]:
+    """The sources a set names: paths or URLs as given, shell-style globs expanded in
+    natural order: local ones by the file system, ``s3://bucket/exports/shots-*.h5`` by
+    one listing of the prefix before the first wildcard (``storage_options`` for the
+    bucket). A glob that matches nothing is refused in one sentence."""
     items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
     out: list[str] = []
     for item in map(str, items):
         if is_source_set(item):
             found = sorted(glob.glob(item), key=natural_key)
-            if not found:
-                raise SourceNotFoundError(f"No file matches {item!r}.")
-            out.extend(found)
+        elif "://" in item and GLOB_CHARACTERS & set(item):
+            found = _listed(item, storage_options or {})
         else:
             out.append(item)
+            continue
+        if not found:
+            raise SourceNotFoundError(f"No file matches {item!r}.")
+        out.extend(found)
     return list(dict.fromkeys(out))
+
+
+def _listed(pattern: str, storage_options: dict[str, str]) -> list[str]:
+    """The objects of a bucket whose URLs match ``pattern`` (``*`` and ``?`` stop at
+    ``/``, as in a shell)."""
+    import fnmatch
+
+    import obstore
+
+    from layoutkit.storage.buckets import object_store
+
+    first = min(pattern.index(c) for c in GLOB_CHARACTERS if c in pattern)
+    base = pattern[: pattern.rfind("/", 0, first) + 1]  # the folder before the first wildcard
+    store, prefix = object_store(base, storage_options)
+    parts = pattern[len(base):].split("/")
+    found = []
+    for batch in obstore.list(store, prefix=prefix + "/" if prefix else None):
+        for meta in batch:
+            rest = meta["path"][len(prefix) + 1 if prefix else 0:]
+            names = rest.split("/")
+            if len(names) == len(parts) and all(map(fnmatch.fnmatchcase, names, parts)):
+                found.append(base + rest)
+    return sorted(found, key=natural_key)
 
 
 def is_source_set(given: Any) -> bool:

@@ -560,7 +560,7 @@ def verify(
         raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {options.repeat}.")
     storage = options.storage_options
     # a local file, or an HDF5 file in a bucket; or a glob of them, read as one archive (the union of their shots)
-    srcs = [check_source(as_source(s, dict(storage))) for s in expand_sources(str(source))]
+    srcs = [check_source(as_source(s, dict(storage))) for s in expand_sources(str(source), dict(storage))]
     src = srcs[0]
     src_at: Path | str = str(src) if isinstance(src, ObjectSource) else src  # what open_archive takes
     if len(srcs) > 1:

@@ -25,7 +25,6 @@ ratio column is each cell's time against the same cell at the smallest size: 1.0
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import os
 import statistics
@@ -36,7 +35,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 from common import HERE
-from s3local import DelayProxy, SeaweedFS, storage_options
+from s3local import DelayProxy, SeaweedFS, storage_options, upload
 
 BUCKET = "index"
 LAYOUTS = {  # name -> ConvertOptions keywords
@@ -65,20 +64,6 @@ def build(path: Path, shots: int) -> Path:
                 d.dims[0].attach_scale(time_base)
     tmp.rename(path)
     return path
-
-
-def upload(store, local: Path, prefix: str) -> int:  # noqa: ANN001
-    """Every file under ``local`` as an object under ``prefix``, 64 at a time."""
-    import obstore
-
-    files = [p for p in local.rglob("*") if p.is_file()]
-
-    def put(p: Path) -> None:
-        obstore.put(store, f"{prefix}/{p.relative_to(local).as_posix()}", p.read_bytes())
-
-    with concurrent.futures.ThreadPoolExecutor(64) as pool:
-        list(pool.map(put, files))
-    return len(files)
 
 
 def cell(url: str, read: str, options: dict[str, str], proxy: DelayProxy, shot: str) -> dict:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from common import HERE, LAYOUTKIT, PY, parse_args, print_timings, sample, timed
-from s3local import DelayProxy, SeaweedFS, storage_options
+from s3local import DelayProxy, SeaweedFS, storage_options, upload
 
 MiB = 1024**2
 BUCKET = "bench"
@@ -94,13 +94,6 @@ def make_netcdf(path: Path, mb: int) -> int:
     ds.to_netcdf(path, engine="h5netcdf",
                  encoding={"tas": {"zlib": True, "shuffle": True, "complevel": 4, "chunksizes": (1, lat, lon)}})
     return tas.nbytes
-
-
-def upload(store, local: Path, key: str) -> None:  # noqa: ANN001
-    import obstore
-
-    with open(local, "rb") as fh:
-        obstore.put(store, key, fh, chunk_size=16 * MiB, max_concurrency=8)
 
 
 def stored_bytes(src: Path, pattern: str, items: list[str], template: str) -> int:

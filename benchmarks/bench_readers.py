@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from common import HERE, PY, parse_args, sample
-from s3local import DelayProxy, SeaweedFS, storage_options
+from s3local import DelayProxy, SeaweedFS, storage_options, upload
 
 MiB = 1024**2
 BUCKET = "readers"
@@ -138,13 +138,9 @@ def decode_floor(path: Path, pattern: str, item: str) -> float:
             best = math.inf
             for _ in range(3):
                 t0 = time.perf_counter()
-                list(pool.map(lambda j: decode_chunked(*j, lambda o, n: raw[o], _Serial), jobs))
+                list(pool.map(lambda j: decode_chunked(*j, lambda o, n: raw[o]), jobs))
                 best = min(best, time.perf_counter() - t0)
     return best
-
-
-class _Serial:
-    map = staticmethod(map)
 
 
 def page_bytes(path: Path, pattern: str, item: str) -> int:
@@ -163,21 +159,6 @@ def page_bytes(path: Path, pattern: str, item: str) -> int:
             pages.add(h5py.h5g.get_objinfo(ds.id, b".").objno[0] // page)
             pages.update(i for offset, size in stored_ranges(ds) for i in range(offset // page, (offset + size - 1) // page + 1))
     return len(pages) * page
-
-
-def upload(store, path: Path, name: str) -> None:  # noqa: ANN001
-    """A file as one object; a Zarr store's files as objects under its name."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import obstore
-
-    if path.is_file():
-        with open(path, "rb") as fh:
-            obstore.put(store, name, fh, chunk_size=16 * MiB, max_concurrency=8)
-        return
-    files = [f for f in path.rglob("*") if f.is_file()]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda f: obstore.put(store, f"{name}/{f.relative_to(path).as_posix()}", f.read_bytes()), files))
 
 
 def main() -> None:  # long: the benchmark's one run, step by step

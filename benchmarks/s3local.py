@@ -287,6 +287,23 @@ def _run_proxy(upstream_port: int, latency: float) -> None:
     proxy.close()
 
 
+def upload(store, path: Path, name: str) -> int:  # noqa: ANN001 - an obstore store
+    """A file as one object (multipart, streamed), or a folder's files (a Zarr store) as
+    objects under ``name``, many at once; returns the number of objects."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import obstore
+
+    if path.is_file():
+        with open(path, "rb") as fh:
+            obstore.put(store, name, fh, chunk_size=16 * 1024**2, max_concurrency=8)
+        return 1
+    files = [f for f in path.rglob("*") if f.is_file()]
+    with ThreadPoolExecutor(32) as pool:
+        list(pool.map(lambda f: obstore.put(store, f"{name}/{f.relative_to(path).as_posix()}", f.read_bytes()), files))
+    return len(files)
+
+
 def storage_options(endpoint: str) -> dict[str, str]:
     """What layoutkit's ``--storage-option`` needs for this endpoint."""
     return {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": "us-east-1"}

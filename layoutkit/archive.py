@@ -37,7 +37,7 @@ from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.hdf5 import HDF5Archive, is_paged
-from layoutkit.readers.sources import GLOB_CHARACTERS, ArchiveSet, expand_sources, is_source_set
+from layoutkit.readers.sources import ArchiveSet, expand_sources, is_source_set
 from layoutkit.readers.zarr_ import counting_store, open_counted
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
@@ -82,7 +82,7 @@ def open_archive(
     NotAnArchiveError
         When the path does not exist or is neither HDF5 nor Zarr.
     """
-    if is_source_set(path) or (is_url(str(path)) and GLOB_CHARACTERS & set(str(path))):
+    if is_source_set(path):
         return _open_set(expand_sources(path, storage_options), template, model, page_buffer, sleep, storage_options)
     if is_url(str(path)):
         return _open_url(str(path), template, model, page_buffer, sleep, storage_options or {})

@@ -19,25 +19,14 @@ import argparse
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from s3local import DelayProxy, SeaweedFS, storage_options  # noqa: E402
+from s3local import DelayProxy, SeaweedFS, storage_options, upload  # noqa: E402
 
 BUCKET = "demo"
 FILES = ["shots.h5", "shots.zarr", "shots-sharded.zarr", "signal-major.zarr", "shot-packed.zarr", "by-shot.h5",
          "by-signal.h5"]
-
-
-def upload(store, path: Path, name: str) -> None:  # noqa: ANN001 - an obstore store
-    """A file as one object; a Zarr store's files as objects under its name."""
-    import obstore
-
-    files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
-    keys = [name if f == path else f"{name}/{f.relative_to(path).as_posix()}" for f in files]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda kf: obstore.put(store, kf[0], kf[1].read_bytes()), zip(keys, files)))
 
 
 def main() -> int:

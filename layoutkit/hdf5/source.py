@@ -203,10 +203,10 @@ def raw_decoders(ds: h5py.Dataset) -> list[tuple[int, Callable[[bytes], bytes]]]
 
 def decode_chunked(ds: h5py.Dataset, entries: dict[tuple[int, ...], tuple[int, int, int]],
                    decoders: list[tuple[int, Callable[[bytes], bytes]]], read: Callable[[int, int], bytes],
-                   pool: Any) -> np.ndarray:
+                   pool: Any = None) -> np.ndarray:
     """A chunked dataset's values from its chunks' stored bytes (``read(offset, size)``),
-    decoded here, on the threads of ``pool`` (deflate by libdeflate, which lets go of the
-    GIL: h5py decodes on one thread, under its lock); unallocated chunks hold the fill
+    decoded here, on the threads of ``pool`` (none: on this one; deflate by libdeflate,
+    which lets go of the GIL: h5py decodes on one thread, under its lock); unallocated chunks hold the fill
     value. Raises :class:`~layoutkit.errors.ChunkDecodeError` naming the chunk."""
     shape, chunks, dtype = tuple(ds.shape), tuple(ds.chunks), ds.dtype
     out = np.empty(shape, dtype)
@@ -226,7 +226,7 @@ def decode_chunked(ds: h5py.Dataset, entries: dict[tuple[int, ...], tuple[int, i
         within = tuple(slice(0, min(c, n - o)) for o, c, n in zip(origin, chunks, shape))
         out[tuple(slice(o, o + w.stop) for o, w in zip(origin, within))] = chunk[within]
 
-    for _ in pool.map(place, list(entries)):
+    for _ in (pool.map if pool is not None else map)(place, list(entries)):
         pass
     return out
 

@@ -170,22 +170,25 @@ class HDF5Archive(Archive):
         batch: list[str] = []
         ranges: list[tuple[int, int]] = []
         raw: dict[str, tuple[Any, Any, Any]] = {}
-        seen: set[int] = set()
+        blocks: set[int] = set()  # of the batch's data
+        seen: set[Any] = set()
         walked = self._file.blocks_fetched
+        most = max(1, PREFETCH_BYTES // self._file.block_bytes)
         for path in paths:
             own = self._stored_ranges(path, seen)
             own_raw, self._raw = self._raw, {}
+            own_blocks = self._file.blocks_of(own)
             # a batch ends at PREFETCH_BYTES of data, or before the blocks its metadata came
             # from (often the data's blocks too, in a file that is not paged) would be let go
-            walk = self._file.blocks_fetched - walked
-            if batch and (_span(ranges + own) > PREFETCH_BYTES
-                          or walk + _span(ranges + own) // READER_BLOCK_BYTES > self._file.blocks_kept):
+            with_own = len(blocks | own_blocks)
+            if batch and (with_own > most or self._file.blocks_fetched - walked + with_own > self._file.blocks_kept):
                 out.extend(self._read_batch(batch, ranges, raw))
-                batch, ranges, raw = [], [], {}
+                batch, ranges, raw, blocks = [], [], {}, set()
                 walked = self._file.blocks_fetched
             batch.append(path)
             ranges += own
             raw.update(own_raw)
+            blocks |= own_blocks
         if batch:
             out.extend(self._read_batch(batch, ranges, raw))
         return out
@@ -198,7 +201,7 @@ class HDF5Archive(Archive):
         threads (h5py decodes one chunk at a time under its lock); the rest through h5py."""
 
         def decode(job: tuple[Any, Any, Any]) -> np.ndarray:
-            return decode_chunked(*job, self._file.pread, _SERIAL)
+            return decode_chunked(*job, self._file.pread)
 
         with self._file.prefetched(ranges):
             if raw:
@@ -329,23 +332,8 @@ class HDF5Archive(Archive):
         }
 
 
-class _Serial:
-    """``map`` on the calling thread (the chunks of one dataset, when datasets are
-    decoded in parallel)."""
-
-    map = staticmethod(map)
-
-
-_SERIAL = _Serial()
 PREFETCH_BYTES = 256 * 1024**2
 """At most this much data (whole blocks) fetched ahead by one batch of a read in a bucket."""
-
-
-def _span(ranges: list[tuple[int, int]]) -> int:
-    """Bytes of the :data:`~layoutkit.storage.sources.READER_BLOCK_BYTES` blocks that
-    hold ``ranges``."""
-    block = READER_BLOCK_BYTES
-    return block * len({i for offset, size in ranges for i in range(offset // block, (offset + size - 1) // block + 1)})
 
 
 def _address(obj: Any) -> Any:

@@ -42,13 +42,10 @@ def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike],
     items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
     out: list[str] = []
     for item in map(str, items):
-        if is_source_set(item):
-            found = sorted(glob.glob(item), key=natural_key)
-        elif "://" in item and GLOB_CHARACTERS & set(item):
-            found = _listed(item, storage_options or {})
-        else:
+        if not is_source_set(item):
             out.append(item)
             continue
+        found = _listed(item, storage_options or {}) if "://" in item else sorted(glob.glob(item), key=natural_key)
         if not found:
             raise SourceNotFoundError(f"No file matches {item!r}.")
         out.extend(found)
@@ -79,12 +76,12 @@ def _listed(pattern: str, storage_options: dict[str, str]) -> list[str]:
 
 
 def is_source_set(given: Any) -> bool:
-    """Whether ``given`` names several sources: a list, or a local glob (a path that
-    exists is itself, whatever characters it has)."""
+    """Whether ``given`` names several sources: a list, or a glob, local or over a bucket
+    prefix (a local path that exists is itself, whatever characters it has)."""
     if not isinstance(given, (str, os.PathLike)):
         return True
     text = str(given)
-    return bool(GLOB_CHARACTERS & set(text)) and "://" not in text and not os.path.exists(text)
+    return bool(GLOB_CHARACTERS & set(text)) and ("://" in text or not os.path.exists(text))
 
 
 class _Counters:

@@ -8,7 +8,7 @@ import io
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -377,6 +377,17 @@ class RangeFile(io.RawIOBase):
         self._got(len(block))
         self._blocks.put(0, block)
 
+    def blocks_of(self, ranges: Iterable[tuple[int, int]]) -> set[int]:
+        """The indexes of the blocks that hold ``ranges``."""
+        size = self._blocks.block_bytes
+        return {i for offset, n in ranges if n > 0
+                for i in range(offset // size, (min(offset + n, self._size) - 1) // size + 1)}
+
+    @property
+    def block_bytes(self) -> int:
+        """The size of the blocks fetched now."""
+        return self._blocks.block_bytes
+
     @property
     def blocks_kept(self) -> int:
         """How many blocks the cache keeps."""
@@ -397,8 +408,7 @@ class RangeFile(io.RawIOBase):
         it misses. Fetched here first, a read of many datasets costs the round trips of
         their metadata and one more for all their data."""
         block_bytes = self._blocks.block_bytes
-        wanted = sorted({i for offset, size in ranges if size > 0
-                         for i in range(offset // block_bytes, (min(offset + size, self._size) - 1) // block_bytes + 1)})
+        wanted = sorted(self.blocks_of(ranges))
         with self._blocks.widened(self._blocks.limit + len(wanted)):
             missing = [i for i in wanted if self._blocks.get(i) is None]
             spans = [(i * block_bytes, min(block_bytes, self._size - i * block_bytes)) for i in missing]

@@ -198,7 +198,7 @@ def files_of(path: Path | str) -> Iterator[Path]:
     variant in a bucket, whose cache is not this machine's."""
     if is_url(str(path)):
         return
-    if is_source_set(path):  # a glob of sources, measured as one archive
+    if is_source_set(path):  # a local glob of sources, measured as one archive
         yield from (Path(p) for p in expand_sources(str(path)))
         return
     path = Path(path)

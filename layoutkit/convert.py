@@ -9,6 +9,7 @@ through :mod:`layoutkit.pipeline`.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from layoutkit import pipeline
@@ -29,7 +30,7 @@ def plan_convert(
 
 
 def convert(
-    src: str | os.PathLike,
+    src: str | os.PathLike | Sequence[str | os.PathLike],
     dst: str | os.PathLike,
     options: ConvertOptions | None = None,
     progress: Any = None,
@@ -41,7 +42,8 @@ def convert(
     Parameters
     ----------
     src, dst
-        Source HDF5 path and destination store directory.
+        Source HDF5 path (or several, or a glob: written as one archive, the union of
+        their shots; :mod:`layoutkit.hdf5.combined`) and destination store directory.
     options
         A :class:`ConvertOptions`; defaults to Zarr v3, auto chunks of 4 MiB, zstd:3.
     progress

@@ -72,6 +72,14 @@ class ChunkDecodeError(LayoutkitError):
         )
 
 
+class DifferentDuplicateError(LayoutkitError):
+    """A shot (or a node outside the shots) is in two sources of a set, with different data."""
+
+
+class SourcesDoNotCombineError(LayoutkitError):
+    """Several sources were given and no rule combines them into one archive."""
+
+
 class OutputExistsError(LayoutkitError, FileExistsError):
     """The destination exists and ``--overwrite`` was not given."""
 

@@ -38,12 +38,14 @@ from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
 from layoutkit.execute import map_ordered, run_tasks
 from layoutkit.formats import PROVENANCE_ATTR
+from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import check_source
-from layoutkit.hdf5.inventory import Inventory, read_inventory
+from layoutkit.hdf5.inventory import Inventory
 from layoutkit.hdf5.scales import read_scale_digests
 from layoutkit.layout import Layout, Work
+from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages
-from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, as_source, destination
+from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, SourceSet, as_sources, destination
 
 Progress = Callable[[int], None]
 
@@ -97,13 +99,13 @@ def plan(
         A source that cannot be read, an option that does not fit the file, a dataset
         the layout cannot carry.
     """
-    src = as_source(src)
+    src = sources_of(src, options)
     options = io_options(options, src)
     stages = stages or Stages()
     with stages.active():
         if inventory is None:
             with stages.step("inventory"):
-                inventory = read_inventory(src, workers=getattr(options, "workers", 1))
+                inventory = walk_sources(src, workers=getattr(options, "workers", 1))
         template = layout.scale_template(options)
         digests = {}
         if template:
@@ -146,7 +148,7 @@ def run(
     LayoutkitError
         For every expected failure; the destination is then left as it was.
     """
-    source = as_source(src)
+    source = sources_of(src, options)
     options = io_options(options, source)
     stages = stages or Stages()
     if planned is None:
@@ -209,10 +211,17 @@ def check_destination(dest: Destination, options: Any, layout: Layout | None = N
     dest.check(getattr(options, "overwrite", False))
 
 
-def io_options(options: Any, source: Path | ObjectSource) -> Any:
+def sources_of(given: Any, options: Any) -> Path | ObjectSource | SourceSet:
+    """What a run reads: one source, or several as one archive (a list, a glob: a
+    :class:`~layoutkit.storage.SourceSet` under the options' template)."""
+    return as_sources(given, getattr(options, "template", DEFAULT_TEMPLATE))
+
+
+def io_options(options: Any, source: Path | ObjectSource | SourceSet) -> Any:
     """``options`` with at least :data:`REMOTE_THREADS` thread workers when the source is
     in a bucket (the threads engine only: processes and clusters keep ``--workers``)."""
-    if (isinstance(source, ObjectSource) and getattr(options, "scheduler", None) == "threads"
+    members = source.members if isinstance(source, SourceSet) else (source,)
+    if (any(isinstance(m, ObjectSource) for m in members) and getattr(options, "scheduler", None) == "threads"
             and getattr(options, "workers", REMOTE_THREADS) < REMOTE_THREADS):
         return replace(options, workers=REMOTE_THREADS)
     return options

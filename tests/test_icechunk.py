@@ -107,3 +107,16 @@ def test_an_icechunk_repository_in_a_bucket(shot_file, tmp_path):
         assert compare_variant(shot_file, "icechunk:s3://ice/archive", storage_options=storage) == []
     finally:
         server.close()
+
+
+def test_many_files_into_one_icechunk_commit(tmp_path):
+    """A glob of files written as one archive is one commit, equal to the files."""
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.equality import compare_set
+
+    write_sample(tmp_path / "many", shots=6, signals=3, seed=3, shots_per_file=2)
+    repo = tmp_path / "repo"
+    result = run("convert", tmp_path / "many" / "shots-*.h5", f"icechunk:{repo}", "--layout", "shot-packed")
+    assert result.exit_code == 0, result.output
+    assert len(history(repo)) == 2  # the repository's first commit, and the run's
+    assert compare_set(sorted((tmp_path / "many").glob("*.h5")), f"icechunk:{repo}") == []

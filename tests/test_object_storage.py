@@ -1066,3 +1066,25 @@ def test_a_glob_over_a_bucket_prefix_reads_its_files_as_one_archive(endpoint, tm
         assert_same_values(whole, combined)
     with pytest.raises(SourceNotFoundError, match="No file matches"):
         layoutkit.open(f"s3://{BUCKET}/exports/nothing-*.h5", storage_options=opts)
+
+
+def test_a_glob_over_a_bucket_prefix_converts_into_one_store_in_the_bucket(endpoint, tmp_path):
+    """convert "s3://bucket/runs/shots-*.h5" s3://bucket/runs.zarr: the files the glob
+    matches, written as one archive into one store in the bucket, proved equal to them
+    (read from the bucket) and to the file they were split from."""
+    from layoutkit.sample import write_sample
+
+    one = write_sample(tmp_path / "one.h5", shots=4, signals=3, seed=7).path
+    write_sample(tmp_path / "many", shots=4, signals=3, seed=7, shots_per_file=1)
+    s3 = client(endpoint)
+    for f in sorted((tmp_path / "many").iterdir()):
+        s3.upload_file(str(f), BUCKET, f"runs/{f.name}")
+    glob = f"s3://{BUCKET}/runs/shots-*.h5"
+    store = f"s3://{BUCKET}/runs-signal-major.zarr"
+    result = cli(endpoint, "convert", glob, store, "--layout", "signal-major")
+    assert result.exit_code == 0, result.output
+    opts = {"endpoint_url": endpoint, **{k.lower().removeprefix("aws_"): v for k, v in CREDENTIALS.items()}}
+    from layoutkit.verify.equality import compare_set
+
+    assert compare_set([glob], store, storage_options=opts) == []
+    assert compare_variant(one, store, storage_options=opts) == []

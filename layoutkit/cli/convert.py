@@ -9,7 +9,17 @@ import typer
 from rich.table import Table
 
 from layoutkit.cli.core import SOURCE_SIZE, State, app, out
-from layoutkit.cli.running import ICECHUNK_HELP, RECIPE_HELP, STORAGE_HELP, TMPDIR_HELP, options_from, plan_and_run
+from layoutkit.cli.running import (
+    ICECHUNK_HELP,
+    RECIPE_HELP,
+    SOURCES_FROM_HELP,
+    SOURCES_HELP,
+    STORAGE_HELP,
+    TMPDIR_HELP,
+    options_from,
+    plan_and_run,
+    sources_given,
+)
 from layoutkit.layouts import layouts_of
 from layoutkit.options import format_size, size_relative
 
@@ -20,7 +30,7 @@ LAYOUT_HELP = "Which Zarr layout: " + "; ".join(f"{layout.name}: {layout.descrip
 @app.command()
 def convert(
     ctx: typer.Context,
-    src: Annotated[str, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
+    src: Annotated[list[str], typer.Argument(metavar="SRC...", help=SOURCES_HELP)],
     dst: Annotated[str, typer.Argument(metavar="DST", help="Zarr store to write: a directory, or s3://bucket/key.zarr (gs://, az:// too).")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     # choices are plain text checked by the layouts' own parsers, so a bad value gets the
@@ -51,10 +61,12 @@ def convert(
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
     icechunk: Annotated[bool, typer.Option("--icechunk", help=ICECHUNK_HELP)] = False,
+    sources_from: Annotated[Path | None, typer.Option("--sources-from", help=SOURCES_FROM_HELP)] = None,
 ) -> None:
-    """Rewrite an HDF5 file (netCDF-4 included) as a Zarr store."""
+    """Rewrite an HDF5 file (netCDF-4 included), or several as one archive, as a Zarr store."""
     options = options_from(ctx, "convert", recipe)
-    summary = plan_and_run("convert", src, dst, options, _print_plan, dry_run, storage_option, tmpdir, icechunk)
+    summary = plan_and_run("convert", sources_given(src, sources_from), dst, options, _print_plan, dry_run,
+                           storage_option, tmpdir, icechunk)
     if summary is None:
         return
     if not State.quiet:

@@ -5,6 +5,7 @@ in one sentence."""
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -50,14 +51,15 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
     the pipeline; errors become one line."""
     from layoutkit import pipeline
     from layoutkit.layouts import layout_for
+    from layoutkit.plan import DEFAULT_TEMPLATE
     from layoutkit.stages import Stages
-    from layoutkit.storage import as_source, destination, parse_storage_options
+    from layoutkit.storage import SourceSet, as_sources, destination, parse_storage_options
 
     stages = Stages()
     try:
         layout = layout_for(command, options)
         storage = parse_storage_options(storage_options)
-        src = as_source(src, storage)
+        src = as_sources(src, getattr(options, "template", DEFAULT_TEMPLATE), storage)
         dest = destination(dst, storage, tmpdir, icechunk)
         if not dry_run:
             pipeline.check_destination(dest, options, layout)
@@ -65,6 +67,10 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
             inventory, plan = pipeline.plan(layout, src, dst, options, stages=stages)
         if dry_run:
             print_plan(plan)
+            if isinstance(src, SourceSet):
+                from layoutkit.hdf5.combined import describe
+
+                out.print(describe(src, inventory), highlight=False)
             return None
         with progress_bar(plan.nbytes, command) as bar:
             task = bar.add_task(command, total=plan.nbytes)
@@ -103,7 +109,24 @@ RECIPE_HELP = (
 )
 # arguments and switches that are not options of the layout or of the run (tests use it too)
 FORMER_OPTIONS = {"order": "layout"}  # options renamed: the former name is still taken
-NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk"})
+NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk", "sources_from"})
+SOURCES_HELP = (
+    "HDF5 or netCDF-4 file(s): paths, s3://bucket/key.h5 (gs://, az:// too), or quoted globs ('exports/shots-*.h5', "
+    "'s3://bucket/exports/*.h5'). Several are written as one archive: the union of their shots."
+)
+SOURCES_FROM_HELP = "A text file listing more sources, one per line (blank lines and lines starting with # are skipped)."
+
+
+def sources_given(src: list[str], sources_from: Path | None) -> list[str]:
+    """The sources named on the command line, then those of a list file."""
+    listed: list[str] = []
+    if sources_from is not None:
+        try:
+            text = Path(sources_from).read_text()
+        except OSError as exc:
+            raise fail(f"The list of sources {str(sources_from)!r} cannot be read ({exc.strerror or exc}).") from None
+        listed = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [*src, *listed]
 TMPDIR_HELP = "Where a file for a bucket is written before its upload (default: TMPDIR); it needs room for the whole file."
 ICECHUNK_HELP = (
     "Write DST as an Icechunk repository (a folder or an s3:// prefix; created when missing): the run is one commit "
@@ -141,5 +164,6 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
 
 
 
-__all__ = ["ICECHUNK_HELP", "FORMER_OPTIONS", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "STORAGE_HELP", "TMPDIR_HELP", "options_from",
-           "plan_and_run", "print_timings", "progress_bar", "status"]
+__all__ = ["FORMER_OPTIONS", "ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "SOURCES_FROM_HELP", "SOURCES_HELP",
+           "STORAGE_HELP", "TMPDIR_HELP", "options_from", "plan_and_run", "print_timings", "progress_bar",
+           "sources_given", "status"]

@@ -32,7 +32,7 @@ from layoutkit.equality.values import Mismatch, as_py, decode_fill, equal_values
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
-from layoutkit.hdf5.source import SourceReader
+from layoutkit.hdf5.source import SourceReader, open_reader
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
 
@@ -113,7 +113,7 @@ def compare_zarr(
 
     # arrays are compared in parallel: zarr decodes and our source reader decodes
     # outside the GIL; each array is streamed one write block at a time
-    with SourceReader(source, {a.path: a for a in arrays}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+    with open_reader(source, {a.path: a for a in arrays}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
         for own in pool.map(one, arrays):
             found.extend(own)
     return found
@@ -234,7 +234,7 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
         got = {k: v for k, v in archive.root.attrs.items() if k not in (LAYOUT_ATTR, NODES_ATTR)}
         compare_attrs("/", *without_provenance("/", dict(root.attrs), got), miss)
 
-    with SourceReader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+    with open_reader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
         for own in pool.map(lambda info: compare_packed_array(archive, reader, info, name), packed):
             found.extend(own)
     check_index(archive, {a.path for a in arrays} | set(skipped), miss)

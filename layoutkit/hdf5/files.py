@@ -21,7 +21,7 @@ from layoutkit.errors import (
     SourceIsDirectoryError,
     SourceNotFoundError,
 )
-from layoutkit.storage import ObjectSource, RangeFile, describe_store_error
+from layoutkit.storage import ObjectSource, RangeFile, SourceSet, describe_store_error
 from layoutkit.storage.sources import READ_BLOCK_BYTES
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -91,6 +91,10 @@ def check_source(path: str | os.PathLike) -> Path:
     """
     if isinstance(path, ObjectSource):
         return _check_object_source(path)  # type: ignore[return-value]
+    if isinstance(path, SourceSet):
+        for member in path.members:
+            check_source(member)
+        return path  # type: ignore[return-value]
     p = Path(path)
     if not p.exists() and re.match(r"^[a-z][a-z0-9+.-]*:/", str(path)):  # "s3://b/k", or "s3:/b/k" once a Path
         url = re.sub(r"^([a-z][a-z0-9+.-]*):/+", r"\1://", str(path))

@@ -52,6 +52,7 @@ class ArrayInfo:
     # recorded (many chunks), readers ask the file
     chunk_entries: tuple[tuple[tuple[int, ...], int, int, int], ...] | None = None
     address: int | None = None  # the object's address in the source file (None: not walked)
+    member: int = 0  # which source of a set holds it (:class:`~layoutkit.storage.SourceSet`); 0 for one file
 
     @property
     def extendible(self) -> bool:

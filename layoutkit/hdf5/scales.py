@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.source import SourceReader, can_read_raw
+from layoutkit.hdf5.source import SourceReader, can_read_raw, open_reader
 from layoutkit.plan import compile_template
 
 ScaleDigest = tuple[Any, ...]
@@ -54,7 +54,7 @@ def read_scale_digests(
     if not scales:
         return {}
     own = reader is None
-    reader = reader or SourceReader(source, {a.path: a for a in scales})
+    reader = reader or open_reader(source, {a.path: a for a in scales})
     try:
         out = {}
         for info in scales:

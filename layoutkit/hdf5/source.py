@@ -30,7 +30,7 @@ from layoutkit.hdf5.filters import RAW_DECODABLE, Filter
 from layoutkit.hdf5.inventory import ArrayInfo
 from layoutkit.plan import Region
 from layoutkit.stages import timed
-from layoutkit.storage import ObjectSource
+from layoutkit.storage import ObjectSource, SourceSet
 
 RAW_KINDS = frozenset({"numeric", "bool", "fixed-bytes", "enum", "opaque", "compound"})
 
@@ -488,6 +488,74 @@ class SourceReader:
                 raise ChunkDecodeError(info.path, origin, _short(exc)) from None
             out[dst] = chunk[src]
         return out
+
+
+class SetReader:
+    """Reads regions of the datasets of a :class:`~layoutkit.storage.SourceSet`, each from
+    the member that holds it (:attr:`ArrayInfo.member`): a :class:`SourceReader` per
+    member, opened when first read (a set may be hundreds of files). Safe to share
+    between threads, as a :class:`SourceReader` is."""
+
+    def __init__(self, sources: SourceSet, arrays: dict[str, ArrayInfo]) -> None:
+        self.path = str(sources)
+        self.sources = sources
+        self.arrays = arrays
+        self._readers: dict[int, SourceReader] = {}
+        self._lock = threading.Lock()
+
+    def _of(self, path: str) -> SourceReader:
+        member = self.arrays[path].member
+        reader = self._readers.get(member)
+        if reader is None:
+            with self._lock:
+                reader = self._readers.get(member)
+                if reader is None:
+                    infos = {p: a for p, a in self.arrays.items() if a.member == member}
+                    reader = self._readers[member] = SourceReader(self.sources.members[member], infos)
+        return reader
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(r.bytes_read for r in list(self._readers.values()))
+
+    def read(self, path: str, region: Region) -> np.ndarray:
+        return self._of(path).read(path, region)
+
+    def allocated(self, path: str, region: Region) -> bool:
+        return self._of(path).allocated(path, region)
+
+    def stored_chunks(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[bytes | None, int]]:
+        return self._of(path).stored_chunks(path, region)
+
+    def read_raw_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes, int]:
+        return self._of(path).read_raw_chunk(path, origin)
+
+    def prefetch(self, reads: list[tuple[str, Region]]) -> None:
+        """Each member's reads fetched together (:meth:`SourceReader.prefetch`)."""
+        by_member: dict[int, list[tuple[str, Region]]] = {}
+        for path, region in reads:
+            if path in self.arrays:
+                by_member.setdefault(self.arrays[path].member, []).append((path, region))
+        for pieces in by_member.values():
+            self._of(pieces[0][0]).prefetch(pieces)
+
+    def close(self) -> None:
+        while self._readers:
+            self._readers.popitem()[1].close()
+
+    def __enter__(self) -> SetReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_reader(source: str | os.PathLike | ObjectSource | SourceSet,
+                arrays: dict[str, ArrayInfo]) -> SourceReader | SetReader:
+    """The reader of ``arrays`` in ``source``: one file's, or a set's."""
+    if isinstance(source, SourceSet):
+        return SetReader(source, arrays)
+    return SourceReader(source, arrays)
 
 
 def _short(exc: BaseException) -> str:

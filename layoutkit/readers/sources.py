@@ -14,74 +14,16 @@ interface of every other reader, so that the read patterns of ``verify`` measure
 
 from __future__ import annotations
 
-import glob
-import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from layoutkit.errors import LayoutkitError, SourceNotFoundError
+from layoutkit.errors import DifferentDuplicateError
 from layoutkit.plan import natural_key
 from layoutkit.readers.base import Archive, Selection
-
-GLOB_CHARACTERS = frozenset("*?[")
-
-
-class DifferentDuplicateError(LayoutkitError):
-    """A shot is in two sources of a set, with different data."""
-
-
-def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike],
-                   storage_options: dict[str, str] | None = None) -> list[str]:
-    """The sources a set names: paths or URLs as given, shell-style globs expanded in
-    natural order: local ones by the file system, ``s3://bucket/exports/shots-*.h5`` by
-    one listing of the prefix before the first wildcard (``storage_options`` for the
-    bucket). A glob that matches nothing is refused in one sentence."""
-    items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
-    out: list[str] = []
-    for item in map(str, items):
-        if not is_source_set(item):
-            out.append(item)
-            continue
-        found = _listed(item, storage_options or {}) if "://" in item else sorted(glob.glob(item), key=natural_key)
-        if not found:
-            raise SourceNotFoundError(f"No file matches {item!r}.")
-        out.extend(found)
-    return list(dict.fromkeys(out))
-
-
-def _listed(pattern: str, storage_options: dict[str, str]) -> list[str]:
-    """The objects of a bucket whose URLs match ``pattern`` (``*`` and ``?`` stop at
-    ``/``, as in a shell)."""
-    import fnmatch
-
-    import obstore
-
-    from layoutkit.storage.buckets import object_store
-
-    first = min(pattern.index(c) for c in GLOB_CHARACTERS if c in pattern)
-    base = pattern[: pattern.rfind("/", 0, first) + 1]  # the folder before the first wildcard
-    store, prefix = object_store(base, storage_options)
-    parts = pattern[len(base):].split("/")
-    found = []
-    for batch in obstore.list(store, prefix=prefix + "/" if prefix else None):
-        for meta in batch:
-            rest = meta["path"][len(prefix) + 1 if prefix else 0:]
-            names = rest.split("/")
-            if len(names) == len(parts) and all(map(fnmatch.fnmatchcase, names, parts)):
-                found.append(base + rest)
-    return sorted(found, key=natural_key)
-
-
-def is_source_set(given: Any) -> bool:
-    """Whether ``given`` names several sources: a list, or a glob, local or over a bucket
-    prefix (a local path that exists is itself, whatever characters it has)."""
-    if not isinstance(given, (str, os.PathLike)):
-        return True
-    text = str(given)
-    return bool(GLOB_CHARACTERS & set(text)) and ("://" in text or not os.path.exists(text))
+from layoutkit.storage.sources import expand_sources, is_source_set
 
 
 class _Counters:

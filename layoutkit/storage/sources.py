@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import glob
 import io
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from layoutkit.errors import SourceNotFoundError
+from layoutkit.plan import natural_key
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, MAX_IN_FLIGHT, coalesce, is_url, object_store
 
 _LOOP: Any = None
@@ -430,9 +433,110 @@ class RangeFile(io.RawIOBase):
         return done
 
 
-def as_source(text: str | os.PathLike | ObjectSource, storage_options: dict[str, str] | None = None) -> Path | ObjectSource:
+@dataclass(frozen=True)
+class SourceSet:
+    """Several HDF5 sources written as one archive (``convert 'shots-*.h5' out.zarr``):
+    the union of their shots under ``template`` (:mod:`layoutkit.hdf5.combined` walks
+    them into one inventory, each dataset recording which member holds it). Picklable,
+    as each member is."""
+
+    members: tuple[Path | ObjectSource, ...]
+    template: str
+
+    def __str__(self) -> str:
+        first = self.members[0]
+        return f"{first} and {len(self.members) - 1} more" if len(self.members) > 1 else str(first)
+
+    @property
+    def key(self) -> str:
+        """A name unique to the set (its members, in order): what a process caches a reader under."""
+        import hashlib
+
+        text = "\n".join(map(str, self.members))
+        return f"set:{hashlib.sha256(text.encode()).hexdigest()[:16]}:{len(self.members)}"
+
+    def stat(self) -> Any:
+        """The members' sizes, summed (``st_size``, as a Path's ``stat()`` has it)."""
+        from types import SimpleNamespace
+
+        return SimpleNamespace(st_size=sum(m.stat().st_size for m in self.members))
+
+    @property
+    def name(self) -> str:
+        return Path(str(self.members[0])).name
+
+
+GLOB_CHARACTERS = frozenset("*?[")
+
+
+def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike],
+                   storage_options: dict[str, str] | None = None) -> list[str]:
+    """The sources a set names: paths or URLs as given, shell-style globs expanded in
+    natural order: local ones by the file system, ``s3://bucket/exports/shots-*.h5`` by
+    one listing of the prefix before the first wildcard (``storage_options`` for the
+    bucket). A glob that matches nothing is refused in one sentence."""
+    items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
+    out: list[str] = []
+    for item in map(str, items):
+        if not is_source_set(item):
+            out.append(item)
+            continue
+        found = _listed(item, storage_options or {}) if "://" in item else sorted(glob.glob(item), key=natural_key)
+        if not found:
+            raise SourceNotFoundError(f"No file matches {item!r}.")
+        out.extend(found)
+    return list(dict.fromkeys(out))
+
+
+def _listed(pattern: str, storage_options: dict[str, str]) -> list[str]:
+    """The objects of a bucket whose URLs match ``pattern`` (``*`` and ``?`` stop at
+    ``/``, as in a shell)."""
+    import fnmatch
+
+    import obstore
+
+    
+    first = min(pattern.index(c) for c in GLOB_CHARACTERS if c in pattern)
+    base = pattern[: pattern.rfind("/", 0, first) + 1]  # the folder before the first wildcard
+    store, prefix = object_store(base, storage_options)
+    parts = pattern[len(base):].split("/")
+    found = []
+    for batch in obstore.list(store, prefix=prefix + "/" if prefix else None):
+        for meta in batch:
+            rest = meta["path"][len(prefix) + 1 if prefix else 0:]
+            names = rest.split("/")
+            if len(names) == len(parts) and all(map(fnmatch.fnmatchcase, names, parts)):
+                found.append(base + rest)
+    return sorted(found, key=natural_key)
+
+
+def is_source_set(given: Any) -> bool:
+    """Whether ``given`` names several sources: a list, or a glob, local or over a bucket
+    prefix (a local path that exists is itself, whatever characters it has)."""
+    if not isinstance(given, (str, os.PathLike)):
+        return True
+    text = str(given)
+    return bool(GLOB_CHARACTERS & set(text)) and ("://" in text or not os.path.exists(text))
+
+
+def as_sources(given: str | os.PathLike | Sequence[str | os.PathLike], template: str,
+               storage_options: dict[str, str] | None = None) -> Path | ObjectSource | SourceSet:
+    """Parse what names the source(s) of a run, at the edge: one path or URL is that
+    source; several, a glob or a list of them a :class:`SourceSet` (its globs expanded,
+    :func:`expand_sources`), unless they come to one source."""
+    if isinstance(given, (ObjectSource, SourceSet)):
+        return given
+    items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
+    if len(items) == 1 and (isinstance(items[0], ObjectSource) or not is_source_set(items[0])):
+        return as_source(items[0], storage_options)
+    members = expand_sources(items, storage_options)
+    return SourceSet(tuple(as_source(m, storage_options) for m in members), template)
+
+
+def as_source(text: str | os.PathLike | ObjectSource | SourceSet,
+              storage_options: dict[str, str] | None = None) -> Path | ObjectSource | SourceSet:
     """Parse a source once, at the edge: a bucket URL or a local path (``file://`` too)."""
-    if isinstance(text, (ObjectSource, Path)):
+    if isinstance(text, (ObjectSource, Path, SourceSet)):
         return text
     if str(text).startswith("icechunk:"):
         from layoutkit.errors import NotHDF5Error
@@ -443,8 +547,12 @@ def as_source(text: str | os.PathLike | ObjectSource, storage_options: dict[str,
     return Path(str(text).removeprefix("file://"))
 
 
-def portable(source: Path | ObjectSource) -> str | ObjectSource:
-    """The source as a task ships it to a worker: an absolute path, or the bucket source."""
+def portable(source: Path | ObjectSource | SourceSet) -> str | ObjectSource | SourceSet:
+    """The source as a task ships it to a worker: an absolute path, or the bucket source
+    (a set: each of its members so)."""
+    if isinstance(source, SourceSet):
+        return SourceSet(tuple(Path(portable(m)) if not isinstance(m, ObjectSource) else m for m in source.members),
+                         source.template)
     return source if isinstance(source, ObjectSource) else str(Path(source).resolve())
 
 
@@ -456,4 +564,4 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
         return fh.read(size)
 
 
-__all__ = ["ObjectSource", "RangeFile", "as_source", "portable", "read_head"]
+__all__ = ["GLOB_CHARACTERS", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "portable", "read_head"]

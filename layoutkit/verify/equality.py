@@ -25,7 +25,7 @@ from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
 from layoutkit.plan import DEFAULT_TEMPLATE
-from layoutkit.storage import ObjectSource, is_url, store_at
+from layoutkit.storage import ObjectSource, as_sources, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
 
 
@@ -120,17 +120,20 @@ def compare_set(
     storage_options: dict[str, str] | None = None, template: str = DEFAULT_TEMPLATE,
 ) -> list[Mismatch]:
     """Compare one variant made from several sources (an archive of many files) with
-    all of them: every array and group of each source in it, equal (as
-    :func:`compare_variant` compares one source), and no shot in it that none of the
-    sources holds (reported as ``extra``)."""
+    all of them, as one archive (:mod:`layoutkit.hdf5.combined`: the union of their
+    shots): every array and group of each source in it, equal (as :func:`compare_variant`
+    compares one source), and no shot in it that none of the sources holds (reported as
+    ``extra``). Sources that do not combine (a shot in two with different data) are
+    refused by name."""
     from layoutkit.archive import open_archive
+    from layoutkit.hdf5.combined import shot_of, walk_sources
 
-    found: list[Mismatch] = []
-    held: set[str] = set()
-    for source in sources:
-        found += compare_variant(source, variant, workers=workers, storage_options=storage_options)
-        with open_archive(source, template=template, storage_options=storage_options) as one:
-            held.update(one.shots)
+    combined_sources = as_sources(list(sources), template, storage_options)
+    inventory = walk_sources(combined_sources)  # each source walked once, the variant read once
+    found = compare_variant(combined_sources, variant, inventory=inventory, workers=workers,
+                            storage_options=storage_options)
+    shot = shot_of(template)
+    held = {s for node in (*inventory.groups, *inventory.arrays) if (s := shot(node.path)) is not None}
     with open_archive(variant, template=template, storage_options=storage_options) as combined:
         extra = [shot for shot in combined.shots if shot not in held]
         found += [Mismatch(str(variant), combined.shot_path(shot), "extra", "a shot none of the sources holds")

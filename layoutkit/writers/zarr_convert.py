@@ -22,7 +22,7 @@ import numpy as np
 from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.source import SourceReader, can_read_raw
+from layoutkit.hdf5.source import SetReader, SourceReader, can_read_raw, open_reader
 from layoutkit.options import (
     ShardSpec,
     parse_compressor,
@@ -188,23 +188,27 @@ class CopyJob:
     copied: frozenset[str] = frozenset()
 
 
-_OPEN: dict[tuple[str, str], tuple[SourceReader, ZarrWriter]] = {}
+_OPEN: dict[tuple[str, str], tuple[SourceReader | SetReader, ZarrWriter]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def open_job(job: CopyJob) -> tuple[SourceReader, ZarrWriter]:
+def _key(job: CopyJob) -> tuple[str, str]:
+    return (getattr(job.source, "key", str(job.source)), str(job.dest))
+
+
+def open_job(job: CopyJob) -> tuple[SourceReader | SetReader, ZarrWriter]:
     """The reader and writer of ``job`` in this process: threads of a worker share them."""
-    key = (str(job.source), str(job.dest))
+    key = _key(job)
     with _OPEN_LOCK:
         if key not in _OPEN:
-            _OPEN[key] = (SourceReader(job.source, job.arrays), ZarrWriter(job.dest, job.zarr_format))
+            _OPEN[key] = (open_reader(job.source, job.arrays), ZarrWriter(job.dest, job.zarr_format))
         return _OPEN[key]
 
 
 def adopt_job(job: CopyJob, writer: ZarrWriter) -> None:
     """Let local threads share ``writer``, which already holds every array open."""
     with _OPEN_LOCK:
-        _OPEN[(str(job.source), str(job.dest))] = (SourceReader(job.source, job.arrays), writer)
+        _OPEN[_key(job)] = (open_reader(job.source, job.arrays), writer)
 
 
 def close_open_files() -> None:

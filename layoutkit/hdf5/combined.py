@@ -1,0 +1,232 @@
+"""Several HDF5 sources walked as one archive: the union of their shots.
+
+``convert 'exports/shots-*.h5' out.zarr`` writes one store from many files. The files
+are a :class:`~layoutkit.storage.SourceSet`; :func:`walk_sources` walks each once and
+combines the walks into one :class:`~layoutkit.hdf5.model.Inventory`, every dataset
+recording which member holds it (:attr:`ArrayInfo.member`), so that planning is the
+planning of one file and the readers (:func:`~layoutkit.hdf5.source.open_reader`) read
+each dataset from its own file.
+
+The rule (what ``--dry-run`` says, and :func:`describe`):
+
+- a shot (the group the template's ``{shot}`` names) is taken from the first source
+  that holds it; a shot in two sources is taken once when both hold the same data (the
+  same nodes, attributes and values), and refused by name (the shot, both files, the
+  first dataset or group that differs) when not;
+- what lies outside the shots (the root and its attributes, ``/shots`` itself, arrays
+  beside it) must be the same in every source that has it, or the run is refused by name;
+- a set in which no source holds a shot of the template is refused, saying the rule
+  tried and what did not match.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from layoutkit.equality.values import equal_values, same_attr
+from layoutkit.errors import DifferentDuplicateError, SourcesDoNotCombineError
+from layoutkit.hdf5.inventory import read_inventory
+from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory
+from layoutkit.hdf5.source import open_reader
+from layoutkit.plan import compile_template, natural_key
+from layoutkit.storage import ObjectSource, SourceSet
+
+RULE = "the union of their shots"
+
+# what must match for a dataset held by two sources to be the same dataset
+_SAME_FIELDS = ("shape", "dtype", "kind", "fill_value", "dims", "dim_scales", "is_scale", "null_space", "dim_only")
+
+
+def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: int = 1) -> Inventory:
+    """The inventory of a source, or of a set of sources combined (module docstring)."""
+    if not isinstance(source, SourceSet):
+        return read_inventory(source, workers=workers)
+    return combine(source, [read_inventory(m, workers=workers) for m in source.members])
+
+
+def shot_of(template: str) -> Callable[[str], str | None]:
+    """A function naming the shot a path lies in under ``template`` (None: outside every shot)."""
+    _, prefix = compile_template(template)
+
+    def shot(path: str) -> str | None:
+        m = prefix.match(path)
+        return m.group("shot") if m else None
+
+    return shot
+
+
+def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
+    """One inventory of ``sources`` from each member's (module docstring).
+
+    Raises
+    ------
+    SourcesDoNotCombineError
+        No member holds a shot of the template.
+    DifferentDuplicateError
+        A shot, or a node outside the shots, held by two members with different data.
+    """
+    shot = shot_of(sources.template)
+    owner: dict[str, int] = {}
+    duplicates: dict[str, list[int]] = {}
+    for i, inv in enumerate(inventories):
+        for s in {shot(n.path) for n in (*inv.groups, *inv.arrays)} - {None}:
+            if owner.setdefault(s, i) != i:
+                duplicates.setdefault(s, []).append(i)
+    if not owner:
+        raise SourcesDoNotCombineError(
+            f"{len(inventories)} sources were given and layoutkit combines sources as {RULE} under the template "
+            f"{sources.template!r}, but none of them holds a shot of it (e.g. {inventories[0].path}); pass --template, "
+            "or convert the files one by one."
+        )
+    groups: dict[str, GroupInfo] = {}
+    group_member: dict[str, int] = {}
+    arrays: dict[str, ArrayInfo] = {}
+    held: dict[str, list[int]] = {}  # a dataset outside the shots -> every member that holds it
+    links = {}
+    for i, inv in enumerate(inventories):
+        for g in inv.groups:
+            s = shot(g.path)
+            if s is None and g.path in groups:
+                _same_group(groups[g.path], g, inventories[group_member[g.path]].path, inv.path)
+            elif s is None or owner[s] == i:
+                groups[g.path], group_member[g.path] = g, i
+        for a in inv.arrays:
+            s = shot(a.path)
+            if s is None:
+                held.setdefault(a.path, []).append(i)
+            if s is None and a.path in arrays:
+                _same_array(arrays[a.path], a, inventories, i)
+            elif s is None or owner[s] == i:
+                arrays[a.path] = replace(a, member=i)
+        for link in inv.links:
+            if (s := shot(link.path)) is None or owner[s] == i:
+                links.setdefault(link.path, link)
+    _same_values(sources, inventories, shot, duplicates, owner, held)
+    first = inventories[0]
+    return Inventory(
+        path=str(sources), userblock_size=first.userblock_size, is_netcdf4=any(i.is_netcdf4 for i in inventories),
+        groups=tuple(groups.values()), arrays=tuple(arrays.values()), links=tuple(links.values()),
+        attr_notes=tuple(dict.fromkeys(n for inv in inventories for n in inv.attr_notes)),
+    )
+
+
+def _same_group(first: GroupInfo, other: GroupInfo, first_file: str, other_file: str) -> None:
+    differs = _attr_difference(first.attrs, other.attrs)
+    if differs is not None:
+        raise DifferentDuplicateError(
+            f"Group {first.path!r} is in {first_file} and in {other_file} with different attributes ({differs} differs); "
+            "layoutkit combines sources only when what lies outside their shots is the same in each."
+        )
+
+
+def _attr_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    for name in sorted(set(a) | set(b)):
+        if name not in a or name not in b or not same_attr(_plain(a[name]), _plain(b[name])):
+            return f"attribute {name!r}"
+    return None
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value.item() if isinstance(value, np.generic) else value
+
+
+def _metadata_difference(a: ArrayInfo, b: ArrayInfo) -> str | None:
+    for name in _SAME_FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        if name == "fill_value" and same_attr(_plain(x), _plain(y)):
+            continue
+        if x != y:
+            return name.replace("_", " ")
+    return _attr_difference(a.attrs, b.attrs)
+
+
+def _same_array(first: ArrayInfo, other: ArrayInfo, inventories: Sequence[Inventory], member: int) -> None:
+    differs = _metadata_difference(first, other)
+    if differs is not None:
+        raise DifferentDuplicateError(
+            f"Dataset {first.path!r} is in {inventories[first.member].path} and in {inventories[member].path} "
+            f"with a different {differs}; layoutkit combines sources only when what lies outside their shots is "
+            "the same in each."
+        )
+
+
+def _same_values(sources: SourceSet, inventories: Sequence[Inventory], shot: Callable[[str], str | None],
+                 duplicates: dict[str, list[int]], owner: dict[str, int], held: dict[str, list[int]]) -> None:
+    """Refuse a shot held twice with different nodes, attributes or values, and a dataset
+    outside the shots whose values differ between members (their metadata was compared
+    while combining)."""
+    pairs: dict[tuple[int, int], list[tuple[ArrayInfo, ArrayInfo, str | None]]] = {}
+    for s, others in sorted(duplicates.items(), key=lambda kv: natural_key(kv[0])):
+        first = owner[s]
+        mine = _nodes_of(inventories[first], shot, s)
+        for other in others:
+            theirs = _nodes_of(inventories[other], shot, s)
+            what = _shot_difference(mine, theirs)
+            if what is not None:
+                raise _duplicate_error(s, inventories[first].path, inventories[other].path, what)
+            for path, info in mine[1].items():
+                pairs.setdefault((first, other), []).append((info, theirs[1][path], s))
+    for path, members in held.items():
+        for other in members[1:]:
+            info = inventories[members[0]].array(path)
+            pairs.setdefault((members[0], other), []).append((info, inventories[other].array(path), None))
+    for (a, b), compared in pairs.items():
+        with open_reader(sources.members[a], {x.path: x for x, _, _ in compared}) as ra, \
+                open_reader(sources.members[b], {y.path: y for _, y, _ in compared}) as rb:
+            for x, y, s in compared:
+                region = tuple((0, n) for n in x.shape)
+                if not bool(np.all(_equal(ra.read(x.path, region), rb.read(y.path, region)))):
+                    where = f"dataset {x.path!r} differs"
+                    if s is not None:
+                        raise _duplicate_error(s, inventories[a].path, inventories[b].path, where)
+                    raise DifferentDuplicateError(
+                        f"Dataset {x.path!r} is in {inventories[a].path} and in {inventories[b].path} with different "
+                        "values; layoutkit combines sources only when what lies outside their shots is the same in each."
+                    )
+
+
+def _equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return equal_values(np.asarray(a), np.asarray(b))
+
+
+def _nodes_of(inv: Inventory, shot: Callable[[str], str | None], s: str) -> tuple[dict[str, GroupInfo], dict[str, ArrayInfo]]:
+    return ({g.path: g for g in inv.groups if shot(g.path) == s}, {a.path: a for a in inv.arrays if shot(a.path) == s})
+
+
+def _shot_difference(mine: tuple[dict[str, GroupInfo], dict[str, ArrayInfo]],
+                     theirs: tuple[dict[str, GroupInfo], dict[str, ArrayInfo]]) -> str | None:
+    """What differs between two copies of a shot, short of their values: a node one has
+    and the other not, a group's attributes, a dataset's metadata."""
+    for kind, a, b in (("group", mine[0], theirs[0]), ("dataset", mine[1], theirs[1])):
+        for path in sorted(set(a) ^ set(b)):
+            return f"{kind} {path!r} is in one only"
+    for path, g in mine[0].items():
+        if (differs := _attr_difference(g.attrs, theirs[0][path].attrs)) is not None:
+            return f"group {path!r}: {differs} differs"
+    for path, info in mine[1].items():
+        if (differs := _metadata_difference(info, theirs[1][path])) is not None:
+            return f"dataset {path!r}: its {differs} differs"
+    return None
+
+
+def _duplicate_error(shot: str, first: str, second: str, what: str) -> DifferentDuplicateError:
+    return DifferentDuplicateError(
+        f"Shot {shot} is in {first} and in {second} with different data ({what}); remove it from one of them."
+    )
+
+
+def describe(sources: SourceSet, inventory: Inventory) -> str:
+    """The rule ``--dry-run`` prints: how many sources, combined how, into how many shots."""
+    shot = shot_of(sources.template)
+    shots = {s for a in inventory.arrays if (s := shot(a.path)) is not None}
+    return (f"{len(sources.members)} sources combined as {RULE} under {sources.template!r}: {len(shots):,} shots "
+            "(a shot in two sources taken once when equal, refused when not; what lies outside the shots must be "
+            "the same in every source)")
+
+
+__all__ = ["RULE", "combine", "describe", "shot_of", "walk_sources"]

@@ -1,0 +1,154 @@
+"""Many sources written as one archive (issue 38): convert of a list, a glob or a list
+file, into every Zarr layout, equal to the files it came from and to the store made
+from the one file they were split from; duplicates taken once or refused by name."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import h5py
+import pytest
+from typer.testing import CliRunner
+
+import layoutkit
+from layoutkit.cli import app
+from layoutkit.errors import DifferentDuplicateError, SourcesDoNotCombineError
+from layoutkit.hdf5.combined import walk_sources
+from layoutkit.layouts import layouts_of
+from layoutkit.sample import write_sample
+from layoutkit.storage import SourceSet, as_sources
+from layoutkit.verify.equality import compare_set, compare_variant
+
+ZARR_LAYOUTS = [layout.name for layout in layouts_of("convert")]
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fifty(tmp_path_factory) -> tuple[Path, Path]:
+    """An archive of 50 shots as one file, and as 50 files of one shot each."""
+    work = tmp_path_factory.mktemp("fifty")
+    one = write_sample(work / "one.h5", shots=50, signals=4, seed=5).path
+    write_sample(work / "files", shots=50, signals=4, seed=5, shots_per_file=1)
+    return Path(one), work / "files"
+
+
+@pytest.mark.parametrize("layout", ZARR_LAYOUTS)
+def test_fifty_files_into_each_layout_equal_to_them_and_to_the_one_file(fifty, tmp_path, layout):
+    one, files = fifty
+    assert len(list(files.glob("*.h5"))) == 50
+    store = tmp_path / f"{layout}.zarr"
+    result = runner.invoke(app, ["--quiet", "convert", str(files / "shots-*.h5"), str(store), "--layout", layout])
+    assert result.exit_code == 0, result.output
+    assert compare_set([str(files / "shots-*.h5")], store) == []  # equal to the 50 files, no extra shot
+    assert compare_variant(one, store) == []  # and to the file they were split from
+    with layoutkit.open(store) as combined, layoutkit.open(one) as whole:
+        assert combined.shots == whole.shots
+
+
+def test_the_combined_inventory_is_the_one_files(fifty):
+    """Walked and combined, 50 files plan as the one file: the same datasets, each with
+    its metadata, and each recording the file that holds it."""
+    one, files = fifty
+    members = sorted(files.glob("*.h5"))
+    combined = walk_sources(SourceSet(tuple(members), "/shots/{shot}/signals/{signal}"))
+    whole = walk_sources(one)
+    assert sorted(a.path for a in combined.arrays) == sorted(a.path for a in whole.arrays)
+    assert sorted(g.path for g in combined.groups) == sorted(g.path for g in whole.groups)
+    by_path = {a.path: a for a in whole.arrays}
+    for a in combined.arrays:
+        assert (a.shape, a.dtype, a.dims, a.attrs.keys()) == (by_path[a.path].shape, by_path[a.path].dtype,
+                                                              by_path[a.path].dims, by_path[a.path].attrs.keys())
+        shot = a.path.split("/")[2]
+        assert members[a.member].name == f"shots-{shot}.h5"  # read from its own file
+
+
+def test_a_list_file_and_several_arguments_name_the_same_sources(fifty, tmp_path):
+    _, files = fifty
+    members = sorted(files.glob("*.h5"))
+    listing = tmp_path / "sources.txt"
+    listing.write_text("# the first half\n" + "\n".join(map(str, members[2:25])) + "\n\n")
+    store = tmp_path / "listed.zarr"
+    result = runner.invoke(app, ["--quiet", "convert", str(members[0]), str(members[1]), str(store),
+                                 "--sources-from", str(listing), "--layout", "shot-packed"])
+    assert result.exit_code == 0, result.output
+    assert compare_set(members[:25], store) == []
+    with layoutkit.open(store) as combined:
+        assert len(combined.shots) == 25
+
+
+def test_dry_run_says_the_rule_and_writes_nothing(fifty, tmp_path):
+    _, files = fifty
+    store = tmp_path / "dry.zarr"
+    result = runner.invoke(app, ["convert", str(files / "shots-*.h5"), str(store), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "50 sources combined as the union of their shots" in text and "50 shots" in text
+    assert not store.exists()
+
+
+@pytest.fixture
+def three(tmp_path) -> list[Path]:
+    write_sample(tmp_path / "three", shots=6, signals=3, seed=1, shots_per_file=2)
+    return sorted((tmp_path / "three").glob("*.h5"))
+
+
+def test_a_shot_in_two_files_is_taken_once_when_equal(three, tmp_path):
+    again = tmp_path / "again.h5"
+    shutil.copy(three[1], again)
+    store = tmp_path / "once.zarr"
+    layoutkit.convert([*three, again], store)
+    assert compare_set(three, store) == []
+    with layoutkit.open(store) as combined:
+        assert len(combined.shots) == 6
+
+
+def test_a_shot_in_two_files_with_different_data_is_refused_by_name(three, tmp_path):
+    changed = tmp_path / "changed.h5"
+    shutil.copy(three[1], changed)
+    with h5py.File(changed, "r+") as f:
+        f["shots/1160930004/signals/ip"][5] += 1
+    before = changed.read_bytes()
+    store = tmp_path / "refused.zarr"
+    result = runner.invoke(app, ["convert", *map(str, three), str(changed), str(store)])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert "Shot 1160930004 is in" in text and "shots-1160930003.h5" in text and "changed.h5" in text
+    assert "dataset '/shots/1160930004/signals/ip' differs" in text
+    assert not store.exists() and changed.read_bytes() == before  # nothing written, the sources untouched
+    with h5py.File(changed, "r+") as f:  # a signal one copy has and the other not
+        del f["shots/1160930003/signals/ip"]
+    with pytest.raises(DifferentDuplicateError, match=r"Shot 1160930003 .*'/shots/1160930003/signals/ip' is in one only"):
+        layoutkit.convert([*three, changed], tmp_path / "refused2.zarr")
+
+
+def test_what_lies_outside_the_shots_must_agree(three, tmp_path):
+    other = tmp_path / "other.h5"
+    shutil.copy(three[2], other)
+    with h5py.File(other, "r+") as f:
+        f.attrs["machine"] = "another tokamak"
+    with pytest.raises(DifferentDuplicateError, match=r"Group '/' is in .* and in .*other.h5 with different "
+                                                      r"attributes \(attribute 'machine' differs\)"):
+        layoutkit.convert([*three[:2], other], tmp_path / "x.zarr")
+    assert not (tmp_path / "x.zarr").exists()
+
+
+def test_files_without_shots_are_refused_saying_the_rule(tmp_path):
+    for name in ("a.h5", "b.h5"):
+        with h5py.File(tmp_path / name, "w") as f:
+            f["x"] = [1, 2, 3]
+    with pytest.raises(SourcesDoNotCombineError, match="the union of their shots under the template"):
+        layoutkit.convert([tmp_path / "a.h5", tmp_path / "b.h5"], tmp_path / "x.zarr")
+    result = runner.invoke(app, ["convert", str(tmp_path / "*.h5"), str(tmp_path / "y.zarr")])
+    assert result.exit_code != 0 and "none of them holds a shot" in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+
+
+def test_one_source_is_not_a_set(three):
+    assert as_sources([str(three[0])], "/shots/{shot}/signals/{signal}") == three[0]
+    assert isinstance(as_sources(str(three[0].parent / "*.h5"), "/shots/{shot}/signals/{signal}"), SourceSet)
+
+
+def test_a_missing_member_is_one_sentence(three, tmp_path):
+    result = runner.invoke(app, ["convert", str(three[0]), str(tmp_path / "nope.h5"), str(tmp_path / "x.zarr")])
+    assert result.exit_code != 0 and "does not exist" in result.output and "Traceback" not in result.output

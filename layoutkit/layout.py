@@ -171,6 +171,17 @@ class Layout(ABC):
         return self.part("compare").compare(source, variant, inventory=inventory, skipped=skipped, workers=workers,
                                             name=name)
 
+    def appendable(self, recorded: dict[str, Any]) -> bool:
+        """Whether ``convert --append`` adds shots to a store of this layout whose root
+        records ``recorded`` (its layout attribute: name and version)."""
+        return False
+
+    def merge(self, old: Any, new: Any, options: Any) -> Any:
+        """How a staged store of new shots joins a store of this layout: the package's
+        ``append.merge`` (:class:`layoutkit.append.Merge`; ``old`` and ``new`` are
+        :class:`layoutkit.append.StoreDocs`)."""
+        return self.part("append").merge(old, new, options)
+
     def needs_shot_archive(self, options: Any) -> bool:
         """Whether, with ``options``, the layout orders shots and signals, and so refuses a
         file the template does not match (``advise`` leaves it out for such files)."""

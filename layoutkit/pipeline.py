@@ -46,6 +46,7 @@ from layoutkit.layout import Layout, Work
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages
 from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, SourceSet, as_sources, destination
+from layoutkit.storage.sources import source_records
 
 Progress = Callable[[int], None]
 
@@ -66,9 +67,12 @@ def recipe_of(layout: Layout | type[Layout], options: Any) -> dict[str, Any]:
     return out
 
 
-def provenance(layout: Layout | type[Layout], options: Any) -> str:
-    """The JSON value of the :data:`PROVENANCE_ATTR` root attribute of a variant."""
-    return json.dumps({"version": __version__, "command": layout.command, "recipe": recipe_of(layout, options)})
+def provenance(layout: Layout | type[Layout], options: Any, sources: list[dict[str, Any]] | None = None) -> str:
+    """The JSON value of the :data:`PROVENANCE_ATTR` root attribute of a variant; with
+    ``sources``, each source's name, size and content digest
+    (:func:`layoutkit.storage.sources.source_records`: what ``convert --append`` recognises)."""
+    doc = {"version": __version__, "command": layout.command, "recipe": recipe_of(layout, options)}
+    return json.dumps(doc | ({"sources": sources} if sources is not None else {}))
 
 
 def commit_message(layout: Layout | type[Layout], options: Any) -> str:
@@ -77,9 +81,10 @@ def commit_message(layout: Layout | type[Layout], options: Any) -> str:
     return f"layoutkit {layout.command}: " + json.dumps(recipe, sort_keys=True)
 
 
-def provenance_attrs(layout: Layout | type[Layout], options: Any) -> dict[str, str]:
+def provenance_attrs(layout: Layout | type[Layout], options: Any,
+                     sources: list[dict[str, Any]] | None = None) -> dict[str, str]:
     """The root attributes the pipeline stamps on a variant: just :data:`PROVENANCE_ATTR`."""
-    return {PROVENANCE_ATTR: provenance(layout, options)}
+    return {PROVENANCE_ATTR: provenance(layout, options, sources)}
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -163,7 +168,8 @@ def run(
     try:
         with stages.active():
             with stages.step("skeleton"):
-                work = layout.begin(staged, source, inventory, the_plan, provenance_attrs(layout, options))
+                records = source_records(source) if layout.format == "zarr" else None
+                work = layout.begin(staged, source, inventory, the_plan, provenance_attrs(layout, options, records))
             try:
                 report(work.done_bytes)
                 with stages.step("tasks"):

@@ -308,9 +308,18 @@ def read_provenance(variant: str | os.PathLike, storage_options: dict[str, str] 
 
 def recipe_toml(variant: str | os.PathLike, storage_options: dict[str, str] | None = None) -> str:
     """A variant's recorded recipe as TOML that ``--recipe`` takes to write the same layout."""
+    return _recipe_text(read_provenance(variant, storage_options), str(variant))
+
+
+def recipe_from_provenance(doc: dict[str, Any], variant: str) -> Recipe:
+    """The recipe a variant's provenance document records (what an append writes with)."""
+    name = variant.rstrip("/").rsplit("/", 1)[-1]
+    return parse_recipe(_recipe_text(doc, variant), name=name)
+
+
+def _recipe_text(doc: dict[str, Any], variant: str) -> str:
     import tomli_w
 
-    doc = read_provenance(variant, storage_options)
     recipe = dict(doc["recipe"])
     for former, key in FORMER_KEYS.items():  # written by an earlier layoutkit: today's spelling
         if former in recipe:
@@ -318,7 +327,7 @@ def recipe_toml(variant: str | os.PathLike, storage_options: dict[str, str] | No
     target = recipe.pop("target", None)
     if target in COMMANDS and "layout" in recipe:
         recipe["layout"] = layout_key(target).value(recipe["layout"])
-    name = str(variant).rstrip("/").rsplit("/", 1)[-1]
+    name = variant.rstrip("/").rsplit("/", 1)[-1]
     recipe = {
         "target": target,
         "description": (
@@ -340,6 +349,7 @@ __all__ = [
     "parse_recipe",
     "provenance",
     "read_provenance",
+    "recipe_from_provenance",
     "recipe_of",
     "recipe_toml",
     "shipped_recipes",

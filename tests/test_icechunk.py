@@ -120,3 +120,22 @@ def test_many_files_into_one_icechunk_commit(tmp_path):
     assert result.exit_code == 0, result.output
     assert len(history(repo)) == 2  # the repository's first commit, and the run's
     assert compare_set(sorted((tmp_path / "many").glob("*.h5")), f"icechunk:{repo}") == []
+
+
+def test_an_append_is_one_commit_and_the_same_append_again_none(tmp_path):
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.equality import compare_set
+
+    write_sample(tmp_path / "many", shots=5, signals=3, seed=3, shots_per_file=1)
+    files = sorted((tmp_path / "many").glob("*.h5"))
+    repo = tmp_path / "repo"
+    assert run("convert", *files[:3], f"icechunk:{repo}", "--layout", "signal-major").exit_code == 0
+    first = history(repo)[0]
+    result = run("convert", *files, f"icechunk:{repo}", "--append")
+    assert result.exit_code == 0, result.output
+    commits = history(repo)
+    assert len(commits) == 3 and commits[0].message.startswith("layoutkit convert --append: 2 sources, 2 shots")
+    assert compare_set(files, f"icechunk:{repo}") == []
+    assert compare_set(files[:3], f"icechunk:{repo}@{first.id}") == []  # the snapshot before it, as it was
+    assert run("convert", *files, f"icechunk:{repo}", "--append").exit_code == 0
+    assert len(history(repo)) == 3  # nothing new: no commit

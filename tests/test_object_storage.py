@@ -54,6 +54,18 @@ def local_files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+def but_sources(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A store's objects with the root's record of its sources left out: a source in a
+    bucket is recorded by URL and ETag, a local one by name and SHA-256."""
+    import json as json_
+
+    root = json_.loads(files["zarr.json"])
+    provenance = json_.loads(root["attributes"]["layoutkit"])
+    assert provenance.pop("sources")
+    root["attributes"]["layoutkit"] = json_.dumps(provenance)
+    return {**files, "zarr.json": json_.dumps(root).encode()}
+
+
 @pytest.mark.parametrize("args", [
     pytest.param([], id="mirror"),
     pytest.param(["--layout", "signal-major", "--shards", "auto"], id="signal-major"),
@@ -459,7 +471,7 @@ def test_a_source_in_a_bucket_converts_to_the_same_store(endpoint, source_url, s
     # fourth HEAD: what the command said, and where every thread (moto's among them) stood
     assert remote.exit_code == 0, (remote.output, server_threads())
     assert runner.invoke(app, ["--quiet", "convert", str(shot_file), str(tmp_path / "local.zarr"), *args]).exit_code == 0
-    assert local_files(tmp_path / "remote.zarr") == local_files(tmp_path / "local.zarr")
+    assert but_sources(local_files(tmp_path / "remote.zarr")) == but_sources(local_files(tmp_path / "local.zarr"))
 
 
 def cli_process(endpoint: str, *args: str | Path) -> subprocess.CompletedProcess:
@@ -777,7 +789,7 @@ def test_a_many_chunk_index_in_a_bucket_is_read_a_level_at_a_time(endpoint, tmp_
     assert cli(endpoint, "convert", remote.url, tmp_path / "remote.zarr", "--compressor", "source").exit_code == 0
     assert runner.invoke(app, ["--quiet", "convert", str(path), str(tmp_path / "local.zarr"),
                                "--compressor", "source"]).exit_code == 0
-    assert local_files(tmp_path / "remote.zarr") == local_files(tmp_path / "local.zarr")
+    assert but_sources(local_files(tmp_path / "remote.zarr")) == but_sources(local_files(tmp_path / "local.zarr"))
 
 
 def test_files_open_on_one_source_share_one_bounded_block_cache(endpoint, source_url, shot_file, monkeypatch):
@@ -1088,3 +1100,38 @@ def test_a_glob_over_a_bucket_prefix_converts_into_one_store_in_the_bucket(endpo
 
     assert compare_set([glob], store, storage_options=opts) == []
     assert compare_variant(one, store, storage_options=opts) == []
+
+
+def test_append_to_a_store_in_a_bucket(endpoint, tmp_path):
+    """convert --append into a bucket store: the new shots added, the store equal to all
+    its sources; the same append again writes nothing; a lock another machine holds (a
+    conditional PUT, If-None-Match) refuses a second append in one sentence."""
+    import json as json_
+
+    from layoutkit.sample import write_sample
+    from layoutkit.storage.editing import LOCK
+    from layoutkit.verify.equality import compare_set
+
+    write_sample(tmp_path / "many", shots=5, signals=3, seed=8, shots_per_file=1)
+    s3 = client(endpoint)
+    for f in sorted((tmp_path / "many").iterdir()):
+        s3.upload_file(str(f), BUCKET, f"grow/{f.name}")
+    names = [f"s3://{BUCKET}/grow/{f.name}" for f in sorted((tmp_path / "many").iterdir())]
+    store = f"s3://{BUCKET}/grow.zarr"
+    assert cli(endpoint, "convert", *names[:3], store, "--layout", "signal-major").exit_code == 0
+    result = cli(endpoint, "convert", f"s3://{BUCKET}/grow/shots-*.h5", store, "--append")
+    assert result.exit_code == 0, result.output
+    opts = {"endpoint_url": endpoint, **{k.lower().removeprefix("aws_"): v for k, v in CREDENTIALS.items()}}
+    assert compare_set(names, store, storage_options=opts) == []
+    before = objects(endpoint, "grow.zarr")
+    again = cli(endpoint, "convert", *names, store, "--append")
+    assert again.exit_code == 0, again.output
+    assert objects(endpoint, "grow.zarr") == before
+    s3.put_object(Bucket=BUCKET, Key=f"grow.zarr/{LOCK}",
+                  Body=json_.dumps({"host": "elsewhere", "pid": 1, "since": "2026-11-26T12:00:00Z"}).encode())
+    write_sample(tmp_path / "more", shots=7, signals=3, seed=8, shots_per_file=7)
+    extra = next((tmp_path / "more").iterdir())
+    refused = cli(endpoint, "convert", extra, store, "--append")
+    assert refused.exit_code != 0 and "Another append to" in refused.output and "elsewhere" in refused.output
+    assert objects(endpoint, "grow.zarr") == {**before, f"grow.zarr/{LOCK}": objects(endpoint, "grow.zarr")[
+        f"grow.zarr/{LOCK}"]}

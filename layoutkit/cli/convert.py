@@ -62,8 +62,12 @@ def convert(
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
     icechunk: Annotated[bool, typer.Option("--icechunk", help=ICECHUNK_HELP)] = False,
     sources_from: Annotated[Path | None, typer.Option("--sources-from", help=SOURCES_FROM_HELP)] = None,
+    append: Annotated[bool, typer.Option("--append", help=APPEND_HELP)] = False,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included), or several as one archive, as a Zarr store."""
+    if append:
+        _append(ctx, sources_given(src, sources_from), dst, recipe, dry_run, storage_option, tmpdir, icechunk)
+        return
     options = options_from(ctx, "convert", recipe)
     summary = plan_and_run("convert", sources_given(src, sources_from), dst, options, _print_plan, dry_run,
                            storage_option, tmpdir, icechunk)
@@ -73,6 +77,42 @@ def convert(
         _print_summary(summary)
 
 
+
+
+APPEND_HELP = (
+    "Add the shots of SRC to the existing store DST, with the store's recipe: only the new shots' objects are "
+    "written, sources the store lists already are skipped, and readers see the old store or the new one."
+)
+
+
+def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None, dry_run: bool,
+            storage_option: list[str] | None, tmpdir: Path | None, icechunk: bool) -> None:
+    from layoutkit.append import append
+    from layoutkit.cli.core import fail
+    from layoutkit.cli.running import run_options, run_with_bar
+    from layoutkit.errors import LayoutkitError
+    from layoutkit.storage import parse_storage_options
+
+    if recipe is not None or dry_run or ctx.params.get("overwrite"):
+        said = "--recipe" if recipe is not None else "--dry-run" if dry_run else "--overwrite"
+        raise fail(f"--append writes with the store's own recipe and keeps what it holds: leave out {said}.")
+    target = f"icechunk:{dst}" if icechunk and not dst.startswith("icechunk:") else dst
+    try:
+        storage = parse_storage_options(storage_option)
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    summary = run_with_bar("append", lambda progress, stages: append(
+        sources, target, run_options(ctx), storage, progress, stages, tmpdir), (sources, target))
+    if State.quiet:
+        return
+    if summary.wrote_nothing:
+        out.print(f"nothing to append: {dst} lists every one of the {summary.sources} sources already; "
+                  "nothing was written")
+        return
+    known = f" ({summary.known_shots} shots of them it held already, equal)" if summary.known_shots else ""
+    out.print(f"appended {summary.new_sources} of {summary.sources} sources to {dst}: {summary.new_shots} new "
+              f"shots{known}, {summary.objects:,} objects written ({format_size(summary.bytes_written)}), "
+              f"{summary.seconds:.1f} s; the store has had {summary.appends} appends")
 
 
 def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily

@@ -72,27 +72,61 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
 
                 out.print(describe(src, inventory), highlight=False)
             return None
-        with progress_bar(plan.nbytes, command) as bar:
-            task = bar.add_task(command, total=plan.nbytes)
+        return run_with_bar(command, lambda advance, stages: pipeline.run(
+            layout, src, dest, options, advance, (inventory, plan), stages=stages), (src, dst),
+            plan.nbytes, stages, options, "the destination was not written")
+    except LayoutkitError as exc:
+        raise fail(exc) from None
+    except (KeyboardInterrupt, Exception) as exc:
+        raise _said(exc, (src, dst), "the destination was not written") from None
+
+
+def run_with_bar(label: str, work: Any, given: tuple[Any, ...], total: int | None = None, stages: Any = None,
+                 options: Any = None, outcome: str = "the store is as it was") -> Any:
+    """``work(progress, stages)`` with a progress bar of the bytes it writes (``total``:
+    None when unknown ahead); errors become one line, ending with ``outcome``."""
+    from layoutkit.stages import Stages
+
+    stages = stages or Stages()
+    try:
+        with progress_bar(total or 0, label) as bar:
+            task = bar.add_task(label, total=total)
+
             def advance(n: int) -> None:
                 check_interrupted()
                 bar.advance(task, n)
 
-            summary = pipeline.run(layout, src, dest, options, advance, (inventory, plan), stages=stages)
+            result = work(advance, stages)
         if State.timings:
             print_timings(stages, options)
-        return summary
+        return result
     except LayoutkitError as exc:
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:
-        if (store := store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
-            raise fail(store_failure(store, (str(src), str(dst))) + " The destination was not written.") from None
-        raise ended_by_interrupt(exc, "interrupted; the destination was not written.") from None
+        raise _said(exc, given, outcome) from None
+
+
+def _said(exc: BaseException, given: tuple[Any, ...], outcome: str) -> BaseException:
+    """A failure mid-run in one line: a request a store refused, or an interruption."""
+    if (store := store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
+        return fail(store_failure(store, tuple(map(str, given))) + f" {outcome[0].upper()}{outcome[1:]}.")
+    return ended_by_interrupt(exc, f"interrupted; {outcome}.")
+
+
+def run_options(ctx: typer.Context) -> dict[str, Any]:
+    """The options typed on the command line (not typer's defaults), by name."""
+    return {
+        name: value
+        for name, value in ctx.params.items()
+        if name not in NOT_LAYOUT_OPTIONS
+        # by name: typer >= 0.20 ships its own copy of click, with its own enum
+        and getattr(ctx.get_parameter_source(name), "name", "") in ("COMMANDLINE", "ENVIRONMENT")
+    }
 
 
 def print_timings(stages: Any, options: Any) -> None:
     """``--timings``: the run's steps, and the work inside each (layoutkit/stages.py)."""
-    workers, scheduler = getattr(options, "workers", 1), getattr(options, "scheduler", "threads")
+    workers, scheduler = getattr(options, "workers", "?"), getattr(options, "scheduler", "threads")
     out.print(f"where the time went (seconds; after each step, the thread seconds of its work and their CPU seconds "
               f"in brackets, {workers} workers):",
               highlight=False, soft_wrap=True)
@@ -109,7 +143,8 @@ RECIPE_HELP = (
 )
 # arguments and switches that are not options of the layout or of the run (tests use it too)
 FORMER_OPTIONS = {"order": "layout"}  # options renamed: the former name is still taken
-NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk", "sources_from"})
+NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk", "sources_from",
+                                "append"})
 SOURCES_HELP = (
     "HDF5 or netCDF-4 file(s): paths, s3://bucket/key.h5 (gs://, az:// too), or quoted globs ('exports/shots-*.h5', "
     "'s3://bucket/exports/*.h5'). Several are written as one archive: the union of their shots."
@@ -143,13 +178,7 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
     typed (not typer's defaults) overrides the recipe."""
     from layoutkit.recipes import build_options
 
-    typed = {
-        name: value
-        for name, value in ctx.params.items()
-        if name not in NOT_LAYOUT_OPTIONS
-        # by name: typer >= 0.20 ships its own copy of click, with its own enum
-        and getattr(ctx.get_parameter_source(name), "name", "") in ("COMMANDLINE", "ENVIRONMENT")
-    }
+    typed = run_options(ctx)
     for former, name in FORMER_OPTIONS.items():  # --order signal still means --layout signal-major
         if former in typed:
             value = typed.pop(former)
@@ -166,4 +195,4 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
 
 __all__ = ["FORMER_OPTIONS", "ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "SOURCES_FROM_HELP", "SOURCES_HELP",
            "STORAGE_HELP", "TMPDIR_HELP", "options_from", "plan_and_run", "print_timings", "progress_bar",
-           "sources_given", "status"]
+           "run_options", "run_with_bar", "sources_given", "status"]

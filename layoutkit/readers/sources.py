@@ -82,7 +82,7 @@ class ArchiveSet(Archive):
                 for shot in member._children(self._shots_parent):
                     first = owners.setdefault(shot, member)
                     if first is not member:
-                        _same_shot(shot, first, member)
+                        same_shot(shot, first, member)
             self._owners = owners
         return self._owners
 
@@ -153,7 +153,7 @@ class ArchiveSet(Archive):
         return self._holder(path)._group_attrs(path)
 
 
-def _same_shot(shot: str, first: Archive, second: Archive) -> None:
+def same_shot(shot: str, first: Archive, second: Archive) -> None:
     """Refuse, by name, a shot two sources hold with different data."""
     a, b = first.shot(shot), second.shot(shot)
     if a.identical(b):
@@ -168,4 +168,4 @@ def _same_shot(shot: str, first: Archive, second: Archive) -> None:
     )
 
 
-__all__ = ["ArchiveSet", "DifferentDuplicateError", "expand_sources", "is_source_set"]
+__all__ = ["ArchiveSet", "DifferentDuplicateError", "same_shot", "expand_sources", "is_source_set"]

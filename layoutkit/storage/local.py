@@ -29,7 +29,7 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -131,7 +131,7 @@ class LocalDestination:
         parent = self.path.parent if str(self.path.parent) else Path(".")
         for entry in parent.glob(f".{glob_escape(self.path.name)}.layoutkit-*"):
             m = _STAGING.match(entry.name)
-            if m and m.group("name") == self.path.name and m.group("host") == host and not _process_alive(int(m.group("pid"))):
+            if m and m.group("name") == self.path.name and m.group("host") == host and not process_alive(int(m.group("pid"))):
                 found.append(entry)
         return found
 

@@ -533,6 +533,36 @@ def as_sources(given: str | os.PathLike | Sequence[str | os.PathLike], template:
     return SourceSet(tuple(as_source(m, storage_options) for m in members), template)
 
 
+def source_records(source: Path | ObjectSource | SourceSet) -> list[dict[str, Any]]:
+    """Each source's name, size and content digest, as a store's provenance lists them."""
+    members = source.members if isinstance(source, SourceSet) else (source,)
+    return [source_record(m) for m in members]
+
+
+def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+    """``{"name", "size", "digest"}`` (and ``"mtime"`` locally): SHA-256 of a local file's
+    bytes (1.8 GB/s here), the ETag of an object in a bucket (no read: an object's ETag
+    changes with its content). A local file whose name, size and modification time are
+    those of a record in ``known`` takes that record's digest without being read again
+    (an append over a glob of 500 files re-reads none it has seen)."""
+    if isinstance(source, ObjectSource):
+        import obstore
+
+        store, key = source._store
+        head = obstore.head(store, key)
+        return {"name": source.url, "size": int(head["size"]), "digest": f"etag:{head.get('e_tag') or ''}"}
+    import hashlib
+
+    stat = os.stat(source)
+    mine = {"name": os.path.basename(source), "size": stat.st_size, "mtime": stat.st_mtime_ns}
+    for record in known:
+        if all(record.get(k) == v for k, v in mine.items()) and record.get("digest"):
+            return {**mine, "digest": record["digest"]}
+    with open(source, "rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {**mine, "digest": f"sha256:{digest}"}
+
+
 def as_source(text: str | os.PathLike | ObjectSource | SourceSet,
               storage_options: dict[str, str] | None = None) -> Path | ObjectSource | SourceSet:
     """Parse a source once, at the edge: a bucket URL or a local path (``file://`` too)."""
@@ -564,4 +594,4 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
         return fh.read(size)
 
 
-__all__ = ["GLOB_CHARACTERS", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "portable", "read_head"]
+__all__ = ["GLOB_CHARACTERS", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "source_record", "source_records", "portable", "read_head"]

@@ -24,6 +24,9 @@ class ShotMajor(ZarrLayout):
     order = "shot"
     description = "the hierarchy mirrored: one Zarr array per dataset, at the same path"
 
+    def appendable(self, recorded: dict) -> bool:
+        return True  # a shot's nodes are its own objects; the root's listing takes the new ones
+
 
 LAYOUT = ShotMajor()
 

@@ -11,7 +11,7 @@ decoding), :mod:`.plan`, :mod:`.write`, :mod:`.read` and :mod:`.compare`, regist
 
 from __future__ import annotations
 
-from layoutkit.layouts.shot_packed.spec import ALIASES, LAYOUT_NAME
+from layoutkit.layouts.shot_packed.spec import ALIASES, LAYOUT_NAME, LAYOUT_VERSION
 from layoutkit.zarr_layout import ConvertOptions, ZarrLayout
 
 
@@ -22,8 +22,12 @@ class ShotPacked(ZarrLayout):
     aliases = ALIASES
     package = __name__
     order = "shot-packed"
+
     def needs_shot_archive(self, options: ConvertOptions) -> bool:
         return True
+
+    def appendable(self, recorded: dict) -> bool:
+        return recorded.get("version") == LAYOUT_VERSION  # the root lists no shot (Zarr v3 stores)
 
     description = "each shot's signals and time bases packed as bytes into one sharded array, with an index"
 

@@ -16,7 +16,7 @@ it is first used (:class:`~layoutkit.layout.Layout`).
 
 from __future__ import annotations
 
-from layoutkit.layouts.signal_major.spec import ALIASES, LAYOUT_NAME
+from layoutkit.layouts.signal_major.spec import ALIASES, LAYOUT_NAME, LAYOUT_VERSION
 from layoutkit.zarr_layout import ConvertOptions, ZarrLayout
 
 
@@ -27,8 +27,12 @@ class SignalMajor(ZarrLayout):
     aliases = ALIASES
     package = __name__
     order = "signal"
+
     def needs_shot_archive(self, options: ConvertOptions) -> bool:
         return True
+
+    def appendable(self, recorded: dict) -> bool:
+        return recorded.get("version") == LAYOUT_VERSION  # the root lists no shot (Zarr v3 stores)
 
     description = "each signal of every shot packed into one (sharded) array, with a per-shot index"
 

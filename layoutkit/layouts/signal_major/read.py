@@ -28,6 +28,7 @@ from layoutkit.layouts.signal_major.spec import (
     SHOTS_ARRAY,
     SIGNALS_GROUP,
     START,
+    same_as_parts,
     series_rows,
     series_same_as,
 )
@@ -130,12 +131,12 @@ class SignalMajorArchive(PackedArchive):
         chunk = int(self._meta.get("index_chunk", INDEX_CHUNK))
         doc, out = series.doc or {}, []
         groups = [(p["suffix"], "rows", int(p["shots"]), p.get("attrs")) for p in doc.get("parts", ())]
-        groups.append(("", "same_as", int(doc.get("same_as", {}).get("shots", 0)), False))
+        groups += [(p["suffix"], "same_as", int(p["shots"]), False) for p in same_as_parts(doc.get("same_as", {}))]
         for suffix, kind, n, attrs in groups:
             if kind == "rows":
                 names = [f"{SHOT}{suffix}", f"{START}{suffix}", f"{LENGTH}{suffix}"] + ([f"{ATTRS}{suffix}"] * bool(attrs))
             else:
-                names = [SAME_AS_SHOT, SAME_AS]
+                names = [f"{SAME_AS_SHOT}{suffix}", f"{SAME_AS}{suffix}"]
             for k in range(-(-n // chunk)):
                 if (f"{kind}{suffix}", k) not in series.loaded:
                     out.append((suffix, kind, k * chunk, min(n, (k + 1) * chunk), [f"{series.group}/{a}" for a in names]))
@@ -180,7 +181,7 @@ class SignalMajorArchive(PackedArchive):
         shots; for one, asking costs less than reading the list first)."""
         wanted = [s for s in dict.fromkeys(shots) if s not in self._shot_docs]
         if listed:
-            having = {m.group("shot") for p in self._list(MIRRORED_ARRAY) if (m := self._prefix.match(p))}
+            having = {m.group("shot") for p in self._list(self._meta.get("mirrored", MIRRORED_ARRAY)) if (m := self._prefix.match(p))}
             wanted = [s for s in wanted if s in having]
         self._shot_docs |= set(wanted)
         if not wanted:
@@ -249,7 +250,7 @@ class SignalMajorArchive(PackedArchive):
         if self._v2:  # the arrays inside shots, listed at the root (read only if a signal is among them)
             if not self._meta.get("unpacked_signals"):
                 return {}
-            return match_template([p for p in self._list(MIRRORED_ARRAY) if not p.endswith("/")], self.template)
+            return match_template([p for p in self._list(self._meta.get("mirrored", MIRRORED_ARRAY)) if not p.endswith("/")], self.template)
         return super()._mirrored_signals
 
     @property

@@ -19,7 +19,11 @@ common ones on ``data``, and the shots in which a scale is a byte-identical copy
 another scale of the shot (stored once, ``same_as``). ``docs/formats/signal-major.md`` documents the layout
 for readers that are not layoutkit.
 
-**Version 2** (Zarr v3 stores): the root holds what does not grow with the shots. The
+**Version 2** (Zarr v3 stores): the root holds what does not grow with the shots.
+An append (``convert --append``) adds a part per series (a new suffix) for the new
+shots, and a new pair of ``same_as`` arrays listed in the series attribute's
+``same_as.parts`` (:func:`same_as_parts`); the root-level lists are written again under
+new names, which the root's layout attribute gives (``"shots"``, ``"mirrored"``). The
 series attribute keeps, per part, its suffix, its dimension scales and its number of
 shots; the rows are read from the index arrays (chunked :data:`INDEX_CHUNK` rows at a
 time), never from the attribute. Per-shot attributes are the text array ``attrs{sfx}``
@@ -216,6 +220,15 @@ def series_same_as(doc: dict[str, Any]) -> dict[str, str]:
     return {shot: other for other, shots in doc.get("same_as", {}).items() for shot in shots}
 
 
+def same_as_parts(same_as: dict[str, Any]) -> list[dict[str, Any]]:
+    """Version 2: the pairs of ``same_as_shot{suffix}`` / ``same_as{suffix}`` arrays of a
+    series (its attribute's ``same_as``): one unsuffixed pair as a run writes it, one
+    more per append that brought such shots (``"parts": [{"suffix": ..., "shots": n}]``)."""
+    if "parts" in same_as:
+        return list(same_as["parts"])
+    return [{"suffix": "", "shots": int(same_as.get("shots", 0))}]
+
+
 def index_arrays(group: str, suffix: str) -> tuple[str, str, str]:
     """The paths of a part's index arrays: its shot ids, starts and lengths."""
     return f"{group}/{SHOT}{suffix}", f"{group}/{START}{suffix}", f"{group}/{LENGTH}{suffix}"
@@ -225,6 +238,6 @@ __all__ = [
     "ALIASES", "ATTRS", "DATA", "INDEX_CHUNK", "LAYOUT_NAME", "LAYOUT_VERSION", "LENGTH", "MIRRORED_ARRAY",
     "PER_SHOT_ONLY_ATTRS", "ROOT_INDEX_VERSION", "SAMPLE_DIM", "SAME_AS", "SAME_AS_SHOT", "SCALES_GROUP",
     "SERIES_ATTR", "SHOT", "SHOTS_ARRAY", "SHOT_ATTR", "SIGNALS_GROUP", "START", "PackedPart", "PackedRow",
-    "PackedSeries", "SeriesRow", "index_arrays", "same_as_rows", "series_document", "series_document_v2", "shot_documents",
+    "PackedSeries", "SeriesRow", "index_arrays", "same_as_parts", "same_as_rows", "series_document", "series_document_v2", "shot_documents",
     "series_rows", "series_same_as",
 ]

@@ -1,0 +1,478 @@
+"""``convert --append``: new sources added to an existing store, writing only what is new.
+
+An archive grows: a tokamak adds shots every run day, a reanalysis a file a month. An
+append adds the shots of new source files to a store that layoutkit wrote, in any Zarr
+layout, locally, in a bucket or in Icechunk:
+
+1. The store's root document says its layout and its recipe, and lists the sources it
+   was made from with a content digest (SHA-256 of a local file; the ETag and size of an
+   object in a bucket): :func:`source_records`. Sources already listed are recognised
+   and skipped, so running the same append twice writes nothing and says so.
+2. The remaining sources are walked as one archive (:mod:`layoutkit.hdf5.combined`). A
+   shot the store already holds is left out when its data are the same and refused by
+   name when not; what lies outside the shots must be what the store holds.
+3. The new shots are written with the store's recipe, as any run writes, into a staging
+   folder (local, ``--tmpdir``), and the layout's ``append.merge`` says how they join the
+   store (:class:`Merge`): which objects are added under which keys (nothing of the
+   store is rewritten but its small shared documents; a signal-major series grows by a
+   new part), which new documents are written, and the new root document.
+4. They are written in an order that keeps the store readable and whole
+   (:func:`_apply`): under a lock (another append is refused in one sentence), a journal
+   of the keys about to be added, then the added objects, then the root document, which
+   is the commit: a reader sees the old store or the new one. What the old root
+   referenced and the new one does not is deleted after it. In Icechunk all of it is
+   one commit. A killed append leaves the journal; the next append (or
+   :func:`recover`) removes what it added, or finishes what it committed.
+
+A paged HDF5 file is not appended to: its pages order every shot's bytes by shot or by
+signal across the whole file, and a new shot belongs in the middle of that order; run
+``reorder`` on all the sources instead (refused in one sentence).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
+from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
+from layoutkit.hdf5.combined import shot_of, walk_sources
+from layoutkit.hdf5.model import Inventory
+from layoutkit.layout import Layout
+from layoutkit.plan import natural_key
+from layoutkit.stages import Stages
+from layoutkit.storage import SourceSet, as_sources
+from layoutkit.storage.editing import JOURNAL, LOCK, StoreEditor, editor_for
+from layoutkit.storage.sources import source_record
+
+PAUSE_ENV = "LAYOUTKIT_APPEND_PAUSE"
+"""Tests only: a path. Before its commit an append creates that file and waits while it
+exists (at most a minute), so that a test can kill it there, or start a second append."""
+
+
+# -- what a layout's merge returns ------------------------------------------------------
+
+
+@dataclass
+class Merge:
+    """How the staged store of the new shots joins the store (a layout's ``append.merge``)."""
+
+    moves: dict[str, str] = field(default_factory=dict)  # staged key -> the store's key (new keys only)
+    documents: dict[str, bytes] = field(default_factory=dict)  # new keys, written before the root
+    root: dict[str, Any] = field(default_factory=dict)  # the new root document: the commit
+    after: dict[str, bytes] = field(default_factory=dict)  # copies no reader relies on, written after the root
+    garbage: list[str] = field(default_factory=list)  # keys the new root no longer references
+
+
+class StoreDocs:
+    """JSON documents and objects of a store, read as the merges need them."""
+
+    def __init__(self, get: Callable[[str], bytes | None], keys: Callable[[], list[str]] | None = None) -> None:
+        self._get = get
+        self._keys = keys
+
+    def get(self, key: str) -> bytes | None:
+        return self._get(key)
+
+    def json(self, key: str) -> dict[str, Any]:
+        data = self._get(key)
+        return json.loads(data) if data else {}
+
+    def keys(self) -> list[str]:
+        """Every key (the staged store only: the store itself is never listed)."""
+        assert self._keys is not None
+        return self._keys()
+
+
+def folder_docs(path: Path) -> StoreDocs:
+    """The staged store (a local folder) as :class:`StoreDocs`."""
+
+    def get(key: str) -> bytes | None:
+        try:
+            return (path / key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    return StoreDocs(get, lambda: sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()))
+
+
+def shots_in(keys: Sequence[str], template: str) -> set[str]:
+    """The shots whose groups hold ``keys`` (store keys mirror source paths; the key of
+    an object names its node's folder, so ``shots/zarr.json`` is no shot)."""
+    shot = shot_of(template)
+    return {s for k in keys if "/" in k and (s := shot("/" + k.rsplit("/", 1)[0])) is not None}
+
+
+def shot_keys(keys: Sequence[str], template: str, shots: set[str]) -> list[str]:
+    """The keys that lie inside the groups of ``shots``."""
+    shot = shot_of(template)
+    return [k for k in keys if "/" in k and shot("/" + k.rsplit("/", 1)[0]) in shots]
+
+
+def merged_sidecar(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The store's ``layoutkit.json`` with the new shots' entries added: lists joined
+    (without repeats), maps joined, the rest the store's."""
+    out = dict(old)
+    for key, value in new.items():
+        mine = out.get(key)
+        if isinstance(mine, list) and isinstance(value, list):
+            seen = {json.dumps(v, sort_keys=True) for v in mine}
+            out[key] = mine + [v for v in value if json.dumps(v, sort_keys=True) not in seen]
+        elif isinstance(mine, dict) and isinstance(value, dict):
+            out[key] = {**mine, **value}
+        elif key not in out:
+            out[key] = value
+    return out
+
+
+def text_list(name: str, values: list[str], like: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """A root-level list of names (``/_shots``...) written as a new text array ``name``
+    with the codecs of ``like`` (the old list's metadata): its metadata and its objects."""
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+    from zarr.storage import MemoryStore
+
+    meta = json.loads(json.dumps(like))
+    meta["shape"] = [len(values)]
+    meta["chunk_grid"]["configuration"]["chunk_shape"] = [max(1, len(values))]
+    store = MemoryStore()
+    sync(store.set(f"{name}/zarr.json", default_buffer_prototype().buffer.from_bytes(json.dumps(meta).encode())))
+    if values:
+        zarr.open_array(store, path=name, mode="r+")[:] = values
+    objects = {k: v.to_bytes() for k, v in store._store_dict.items()}
+    return meta, objects
+
+
+def read_list(docs: StoreDocs, name: str, meta: dict[str, Any]) -> list[str]:
+    """The values of a root-level text array of a store (its metadata ``meta`` from the root)."""
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+    from zarr.storage import MemoryStore
+
+    store = MemoryStore()
+    for key in array_keys(name, meta):
+        data = json.dumps(meta).encode() if key.endswith("zarr.json") else docs.get(key)
+        if data is not None:
+            sync(store.set(key, default_buffer_prototype().buffer.from_bytes(data)))
+    return [str(v) for v in zarr.open_array(store, path=name, mode="r")[:]]
+
+
+def next_name(base: str, taken: set[str]) -> str:
+    """``base`` followed by the first ``_aN`` not in ``taken`` (a new name for a list)."""
+    n = 1
+    while f"{base}_a{n}" in taken:
+        n += 1
+    return f"{base}_a{n}"
+
+
+def array_keys(name: str, meta: dict[str, Any]) -> list[str]:
+    """Every object of a one-dimensional array ``name`` (its metadata and chunks)."""
+    n = int(meta.get("shape", [0])[0])
+    chunk = max(1, int(meta["chunk_grid"]["configuration"]["chunk_shape"][0]))
+    return [f"{name}/zarr.json"] + [f"{name}/c/{i}" for i in range(-(-n // chunk))]
+
+
+def natural(values: Sequence[str]) -> list[str]:
+    return sorted(dict.fromkeys(values), key=natural_key)
+
+
+# -- the run ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppendSummary:
+    dest: str
+    sources: int  # named
+    new_sources: int  # not recorded in the store before
+    new_shots: int
+    known_shots: int  # in the new sources, and already in the store (equal)
+    objects: int  # written (added, or documents rewritten)
+    bytes_written: int
+    seconds: float
+    appends: int  # the store's appends, this one included
+
+    @property
+    def wrote_nothing(self) -> bool:
+        return self.objects == 0
+
+
+def append(
+    src: Any,
+    dst: str | os.PathLike,
+    typed: dict[str, Any] | None = None,
+    storage_options: dict[str, str] | None = None,
+    progress: Callable[[int], None] | None = None,
+    stages: Stages | None = None,
+    tmpdir: str | os.PathLike | None = None,
+) -> AppendSummary:
+    """Add the shots of ``src`` (a path, a URL, several, a glob) to the store ``dst``.
+
+    ``typed``: options given on the command line; only those of the run (workers,
+    memory limit, scheduler) may differ from the store's recipe.
+
+    Raises
+    ------
+    LayoutkitError
+        For every expected failure (the store is then as it was): no store, a layout that
+        cannot be appended to, another append running, a shot that differs.
+    """
+    t0 = time.perf_counter()
+    if Path(str(dst)).is_file() or str(dst).endswith((".h5", ".hdf5", ".nc")):
+        raise OutputNotWritableError(
+            f"{dst} is an HDF5 file, and layoutkit does not append to paged HDF5: its pages order the bytes of every "
+            "shot by shot or by signal across the whole file, so new shots belong in the middle of that order and the "
+            "file would be rewritten whole; run reorder on all the sources into a new file instead."
+        )
+    editor = editor_for(str(dst), storage_options)
+    root = _root(editor, dst)
+    layout, provenance = _recorded(root, dst)
+    options = _options(layout, provenance, typed or {}, dst)
+    with editor.lock():
+        if recover(editor):
+            root = _root(editor, dst)
+            provenance = json.loads(root["attributes"][PROVENANCE_ATTR])
+        sources = as_sources(src if isinstance(src, (str, os.PathLike)) else list(src), options.template,
+                             storage_options)
+        members = sources.members if isinstance(sources, SourceSet) else (sources,)
+        from layoutkit.hdf5.files import check_source
+
+        for m in members:
+            check_source(m)
+        records = {m: source_record(m, provenance.get("sources", [])) for m in members}
+        known = {s.get("digest") for s in provenance.get("sources", [])}
+        new = [m for m in members if records[m]["digest"] not in known]
+        appends = len(provenance.get("appends", []))
+        if not new:
+            editor.discard()
+            return AppendSummary(str(dst), len(members), 0, 0, 0, 0, 0, time.perf_counter() - t0, appends)
+        fresh = SourceSet(tuple(new), options.template)
+        inventory, known_shots = _new_shots(fresh, str(dst), storage_options, options)
+        append_id = uuid.uuid4().hex[:12]
+        entry = {"id": append_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                 "sources": len(new), "shots": _count_shots(inventory, options.template)}
+        new_provenance = {**provenance, "sources": [*provenance.get("sources", []), *(records[m] for m in new)],
+                          "appends": [*provenance.get("appends", []), entry]}
+        with _staging(dst, tmpdir) as folder:
+            if entry["shots"]:
+                merge = _stage_and_merge(layout, fresh, inventory, options, folder, editor, progress, stages)
+            else:  # every shot of the new sources is in the store already: only they are recorded
+                merge = Merge(root=root)
+            merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps(new_provenance)
+            written, nbytes = _apply(editor, merge, folder / "new.zarr", append_id, str(dst))
+        editor.commit(f"layoutkit convert --append: {len(new)} sources, {entry['shots']} shots")
+    return AppendSummary(str(dst), len(members), len(new), entry["shots"], known_shots, written, nbytes,
+                         time.perf_counter() - t0, appends + 1)
+
+
+def _root(editor: StoreEditor, dst: Any) -> dict[str, Any]:
+    data = editor.get("zarr.json")
+    if data is None:
+        raise OutputNotWritableError(
+            f"{dst} holds no Zarr v3 store to append to (no zarr.json); write it first with layoutkit convert "
+            "(an append adds to a store in Zarr format 3)."
+        )
+    return json.loads(data)
+
+
+def _recorded(root: dict[str, Any], dst: Any) -> tuple[Layout, dict[str, Any]]:
+    """The store's layout and provenance; refuses a store layoutkit did not write, and
+    one whose layout keeps a document that grows with the shots (written before)."""
+    from layoutkit.layouts import zarr_layout
+
+    attrs = root.get("attributes") or {}
+    try:
+        provenance = json.loads(attrs.get(PROVENANCE_ATTR) or "")
+    except ValueError:
+        provenance = None
+    if not isinstance(provenance, dict) or not isinstance(provenance.get("recipe"), dict):
+        raise OutputNotWritableError(f"{dst} was not written by layoutkit convert (its root has no {PROVENANCE_ATTR!r} "
+                                     "recipe), so layoutkit cannot append to it.")
+    layout = zarr_layout(attrs.get(LAYOUT_ATTR) or {})
+    if layout is None or not layout.appendable(attrs.get(LAYOUT_ATTR) or {}):
+        said = (attrs.get(LAYOUT_ATTR) or {}).get("name", "shot-major") if layout is None else layout.name
+        raise OutputNotWritableError(
+            f"{dst} is a {said} store of a version layoutkit does not append to (it keeps an index that grows with "
+            "the shots in its root document); convert all its sources again into a new store."
+        )
+    return layout, provenance
+
+
+RUN_KEYS = frozenset({"workers", "memory_limit", "scheduler", "overwrite", "skip_unsupported"})
+
+
+def _options(layout: Layout, provenance: dict[str, Any], typed: dict[str, Any], dst: Any) -> Any:
+    """The store's recipe, with the run's own options (workers...) as typed; a layout
+    option typed that differs from the recipe is refused."""
+    from layoutkit.recipes import build_options, recipe_from_provenance
+
+    recipe = recipe_from_provenance(provenance, str(dst))
+    recorded = build_options("convert", recipe, {})
+    options = build_options("convert", recipe, {k: v for k, v in typed.items() if k in RUN_KEYS})
+    given = build_options("convert", recipe, typed)
+    for f in type(options).__dataclass_fields__:
+        if f not in RUN_KEYS and getattr(given, f) != getattr(recorded, f):
+            raise InvalidOptionError(
+                f"{dst} was written with --{f.replace('_', '-')} {getattr(recorded, f)}; an append writes with the "
+                f"store's own recipe: leave out --{f.replace('_', '-')}."
+            )
+    if getattr(options, "zarr_format", 3) != 3:
+        raise OutputNotWritableError(f"{dst} is a Zarr format 2 store; layoutkit appends to Zarr format 3 stores.")
+    return replace(options, overwrite=False)
+
+
+def _count_shots(inventory: Inventory, template: str) -> int:
+    shot = shot_of(template)
+    return len({s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None})
+
+
+def _new_shots(sources: SourceSet, dst: str, storage_options: dict[str, str] | None,
+               options: Any) -> tuple[Inventory, int]:
+    """The inventory of the shots of ``sources`` the store does not hold, and how many
+    it holds already (equal). Refuses a shot the store holds with other data, and what
+    lies outside the shots when it differs from the store's."""
+    from layoutkit.archive import open_archive
+    from layoutkit.readers.sources import same_shot
+    from layoutkit.verify.equality import compare_variant
+
+    inventory = walk_sources(sources)
+    shot = shot_of(options.template)
+    mine = {s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None}
+    outside = replace(inventory, arrays=tuple(a for a in inventory.arrays if shot(a.path) is None),
+                      groups=tuple(g for g in inventory.groups if shot(g.path) is None), links=())
+    found = [m for m in compare_variant(sources, dst, inventory=outside, storage_options=storage_options)
+             if m.what != "extra" and shot(m.path) is None]
+    if found:
+        raise LayoutkitError(f"{found[0].path} differs between the new sources and {dst} ({found[0].detail}); "
+                             "an append adds shots: what lies outside them must be what the store holds.")
+    with open_archive(dst, template=options.template, storage_options=storage_options) as store:
+        held = mine & set(store.shots)
+        if held:
+            owners = {s: a.member for a in inventory.arrays if (s := shot(a.path)) in held}
+            for s in sorted(held, key=natural_key):
+                with open_archive(sources.members[owners.get(s, 0)], template=options.template,
+                                  storage_options=storage_options) as member:
+                    same_shot(s, store, member)
+    if not held:
+        return inventory, 0
+    keep = (lambda p: shot(p) not in held)
+    return replace(inventory, arrays=tuple(a for a in inventory.arrays if keep(a.path)),
+                   groups=tuple(g for g in inventory.groups if keep(g.path))), len(held)
+
+
+@contextlib.contextmanager
+def _staging(dst: Any, tmpdir: str | os.PathLike | None) -> Iterator[Path]:
+    """A folder for the new shots' store: beside a local store (so its files are renamed
+    into it), else in ``tmpdir``."""
+    from layoutkit.storage import is_url
+    from layoutkit.storage.icechunk_repo import is_icechunk
+
+    local = not is_url(str(dst)) and not is_icechunk(str(dst))
+    where = Path(dst).resolve().parent if local and tmpdir is None else tmpdir
+    folder = Path(tempfile.mkdtemp(prefix=f".{Path(str(dst)).name}.layoutkit-append-", dir=where))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, options: Any, folder: Path,
+                     editor: StoreEditor, progress: Any, stages: Stages | None) -> Merge:
+    from layoutkit import pipeline
+
+    staged = folder / "new.zarr"
+    planned = pipeline.plan(layout, sources, staged, options, inventory=inventory, stages=stages)
+    pipeline.run(layout, sources, staged, options, progress, planned, stages=stages)
+    return layout.merge(StoreDocs(editor.get), folder_docs(staged), options)
+
+
+def _apply(editor: StoreEditor, merge: Merge, staged: Path, append_id: str, name: str) -> tuple[int, int]:
+    """Write a merge in the order that keeps the store whole (module docstring); returns
+    the objects and bytes written."""
+    added = [*merge.moves.values(), *(k for k in merge.documents if k != SIDECAR)]
+    sidecar_before = editor.get(SIDECAR) if SIDECAR in merge.documents else None
+    journal = {"id": append_id, "added": added, "after": {k: v.decode() for k, v in merge.after.items()},
+               "garbage": merge.garbage,
+               "sidecar": sidecar_before.decode() if sidecar_before is not None else None}
+    nbytes = 0
+    if not editor.transactional:
+        editor.put(JOURNAL, json.dumps(journal).encode())
+    try:
+        for key, data in merge.documents.items():  # the new nodes' metadata before their chunks (Icechunk wants it)
+            nbytes += len(data)
+            editor.put(key, data)
+        for source, key in merge.moves.items():
+            nbytes += (staged / source).stat().st_size
+            editor.put_file(key, staged / source)
+        _pause()
+        root = json.dumps(merge.root, allow_nan=False).encode()
+        editor.put("zarr.json", root)  # the commit
+    except BaseException:
+        if editor.transactional:
+            editor.discard()
+        else:
+            _undo(editor, journal)
+        raise
+    _finish(editor, journal)
+    return len(merge.moves) + len(merge.documents) + 1 + len(merge.after), nbytes + len(root)
+
+
+def _pause() -> None:
+    flag = os.environ.get(PAUSE_ENV)
+    if not flag:
+        return
+    Path(flag).write_text(str(os.getpid()))
+    deadline = time.monotonic() + 60
+    while os.path.exists(flag) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _undo(editor: StoreEditor, journal: dict[str, Any]) -> None:
+    """Remove what an append that did not commit added; put the sidecar back."""
+    editor.delete(list(journal.get("added", [])))
+    if journal.get("sidecar") is not None:
+        editor.put(SIDECAR, journal["sidecar"].encode())
+    if not editor.transactional:
+        editor.delete([JOURNAL])
+
+
+def _finish(editor: StoreEditor, journal: dict[str, Any]) -> None:
+    """After the commit: the copies no reader relies on, the old lists gone, the journal gone."""
+    for key, text in journal.get("after", {}).items():
+        editor.put(key, text.encode())
+    editor.delete(list(journal.get("garbage", [])))
+    if not editor.transactional:
+        editor.delete([JOURNAL])
+
+
+def recover(editor: StoreEditor) -> bool:
+    """Clean up after an append that was killed (its journal is there): remove what it
+    added when it did not commit, finish it when it did. True when there was one."""
+    data = editor.get(JOURNAL)
+    if data is None:
+        return False
+    journal = json.loads(data)
+    root = json.loads(editor.get("zarr.json") or b"{}")
+    try:
+        provenance = json.loads((root.get("attributes") or {}).get(PROVENANCE_ATTR) or "{}")
+    except ValueError:
+        provenance = {}
+    if any(a.get("id") == journal.get("id") for a in provenance.get("appends", [])):
+        _finish(editor, journal)
+    else:
+        _undo(editor, journal)
+    return True
+
+
+__all__ = ["JOURNAL", "LOCK", "PAUSE_ENV", "AppendSummary", "Merge", "StoreDocs", "append", "array_keys",
+           "folder_docs", "merged_sidecar", "natural", "next_name", "read_list", "recover", "shot_keys", "shots_in", "text_list"]

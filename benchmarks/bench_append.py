@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/layoutkit-bench-append"))
     args = parser.parse_args()
     work = args.work
+    work.mkdir(parents=True, exist_ok=True)
     folder = work / f"archive-{args.shots}x{args.signals}-{args.files}"
     if not folder.exists():
         print(f"writing {args.shots} shots as {args.files} files ...", flush=True)

@@ -168,6 +168,31 @@ def read_list(docs: StoreDocs, name: str, meta: dict[str, Any]) -> list[str]:
     return [str(v) for v in zarr.open_array(store, path=name, mode="r")[:]]
 
 
+def join_list(old: StoreDocs, new: StoreDocs, root: dict[str, Any], staged: dict[str, Any], field: str, base: str,
+              out: Merge) -> None:
+    """A root-level list of names (the layout attribute's ``field``: ``"shots"``...) with
+    the staged store's values added, written again under a new name (``{base}_aN``)
+    which the root's layout attribute and node listing take: a reader holding the old
+    root reads the old list, removed once the new root is in. Shots in natural order."""
+    from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR
+
+    layout, nodes = root["attributes"][LAYOUT_ATTR], root["attributes"][NODES_ATTR]
+    staged_layout, staged_nodes = staged["attributes"][LAYOUT_ATTR], staged["attributes"][NODES_ATTR]
+    listed, theirs = layout.get(field), staged_layout.get(field)
+    if listed is None and theirs is None:
+        return
+    values = read_list(old, listed, nodes[listed]) if listed else []
+    values += read_list(new, theirs, staged_nodes[theirs]) if theirs else []
+    name = next_name(base, set(nodes))
+    like = nodes.pop(listed) if listed else staged_nodes[theirs]
+    meta, objects = text_list(name, natural(values) if field == "shots" else sorted(set(values)), like)
+    nodes[name] = meta
+    layout[field] = name
+    out.documents.update(objects)
+    if listed:
+        out.garbage += array_keys(listed, like)
+
+
 def next_name(base: str, taken: set[str]) -> str:
     """``base`` followed by the first ``_aN`` not in ``taken`` (a new name for a list)."""
     n = 1
@@ -475,4 +500,4 @@ def recover(editor: StoreEditor) -> bool:
 
 
 __all__ = ["JOURNAL", "LOCK", "PAUSE_ENV", "AppendSummary", "Merge", "StoreDocs", "append", "array_keys",
-           "folder_docs", "merged_sidecar", "natural", "next_name", "read_list", "recover", "shot_keys", "shots_in", "text_list"]
+           "folder_docs", "join_list", "merged_sidecar", "natural", "next_name", "read_list", "recover", "shot_keys", "shots_in", "text_list"]

@@ -152,3 +152,84 @@ def test_one_source_is_not_a_set(three):
 def test_a_missing_member_is_one_sentence(three, tmp_path):
     result = runner.invoke(app, ["convert", str(three[0]), str(tmp_path / "nope.h5"), str(tmp_path / "x.zarr")])
     assert result.exit_code != 0 and "does not exist" in result.output and "Traceback" not in result.output
+
+
+# -- netCDF files joined along their record dimension ------------------------------------
+
+
+def monthly(folder: Path, months=((1, 31), (2, 28), (3, 31)), packed: bool = True, **changes) -> list[Path]:
+    """ERA5-like monthly files: t2m packed as int16 with each month's own scale and offset
+    (and chunking), a land-sea mask without time, time unlimited."""
+    import numpy as np
+    import pandas as pd
+    import xarray as xr
+
+    folder.mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    out = []
+    for month, days in months:
+        time = pd.date_range(f"2010-{month:02d}-01", periods=days * 4, freq="6h")
+        t2m = (250 + 30 * rng.random((len(time), 5, 7))).astype("f4")
+        t2m[month, 1, 2] = np.nan
+        lsm = changes.get("lsm", {}).get(month, np.ones((5, 7), "f4"))
+        ds = xr.Dataset({"t2m": (("time", "lat", "lon"), t2m, {"units": changes.get("units", {}).get(month, "K")}),
+                         "lsm": (("lat", "lon"), lsm, {"units": "1"})},
+                        coords={"time": time, "lat": np.linspace(50, 40, 5), "lon": np.linspace(0, 6, 7)},
+                        attrs={"Conventions": "CF-1.6", "history": f"month {month}"})
+        lo, hi = float(np.nanmin(t2m)), float(np.nanmax(t2m))
+        encoding = {"t2m": {"dtype": "int16", "scale_factor": (hi - lo) / 60000, "add_offset": (hi + lo) / 2,
+                            "_FillValue": -32767, "zlib": True, "chunksizes": (days * month % 7 + 3, 5, 7)}
+                    if packed else {"zlib": month % 2 == 1},
+                    "time": {"units": changes.get("time_units", "hours since 1900-01-01"), "dtype": "int64"}}
+        path = folder / f"t2m_2010{month:02d}.nc"
+        ds.to_netcdf(path, engine="h5netcdf", unlimited_dims=["time"], encoding=encoding)
+        out.append(path)
+    return out
+
+
+def open_mf(files: list[Path]):  # noqa: ANN201
+    import xarray as xr
+
+    return xr.open_mfdataset(sorted(files), combine="by_coords", data_vars="minimal", coords="minimal",
+                             compat="override", join="exact", engine="h5netcdf").load()
+
+
+def without_provenance(ds):  # noqa: ANN001, ANN201
+    ds.attrs.pop("layoutkit")  # what layoutkit records of the run
+    return ds
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packing-differs", "plain"])
+def test_monthly_netcdf_files_are_one_store_equal_to_open_mfdataset(tmp_path, packed):
+    import xarray as xr
+
+    files = monthly(tmp_path / "era5", packed=packed)
+    store = tmp_path / "t2m.zarr"
+    result = runner.invoke(app, ["--quiet", "convert", str(tmp_path / "era5" / "t2m_*.nc"), str(store)])
+    assert result.exit_code == 0, result.output
+    got = without_provenance(xr.open_zarr(store).load())
+    xr.testing.assert_identical(got, open_mf(files))  # values, decoded dtypes, coordinates, attributes
+    assert compare_set(files, store) == []
+    dry = runner.invoke(app, ["convert", *map(str, files[::-1]), str(tmp_path / "x.zarr"), "--dry-run"])
+    text = " ".join(dry.output.split())
+    assert "3 sources joined along 'time'" in text and ("stored decoded" in text) == packed
+
+
+def test_netcdf_files_that_do_not_join_are_refused_by_name(tmp_path):
+    import numpy as np
+
+    overlap = monthly(tmp_path / "overlap", months=((1, 31), (2, 28)))
+    with h5py.File(overlap[0], "r") as jan, h5py.File(overlap[1], "r+") as feb:
+        feb["time"][0] = jan["time"][-1]  # February starts where January ends
+    with pytest.raises(SourcesDoNotCombineError, match="overlap along 'time'"):
+        layoutkit.convert(overlap, tmp_path / "a.zarr")
+    mask = monthly(tmp_path / "mask", lsm={2: np.zeros((5, 7), "f4")})
+    with pytest.raises(SourcesDoNotCombineError, match=r"Variable '/lsm' \(without the record dimension\) differs "
+                                                       r"in its values between .*t2m_201001.nc and .*t2m_201002.nc"):
+        layoutkit.convert(mask, tmp_path / "b.zarr")
+    units = monthly(tmp_path / "units", units={3: "degC"})
+    with pytest.raises(SourcesDoNotCombineError, match=r"Variable '/t2m' differs in its attribute 'units'"):
+        layoutkit.convert(units, tmp_path / "c.zarr")
+    result = runner.invoke(app, ["convert", *map(str, units), str(tmp_path / "d.zarr")])
+    assert result.exit_code != 0 and "Traceback" not in result.output and not (tmp_path / "d.zarr").exists()
+

@@ -63,6 +63,7 @@ def convert(
     icechunk: Annotated[bool, typer.Option("--icechunk", help=ICECHUNK_HELP)] = False,
     sources_from: Annotated[Path | None, typer.Option("--sources-from", help=SOURCES_FROM_HELP)] = None,
     append: Annotated[bool, typer.Option("--append", help=APPEND_HELP)] = False,
+    concat_dim: Annotated[str | None, typer.Option("--concat-dim", help="netCDF sources without shots: the dimension to join them along (default: the unlimited one they share).")] = None,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included), or several as one archive, as a Zarr store."""
     if append:
@@ -70,7 +71,7 @@ def convert(
         return
     options = options_from(ctx, "convert", recipe)
     summary = plan_and_run("convert", sources_given(src, sources_from), dst, options, _print_plan, dry_run,
-                           storage_option, tmpdir, icechunk)
+                           storage_option, tmpdir, icechunk, concat_dim)
     if summary is None:
         return
     if not State.quiet:

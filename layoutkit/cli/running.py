@@ -46,7 +46,8 @@ def status(text: str) -> AbstractContextManager[Any]:
     return console.status(text)
 
 
-def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None, icechunk=False):  # noqa: ANN001, ANN202
+def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None, icechunk=False,  # noqa: ANN001, ANN202
+                 concat_dim=None):
     """Find the layout, plan (print it on --dry-run), then run with a progress bar through
     the pipeline; errors become one line."""
     from layoutkit import pipeline
@@ -59,7 +60,7 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
     try:
         layout = layout_for(command, options)
         storage = parse_storage_options(storage_options)
-        src = as_sources(src, getattr(options, "template", DEFAULT_TEMPLATE), storage)
+        src = as_sources(src, getattr(options, "template", DEFAULT_TEMPLATE), storage, concat_dim)
         dest = destination(dst, storage, tmpdir, icechunk)
         if not dry_run:
             pipeline.check_destination(dest, options, layout)
@@ -144,7 +145,7 @@ RECIPE_HELP = (
 # arguments and switches that are not options of the layout or of the run (tests use it too)
 FORMER_OPTIONS = {"order": "layout"}  # options renamed: the former name is still taken
 NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk", "sources_from",
-                                "append"})
+                                "append", "concat_dim"})
 SOURCES_HELP = (
     "HDF5 or netCDF-4 file(s): paths, s3://bucket/key.h5 (gs://, az:// too), or quoted globs ('exports/shots-*.h5', "
     "'s3://bucket/exports/*.h5'). Several are written as one archive: the union of their shots."

@@ -82,4 +82,36 @@ def same_attr(a: Any, b: Any) -> bool:
     return a == b
 
 
-__all__ = ["Mismatch", "as_py", "decode_fill", "equal_values", "expected_dtype", "same_attr"]
+# what must match for a dataset held by two sources to be the same dataset
+_SAME_FIELDS = ("shape", "dtype", "kind", "fill_value", "dims", "dim_scales", "is_scale", "null_space", "dim_only")
+
+
+def attrs_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """The first attribute (by name) that one of two attribute sets lacks or holds with another value."""
+    for name in sorted(set(a) | set(b)):
+        if name not in a or name not in b or not same_attr(_plain(a[name]), _plain(b[name])):
+            return f"attribute {name!r}"
+    return None
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Two attribute values as the walk read them (numpy or not) are the same."""
+    return same_attr(_plain(a), _plain(b))
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value.item() if isinstance(value, np.generic) else value
+
+
+def info_difference(a: ArrayInfo, b: ArrayInfo) -> str | None:
+    """What differs between two walks of a dataset (short of its values and storage): None when nothing."""
+    for name in _SAME_FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        if name == "fill_value" and same_attr(_plain(x), _plain(y)):
+            continue
+        if x != y:
+            return name.replace("_", " ")
+    return attrs_difference(a.attrs, b.attrs)
+
+
+__all__ = ["Mismatch", "as_py", "attrs_difference", "info_difference", "same_value", "decode_fill", "equal_values", "expected_dtype", "same_attr"]

@@ -28,8 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.equality.values import equal_values, same_attr
+from layoutkit.equality.values import attrs_difference, equal_values, info_difference
 from layoutkit.errors import DifferentDuplicateError, SourcesDoNotCombineError
+from layoutkit.hdf5.concat import RULE as CONCAT_RULE
+from layoutkit.hdf5.concat import concatenate
 from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.source import open_reader
@@ -37,10 +39,6 @@ from layoutkit.plan import compile_template, natural_key
 from layoutkit.storage import ObjectSource, SourceSet
 
 RULE = "the union of their shots"
-
-# what must match for a dataset held by two sources to be the same dataset
-_SAME_FIELDS = ("shape", "dtype", "kind", "fill_value", "dims", "dim_scales", "is_scale", "null_space", "dim_only")
-
 
 def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: int = 1) -> Inventory:
     """The inventory of a source, or of a set of sources combined (module docstring)."""
@@ -78,10 +76,13 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
             if owner.setdefault(s, i) != i:
                 duplicates.setdefault(s, []).append(i)
     if not owner:
+        if sources.concat_dim or all(inv.is_netcdf4 for inv in inventories):
+            return concatenate(sources, inventories, lambda i, info: read_whole(sources.members[i], info))
         raise SourcesDoNotCombineError(
-            f"{len(inventories)} sources were given and layoutkit combines sources as {RULE} under the template "
-            f"{sources.template!r}, but none of them holds a shot of it (e.g. {inventories[0].path}); pass --template, "
-            "or convert the files one by one."
+            f"{len(inventories)} sources were given and layoutkit combines shot archives as {RULE} under the template "
+            f"{sources.template!r} and netCDF-4 files along their record dimension, but none of them holds a shot of "
+            f"it and {next(i.path for i in inventories if not i.is_netcdf4)} is not netCDF-4; pass --template or "
+            "--concat-dim, or convert the files one by one."
         )
     groups: dict[str, GroupInfo] = {}
     group_member: dict[str, int] = {}
@@ -115,8 +116,14 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
     )
 
 
+def read_whole(source: Any, info: ArrayInfo) -> np.ndarray:
+    """All of one dataset of one source."""
+    with open_reader(source, {info.path: info}) as reader:
+        return reader.read(info.path, tuple((0, n) for n in info.shape))
+
+
 def _same_group(first: GroupInfo, other: GroupInfo, first_file: str, other_file: str) -> None:
-    differs = _attr_difference(first.attrs, other.attrs)
+    differs = attrs_difference(first.attrs, other.attrs)
     if differs is not None:
         raise DifferentDuplicateError(
             f"Group {first.path!r} is in {first_file} and in {other_file} with different attributes ({differs} differs); "
@@ -124,29 +131,8 @@ def _same_group(first: GroupInfo, other: GroupInfo, first_file: str, other_file:
         )
 
 
-def _attr_difference(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    for name in sorted(set(a) | set(b)):
-        if name not in a or name not in b or not same_attr(_plain(a[name]), _plain(b[name])):
-            return f"attribute {name!r}"
-    return None
-
-
-def _plain(value: Any) -> Any:
-    return value.tolist() if isinstance(value, np.ndarray) else value.item() if isinstance(value, np.generic) else value
-
-
-def _metadata_difference(a: ArrayInfo, b: ArrayInfo) -> str | None:
-    for name in _SAME_FIELDS:
-        x, y = getattr(a, name), getattr(b, name)
-        if name == "fill_value" and same_attr(_plain(x), _plain(y)):
-            continue
-        if x != y:
-            return name.replace("_", " ")
-    return _attr_difference(a.attrs, b.attrs)
-
-
 def _same_array(first: ArrayInfo, other: ArrayInfo, inventories: Sequence[Inventory], member: int) -> None:
-    differs = _metadata_difference(first, other)
+    differs = info_difference(first, other)
     if differs is not None:
         raise DifferentDuplicateError(
             f"Dataset {first.path!r} is in {inventories[first.member].path} and in {inventories[member].path} "
@@ -206,10 +192,10 @@ def _shot_difference(mine: tuple[dict[str, GroupInfo], dict[str, ArrayInfo]],
         for path in sorted(set(a) ^ set(b)):
             return f"{kind} {path!r} is in one only"
     for path, g in mine[0].items():
-        if (differs := _attr_difference(g.attrs, theirs[0][path].attrs)) is not None:
+        if (differs := attrs_difference(g.attrs, theirs[0][path].attrs)) is not None:
             return f"group {path!r}: {differs} differs"
     for path, info in mine[1].items():
-        if (differs := _metadata_difference(info, theirs[1][path])) is not None:
+        if (differs := info_difference(info, theirs[1][path])) is not None:
             return f"dataset {path!r}: its {differs} differs"
     return None
 
@@ -221,7 +207,14 @@ def _duplicate_error(shot: str, first: str, second: str, what: str) -> Different
 
 
 def describe(sources: SourceSet, inventory: Inventory) -> str:
-    """The rule ``--dry-run`` prints: how many sources, combined how, into how many shots."""
+    """The rule ``--dry-run`` prints: how many sources, combined how, into what."""
+    joined = [a for a in inventory.arrays if a.segments is not None]
+    if joined:
+        dim = joined[0].dims[0]
+        unpacked = [a.path for a in joined if a.unpack]
+        return (f"{len(sources.members)} sources joined along {dim!r} ({CONCAT_RULE}): {len(joined)} variables joined, "
+                f"{len(inventory.arrays) - len(joined)} the same in every file"
+                + (f"; stored decoded, as their files encode them differently: {', '.join(unpacked)}" if unpacked else ""))
     shot = shot_of(sources.template)
     shots = {s for a in inventory.arrays if (s := shot(a.path)) is not None}
     return (f"{len(sources.members)} sources combined as {RULE} under {sources.template!r}: {len(shots):,} shots "

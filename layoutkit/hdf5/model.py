@@ -53,6 +53,12 @@ class ArrayInfo:
     chunk_entries: tuple[tuple[tuple[int, ...], int, int, int], ...] | None = None
     address: int | None = None  # the object's address in the source file (None: not walked)
     member: int = 0  # which source of a set holds it (:class:`~layoutkit.storage.SourceSet`); 0 for one file
+    # a set's array concatenated along its first axis from the datasets of several
+    # sources (netCDF files along their record dimension): each one, in order; with
+    # ``unpack``, each is decoded as xarray decodes it (mask, scale and offset), as
+    # their encodings differ (:mod:`layoutkit.hdf5.combined`)
+    segments: tuple[ArrayInfo, ...] | None = None
+    unpack: bool = False
 
     @property
     def extendible(self) -> bool:

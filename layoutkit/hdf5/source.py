@@ -503,26 +503,46 @@ class SetReader:
         self._readers: dict[int, SourceReader] = {}
         self._lock = threading.Lock()
 
-    def _of(self, path: str) -> SourceReader:
-        member = self.arrays[path].member
+    def _of(self, path: str, member: int | None = None) -> SourceReader:
+        member = self.arrays[path].member if member is None else member
         reader = self._readers.get(member)
         if reader is None:
             with self._lock:
                 reader = self._readers.get(member)
                 if reader is None:
-                    infos = {p: a for p, a in self.arrays.items() if a.member == member}
+                    infos = {p: a for p, a in self.arrays.items() if a.member == member and a.segments is None}
+                    infos |= {p: s for p, a in self.arrays.items() for s in a.segments or () if s.member == member}
                     reader = self._readers[member] = SourceReader(self.sources.members[member], infos)
         return reader
+
+    def _joined(self, info: ArrayInfo, region: Region) -> np.ndarray:
+        """A region of an array joined from several sources along its first axis (netCDF
+        files along their record dimension), each part decoded as xarray decodes it
+        when the files encode it differently (:mod:`layoutkit.hdf5.concat`)."""
+        from layoutkit.hdf5.concat import decode
+
+        (a, b), rest = region[0], tuple(region[1:])
+        parts, start = [], 0
+        for seg in info.segments or ():
+            lo, hi = max(a, start), min(b, start + seg.shape[0])
+            if lo < hi:
+                data = self._of(seg.path, seg.member).read(seg.path, ((lo - start, hi - start), *rest))
+                parts.append(np.asarray(decode(seg, data) if info.unpack else data, dtype=info.dtype))
+            start += seg.shape[0]
+        if not parts:
+            return np.empty((0, *(hi - lo for lo, hi in rest)), dtype=info.dtype)
+        return np.concatenate(parts, axis=0)
 
     @property
     def bytes_read(self) -> int:
         return sum(r.bytes_read for r in list(self._readers.values()))
 
     def read(self, path: str, region: Region) -> np.ndarray:
-        return self._of(path).read(path, region)
+        info = self.arrays[path]
+        return self._joined(info, region) if info.segments is not None else self._of(path).read(path, region)
 
     def allocated(self, path: str, region: Region) -> bool:
-        return self._of(path).allocated(path, region)
+        return self.arrays[path].segments is not None or self._of(path).allocated(path, region)
 
     def stored_chunks(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[bytes | None, int]]:
         return self._of(path).stored_chunks(path, region)
@@ -534,7 +554,7 @@ class SetReader:
         """Each member's reads fetched together (:meth:`SourceReader.prefetch`)."""
         by_member: dict[int, list[tuple[str, Region]]] = {}
         for path, region in reads:
-            if path in self.arrays:
+            if path in self.arrays and self.arrays[path].segments is None:
                 by_member.setdefault(self.arrays[path].member, []).append((path, region))
         for pieces in by_member.values():
             self._of(pieces[0][0]).prefetch(pieces)

@@ -442,6 +442,7 @@ class SourceSet:
 
     members: tuple[Path | ObjectSource, ...]
     template: str
+    concat_dim: str | None = None  # netCDF files without shots: the dimension they are joined along
 
     def __str__(self) -> str:
         first = self.members[0]
@@ -520,7 +521,8 @@ def is_source_set(given: Any) -> bool:
 
 
 def as_sources(given: str | os.PathLike | Sequence[str | os.PathLike], template: str,
-               storage_options: dict[str, str] | None = None) -> Path | ObjectSource | SourceSet:
+               storage_options: dict[str, str] | None = None,
+               concat_dim: str | None = None) -> Path | ObjectSource | SourceSet:
     """Parse what names the source(s) of a run, at the edge: one path or URL is that
     source; several, a glob or a list of them a :class:`SourceSet` (its globs expanded,
     :func:`expand_sources`), unless they come to one source."""
@@ -530,7 +532,7 @@ def as_sources(given: str | os.PathLike | Sequence[str | os.PathLike], template:
     if len(items) == 1 and (isinstance(items[0], ObjectSource) or not is_source_set(items[0])):
         return as_source(items[0], storage_options)
     members = expand_sources(items, storage_options)
-    return SourceSet(tuple(as_source(m, storage_options) for m in members), template)
+    return SourceSet(tuple(as_source(m, storage_options) for m in members), template, concat_dim)
 
 
 def source_records(source: Path | ObjectSource | SourceSet) -> list[dict[str, Any]]:
@@ -582,7 +584,7 @@ def portable(source: Path | ObjectSource | SourceSet) -> str | ObjectSource | So
     (a set: each of its members so)."""
     if isinstance(source, SourceSet):
         return SourceSet(tuple(Path(portable(m)) if not isinstance(m, ObjectSource) else m for m in source.members),
-                         source.template)
+                         source.template, source.concat_dim)
     return source if isinstance(source, ObjectSource) else str(Path(source).resolve())
 
 

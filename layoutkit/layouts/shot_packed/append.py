@@ -8,39 +8,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from layoutkit.append import (
-    Merge,
-    StoreDocs,
-    array_keys,
-    merged_sidecar,
-    natural,
-    next_name,
-    read_list,
-    shot_keys,
-    shots_in,
-    text_list,
-)
-from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR, SIDECAR
+from layoutkit.append import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
+from layoutkit.formats import LAYOUT_ATTR, SIDECAR
 from layoutkit.layouts.shot_packed.spec import SHOTS_ARRAY
 
 
 def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
     keys = new.keys()
-    shots = shots_in(keys, options.template)
     root, staged = old.json("zarr.json"), new.json("zarr.json")
-    attrs, added = root["attributes"], staged["attributes"]
-    layout, nodes = attrs[LAYOUT_ATTR], attrs[NODES_ATTR]
-    listed = layout.get("shots", SHOTS_ARRAY)
-    name = next_name(SHOTS_ARRAY, set(nodes))
-    before = nodes.pop(listed)
-    meta, objects = text_list(name, natural([*read_list(old, listed, before), *shots]), before)
-    nodes[name] = meta
-    layout["shots"] = name
-    layout["signals"] = natural([*layout.get("signals", []), *added[LAYOUT_ATTR].get("signals", [])])
-    sidecar = merged_sidecar(old.json(SIDECAR), new.json(SIDECAR))
-    return Merge(moves={k: k for k in shot_keys(keys, options.template, shots)},
-                 documents={**objects, SIDECAR: json.dumps(sidecar, indent=2).encode()}, root=root,
-                 garbage=array_keys(listed, before))
+    out = Merge(moves={k: k for k in shot_keys(keys, options.template, shots_in(keys, options.template))}, root=root)
+    join_list(old, new, root, staged, "shots", SHOTS_ARRAY, out)
+    layout = root["attributes"][LAYOUT_ATTR]
+    layout["signals"] = natural([*layout.get("signals", []), *staged["attributes"][LAYOUT_ATTR].get("signals", [])])
+    out.documents[SIDECAR] = json.dumps(merged_sidecar(old.json(SIDECAR), new.json(SIDECAR)), indent=2).encode()
+    return out
 
 
 __all__ = ["merge"]

@@ -23,18 +23,7 @@ import json
 import re
 from typing import Any
 
-from layoutkit.append import (
-    Merge,
-    StoreDocs,
-    array_keys,
-    merged_sidecar,
-    natural,
-    next_name,
-    read_list,
-    shot_keys,
-    shots_in,
-    text_list,
-)
+from layoutkit.append import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
 from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR, SIDECAR
 from layoutkit.layouts.signal_major.spec import (
     ATTRS,
@@ -83,7 +72,7 @@ def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
         if _series(node) is None and group not in nodes and node.get("node_type") == "group":
             nodes[group] = node
             out.documents[f"{group}/zarr.json"] = json.dumps(node).encode()
-    _join_lists(old, new, attrs, added, out)
+    _join_lists(old, new, root, staged, out)
     out.documents[SIDECAR] = json.dumps(merged_sidecar(old.json(SIDECAR), new.json(SIDECAR)), indent=2).encode()
     return out
 
@@ -165,27 +154,14 @@ def _renamed(dim: str | None, old: str, new: str) -> str | None:
     return (dim[: len(dim) - len(old)] if old and dim.endswith(old) else dim) + new
 
 
-def _join_lists(old: StoreDocs, new: StoreDocs, attrs: dict[str, Any], added: dict[str, Any], out: Merge) -> None:
+def _join_lists(old: StoreDocs, new: StoreDocs, root: dict[str, Any], staged: dict[str, Any], out: Merge) -> None:
     """The root-level lists (every shot; the nodes inside shots) written again under new
     names, and the root's layout attribute naming them, with the new signals."""
-    layout, nodes = attrs[LAYOUT_ATTR], attrs[NODES_ATTR]
-    staged_layout, staged_nodes = added[LAYOUT_ATTR], added[NODES_ATTR]
-    for field, base in (("shots", SHOTS_ARRAY), ("mirrored", MIRRORED_ARRAY)):
-        listed, theirs = layout.get(field), staged_layout.get(field)
-        if listed is None and theirs is None:
-            continue
-        values = read_list(old, listed, nodes[listed]) if listed else []
-        values += read_list(new, theirs, staged_nodes[theirs]) if theirs else []
-        name = next_name(base, set(nodes))
-        like = nodes.pop(listed) if listed else staged_nodes[theirs]
-        meta, objects = text_list(name, natural(values) if field == "shots" else sorted(set(values)), like)
-        nodes[name] = meta
-        layout[field] = name
-        out.documents.update(objects)
-        if listed:
-            out.garbage += array_keys(listed, like)
+    join_list(old, new, root, staged, "shots", SHOTS_ARRAY, out)
+    join_list(old, new, root, staged, "mirrored", MIRRORED_ARRAY, out)
+    layout, theirs = root["attributes"][LAYOUT_ATTR], staged["attributes"][LAYOUT_ATTR]
     for field in ("signal_names", "unpacked_signals"):
-        layout[field] = natural([*layout.get(field, []), *staged_layout.get(field, [])])
+        layout[field] = natural([*layout.get(field, []), *theirs.get(field, [])])
 
 
 __all__ = ["merge"]

@@ -71,14 +71,23 @@ class Merge:
     root: dict[str, Any] = field(default_factory=dict)  # the new root document: the commit
     after: dict[str, bytes] = field(default_factory=dict)  # copies no reader relies on, written after the root
     garbage: list[str] = field(default_factory=list)  # keys the new root no longer references
+    added: list[str] = field(default_factory=list)  # keys ``write`` adds (for the journal)
+    write: Callable[[], int] | None = None  # writes into the store itself, before the root; its bytes
 
 
 class StoreDocs:
     """JSON documents and objects of a store, read as the merges need them."""
 
-    def __init__(self, get: Callable[[str], bytes | None], keys: Callable[[], list[str]] | None = None) -> None:
+    def __init__(self, get: Callable[[str], bytes | None], keys: Callable[[], list[str]] | None = None,
+                 zarr_store: Callable[[], Any] | None = None) -> None:
         self._get = get
         self._keys = keys
+        self._zarr_store = zarr_store
+
+    def zarr_store(self) -> Any:
+        """The store as a zarr store (to read its arrays, or to write the store's own)."""
+        assert self._zarr_store is not None
+        return self._zarr_store()
 
     def get(self, key: str) -> bytes | None:
         return self._get(key)
@@ -102,7 +111,13 @@ def folder_docs(path: Path) -> StoreDocs:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    return StoreDocs(get, lambda: sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()))
+    def zarr_store() -> Any:
+        import zarr.storage
+
+        return zarr.storage.LocalStore(str(path), read_only=True)
+
+    return StoreDocs(get, lambda: sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()),
+                     zarr_store)
 
 
 def shots_in(keys: Sequence[str], template: str) -> set[str]:
@@ -226,6 +241,7 @@ class AppendSummary:
     bytes_written: int
     seconds: float
     appends: int  # the store's appends, this one included
+    records: int = 0  # rows added along the record dimension (netCDF files)
 
     @property
     def wrote_nothing(self) -> bool:
@@ -240,6 +256,7 @@ def append(
     progress: Callable[[int], None] | None = None,
     stages: Stages | None = None,
     tmpdir: str | os.PathLike | None = None,
+    concat_dim: str | None = None,
 ) -> AppendSummary:
     """Add the shots of ``src`` (a path, a URL, several, a glob) to the store ``dst``.
 
@@ -281,23 +298,69 @@ def append(
         if not new:
             editor.discard()
             return AppendSummary(str(dst), len(members), 0, 0, 0, 0, 0, time.perf_counter() - t0, appends)
-        fresh = SourceSet(tuple(new), options.template)
-        inventory, known_shots = _new_shots(fresh, str(dst), storage_options, options)
-        append_id = uuid.uuid4().hex[:12]
-        entry = {"id": append_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                 "sources": len(new), "shots": _count_shots(inventory, options.template)}
-        new_provenance = {**provenance, "sources": [*provenance.get("sources", []), *(records[m] for m in new)],
-                          "appends": [*provenance.get("appends", []), entry]}
-        with _staging(dst, tmpdir) as folder:
+        fresh = SourceSet(tuple(new), options.template, concat_dim)
+        entry, known_shots, written, nbytes = _append_new(
+            editor, root, layout, fresh, options, str(dst), storage_options, progress, stages, tmpdir,
+            {**provenance, "sources": [*provenance.get("sources", []), *(records[m] for m in new)]})
+        editor.commit(f"layoutkit convert --append: {len(new)} sources, "
+                      + (f"{entry['records']} records" if "records" in entry else f"{entry['shots']} shots"))
+    return AppendSummary(str(dst), len(members), len(new), entry.get("shots", 0), known_shots, written, nbytes,
+                         time.perf_counter() - t0, appends + 1, entry.get("records", 0))
+
+
+def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sources: SourceSet, options: Any, dst: str,
+                storage_options: dict[str, str] | None, progress: Any, stages: Stages | None,
+                tmpdir: str | os.PathLike | None, provenance: dict[str, Any]) -> tuple[dict[str, Any], int, int, int]:
+    """Walk the new sources, join what they bring to the store, write it: the shots
+    they add (staged, then merged), or the rows they add along the record dimension
+    (netCDF files: :mod:`layoutkit.grow`). Returns the provenance's entry for the
+    append, the shots the store held already, and the objects and bytes written."""
+    inventory = walk_sources(sources)
+    append_id = uuid.uuid4().hex[:12]
+    entry: dict[str, Any] = {"id": append_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "sources": len(sources.members)}
+    known_shots = 0
+    with _staging(dst, tmpdir) as folder:
+        if _count_shots(inventory, options.template) == 0 and any(a.segments for a in inventory.arrays):
+            merge = _records(editor, root, sources, inventory, dst, storage_options)
+            entry["records"] = next(a.shape[0] for a in inventory.arrays if a.segments)
+        else:
+            inventory, known_shots = _new_shots(sources, inventory, dst, storage_options, options)
+            entry["shots"] = _count_shots(inventory, options.template)
             if entry["shots"]:
-                merge = _stage_and_merge(layout, fresh, inventory, options, folder, editor, progress, stages)
+                merge = _stage_and_merge(layout, sources, inventory, options, folder, editor, progress, stages)
             else:  # every shot of the new sources is in the store already: only they are recorded
                 merge = Merge(root=root)
-            merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps(new_provenance)
-            written, nbytes = _apply(editor, merge, folder / "new.zarr", append_id, str(dst))
-        editor.commit(f"layoutkit convert --append: {len(new)} sources, {entry['shots']} shots")
-    return AppendSummary(str(dst), len(members), len(new), entry["shots"], known_shots, written, nbytes,
-                         time.perf_counter() - t0, appends + 1)
+        provenance = {**provenance, "appends": [*provenance.get("appends", []), entry]}
+        merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps(provenance)
+        written, nbytes = _apply(editor, merge, folder / "new.zarr", append_id, dst)
+    return entry, known_shots, written, nbytes
+
+
+def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inventory: Inventory, dst: str,
+             storage_options: dict[str, str] | None) -> Merge:
+    """netCDF files appended along the record dimension (:mod:`layoutkit.grow`): they
+    must continue the store, and what lies outside the dimension must be the store's."""
+    import zarr
+
+    from layoutkit.grow import RecordsError, grow, plan_growth
+    from layoutkit.hdf5.combined import read_whole
+
+    plans = plan_growth(inventory, root, editor.get, dst)
+    _check_outside(sources, replace(inventory, arrays=tuple(a for a in inventory.arrays if a.segments is None),
+                                    groups=(), links=()), dst, storage_options, lambda path: True,
+                   "an append along the record dimension adds rows: what lies outside it must be what the store holds")
+    dim = plans[0][1].dims[0]
+    coordinate = next(((key, info) for key, info, _ in plans if info.dims == (dim,) and info.name == dim), None)
+    if coordinate is not None:
+        key, info = coordinate
+        last = zarr.open_array(editor.zarr_store(), path=key, mode="r")[-1]
+        first = read_whole(sources, replace(info, shape=info.segments[0].shape, segments=info.segments[:1]))[0]
+        if not last < first:
+            raise RecordsError(f"The new sources start at {first} along {dim!r}, and {dst} ends at {last}; an append "
+                               "along the record dimension must follow the store.")
+    after, added, write = grow(editor.zarr_store(), sources, plans, root)
+    return Merge(root=root, after=after, added=added, write=write)
 
 
 def _root(editor: StoreEditor, dst: Any) -> dict[str, Any]:
@@ -361,25 +424,32 @@ def _count_shots(inventory: Inventory, template: str) -> int:
     return len({s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None})
 
 
-def _new_shots(sources: SourceSet, dst: str, storage_options: dict[str, str] | None,
+def _check_outside(sources: SourceSet, outside: Inventory, dst: str, storage_options: dict[str, str] | None,
+                   mine: Callable[[str], bool], why: str) -> None:
+    """Refuse new sources whose nodes outside what an append adds (``outside``) differ
+    from the store's; ``mine(path)``: a difference that counts."""
+    from layoutkit.verify.equality import compare_variant
+
+    found = [m for m in compare_variant(sources, dst, inventory=outside, storage_options=storage_options)
+             if m.what != "extra" and mine(m.path)]
+    if found:
+        raise LayoutkitError(f"{found[0].path} differs between the new sources and {dst} ({found[0].detail}); {why}.")
+
+
+def _new_shots(sources: SourceSet, inventory: Inventory, dst: str, storage_options: dict[str, str] | None,
                options: Any) -> tuple[Inventory, int]:
     """The inventory of the shots of ``sources`` the store does not hold, and how many
     it holds already (equal). Refuses a shot the store holds with other data, and what
     lies outside the shots when it differs from the store's."""
     from layoutkit.archive import open_archive
     from layoutkit.readers.sources import same_shot
-    from layoutkit.verify.equality import compare_variant
 
-    inventory = walk_sources(sources)
     shot = shot_of(options.template)
     mine = {s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None}
     outside = replace(inventory, arrays=tuple(a for a in inventory.arrays if shot(a.path) is None),
                       groups=tuple(g for g in inventory.groups if shot(g.path) is None), links=())
-    found = [m for m in compare_variant(sources, dst, inventory=outside, storage_options=storage_options)
-             if m.what != "extra" and shot(m.path) is None]
-    if found:
-        raise LayoutkitError(f"{found[0].path} differs between the new sources and {dst} ({found[0].detail}); "
-                             "an append adds shots: what lies outside them must be what the store holds.")
+    _check_outside(sources, outside, dst, storage_options, lambda path: shot(path) is None,
+                   "an append adds shots: what lies outside them must be what the store holds")
     with open_archive(dst, template=options.template, storage_options=storage_options) as store:
         held = mine & set(store.shots)
         if held:
@@ -418,13 +488,13 @@ def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, o
     staged = folder / "new.zarr"
     planned = pipeline.plan(layout, sources, staged, options, inventory=inventory, stages=stages)
     pipeline.run(layout, sources, staged, options, progress, planned, stages=stages)
-    return layout.merge(StoreDocs(editor.get), folder_docs(staged), options)
+    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), folder_docs(staged), options)
 
 
 def _apply(editor: StoreEditor, merge: Merge, staged: Path, append_id: str, name: str) -> tuple[int, int]:
     """Write a merge in the order that keeps the store whole (module docstring); returns
     the objects and bytes written."""
-    added = [*merge.moves.values(), *(k for k in merge.documents if k != SIDECAR)]
+    added = [*merge.moves.values(), *(k for k in merge.documents if k != SIDECAR), *merge.added]
     sidecar_before = editor.get(SIDECAR) if SIDECAR in merge.documents else None
     journal = {"id": append_id, "added": added, "after": {k: v.decode() for k, v in merge.after.items()},
                "garbage": merge.garbage,
@@ -436,9 +506,14 @@ def _apply(editor: StoreEditor, merge: Merge, staged: Path, append_id: str, name
         for key, data in merge.documents.items():  # the new nodes' metadata before their chunks (Icechunk wants it)
             nbytes += len(data)
             editor.put(key, data)
+        if editor.transactional:  # and grown arrays' shapes before their new chunks: nothing shows before the commit
+            for key, data in merge.after.items():
+                editor.put(key, data)
         for source, key in merge.moves.items():
             nbytes += (staged / source).stat().st_size
             editor.put_file(key, staged / source)
+        if merge.write is not None:
+            nbytes += merge.write()
         _pause()
         root = json.dumps(merge.root, allow_nan=False).encode()
         editor.put("zarr.json", root)  # the commit
@@ -449,7 +524,7 @@ def _apply(editor: StoreEditor, merge: Merge, staged: Path, append_id: str, name
             _undo(editor, journal)
         raise
     _finish(editor, journal)
-    return len(merge.moves) + len(merge.documents) + 1 + len(merge.after), nbytes + len(root)
+    return len(merge.moves) + len(merge.documents) + len(merge.added) + 1 + len(merge.after), nbytes + len(root)
 
 
 def _pause() -> None:

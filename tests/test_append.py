@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 import layoutkit
 from layoutkit.append import JOURNAL, PAUSE_ENV, append
 from layoutkit.cli import app
-from layoutkit.errors import DifferentDuplicateError
+from layoutkit.errors import DifferentDuplicateError, LayoutkitError
 from layoutkit.layouts import layouts_of
 from layoutkit.sample import write_sample
 from layoutkit.storage.editing import LOCK, AppendRunningError, FolderEditor
@@ -55,6 +55,7 @@ def test_thirty_files_then_twenty_appended_is_the_store_of_one_run(archive, tmp_
     grown, whole = tmp_path / "grown.zarr", tmp_path / "whole.zarr"
     assert cli("convert", *files[:30], grown, "--layout", layout).exit_code == 0
     before = files_of(grown)
+    old_nodes = json.loads((grown / "zarr.json").read_text())["attributes"].get("layoutkit_nodes", {})
     result = runner.invoke(app, ["convert", *map(str, files[30:]), str(grown), "--append"])
     assert result.exit_code == 0, result.output
     assert "appended 20 of 20 sources" in " ".join(result.output.split())
@@ -67,10 +68,14 @@ def test_thirty_files_then_twenty_appended_is_the_store_of_one_run(archive, tmp_
     after = files_of(grown)
     changed = {k for k in before if after.get(k) != before[k]}
     shared = {"zarr.json", "layoutkit.json"} | {k for k in before if k.startswith("_shots/")}
-    if layout == "signal-major":  # the series' own documents (copies of the root's), the lists
+    if layout == "signal-major":  # each series grows in place: its documents, and the chunk holding its last rows
         nodes = json.loads((grown / "zarr.json").read_text())["attributes"]["layoutkit_nodes"]
         shared |= {f"{g}/zarr.json" for g, node in nodes.items() if "layoutkit_series" in node.get("attributes", {})}
         shared |= {k for k in before if k.startswith("_mirrored/")}
+        for path, meta in old_nodes.items():
+            if meta.get("node_type") == "array" and not path.startswith("_"):
+                last = (int(meta["shape"][0]) - 1) // int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
+                shared |= {f"{path}/zarr.json", f"{path}/c/{last}", *(k for k in before if k.startswith(f"{path}/c/{last}/"))}
     assert changed <= shared, sorted(changed - shared)
     assert not (grown / JOURNAL).exists() and not (grown / LOCK).exists()
 
@@ -231,3 +236,35 @@ def test_appending_the_edge_cases(edge_archive, tmp_path, layout):
                 assert got[shot].attrs == want[shot].attrs
                 for coord in want[shot].coords:  # (named by the scale; axes without one are numbered per file)
                     np.testing.assert_array_equal(got[shot][coord].values, want[shot][coord].values)
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["stored-decoded", "stored-as-encoded"])
+def test_monthly_files_appended_along_time_equal_open_mfdataset(tmp_path, packed):
+    """Two months converted, the third appended: the store grows along time (new chunks
+    after the last), opens identical to open_mfdataset of the three files, and proves
+    equal to them; the same month again writes nothing; an overlapping one is refused."""
+    import h5py
+    import xarray as xr
+    from test_combined import monthly, open_mf, without_provenance
+
+    files = monthly(tmp_path / "era5", packed=packed)
+    store = tmp_path / "t2m.zarr"
+    assert cli("convert", *files[:2], store).exit_code == 0
+    before = files_of(store)
+    result = runner.invoke(app, ["convert", str(files[2]), str(store), "--append"])
+    assert result.exit_code == 0, result.output
+    assert "124 records" in " ".join(result.output.split())
+    xr.testing.assert_identical(without_provenance(xr.open_zarr(store).load()), open_mf(files))
+    assert compare_set(files, store) == []
+    after = files_of(store)
+    changed = {k for k in before if after.get(k) != before[k]}
+    assert changed <= {"zarr.json", "layoutkit.json", "t2m/zarr.json", "time/zarr.json"}, changed
+    assert append([files[2]], store).wrote_nothing
+    late = tmp_path / "late.nc"
+    late.write_bytes(files[1].read_bytes())
+    with h5py.File(late, "r+") as f:
+        f.attrs["history"] = "February again"
+    settled = files_of(store)
+    with pytest.raises(LayoutkitError, match="must follow the store"):
+        append([late], store)
+    assert files_of(store) == settled

@@ -139,3 +139,20 @@ def test_an_append_is_one_commit_and_the_same_append_again_none(tmp_path):
     assert compare_set(files[:3], f"icechunk:{repo}@{first.id}") == []  # the snapshot before it, as it was
     assert run("convert", *files, f"icechunk:{repo}", "--append").exit_code == 0
     assert len(history(repo)) == 3  # nothing new: no commit
+
+
+def test_monthly_files_appended_along_time_in_one_commit(tmp_path):
+    """netCDF months joined, then the next appended along time: one commit each, the
+    store identical to open_mfdataset of all of them."""
+    import xarray as xr
+    from test_combined import monthly, open_mf, without_provenance
+
+    files = monthly(tmp_path / "era5")
+    repo = tmp_path / "repo"
+    assert run("convert", *files[:2], f"icechunk:{repo}").exit_code == 0
+    result = run("convert", files[2], f"icechunk:{repo}", "--append")
+    assert result.exit_code == 0, result.output
+    assert len(history(repo)) == 3
+    with layoutkit.open(f"icechunk:{repo}") as store:
+        got = xr.open_zarr(store.root.store, consolidated=False).load()
+    xr.testing.assert_identical(without_provenance(got), open_mf(files))

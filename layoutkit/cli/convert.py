@@ -67,7 +67,7 @@ def convert(
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included), or several as one archive, as a Zarr store."""
     if append:
-        _append(ctx, sources_given(src, sources_from), dst, recipe, dry_run, storage_option, tmpdir, icechunk)
+        _append(ctx, sources_given(src, sources_from), dst, recipe, dry_run, storage_option, tmpdir, icechunk, concat_dim)
         return
     options = options_from(ctx, "convert", recipe)
     summary = plan_and_run("convert", sources_given(src, sources_from), dst, options, _print_plan, dry_run,
@@ -86,8 +86,8 @@ APPEND_HELP = (
 )
 
 
-def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None, dry_run: bool,
-            storage_option: list[str] | None, tmpdir: Path | None, icechunk: bool) -> None:
+def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None, dry_run: bool,  # noqa: PLR0913
+            storage_option: list[str] | None, tmpdir: Path | None, icechunk: bool, concat_dim: str | None) -> None:
     from layoutkit.append import append
     from layoutkit.cli.core import fail
     from layoutkit.cli.running import run_options, run_with_bar
@@ -103,7 +103,7 @@ def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None
     except LayoutkitError as exc:
         raise fail(exc) from None
     summary = run_with_bar("append", lambda progress, stages: append(
-        sources, target, run_options(ctx), storage, progress, stages, tmpdir), (sources, target))
+        sources, target, run_options(ctx), storage, progress, stages, tmpdir, concat_dim), (sources, target))
     if State.quiet:
         return
     if summary.wrote_nothing:
@@ -111,9 +111,10 @@ def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None
                   "nothing was written")
         return
     known = f" ({summary.known_shots} shots of them it held already, equal)" if summary.known_shots else ""
-    out.print(f"appended {summary.new_sources} of {summary.sources} sources to {dst}: {summary.new_shots} new "
-              f"shots{known}, {summary.objects:,} objects written ({format_size(summary.bytes_written)}), "
-              f"{summary.seconds:.1f} s; the store has had {summary.appends} appends")
+    what = f"{summary.records:,} records" if summary.records else f"{summary.new_shots} new shots{known}"
+    out.print(f"appended {summary.new_sources} of {summary.sources} sources to {dst}: {what}, {summary.objects:,} "
+              f"objects written ({format_size(summary.bytes_written)}), {summary.seconds:.1f} s; the store has had "
+              f"{summary.appends} appends")
 
 
 def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily

@@ -55,6 +55,7 @@ class StoreEditor(Protocol):
     def put_file(self, key: str, path: Path) -> None: ...
     def delete(self, keys: list[str]) -> None: ...
     def lock(self) -> contextlib.AbstractContextManager[None]: ...
+    def zarr_store(self) -> Any: ...
     def commit(self, message: str) -> None: ...
     def discard(self) -> None: ...
 
@@ -160,6 +161,11 @@ class FolderEditor:
 
         return _locked(create, self, str(self.path))
 
+    def zarr_store(self) -> Any:
+        import zarr.storage
+
+        return zarr.storage.LocalStore(str(self.path))  # writes each object to a temporary file, then renames it
+
     def commit(self, message: str) -> None:
         pass
 
@@ -221,6 +227,11 @@ class BucketEditor:
 
         return _locked(create, self, self.url)
 
+    def zarr_store(self) -> Any:
+        from layoutkit.storage.kv import single_put_store
+
+        return single_put_store()(self.store)
+
     def commit(self, message: str) -> None:
         pass
 
@@ -273,6 +284,9 @@ class IcechunkEditor:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         yield  # the commit is the lock: of two racing appends, the second's commit conflicts
+
+    def zarr_store(self) -> Any:
+        return self.session.store
 
     def commit(self, message: str) -> None:
         try:

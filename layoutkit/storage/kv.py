@@ -145,7 +145,7 @@ class BucketKV:
             return None
 
     def zarr_store(self) -> Any:
-        return _single_put_store()(self.store)
+        return single_put_store()(self.store)
 
     def release(self) -> None:
         """Write the held root documents: ``zarr.json`` (or ``.zgroup``) last, so the store
@@ -162,7 +162,7 @@ class BucketKV:
 
 
 @functools.cache
-def _single_put_store() -> type:
+def single_put_store() -> type:
     """zarr's ``ObjectStore``, putting each object in one request (``SINGLE_PUT_MAX``)."""
     import obstore
     import zarr.storage
@@ -180,7 +180,7 @@ def _single_put_store() -> type:
 
 
 def _remade_store(store: Any, read_only: bool) -> Any:
-    return _single_put_store()(store, read_only=read_only)
+    return single_put_store()(store, read_only=read_only)
 
 
 def as_kv(target: Any) -> Any:
@@ -197,4 +197,4 @@ def portable_target(target: Any) -> Any:
     return target
 
 
-__all__ = ["BucketKV", "FolderKV", "KeyValue", "as_kv", "is_root_document", "portable_target"]
+__all__ = ["BucketKV", "FolderKV", "KeyValue", "as_kv", "is_root_document", "portable_target", "single_put_store"]

@@ -1,30 +1,34 @@
-"""Appending shots to a signal-major store (version 2): every series grows by a new part.
+"""Appending shots to a signal-major store (version 2): every series grows in place.
 
-The new shots are packed by a run of their own (a staged store); each of its parts joins
-the store's series under a suffix the series does not use yet (``data_3``, ``shot_3``,
-``start_3``, ``length_3``...), the same way a run writes shots that differ in dtype as
-parts, so no array of the store is rewritten: its objects are renamed into place, their
-metadata's dimension names given the new suffix. A series the store lacked is added
+The new shots are packed by a run of their own (a staged store). Each of its parts whose
+shots are alike a part of the store's series (the same scales, type, shape past the
+first axis, fill value and common attributes: what makes a run put shots in one part)
+joins that part: the part's data array and its index arrays grow (:mod:`layoutkit.grow`),
+the new rows written after the last, into the chunks the arrays' grids give them (new
+objects; the chunk that held the last rows, when they did not fill it, written again
+whole, its old rows unchanged), the new starts shifted past the store's rows. A staged
+part alike none (a dtype the store never had) joins as a new part under a suffix the
+series does not use yet (``data_3``, ``shot_3``...), its objects renamed into place, its
+metadata's dimension names given the new suffix; a series the store lacked is added
 whole; the scales a new shot repeats are a new ``same_as`` pair
 (:func:`~layoutkit.layouts.signal_major.spec.same_as_parts`). Each new shot's own
-document points at its new parts. The root-level lists (``/_shots``, ``/_mirrored``)
-are written again under new names, and the root document names them: it is written
-last, with the series' new parts, so a reader sees the old store or the new one. The
-series groups' own documents (copies of what the root lists) follow it.
-
-Many appends make many parts: reading one signal of every shot is then a read per part
-(cheap: parts are read together), and a ``convert`` of the store's sources into a new
-store packs them into one again.
+document points at its rows. The root-level lists (``/_shots``, ``/_mirrored``) are
+written again under new names, and the root document names them and gives the grown
+arrays' shapes: it is written last, so a reader sees the old store or the new one (rows
+past an array's old shape are no part of it). The series groups' and grown arrays' own
+documents (copies of what the root lists) follow it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from layoutkit.append import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
 from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR, SIDECAR
+from layoutkit.grow import append_rows, grown, new_chunk_keys
 from layoutkit.layouts.signal_major.spec import (
     ATTRS,
     DATA,
@@ -52,22 +56,29 @@ def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
     attrs, added = root["attributes"], staged["attributes"]
     nodes, new_nodes = attrs[NODES_ATTR], added[NODES_ATTR]
     out = Merge(root=root)
-    renames = _join_series(nodes, new_nodes, out)  # series group -> {"rows" | "same_as": {staged suffix: suffix}}
+    grows: list[_Growth] = []
+    renames = _join_series(nodes, new_nodes, out, grows)  # series group -> {"rows" | "same_as": {staged suffix: suffix}}
+    skipped = {(g.group, g.staged) for g in grows}
     for key in keys:
         if "/" not in key or key.split("/", 1)[0] in {SHOTS_ARRAY, MIRRORED_ARRAY}:
             continue  # the root's documents and lists: merged below
         group = next((g for g in renames if key.startswith(g + "/")), None)
         if group is not None:
-            _move_array_object(key, group, renames[group], new, nodes, out)
+            _move_array_object(key, group, renames[group], new, nodes, out, skipped)
     sources = {doc["source"]: g for g, node in nodes.items() if (doc := _series(node)) is not None}
+    offsets = {(g.group, g.staged): g.rows_before for g in grows}
     for key in shot_keys(keys, options.template, shots):
         if key.endswith("/zarr.json") and SHOT_ATTR in (doc := new.json(key)).get("attributes", {}):
             rows = doc["attributes"][SHOT_ATTR].get("rows", {})
             for source, row in rows.items():
-                row[0] = renames[sources[source]]["rows"][row[0]]
+                group = sources[source]
+                row[1] += offsets.get((group, row[0]), 0)
+                row[0] = renames[group]["rows"][row[0]]
             out.documents[key] = json.dumps(doc).encode()
         else:
             out.moves[key] = key
+    if grows:
+        _grow_parts(grows, nodes, new, old, out)
     for group, node in new_nodes.items():  # groups the store lacked (a new series' parents)
         if _series(node) is None and group not in nodes and node.get("node_type") == "group":
             nodes[group] = node
@@ -81,9 +92,24 @@ def _series(node: dict[str, Any]) -> dict[str, Any] | None:
     return (node.get("attributes") or {}).get(SERIES_ATTR)
 
 
-def _join_series(nodes: dict[str, Any], new_nodes: dict[str, Any], out: Merge) -> dict[str, dict[str, dict[str, str]]]:
-    """Add the staged store's series to the store's: a new series whole, the parts of a
-    known one under new suffixes. Returns each series' suffix renames."""
+@dataclass(frozen=True)
+class _Growth:
+    """A staged part whose shots join a part of the store (same type, shape past the
+    first axis, fill value, scales and attributes): its arrays grow, no part is added."""
+
+    group: str
+    staged: str  # the staged part's suffix
+    suffix: str  # the store's part's suffix
+    rows_before: int  # rows of the store's data array
+    shots_before: int  # rows of its index arrays
+    attrs: bool  # whether the part has per-shot attributes (an attrs array)
+
+
+def _join_series(nodes: dict[str, Any], new_nodes: dict[str, Any], out: Merge,
+                 grows: list[_Growth]) -> dict[str, dict[str, dict[str, str]]]:
+    """Add the staged store's series to the store's: a new series whole; the parts of a
+    known one grown into the part they are alike (``grows``), or added under new
+    suffixes. Returns each series' suffix renames."""
     renames: dict[str, dict[str, dict[str, str]]] = {}
     for group, node in new_nodes.items():
         doc = _series(node)
@@ -101,6 +127,14 @@ def _join_series(nodes: dict[str, Any], new_nodes: dict[str, Any], out: Merge) -
         taken = {p["suffix"] for p in have["parts"]} | {p["suffix"] for p in same_as_parts(same)}
         rows: dict[str, str] = {}
         for part in doc["parts"]:
+            alike = _alike(group, part, have["parts"], nodes, new_nodes)
+            if alike is not None:
+                rows[part["suffix"]] = alike["suffix"]
+                grows.append(_Growth(group, part["suffix"], alike["suffix"],
+                                     int(nodes[f"{group}/{DATA}{alike['suffix']}"]["shape"][0]),
+                                     int(alike["shots"]), bool(alike.get("attrs"))))
+                alike["shots"] = int(alike["shots"]) + int(part["shots"])
+                continue
             rows[part["suffix"]] = suffix = _free(taken)
             have["parts"].append({**part, "suffix": suffix})
         same_rows: dict[str, str] = {}
@@ -115,6 +149,49 @@ def _join_series(nodes: dict[str, Any], new_nodes: dict[str, Any], out: Merge) -
     return renames
 
 
+def _alike(group: str, part: dict[str, Any], parts: list[dict[str, Any]], nodes: dict[str, Any],
+           new_nodes: dict[str, Any]) -> dict[str, Any] | None:
+    """The store's part that the staged ``part``'s shots can join: the same scales, type,
+    shape past the first axis, fill value, common attributes and index types."""
+    def kind(meta: dict[str, Any]) -> tuple[Any, ...]:
+        return meta["data_type"], meta["shape"][1:], meta.get("fill_value"), meta.get("attributes")
+
+    theirs = new_nodes[f"{group}/{DATA}{part['suffix']}"], new_nodes[f"{group}/{SHOT}{part['suffix']}"]
+    for p in parts:
+        mine = nodes.get(f"{group}/{DATA}{p['suffix']}"), nodes.get(f"{group}/{SHOT}{p['suffix']}")
+        if (mine[0] is not None and mine[1] is not None and p["dims"] == part["dims"]
+                and bool(p.get("attrs")) == bool(part.get("attrs")) and kind(mine[0]) == kind(theirs[0])
+                and mine[1]["data_type"] == theirs[1]["data_type"]):
+            return p
+    return None
+
+
+def _grow_parts(grows: list[_Growth], nodes: dict[str, Any], new: StoreDocs, old: StoreDocs, out: Merge) -> None:
+    """The grown parts: their arrays' new shapes in the root (and after it in their own
+    documents), the chunks they gain, and the writing of the new rows (the staged data
+    and index rows, starts shifted past the store's rows), run before the root."""
+    arrays = []
+    for g in grows:
+        for base in (DATA, SHOT, START, LENGTH, *((ATTRS,) if g.attrs else ())):
+            key, staged = f"{g.group}/{base}{g.suffix}", f"{g.group}/{base}{g.staged}"
+            meta = nodes[key]
+            rows = int(new.json(f"{staged}/zarr.json")["shape"][0])
+            nodes[key] = grown(meta, rows)
+            out.after[f"{key}/zarr.json"] = json.dumps(nodes[key]).encode()
+            out.added += new_chunk_keys(key, meta, rows)
+            arrays.append((key, meta, staged, g.rows_before if base == START else None))
+
+    def write() -> int:
+        import zarr
+
+        source, target = new.zarr_store(), old.zarr_store()
+        return sum(append_rows(target, key, meta, zarr.open_array(source, path=staged, mode="r"),
+                               (lambda v, shift=shift: v + shift) if shift else None)
+                   for key, meta, staged, shift in arrays)
+
+    out.write = write
+
+
 def _free(taken: set[str]) -> str:
     n = 1
     while f"_{n}" in taken:
@@ -124,14 +201,17 @@ def _free(taken: set[str]) -> str:
 
 
 def _move_array_object(key: str, group: str, renames: dict[str, dict[str, str]], new: StoreDocs,
-                       nodes: dict[str, Any], out: Merge) -> None:
+                       nodes: dict[str, Any], out: Merge, grown_parts: set[tuple[str, str]]) -> None:
     """One object of a staged series array, under its array's new name (metadata with
-    the new suffix in its dimension names; chunks as they are)."""
+    the new suffix in its dimension names; chunks as they are); none of a part whose
+    rows join a part of the store (written by :func:`_grow_parts`)."""
     name, _, rest = key[len(group) + 1:].partition("/")
     if not rest:
         return  # the series group's own document: joined already
     base = next(b for b in _ARRAYS if name.startswith(b) and _SUFFIX.match(name[len(b):]))
     old_suffix = name[len(base):]
+    if base not in (SAME_AS, SAME_AS_SHOT) and (group, old_suffix) in grown_parts:
+        return
     table = renames["same_as" if base in (SAME_AS, SAME_AS_SHOT) else "rows"]
     suffix = table.get(old_suffix, old_suffix)
     target = f"{group}/{base}{suffix}/{rest}"

@@ -20,10 +20,12 @@ another scale of the shot (stored once, ``same_as``). ``docs/formats/signal-majo
 for readers that are not layoutkit.
 
 **Version 2** (Zarr v3 stores): the root holds what does not grow with the shots.
-An append (``convert --append``) adds a part per series (a new suffix) for the new
-shots, and a new pair of ``same_as`` arrays listed in the series attribute's
-``same_as.parts`` (:func:`same_as_parts`); the root-level lists are written again under
-new names, which the root's layout attribute gives (``"shots"``, ``"mirrored"``). The
+An append (``convert --append``) grows a part's arrays by the new shots alike it (rows
+after the last: the index stays sorted by nothing but position), adds a part (a new
+suffix) for new shots alike none, and a new pair of ``same_as`` arrays listed in the
+series attribute's ``same_as.parts`` (:func:`same_as_parts`); the root-level lists are
+written again under new names, which the root's layout attribute gives (``"shots"``,
+``"mirrored"``). The
 series attribute keeps, per part, its suffix, its dimension scales and its number of
 shots; the rows are read from the index arrays (chunked :data:`INDEX_CHUNK` rows at a
 time), never from the attribute. Per-shot attributes are the text array ``attrs{sfx}``

@@ -17,9 +17,10 @@ written). Objects: the store's files after the full run; for the append, the fil
 created or changed (size, inode or mtime differ). The append's figures are shown as a
 fraction of the full run's, beside the shots' fraction.
 
-Then the memory of a run's driver against the number of files: ``convert`` of 1, half
-and all of the files in one run, and ``--append`` of one file to a store of all but it,
-each a process of its own (peak RSS from ``wait4``). Prints markdown tables; writes
+Then the memory of a run's driver against the number of files (``--memory-files``): tiny
+files of one shot (50 signals of 64 values and a time base: 51 datasets), ``convert`` of
+100, 300 and 1,000 of them in one run each, and ``--append`` of 10 more to the store of
+1,000, each a process of its own (peak RSS from ``wait4``). Prints markdown tables; writes
 ``benchmarks/out/append.json``.
 """
 
@@ -108,18 +109,44 @@ def peak_rss(args: list[str]) -> tuple[float, int]:
     return time.perf_counter() - t0, usage.ru_maxrss // 1024
 
 
-def driver_memory(files: list[Path], work: Path) -> list[dict[str, object]]:
+def tiny_files(folder: Path, count: int, signals: int = 50) -> list[Path]:
+    """``count`` files of one shot each: ``signals`` signals of 64 float32 values and their
+    time base (small: the inventory, not the data, is what a driver's memory holds)."""
+    import h5py
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    t = np.arange(64, dtype="f4") * 1e-3
+    for shot in range(1, count + 1):
+        path = folder / f"shots-{shot}.h5"
+        out.append(path)
+        if path.exists():
+            continue
+        with h5py.File(path, "w") as f:
+            tb = f.create_dataset(f"shots/{shot}/timebases/t", data=t)
+            tb.make_scale("t")
+            for k in range(signals):
+                ds = f.create_dataset(f"shots/{shot}/signals/s{k}", data=np.full(64, shot + k, dtype="f4"))
+                ds.dims[0].attach_scale(tb)
+    return out
+
+
+def driver_memory(work: Path, counts: list[int]) -> list[dict[str, object]]:
+    """Peak RSS of a run's driver against the files (and datasets) of the run: convert
+    of ``counts`` tiny files in one run each (signal-major), then an append of 10 files
+    to the store of the largest count."""
+    files = tiny_files(work / "tiny", max(counts) + 10)
     rows = []
-    for n in sorted({1, len(files) // 2, len(files)}):
+    for n in counts:
         store = work / f"memory-{n}.zarr"
         shutil.rmtree(store, ignore_errors=True)
         seconds, rss = peak_rss(["convert", *map(str, files[:n]), str(store), "--layout", "signal-major"])
-        rows.append({"run": f"convert {n} files", "files": n, "seconds": seconds, "peak_rss_mib": rss})
-    store = work / "memory-append.zarr"
-    shutil.rmtree(store, ignore_errors=True)
-    layoutkit.convert(files[:-1], store, options("signal-major"))
-    seconds, rss = peak_rss(["convert", str(files[-1]), str(store), "--append"])
-    rows.append({"run": f"append 1 file to a store of {len(files) - 1}", "files": 1, "seconds": seconds,
+        rows.append({"run": f"convert {n:,} files ({n * 51:,} datasets) in one run", "files": n, "seconds": seconds,
+                     "peak_rss_mib": rss})
+    store = work / f"memory-{max(counts)}.zarr"
+    seconds, rss = peak_rss(["convert", *map(str, files[max(counts):]), str(store), "--append"])
+    rows.append({"run": f"append 10 files to the store of {max(counts):,}", "files": 10, "seconds": seconds,
                  "peak_rss_mib": rss})
     return rows
 
@@ -131,6 +158,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--work", type=Path, default=Path("/tmp/layoutkit-bench-append"))
+    parser.add_argument("--memory-files", default="100,300,1000", help="file counts of the driver memory sweep")
+    parser.add_argument("--memory-only", action="store_true", help="only the driver memory sweep")
     args = parser.parse_args()
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -148,7 +177,7 @@ def main() -> None:
     print("| layout | full: objects, s | append 1 file: objects written (of the full), bytes, s | "
           "append / full: objects, bytes, time | append / the file alone | root document: full run / appended |")
     print("|---|---|---|---|---|---|")
-    for layout in LAYOUTS:
+    for layout in () if args.memory_only else LAYOUTS:
         r = measure_layout(layout, files, work, args.repeat)
         results["layouts"][layout] = r
         s = r["seconds"]
@@ -156,13 +185,15 @@ def main() -> None:
               f"{r['bytes_append'] / 1e6:.1f} MB, {s['append']:.2f} s | {r['objects_ratio']:.1%}, "
               f"{r['bytes_ratio']:.1%}, {r['seconds_ratio']:.1%} | {r['append_vs_alone']:.2f}x | "
               f"{r['root_bytes']['full']:,} B / {r['root_bytes']['after_append']:,} B |", flush=True)
-    memory = driver_memory(files, work)
+    memory = driver_memory(work, [int(n) for n in args.memory_files.split(",")])
     results["driver_memory"] = memory
-    print("\n| run (signal-major) | seconds | peak RSS |")
+    print("\n| run (signal-major; files of one shot, 50 signals of 64 values) | seconds | peak RSS |")
     print("|---|---:|---:|")
     for row in memory:
         print(f"| {row['run']} | {row['seconds']:.1f} | {row['peak_rss_mib']} MiB |")
     out = HERE / "out" / "append.json"
+    if args.memory_only and out.exists():  # the layouts' figures of the last full run kept
+        results = {**json.loads(out.read_text()), "driver_memory": memory}
     out.write_text(json.dumps(results, indent=2))
     print(f"\nwrote {out}")
 

@@ -322,10 +322,10 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
     known_shots = 0
     with _staging(dst, tmpdir) as folder:
         if _count_shots(inventory, options.template) == 0 and any(a.segments for a in inventory.arrays):
-            merge = _records(editor, root, sources, inventory, dst, storage_options)
+            merge = _records(editor, root, sources, inventory, dst)
             entry["records"] = next(a.shape[0] for a in inventory.arrays if a.segments)
         else:
-            inventory, known_shots = _new_shots(sources, inventory, dst, storage_options, options)
+            inventory, known_shots = _new_shots(sources, inventory, editor, dst, storage_options, options)
             entry["shots"] = _count_shots(inventory, options.template)
             if entry["shots"]:
                 merge = _stage_and_merge(layout, sources, inventory, options, folder, editor, progress, stages)
@@ -337,8 +337,7 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
     return entry, known_shots, written, nbytes
 
 
-def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inventory: Inventory, dst: str,
-             storage_options: dict[str, str] | None) -> Merge:
+def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inventory: Inventory, dst: str) -> Merge:
     """netCDF files appended along the record dimension (:mod:`layoutkit.grow`): they
     must continue the store, and what lies outside the dimension must be the store's."""
     import zarr
@@ -348,7 +347,7 @@ def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inve
 
     plans = plan_growth(inventory, root, editor.get, dst)
     _check_outside(sources, replace(inventory, arrays=tuple(a for a in inventory.arrays if a.segments is None),
-                                    groups=(), links=()), dst, storage_options, lambda path: True,
+                                    groups=(), links=()), editor, dst,
                    "an append along the record dimension adds rows: what lies outside it must be what the store holds")
     dim = plans[0][1].dims[0]
     coordinate = next(((key, info) for key, info, _ in plans if info.dims == (dim,) and info.name == dim), None)
@@ -424,20 +423,23 @@ def _count_shots(inventory: Inventory, template: str) -> int:
     return len({s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None})
 
 
-def _check_outside(sources: SourceSet, outside: Inventory, dst: str, storage_options: dict[str, str] | None,
-                   mine: Callable[[str], bool], why: str) -> None:
-    """Refuse new sources whose nodes outside what an append adds (``outside``) differ
-    from the store's; ``mine(path)``: a difference that counts."""
-    from layoutkit.verify.equality import compare_variant
+def _check_outside(sources: SourceSet, outside: Inventory, editor: StoreEditor, dst: str, why: str) -> None:
+    """Refuse new sources whose nodes outside what an append adds (``outside``: groups,
+    and arrays every layout mirrors at their paths) differ from the store's. Compared as
+    a mirrored store is (not through the layout's comparator, which would check the whole
+    index); the attributes layoutkit adds to its nodes (``layoutkit*``) aside."""
+    from layoutkit.equality.zarr_ import compare_zarr
 
-    found = [m for m in compare_variant(sources, dst, inventory=outside, storage_options=storage_options)
-             if m.what != "extra" and mine(m.path)]
+    root = json.loads(editor.get("zarr.json") or b"{}")
+    ours = frozenset(k for k in root.get("attributes", {}) if k.startswith("layoutkit"))
+    found = [m for m in compare_zarr(sources, editor.zarr_store(), outside, index_attrs=ours, name=dst)
+             if m.what != "extra"]
     if found:
         raise LayoutkitError(f"{found[0].path} differs between the new sources and {dst} ({found[0].detail}); {why}.")
 
 
-def _new_shots(sources: SourceSet, inventory: Inventory, dst: str, storage_options: dict[str, str] | None,
-               options: Any) -> tuple[Inventory, int]:
+def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, dst: str,
+               storage_options: dict[str, str] | None, options: Any) -> tuple[Inventory, int]:
     """The inventory of the shots of ``sources`` the store does not hold, and how many
     it holds already (equal). Refuses a shot the store holds with other data, and what
     lies outside the shots when it differs from the store's."""
@@ -448,7 +450,7 @@ def _new_shots(sources: SourceSet, inventory: Inventory, dst: str, storage_optio
     mine = {s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None}
     outside = replace(inventory, arrays=tuple(a for a in inventory.arrays if shot(a.path) is None),
                       groups=tuple(g for g in inventory.groups if shot(g.path) is None), links=())
-    _check_outside(sources, outside, dst, storage_options, lambda path: shot(path) is None,
+    _check_outside(sources, outside, editor, dst,
                    "an append adds shots: what lies outside them must be what the store holds")
     with open_archive(dst, template=options.template, storage_options=storage_options) as store:
         held = mine & set(store.shots)

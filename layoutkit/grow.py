@@ -139,13 +139,15 @@ def _write_rows(zarr_store: Any, sources: SourceSet, plans: list[tuple[str, Arra
     return nbytes
 
 
-def new_chunk_keys(key: str, meta: dict[str, Any], rows: int) -> list[str]:
-    """The keys of the chunks (or shards) an array gains when ``rows`` rows follow its last."""
+def new_chunk_keys(key: str, meta: dict[str, Any], rows: int, at: int | None = None) -> list[str]:
+    """The keys of the chunks (or shards) an array gains when ``rows`` rows follow its
+    last (from row ``at``, when given)."""
     import itertools
 
     grid = meta["chunk_grid"]["configuration"]["chunk_shape"]
     sep = meta.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/")
-    old, new = int(meta["shape"][0]), int(meta["shape"][0]) + rows
+    old = int(meta["shape"][0]) if at is None else at
+    new = old + rows
     first, last = -(-old // grid[0]), -(-new // grid[0])
     spans = [range(first, last), *(range(-(-n // c)) for n, c in zip(meta["shape"][1:], grid[1:]))]
     return [f"{key}/c{sep}" + sep.join(map(str, idx)) for idx in itertools.product(*spans)]
@@ -179,20 +181,72 @@ def held_store(store: Any, held: dict[str, bytes]) -> Any:
     return _held_class()(store, held)
 
 
-def grown(meta: dict[str, Any], rows: int) -> dict[str, Any]:
-    """An array's metadata with ``rows`` more rows."""
-    return {**meta, "shape": [int(meta["shape"][0]) + rows, *meta["shape"][1:]]}
+def grown(meta: dict[str, Any], rows: int, at: int | None = None) -> dict[str, Any]:
+    """An array's metadata with ``rows`` more rows (after row ``at``, when given)."""
+    return {**meta, "shape": [(int(meta["shape"][0]) if at is None else at) + rows, *meta["shape"][1:]]}
 
 
-def append_rows(zarr_store: Any, key: str, meta: dict[str, Any], rows: Any, transform: Any = None) -> int:
+def next_boundary(meta: dict[str, Any]) -> int:
+    """The first row of the array's first chunk (or shard) that holds none of its rows:
+    rows written from there leave every object of the array as it is."""
+    grid = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
+    return -(-int(meta["shape"][0]) // grid) * grid
+
+
+IN_FLIGHT = 16
+"""Arrays appended to at once (:func:`copy_rows`): their Python work is small and their
+I/O waits, so many at once cost one array's time; each holds at most a slab of rows."""
+SLAB_BYTES = 16 * 1024**2
+
+
+def copy_rows(source: Any, target: Any, items: list[tuple[str, str, dict[str, Any], Any, int | None]]) -> int:
+    """Append the rows of arrays of the zarr store ``source`` to arrays of ``target``:
+    each item ``(source array, target array, the target's metadata now, transform or
+    None, first row or None: after the last)``, the new shapes held back
+    (:func:`held_store`); :data:`IN_FLIGHT` arrays at a time, a slab of rows at a time,
+    on zarr's own event loop (one round trip into it for them all). Returns the bytes."""
+    import asyncio
+
+    import zarr.api.asynchronous as za
+    from zarr.core.sync import sync
+
+    gate: asyncio.Semaphore | None = None  # made on zarr's loop, below
+
+    async def one(name: str, key: str, meta: dict[str, Any], transform: Any, at: int | None) -> int:
+        async with gate:  # type: ignore[union-attr]
+            src = await za.open_array(store=source, path=name, mode="r")
+            rows = int(src.shape[0])
+            held = {f"{key}/zarr.json": json.dumps(grown(meta, rows, at)).encode()}
+            dst = await za.open_array(store=held_store(target, held), path=key, mode="r+")
+            first = int(meta["shape"][0]) if at is None else at
+            row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64)) * np.dtype(src.dtype).itemsize)
+            step, nbytes = max(1, SLAB_BYTES // row_bytes), 0
+            for lo in range(0, rows, step):
+                hi = min(rows, lo + step)
+                values = np.asarray(await src.getitem(slice(lo, hi)))
+                await dst.setitem(slice(first + lo, first + hi), transform(values) if transform else values)
+                nbytes += values.nbytes
+            return nbytes
+
+    async def every() -> int:
+        nonlocal gate
+        gate = asyncio.Semaphore(IN_FLIGHT)
+        return sum(await asyncio.gather(*(one(*item) for item in items)))
+
+    return sync(every())
+
+
+def append_rows(zarr_store: Any, key: str, meta: dict[str, Any], rows: Any, transform: Any = None,
+                at: int | None = None) -> int:
     """Write the rows of ``rows`` (an array: a zarr array, read a slab at a time) after
-    the last of the store's array ``key`` (``meta``: its metadata now), the new shape
-    held back; ``transform(values)`` first, if given. Returns the bytes written."""
+    the last of the store's array ``key`` (``meta``: its metadata now; from row ``at``
+    when given), the new shape held back; ``transform(values)`` first, if given.
+    Returns the bytes written."""
     import zarr
 
-    array = zarr.open_array(held_store(zarr_store, {f"{key}/zarr.json": json.dumps(grown(meta, rows.shape[0])).encode()}),
-                            path=key, mode="r+")
-    old = int(meta["shape"][0])
+    held = {f"{key}/zarr.json": json.dumps(grown(meta, rows.shape[0], at)).encode()}
+    array = zarr.open_array(held_store(zarr_store, held), path=key, mode="r+")
+    old = int(meta["shape"][0]) if at is None else at
     row_bytes = max(1, int(np.prod(rows.shape[1:], dtype=np.int64)) * np.dtype(rows.dtype).itemsize)
     step = max(1, ROWS_BYTES // row_bytes)
     nbytes = 0
@@ -204,5 +258,5 @@ def append_rows(zarr_store: Any, key: str, meta: dict[str, Any], rows: Any, tran
     return nbytes
 
 
-__all__ = ["ROWS_BYTES", "RecordsError", "append_rows", "grow", "grown", "held_store", "new_chunk_keys",
-           "plan_growth"]
+__all__ = ["IN_FLIGHT", "ROWS_BYTES", "SLAB_BYTES", "RecordsError", "append_rows", "copy_rows", "grow", "grown", "held_store", "new_chunk_keys",
+           "next_boundary", "plan_growth"]

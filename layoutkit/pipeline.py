@@ -105,6 +105,11 @@ def plan(
         the layout cannot carry.
     """
     src = sources_of(src, options)
+    if isinstance(src, SourceSet) and not layout.takes_sets:
+        raise InvalidOptionError(
+            f"{layout.command} writes one file from one source, and {len(src.members)} were given ({src}); convert "
+            "them into one Zarr store, which takes many, or run it on each."
+        )
     options = io_options(options, src)
     stages = stages or Stages()
     with stages.active():

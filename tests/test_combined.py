@@ -233,3 +233,10 @@ def test_netcdf_files_that_do_not_join_are_refused_by_name(tmp_path):
     result = runner.invoke(app, ["convert", *map(str, units), str(tmp_path / "d.zarr")])
     assert result.exit_code != 0 and "Traceback" not in result.output and not (tmp_path / "d.zarr").exists()
 
+
+
+def test_reorder_of_several_sources_is_refused_in_one_sentence(three, tmp_path):
+    result = runner.invoke(app, ["reorder", str(three[0].parent / "*.h5"), str(tmp_path / "r.h5")])
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "reorder writes one file from one source, and 3 were given" in " ".join(result.output.split())
+    assert not (tmp_path / "r.h5").exists()

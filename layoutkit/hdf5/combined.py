@@ -35,38 +35,20 @@ from layoutkit.hdf5.concat import concatenate
 from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.source import open_reader
-from layoutkit.hdf5.walkers import Walkers
 from layoutkit.plan import compile_template, natural_key
 from layoutkit.storage import ObjectSource, SourceSet
 
 RULE = "the union of their shots"
 
-PARALLEL_MIN_FILES = 8
-"""A set of at least this many files is walked by ``workers`` processes, a file each at a time."""
-
-
 def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: int = 1) -> Inventory:
     """The inventory of a source, or of a set of sources combined (module docstring).
-    The files of a set are the unit of work: with ``workers`` > 1 and many files, each
-    of that many spawned processes walks its own files (h5py's lock keeps one process
-    on one core), and the driver combines what they send back."""
+    The files of a set are walked one after another in this process (a file with many
+    datasets shared out to ``workers`` processes, as one file is). Spawning processes
+    per set was tried and left: a spawned process runs the caller's main module again,
+    which a script without a ``__main__`` guard, or one read from stdin, does not survive."""
     if not isinstance(source, SourceSet):
         return read_inventory(source, workers=workers)
-    members = list(source.members)
-    if workers > 1 and len(members) >= PARALLEL_MIN_FILES:
-        walkers = Walkers(min(workers, len(members)))
-        try:
-            inventories = walkers.map(_walk_files, "", members)
-        finally:
-            walkers.close()
-    else:
-        inventories = [read_inventory(m, workers=workers) for m in members]
-    return combine(source, inventories)
-
-
-def _walk_files(_: str, members: list[Any]) -> list[Inventory]:
-    """A walker process's part: its files, each walked whole."""
-    return [read_inventory(m) for m in members]
+    return combine(source, [read_inventory(m, workers=workers) for m in source.members])
 
 
 def shot_of(template: str) -> Callable[[str], str | None]:
@@ -244,4 +226,4 @@ def describe(sources: SourceSet, inventory: Inventory) -> str:
             "the same in every source)")
 
 
-__all__ = ["PARALLEL_MIN_FILES", "RULE", "combine", "describe", "shot_of", "walk_sources"]
+__all__ = ["RULE", "combine", "describe", "shot_of", "walk_sources"]

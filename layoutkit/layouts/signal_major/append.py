@@ -3,10 +3,11 @@
 The new shots are packed by a run of their own (a staged store). Each of its parts whose
 shots are alike a part of the store's series (the same scales, type, shape past the
 first axis, fill value and common attributes: what makes a run put shots in one part)
-joins that part: the part's data array and its index arrays grow (:mod:`layoutkit.grow`),
-the new rows written after the last, into the chunks the arrays' grids give them (new
-objects; the chunk that held the last rows, when they did not fill it, written again
-whole, its old rows unchanged), the new starts shifted past the store's rows. A staged
+joins that part: the part's data array and its index arrays grow (:mod:`layoutkit.grow`).
+The data's new rows start at its next chunk (shard) boundary, so no object of it is
+written again (the rows before the boundary stay unwritten, no shot's: the spec's
+appended stores), the new starts shifted to it; the index arrays take their rows right
+after their last (their last chunk written again, a few kB). A staged
 part alike none (a dtype the store never had) joins as a new part under a suffix the
 series does not use yet (``data_3``, ``shot_3``...), its objects renamed into place, its
 metadata's dimension names given the new suffix; a series the store lacked is added
@@ -28,7 +29,7 @@ from typing import Any
 
 from layoutkit.append import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
 from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR, SIDECAR
-from layoutkit.grow import append_rows, grown, new_chunk_keys
+from layoutkit.grow import copy_rows, grown, new_chunk_keys, next_boundary
 from layoutkit.layouts.signal_major.spec import (
     ATTRS,
     DATA,
@@ -58,7 +59,7 @@ def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
     out = Merge(root=root)
     grows: list[_Growth] = []
     renames = _join_series(nodes, new_nodes, out, grows)  # series group -> {"rows" | "same_as": {staged suffix: suffix}}
-    skipped = {(g.group, g.staged) for g in grows}
+    skipped = {(g.group, g.kind, g.staged) for g in grows}
     for key in keys:
         if "/" not in key or key.split("/", 1)[0] in {SHOTS_ARRAY, MIRRORED_ARRAY}:
             continue  # the root's documents and lists: merged below
@@ -66,7 +67,7 @@ def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
         if group is not None:
             _move_array_object(key, group, renames[group], new, nodes, out, skipped)
     sources = {doc["source"]: g for g, node in nodes.items() if (doc := _series(node)) is not None}
-    offsets = {(g.group, g.staged): g.rows_before for g in grows}
+    offsets = {(g.group, g.staged): g.rows_before for g in grows if g.kind == "rows"}
     for key in shot_keys(keys, options.template, shots):
         if key.endswith("/zarr.json") and SHOT_ATTR in (doc := new.json(key)).get("attributes", {}):
             rows = doc["attributes"][SHOT_ATTR].get("rows", {})
@@ -100,9 +101,12 @@ class _Growth:
     group: str
     staged: str  # the staged part's suffix
     suffix: str  # the store's part's suffix
-    rows_before: int  # rows of the store's data array
-    shots_before: int  # rows of its index arrays
-    attrs: bool  # whether the part has per-shot attributes (an attrs array)
+    rows_before: int  # the new rows' first: the store's data rows, up to the next chunk (or shard) boundary
+    arrays: tuple[str, ...]  # the part's arrays, by their names less the suffix (DATA first, when a data part)
+
+    @property
+    def kind(self) -> str:
+        return "same_as" if SAME_AS in self.arrays else "rows"
 
 
 def _join_series(nodes: dict[str, Any], new_nodes: dict[str, Any], out: Merge,
@@ -131,18 +135,29 @@ def _join_series(nodes: dict[str, Any], new_nodes: dict[str, Any], out: Merge,
             if alike is not None:
                 rows[part["suffix"]] = alike["suffix"]
                 grows.append(_Growth(group, part["suffix"], alike["suffix"],
-                                     int(nodes[f"{group}/{DATA}{alike['suffix']}"]["shape"][0]),
-                                     int(alike["shots"]), bool(alike.get("attrs"))))
+                                     next_boundary(nodes[f"{group}/{DATA}{alike['suffix']}"]),
+                                     (DATA, SHOT, START, LENGTH, *((ATTRS,) if alike.get("attrs") else ()))))
                 alike["shots"] = int(alike["shots"]) + int(part["shots"])
                 continue
             rows[part["suffix"]] = suffix = _free(taken)
             have["parts"].append({**part, "suffix": suffix})
         same_rows: dict[str, str] = {}
         if doc["same_as"].get("shots"):
-            same_rows[""] = suffix = _free(taken)
-            same["parts"] = [p for p in same_as_parts(same) if p["shots"]] + [
-                {"suffix": suffix, "shots": int(doc["same_as"]["shots"])}]
-            same["shots"] = int(same.get("shots", 0)) + int(doc["same_as"]["shots"])
+            added = int(doc["same_as"]["shots"])
+            kept = [p for p in same_as_parts(same) if p["shots"]]
+            last = kept[-1]["suffix"] if kept else None
+            if last is not None and all(
+                    nodes.get(f"{group}/{a}{last}", {}).get("data_type") == new_nodes[f"{group}/{a}"]["data_type"]
+                    for a in (SAME_AS_SHOT, SAME_AS)):  # the last pair grows
+                same_rows[""] = last
+                grows.append(_Growth(group, "", last, 0, (SAME_AS_SHOT, SAME_AS)))
+                kept[-1] = {**kept[-1], "shots": int(kept[-1]["shots"]) + added}
+            else:
+                same_rows[""] = suffix = _free(taken)
+                kept.append({"suffix": suffix, "shots": added})
+            if len(kept) > 1 or kept[0]["suffix"]:
+                same["parts"] = kept
+            same["shots"] = int(same.get("shots", 0)) + added
             same["sources"] = natural([*same.get("sources", []), *doc["same_as"].get("sources", [])])
         renames[group] = {"rows": rows, "same_as": same_rows}
         out.after[f"{group}/zarr.json"] = json.dumps(mine).encode()
@@ -172,22 +187,20 @@ def _grow_parts(grows: list[_Growth], nodes: dict[str, Any], new: StoreDocs, old
     and index rows, starts shifted past the store's rows), run before the root."""
     arrays = []
     for g in grows:
-        for base in (DATA, SHOT, START, LENGTH, *((ATTRS,) if g.attrs else ())):
+        for base in g.arrays:
             key, staged = f"{g.group}/{base}{g.suffix}", f"{g.group}/{base}{g.staged}"
             meta = nodes[key]
             rows = int(new.json(f"{staged}/zarr.json")["shape"][0])
-            nodes[key] = grown(meta, rows)
+            at = g.rows_before if base == DATA else None  # the data from a boundary: no shard of it written again
+            nodes[key] = grown(meta, rows, at)
             out.after[f"{key}/zarr.json"] = json.dumps(nodes[key]).encode()
-            out.added += new_chunk_keys(key, meta, rows)
-            arrays.append((key, meta, staged, g.rows_before if base == START else None))
+            out.added += new_chunk_keys(key, meta, rows, at)
+            arrays.append((key, meta, staged, g.rows_before if base == START else None, at))
 
     def write() -> int:
-        import zarr
-
-        source, target = new.zarr_store(), old.zarr_store()
-        return sum(append_rows(target, key, meta, zarr.open_array(source, path=staged, mode="r"),
-                               (lambda v, shift=shift: v + shift) if shift else None)
-                   for key, meta, staged, shift in arrays)
+        items = [(staged, key, meta, (lambda v, shift=shift: v + shift) if shift else None, at)
+                 for key, meta, staged, shift, at in arrays]
+        return copy_rows(new.zarr_store(), old.zarr_store(), items)
 
     out.write = write
 
@@ -201,7 +214,7 @@ def _free(taken: set[str]) -> str:
 
 
 def _move_array_object(key: str, group: str, renames: dict[str, dict[str, str]], new: StoreDocs,
-                       nodes: dict[str, Any], out: Merge, grown_parts: set[tuple[str, str]]) -> None:
+                       nodes: dict[str, Any], out: Merge, grown_parts: set[tuple[str, str, str]]) -> None:
     """One object of a staged series array, under its array's new name (metadata with
     the new suffix in its dimension names; chunks as they are); none of a part whose
     rows join a part of the store (written by :func:`_grow_parts`)."""
@@ -210,7 +223,7 @@ def _move_array_object(key: str, group: str, renames: dict[str, dict[str, str]],
         return  # the series group's own document: joined already
     base = next(b for b in _ARRAYS if name.startswith(b) and _SUFFIX.match(name[len(b):]))
     old_suffix = name[len(base):]
-    if base not in (SAME_AS, SAME_AS_SHOT) and (group, old_suffix) in grown_parts:
+    if (group, "same_as" if base in (SAME_AS, SAME_AS_SHOT) else "rows", old_suffix) in grown_parts:
         return
     table = renames["same_as" if base in (SAME_AS, SAME_AS_SHOT) else "rows"]
     suffix = table.get(old_suffix, old_suffix)

@@ -20,9 +20,10 @@ another scale of the shot (stored once, ``same_as``). ``docs/formats/signal-majo
 for readers that are not layoutkit.
 
 **Version 2** (Zarr v3 stores): the root holds what does not grow with the shots.
-An append (``convert --append``) grows a part's arrays by the new shots alike it (rows
-after the last: the index stays sorted by nothing but position), adds a part (a new
-suffix) for new shots alike none, and a new pair of ``same_as`` arrays listed in the
+An append (``convert --append``) grows a part's arrays by the new shots alike it: in
+``data`` from the next chunk (shard) boundary, leaving the rows before it unwritten and
+no shot's (so rows are found by ``start``, never by summing ``length``), in the index
+arrays right after their last row; it adds a part (a new suffix) for new shots alike none, and a new pair of ``same_as`` arrays listed in the
 series attribute's ``same_as.parts`` (:func:`same_as_parts`); the root-level lists are
 written again under new names, which the root's layout attribute gives (``"shots"``,
 ``"mirrored"``). The

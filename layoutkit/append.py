@@ -46,6 +46,7 @@ from typing import Any
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.combined import shot_of, walk_sources
+from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.model import Inventory
 from layoutkit.layout import Layout
 from layoutkit.plan import natural_key
@@ -287,8 +288,6 @@ def append(
         sources = as_sources(src if isinstance(src, (str, os.PathLike)) else list(src), options.template,
                              storage_options)
         members = sources.members if isinstance(sources, SourceSet) else (sources,)
-        from layoutkit.hdf5.files import check_source
-
         for m in members:
             check_source(m)
         records = {m: source_record(m, provenance.get("sources", [])) for m in members}

@@ -250,8 +250,9 @@ def _packed_plans(series: PackedSeries, options: ConvertOptions, budget: int, ve
             if sharded:
                 spec = ShardSpec(options.shards.mode, min(options.shards.target_bytes, budget))
                 shards = plan_shards(info.shape, chunks, itemsize, spec)
-        else:  # an index array: version 2 in chunks of INDEX_CHUNK rows (the series' bounds)
-            chunks, shards = (max(1, min(info.shape[0], INDEX_CHUNK if version >= 2 else info.shape[0])),), None
+        else:  # an index array: version 2 in chunks of INDEX_CHUNK rows (the series' bounds), however few its
+            # rows: an append then writes its last chunk again and adds one only every INDEX_CHUNK shots
+            chunks, shards = ((INDEX_CHUNK,) if version >= 2 else (max(1, info.shape[0]),)), None
         plans.append(
             ArrayPlan(
                 path=info.path,

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -240,3 +241,32 @@ def test_reorder_of_several_sources_is_refused_in_one_sentence(three, tmp_path):
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "reorder writes one file from one source, and 3 were given" in " ".join(result.output.split())
     assert not (tmp_path / "r.h5").exists()
+
+
+def test_a_set_reader_holds_a_bounded_number_of_files_open(fifty, monkeypatch):
+    """An archive may be thousands of files: the set's reader keeps at most
+    MAX_OPEN_MEMBERS open (closing the least recently used idle one), and reads every
+    one of them right, in any order, from many threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import layoutkit.hdf5.source as source_module
+
+    one, files = fifty
+    monkeypatch.setattr(source_module, "MAX_OPEN_MEMBERS", 3)
+    members = sorted(files.glob("*.h5"))
+    combined = walk_sources(SourceSet(tuple(members), "/shots/{shot}/signals/{signal}"))
+    whole = {a.path: a for a in walk_sources(one).arrays}
+    arrays = {a.path: a for a in combined.arrays}
+    paths = [p for p in arrays if "/signals/" in p][::-1]
+    most_open = []
+    with source_module.open_reader(SourceSet(tuple(members), "/shots/{shot}/signals/{signal}"), arrays) as reader, \
+            source_module.open_reader(one, whole) as truth:
+        def check(path: str) -> None:
+            region = tuple((0, n) for n in arrays[path].shape)
+            np.testing.assert_array_equal(reader.read(path, region), truth.read(path, region))
+            most_open.append(len(reader._readers))
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(check, paths))
+        assert reader.bytes_read > 0
+    assert len(paths) >= 150 and max(most_open) <= 3 + 4  # the limit, and at most one more per reading thread

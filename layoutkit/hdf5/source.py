@@ -10,12 +10,14 @@ release the GIL. Everything else falls back to h5py.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import itertools
 import os
 import struct
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import h5py
@@ -490,30 +492,57 @@ class SourceReader:
         return out
 
 
+MAX_OPEN_MEMBERS = 64
+"""Files of a set a :class:`SetReader` holds open at once (an archive may be thousands
+of files, a process's file descriptors ~1,000); the least recently used idle one closes."""
+
+
 class SetReader:
     """Reads regions of the datasets of a :class:`~layoutkit.storage.SourceSet`, each from
     the member that holds it (:attr:`ArrayInfo.member`): a :class:`SourceReader` per
-    member, opened when first read (a set may be hundreds of files). Safe to share
-    between threads, as a :class:`SourceReader` is."""
+    member, opened when first read, at most :data:`MAX_OPEN_MEMBERS` open at once (one in
+    use is never closed). Safe to share between threads, as a :class:`SourceReader` is."""
 
     def __init__(self, sources: SourceSet, arrays: dict[str, ArrayInfo]) -> None:
         self.path = str(sources)
         self.sources = sources
         self.arrays = arrays
-        self._readers: dict[int, SourceReader] = {}
+        self._by_member: dict[int, dict[str, ArrayInfo]] = {}
+        for path, info in arrays.items():
+            for part in info.segments or (info,):
+                self._by_member.setdefault(part.member, {})[path] = part
+        self._readers: collections.OrderedDict[int, SourceReader] = collections.OrderedDict()
+        self._using: dict[int, int] = {}
+        self._closed_bytes = 0
         self._lock = threading.Lock()
 
-    def _of(self, path: str, member: int | None = None) -> SourceReader:
-        member = self.arrays[path].member if member is None else member
-        reader = self._readers.get(member)
-        if reader is None:
+    @contextlib.contextmanager
+    def _member(self, member: int) -> Iterator[SourceReader]:
+        """The reader of one member, open while the block runs."""
+        with self._lock:
+            reader = self._readers.get(member)
+            if reader is None:
+                self._evict()
+                reader = self._readers[member] = SourceReader(self.sources.members[member], self._by_member[member])
+            self._readers.move_to_end(member)
+            self._using[member] = self._using.get(member, 0) + 1
+        try:
+            yield reader
+        finally:
             with self._lock:
-                reader = self._readers.get(member)
-                if reader is None:
-                    infos = {p: a for p, a in self.arrays.items() if a.member == member and a.segments is None}
-                    infos |= {p: s for p, a in self.arrays.items() for s in a.segments or () if s.member == member}
-                    reader = self._readers[member] = SourceReader(self.sources.members[member], infos)
-        return reader
+                self._using[member] -= 1
+
+    def _evict(self) -> None:
+        while len(self._readers) >= MAX_OPEN_MEMBERS:
+            idle = next((m for m in self._readers if not self._using.get(m)), None)
+            if idle is None:
+                return  # every open one is being read: one more, for now
+            reader = self._readers.pop(idle)
+            self._closed_bytes += reader.bytes_read
+            reader.close()
+
+    def _of(self, path: str) -> contextlib.AbstractContextManager[SourceReader]:
+        return self._member(self.arrays[path].member)
 
     def _joined(self, info: ArrayInfo, region: Region) -> np.ndarray:
         """A region of an array joined from several sources along its first axis (netCDF
@@ -526,7 +555,8 @@ class SetReader:
         for seg in info.segments or ():
             lo, hi = max(a, start), min(b, start + seg.shape[0])
             if lo < hi:
-                data = self._of(seg.path, seg.member).read(seg.path, ((lo - start, hi - start), *rest))
+                with self._member(seg.member) as reader:
+                    data = reader.read(seg.path, ((lo - start, hi - start), *rest))
                 parts.append(np.asarray(decode(seg, data) if info.unpack else data, dtype=info.dtype))
             start += seg.shape[0]
         if not parts:
@@ -535,20 +565,29 @@ class SetReader:
 
     @property
     def bytes_read(self) -> int:
-        return sum(r.bytes_read for r in list(self._readers.values()))
+        with self._lock:
+            return self._closed_bytes + sum(r.bytes_read for r in self._readers.values())
 
     def read(self, path: str, region: Region) -> np.ndarray:
         info = self.arrays[path]
-        return self._joined(info, region) if info.segments is not None else self._of(path).read(path, region)
+        if info.segments is not None:
+            return self._joined(info, region)
+        with self._of(path) as reader:
+            return reader.read(path, region)
 
     def allocated(self, path: str, region: Region) -> bool:
-        return self.arrays[path].segments is not None or self._of(path).allocated(path, region)
+        if self.arrays[path].segments is not None:
+            return True
+        with self._of(path) as reader:
+            return reader.allocated(path, region)
 
     def stored_chunks(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[bytes | None, int]]:
-        return self._of(path).stored_chunks(path, region)
+        with self._of(path) as reader:
+            return reader.stored_chunks(path, region)
 
     def read_raw_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes, int]:
-        return self._of(path).read_raw_chunk(path, origin)
+        with self._of(path) as reader:
+            return reader.read_raw_chunk(path, origin)
 
     def prefetch(self, reads: list[tuple[str, Region]]) -> None:
         """Each member's reads fetched together (:meth:`SourceReader.prefetch`)."""
@@ -556,12 +595,14 @@ class SetReader:
         for path, region in reads:
             if path in self.arrays and self.arrays[path].segments is None:
                 by_member.setdefault(self.arrays[path].member, []).append((path, region))
-        for pieces in by_member.values():
-            self._of(pieces[0][0]).prefetch(pieces)
+        for member, pieces in by_member.items():
+            with self._member(member) as reader:
+                reader.prefetch(pieces)
 
     def close(self) -> None:
-        while self._readers:
-            self._readers.popitem()[1].close()
+        with self._lock:
+            while self._readers:
+                self._readers.popitem()[1].close()
 
     def __enter__(self) -> SetReader:
         return self

@@ -14,8 +14,10 @@ layout, locally, in a bucket or in Icechunk:
 3. The new shots are written with the store's recipe, as any run writes, into a staging
    folder (local, ``--tmpdir``), and the layout's ``append.merge`` says how they join the
    store (:class:`Merge`): which objects are added under which keys (nothing of the
-   store is rewritten but its small shared documents; a signal-major series grows by a
-   new part), which new documents are written, and the new root document.
+   store is rewritten but its small shared documents; a signal-major series grows in
+   place, :mod:`layoutkit.grow`), which new documents are written, and the new root
+   document. netCDF files along a record dimension are not staged: their rows are
+   written after the store's through zarr, the new shapes held back until the root.
 4. They are written in an order that keeps the store readable and whole
    (:func:`_apply`): under a lock (another append is refused in one sentence), a journal
    of the keys about to be added, then the added objects, then the root document, which
@@ -324,7 +326,7 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
             merge = _records(editor, root, sources, inventory, dst)
             entry["records"] = next(a.shape[0] for a in inventory.arrays if a.segments)
         else:
-            inventory, known_shots = _new_shots(sources, inventory, editor, dst, storage_options, options)
+            inventory, known_shots = _new_shots(sources, inventory, editor, root, dst, storage_options, options)
             entry["shots"] = _count_shots(inventory, options.template)
             if entry["shots"]:
                 merge = _stage_and_merge(layout, sources, inventory, options, folder, editor, progress, stages)
@@ -346,7 +348,7 @@ def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inve
 
     plans = plan_growth(inventory, root, editor.get, dst)
     _check_outside(sources, replace(inventory, arrays=tuple(a for a in inventory.arrays if a.segments is None),
-                                    groups=(), links=()), editor, dst,
+                                    groups=(), links=()), editor, root, dst,
                    "an append along the record dimension adds rows: what lies outside it must be what the store holds")
     dim = plans[0][1].dims[0]
     coordinate = next(((key, info) for key, info, _ in plans if info.dims == (dim,) and info.name == dim), None)
@@ -422,14 +424,14 @@ def _count_shots(inventory: Inventory, template: str) -> int:
     return len({s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None})
 
 
-def _check_outside(sources: SourceSet, outside: Inventory, editor: StoreEditor, dst: str, why: str) -> None:
+def _check_outside(sources: SourceSet, outside: Inventory, editor: StoreEditor, root: dict[str, Any], dst: str,
+                   why: str) -> None:
     """Refuse new sources whose nodes outside what an append adds (``outside``: groups,
     and arrays every layout mirrors at their paths) differ from the store's. Compared as
     a mirrored store is (not through the layout's comparator, which would check the whole
     index); the attributes layoutkit adds to its nodes (``layoutkit*``) aside."""
     from layoutkit.equality.zarr_ import compare_zarr
 
-    root = json.loads(editor.get("zarr.json") or b"{}")
     ours = frozenset(k for k in root.get("attributes", {}) if k.startswith("layoutkit"))
     found = [m for m in compare_zarr(sources, editor.zarr_store(), outside, index_attrs=ours, name=dst)
              if m.what != "extra"]
@@ -437,7 +439,7 @@ def _check_outside(sources: SourceSet, outside: Inventory, editor: StoreEditor, 
         raise LayoutkitError(f"{found[0].path} differs between the new sources and {dst} ({found[0].detail}); {why}.")
 
 
-def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, dst: str,
+def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, root: dict[str, Any], dst: str,
                storage_options: dict[str, str] | None, options: Any) -> tuple[Inventory, int]:
     """The inventory of the shots of ``sources`` the store does not hold, and how many
     it holds already (equal). Refuses a shot the store holds with other data, and what
@@ -449,7 +451,7 @@ def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, ds
     mine = {s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None}
     outside = replace(inventory, arrays=tuple(a for a in inventory.arrays if shot(a.path) is None),
                       groups=tuple(g for g in inventory.groups if shot(g.path) is None), links=())
-    _check_outside(sources, outside, editor, dst,
+    _check_outside(sources, outside, editor, root, dst,
                    "an append adds shots: what lies outside them must be what the store holds")
     with open_archive(dst, template=options.template, storage_options=storage_options) as store:
         held = mine & set(store.shots)
@@ -524,7 +526,7 @@ def _apply(editor: StoreEditor, merge: Merge, staged: Path, append_id: str, name
         else:
             _undo(editor, journal)
         raise
-    _finish(editor, journal)
+    _finish(editor, {**journal, "after": {}} if editor.transactional else journal)  # (put above, in the commit)
     return len(merge.moves) + len(merge.documents) + len(merge.added) + 1 + len(merge.after), nbytes + len(root)
 
 

@@ -32,7 +32,7 @@ from layoutkit.hdf5.concat import ENCODING_ATTRS
 from layoutkit.hdf5.model import ArrayInfo, Inventory
 from layoutkit.storage import SourceSet
 
-ROWS_BYTES = 64 * 1024**2
+SLAB_BYTES = 16 * 1024**2
 """Rows written at a time, at most this many bytes of them (memory bound)."""
 
 
@@ -129,7 +129,7 @@ def _write_rows(zarr_store: Any, sources: SourceSet, plans: list[tuple[str, Arra
             array = zarr.open_array(held_store(zarr_store, {f"{key}/zarr.json": json.dumps(grown(meta, info.shape[0]))
                                                             .encode()}), path=key, mode="r+")
             row_bytes = max(1, int(np.prod(info.shape[1:], dtype=np.int64)) * info.dtype.itemsize)
-            step = max(1, ROWS_BYTES // row_bytes)
+            step = max(1, SLAB_BYTES // row_bytes)
             rest = tuple((0, n) for n in info.shape[1:])
             for lo in range(0, info.shape[0], step):
                 hi = min(info.shape[0], lo + step)
@@ -196,7 +196,6 @@ def next_boundary(meta: dict[str, Any]) -> int:
 IN_FLIGHT = 16
 """Arrays appended to at once (:func:`copy_rows`): their Python work is small and their
 I/O waits, so many at once cost one array's time; each holds at most a slab of rows."""
-SLAB_BYTES = 16 * 1024**2
 
 
 def copy_rows(source: Any, target: Any, items: list[tuple[str, str, dict[str, Any], Any, int | None]]) -> int:
@@ -210,10 +209,9 @@ def copy_rows(source: Any, target: Any, items: list[tuple[str, str, dict[str, An
     import zarr.api.asynchronous as za
     from zarr.core.sync import sync
 
-    gate: asyncio.Semaphore | None = None  # made on zarr's loop, below
-
-    async def one(name: str, key: str, meta: dict[str, Any], transform: Any, at: int | None) -> int:
-        async with gate:  # type: ignore[union-attr]
+    async def one(gate: asyncio.Semaphore, name: str, key: str, meta: dict[str, Any], transform: Any,
+                  at: int | None) -> int:
+        async with gate:
             src = await za.open_array(store=source, path=name, mode="r")
             rows = int(src.shape[0])
             held = {f"{key}/zarr.json": json.dumps(grown(meta, rows, at)).encode()}
@@ -229,34 +227,11 @@ def copy_rows(source: Any, target: Any, items: list[tuple[str, str, dict[str, An
             return nbytes
 
     async def every() -> int:
-        nonlocal gate
-        gate = asyncio.Semaphore(IN_FLIGHT)
-        return sum(await asyncio.gather(*(one(*item) for item in items)))
+        gate = asyncio.Semaphore(IN_FLIGHT)  # made on zarr's loop
+        return sum(await asyncio.gather(*(one(gate, *item) for item in items)))
 
     return sync(every())
 
 
-def append_rows(zarr_store: Any, key: str, meta: dict[str, Any], rows: Any, transform: Any = None,
-                at: int | None = None) -> int:
-    """Write the rows of ``rows`` (an array: a zarr array, read a slab at a time) after
-    the last of the store's array ``key`` (``meta``: its metadata now; from row ``at``
-    when given), the new shape held back; ``transform(values)`` first, if given.
-    Returns the bytes written."""
-    import zarr
-
-    held = {f"{key}/zarr.json": json.dumps(grown(meta, rows.shape[0], at)).encode()}
-    array = zarr.open_array(held_store(zarr_store, held), path=key, mode="r+")
-    old = int(meta["shape"][0]) if at is None else at
-    row_bytes = max(1, int(np.prod(rows.shape[1:], dtype=np.int64)) * np.dtype(rows.dtype).itemsize)
-    step = max(1, ROWS_BYTES // row_bytes)
-    nbytes = 0
-    for lo in range(0, rows.shape[0], step):
-        hi = min(rows.shape[0], lo + step)
-        values = np.asarray(rows[lo:hi])
-        array[old + lo: old + hi] = transform(values) if transform is not None else values
-        nbytes += values.nbytes
-    return nbytes
-
-
-__all__ = ["IN_FLIGHT", "ROWS_BYTES", "SLAB_BYTES", "RecordsError", "append_rows", "copy_rows", "grow", "grown", "held_store", "new_chunk_keys",
+__all__ = ["IN_FLIGHT", "SLAB_BYTES", "RecordsError", "copy_rows", "grow", "grown", "held_store", "new_chunk_keys",
            "next_boundary", "plan_growth"]

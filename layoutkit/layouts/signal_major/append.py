@@ -79,7 +79,7 @@ def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
         else:
             out.moves[key] = key
     if grows:
-        _grow_parts(grows, nodes, new, old, out)
+        _grow_parts(grows, nodes, new_nodes, new, old, out)
     for group, node in new_nodes.items():  # groups the store lacked (a new series' parents)
         if _series(node) is None and group not in nodes and node.get("node_type") == "group":
             nodes[group] = node
@@ -181,7 +181,8 @@ def _alike(group: str, part: dict[str, Any], parts: list[dict[str, Any]], nodes:
     return None
 
 
-def _grow_parts(grows: list[_Growth], nodes: dict[str, Any], new: StoreDocs, old: StoreDocs, out: Merge) -> None:
+def _grow_parts(grows: list[_Growth], nodes: dict[str, Any], new_nodes: dict[str, Any], new: StoreDocs,
+                old: StoreDocs, out: Merge) -> None:
     """The grown parts: their arrays' new shapes in the root (and after it in their own
     documents), the chunks they gain, and the writing of the new rows (the staged data
     and index rows, starts shifted past the store's rows), run before the root."""
@@ -190,7 +191,7 @@ def _grow_parts(grows: list[_Growth], nodes: dict[str, Any], new: StoreDocs, old
         for base in g.arrays:
             key, staged = f"{g.group}/{base}{g.suffix}", f"{g.group}/{base}{g.staged}"
             meta = nodes[key]
-            rows = int(new.json(f"{staged}/zarr.json")["shape"][0])
+            rows = int(new_nodes[staged]["shape"][0])  # the staged root lists the series' arrays
             at = g.rows_before if base == DATA else None  # the data from a boundary: no shard of it written again
             nodes[key] = grown(meta, rows, at)
             out.after[f"{key}/zarr.json"] = json.dumps(nodes[key]).encode()

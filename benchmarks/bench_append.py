@@ -20,7 +20,9 @@ fraction of the full run's, beside the shots' fraction.
 Then the memory of a run's driver against the number of files (``--memory-files``): tiny
 files of one shot (50 signals of 64 values and a time base: 51 datasets), ``convert`` of
 100, 300 and 1,000 of them in one run each, and ``--append`` of 10 more to the store of
-1,000, each a process of its own (peak RSS from ``wait4``). Prints markdown tables; writes
+1,000, walked by the driver and by a local cluster's workers (``--scheduler processes``), and
+``--append`` of 10 more to the store of 1,000, each a process of its own (the driver's own
+peak RSS, ``getrusage``). Prints markdown tables; writes
 ``benchmarks/out/append.json``.
 """
 
@@ -99,14 +101,24 @@ def measure_layout(layout: str, files: list[Path], work: Path, repeat: int) -> d
     }
 
 
+PEAK_OF_SELF = """
+import resource, runpy, sys
+try:
+    runpy.run_module("layoutkit", run_name="__main__", alter_sys=True)
+finally:  # this process's own peak: a cluster's worker processes are not the driver
+    print("PEAK_KIB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
 def peak_rss(args: list[str]) -> tuple[float, int]:
-    """Seconds and peak RSS (MiB) of ``python -m layoutkit ARGS`` in a process of its own."""
+    """Seconds and peak RSS (MiB) of the driver of ``layoutkit ARGS``, run in a process of
+    its own (its own peak, not its children's: a LocalCluster's workers are children)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "layoutkit", "--quiet", *args])
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"layoutkit {' '.join(args)} failed")
-    return time.perf_counter() - t0, usage.ru_maxrss // 1024
+    proc = subprocess.run([sys.executable, "-c", PEAK_OF_SELF, "--quiet", *args], stderr=subprocess.PIPE, text=True)
+    peaks = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_KIB ")]
+    if proc.returncode != 0 or not peaks:
+        raise SystemExit(f"layoutkit {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - t0, peaks[-1] // 1024
 
 
 def tiny_files(folder: Path, count: int, signals: int = 50) -> list[Path]:
@@ -134,16 +146,20 @@ def tiny_files(folder: Path, count: int, signals: int = 50) -> list[Path]:
 
 def driver_memory(work: Path, counts: list[int]) -> list[dict[str, object]]:
     """Peak RSS of a run's driver against the files (and datasets) of the run: convert
-    of ``counts`` tiny files in one run each (signal-major), then an append of 10 files
-    to the store of the largest count."""
+    of ``counts`` tiny files in one run each (signal-major), the files walked here
+    (``--scheduler threads``) and by the workers of a local cluster (``processes``: the
+    driver only combines what they found), then an append of 10 files to the store of
+    the largest count."""
     files = tiny_files(work / "tiny", max(counts) + 10)
     rows = []
-    for n in counts:
-        store = work / f"memory-{n}.zarr"
-        shutil.rmtree(store, ignore_errors=True)
-        seconds, rss = peak_rss(["convert", *map(str, files[:n]), str(store), "--layout", "signal-major"])
-        rows.append({"run": f"convert {n:,} files ({n * 51:,} datasets) in one run", "files": n, "seconds": seconds,
-                     "peak_rss_mib": rss})
+    for scheduler in ("threads", "processes"):
+        for n in counts:
+            store = work / f"memory-{n}.zarr"
+            shutil.rmtree(store, ignore_errors=True)
+            seconds, rss = peak_rss(["convert", *map(str, files[:n]), str(store), "--layout", "signal-major",
+                                     "--scheduler", scheduler])
+            rows.append({"run": f"convert {n:,} files ({n * 51:,} datasets) in one run, --scheduler {scheduler}",
+                         "files": n, "scheduler": scheduler, "seconds": seconds, "peak_rss_mib": rss})
     store = work / f"memory-{max(counts)}.zarr"
     seconds, rss = peak_rss(["convert", *map(str, files[max(counts):]), str(store), "--append"])
     rows.append({"run": f"append 10 files to the store of {max(counts):,}", "files": 10, "seconds": seconds,

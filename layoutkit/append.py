@@ -12,7 +12,8 @@ layout, locally, in a bucket or in Icechunk:
    shot the store already holds is left out when its data are the same and refused by
    name when not; what lies outside the shots must be what the store holds.
 3. The new shots are written with the store's recipe, as any run writes, into a staging
-   folder (local, ``--tmpdir``), and the layout's ``append.merge`` says how they join the
+   folder (local, ``--tmpdir``; for a store in a bucket written by a cluster's workers, a
+   prefix beside it in the bucket, copied in by the bucket: :class:`Staged`), and the layout's ``append.merge`` says how they join the
    store (:class:`Merge`): which objects are added under which keys (nothing of the
    store is rewritten but its small shared documents; a signal-major series grows in
    place, :mod:`layoutkit.grow`), which new documents are written, and the new root
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
+from layoutkit.execute import file_mapper
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.combined import shot_of, walk_sources
 from layoutkit.hdf5.files import check_source
@@ -316,12 +318,12 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
     they add (staged, then merged), or the rows they add along the record dimension
     (netCDF files: :mod:`layoutkit.grow`). Returns the provenance's entry for the
     append, the shots the store held already, and the objects and bytes written."""
-    inventory = walk_sources(sources)
+    inventory = walk_sources(sources, options.workers, file_mapper(options.scheduler, options.workers))
     append_id = uuid.uuid4().hex[:12]
     entry: dict[str, Any] = {"id": append_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "sources": len(sources.members)}
     known_shots = 0
-    with _staging(dst, tmpdir) as folder:
+    with _staging(dst, tmpdir, options, storage_options) as staged:
         if _count_shots(inventory, options.template) == 0 and any(a.segments for a in inventory.arrays):
             merge = _records(editor, root, sources, inventory, dst)
             entry["records"] = next(a.shape[0] for a in inventory.arrays if a.segments)
@@ -329,12 +331,12 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
             inventory, known_shots = _new_shots(sources, inventory, editor, root, dst, storage_options, options)
             entry["shots"] = _count_shots(inventory, options.template)
             if entry["shots"]:
-                merge = _stage_and_merge(layout, sources, inventory, options, folder, editor, progress, stages)
+                merge = _stage_and_merge(layout, sources, inventory, options, staged, editor, progress, stages)
             else:  # every shot of the new sources is in the store already: only they are recorded
                 merge = Merge(root=root)
         provenance = {**provenance, "appends": [*provenance.get("appends", []), entry]}
         merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps(provenance)
-        written, nbytes = _apply(editor, merge, folder / "new.zarr", append_id, dst)
+        written, nbytes = _apply(editor, merge, staged, append_id, dst)
     return entry, known_shots, written, nbytes
 
 
@@ -468,33 +470,92 @@ def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, ro
                    groups=tuple(g for g in inventory.groups if keep(g.path))), len(held)
 
 
+@dataclass
+class Staged:
+    """Where the new shots' store is written before it joins the store: a local folder
+    (beside a local store, so its files are renamed into it; else in ``--tmpdir``), or,
+    for a store in a bucket written by a cluster's workers (``--scheduler tcp://...``),
+    a prefix beside the store in its bucket, which every worker reaches and whose
+    objects are copied into the store by the bucket itself (``CopyObject``)."""
+
+    where: Path | str  # the folder, or the URL of the staged store
+    storage_options: dict[str, str] = field(default_factory=dict)
+    _listed: dict[str, int] | None = field(default=None, repr=False)  # the staged objects' sizes, listed once
+
+    @property
+    def in_bucket(self) -> bool:
+        return isinstance(self.where, str)
+
+    def destination(self) -> Any:
+        from layoutkit.storage import destination
+
+        return destination(self.where, self.storage_options) if self.in_bucket else self.where
+
+    def docs(self) -> StoreDocs:
+        if not self.in_bucket:
+            return folder_docs(Path(self.where))
+        from layoutkit.storage.editing import BucketEditor
+
+        staged = BucketEditor(str(self.where), self.storage_options)
+        return StoreDocs(staged.get, lambda: sorted(self._sizes()), staged.zarr_store)
+
+    def _sizes(self) -> dict[str, int]:
+        if self._listed is None:
+            from layoutkit.storage.buckets import list_keys, store_at
+
+            self._listed = dict(list_keys(store_at(str(self.where), self.storage_options), ""))
+        return self._listed
+
+    def move(self, editor: StoreEditor, key: str, to: str) -> int:
+        """Put the staged object ``key`` into the store at ``to``; its bytes."""
+        if self.in_bucket:
+            editor.copy_object(f"{self.where}/{key}", to)  # type: ignore[attr-defined]  (a BucketEditor)
+            return self._sizes()[key]
+        path = Path(self.where) / key
+        nbytes = path.stat().st_size
+        editor.put_file(to, path)
+        return nbytes
+
+
 @contextlib.contextmanager
-def _staging(dst: Any, tmpdir: str | os.PathLike | None) -> Iterator[Path]:
-    """A folder for the new shots' store: beside a local store (so its files are renamed
-    into it), else in ``tmpdir``."""
+def _staging(dst: Any, tmpdir: str | os.PathLike | None, options: Any,
+             storage_options: dict[str, str] | None) -> Iterator[Staged]:
+    """The staging of an append (:class:`Staged`), removed after it."""
     from layoutkit.storage import is_url
+    from layoutkit.storage.buckets import delete_keys, list_keys, store_at
     from layoutkit.storage.icechunk_repo import is_icechunk
 
-    local = not is_url(str(dst)) and not is_icechunk(str(dst))
+    text = str(dst).rstrip("/")
+    if is_url(text) and not is_icechunk(text) and tmpdir is None and "://" in str(getattr(options, "scheduler", "")):
+        name = text.rsplit("/", 1)
+        url = f"{name[0]}/.{name[1]}.layoutkit-append-{uuid.uuid4().hex[:12]}"
+        try:
+            yield Staged(f"{url}/new.zarr", dict(storage_options or {}))
+        finally:
+            with contextlib.suppress(Exception):  # what is left is hidden, and named by the next listing
+                store = store_at(url, dict(storage_options or {}))
+                delete_keys(store, [k for k, _ in list_keys(store, "")])
+        return
+    local = not is_url(text) and not is_icechunk(text)
     where = Path(dst).resolve().parent if local and tmpdir is None else tmpdir
-    folder = Path(tempfile.mkdtemp(prefix=f".{Path(str(dst)).name}.layoutkit-append-", dir=where))
+    folder = Path(tempfile.mkdtemp(prefix=f".{Path(text).name}.layoutkit-append-", dir=where))
     try:
-        yield folder
+        yield Staged(folder / "new.zarr")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, options: Any, folder: Path,
+def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, options: Any, staged: Staged,
                      editor: StoreEditor, progress: Any, stages: Stages | None) -> Merge:
     from layoutkit import pipeline
 
-    staged = folder / "new.zarr"
-    planned = pipeline.plan(layout, sources, staged, options, inventory=inventory, stages=stages)
-    pipeline.run(layout, sources, staged, options, progress, planned, stages=stages)
-    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), folder_docs(staged), options)
+    dest = staged.destination()
+    planned = pipeline.plan(layout, sources, str(staged.where), options, inventory=inventory, stages=stages)
+    pipeline.run(layout, sources, dest, options, progress, planned, stages=stages)
+    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), staged.docs(), options)
 
 
-def _apply(editor: StoreEditor, merge: Merge, staged: Path, append_id: str, name: str) -> tuple[int, int]:
+def _apply(editor: StoreEditor, merge: Merge, staged: Staged, append_id: str, name: str) -> tuple[int, int]:
     """Write a merge in the order that keeps the store whole (module docstring); returns
     the objects and bytes written."""
     added = [*merge.moves.values(), *(k for k in merge.documents if k != SIDECAR), *merge.added]
@@ -513,8 +574,7 @@ def _apply(editor: StoreEditor, merge: Merge, staged: Path, append_id: str, name
             for key, data in merge.after.items():
                 editor.put(key, data)
         for source, key in merge.moves.items():
-            nbytes += (staged / source).stat().st_size
-            editor.put_file(key, staged / source)
+            nbytes += staged.move(editor, source, key)
         if merge.write is not None:
             nbytes += merge.write()
         _pause()

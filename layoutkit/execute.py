@@ -9,7 +9,8 @@ and the destination itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -61,19 +62,12 @@ def _as_done(pending: Iterable[Future[int]]) -> Iterable[Future[int]]:
         yield from done
 
 
-def run_distributed(
-    fn: TaskFn,
-    job: Any,
-    tasks: Sequence[Any],
-    workers: int,
-    progress: Callable[[int], None],
-    address: str | None = None,
-    cleanup: Callable[[], None] | None = None,
-) -> None:
-    """Run on a dask.distributed cluster: a LocalCluster of ``workers`` processes, or
-    the scheduler at ``address``. At most two tasks per worker are in flight."""
+@contextlib.contextmanager
+def cluster_client(workers: int, address: str | None = None) -> Iterator[Any]:
+    """A dask.distributed client: of a LocalCluster of ``workers`` single-threaded
+    processes, or of the scheduler at ``address``; closed (with the cluster) after."""
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - distributed is a dependency
         raise InvalidOptionError(
             "The processes and distributed schedulers need dask.distributed: "
@@ -89,6 +83,27 @@ def run_distributed(
     else:
         client = Client(address)
     try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_distributed(
+    fn: TaskFn,
+    job: Any,
+    tasks: Sequence[Any],
+    workers: int,
+    progress: Callable[[int], None],
+    address: str | None = None,
+    cleanup: Callable[[], None] | None = None,
+) -> None:
+    """Run on a dask.distributed cluster: a LocalCluster of ``workers`` processes, or
+    the scheduler at ``address``. At most two tasks per worker are in flight."""
+    from distributed import as_completed
+
+    with cluster_client(workers, address) as client:
         nworkers = max(1, len(client.scheduler_info().get("workers", {})) or workers)
         window = 2 * nworkers
         job_future = client.scatter(job, broadcast=True)
@@ -104,10 +119,21 @@ def run_distributed(
                 next_index += 1
         if cleanup is not None:
             client.run(cleanup)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+
+
+def file_mapper(scheduler: str, workers: int) -> Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]] | None:
+    """For a dask cluster (``scheduler``: ``processes``, a LocalCluster of ``workers``; or
+    an address), a function mapping ``fn`` over items on its workers, results in the
+    items' order, the first error raised here (the files of a set walked where the work
+    runs: :func:`layoutkit.hdf5.combined.walk_sources`); None for threads and serial."""
+    if scheduler in ("threads", "serial"):
+        return None
+
+    def map_on_cluster(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        with cluster_client(workers, None if scheduler == "processes" else scheduler) as client:
+            return client.gather(client.map(fn, list(items), pure=False))
+
+    return map_on_cluster
 
 
 def run_tasks(

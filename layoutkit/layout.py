@@ -92,8 +92,6 @@ class Layout(ABC):
     options_class: ClassVar[type]
     recipe_keys: ClassVar[tuple[RecipeKey, ...]]
     description: ClassVar[str] = ""
-    takes_sets: ClassVar[bool] = True
-    """Whether it writes several sources as one archive (:class:`~layoutkit.storage.SourceSet`)."""
 
     @property
     def names(self) -> tuple[str, ...]:

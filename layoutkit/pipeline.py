@@ -36,7 +36,7 @@ from typing import Any
 
 from layoutkit import __version__
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
-from layoutkit.execute import map_ordered, run_tasks
+from layoutkit.execute import file_mapper, map_ordered, run_tasks
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import check_source
@@ -105,17 +105,13 @@ def plan(
         the layout cannot carry.
     """
     src = sources_of(src, options)
-    if isinstance(src, SourceSet) and not layout.takes_sets:
-        raise InvalidOptionError(
-            f"{layout.command} writes one file from one source, and {len(src.members)} were given ({src}); convert "
-            "them into one Zarr store, which takes many, or run it on each."
-        )
     options = io_options(options, src)
     stages = stages or Stages()
     with stages.active():
         if inventory is None:
             with stages.step("inventory"):
-                inventory = walk_sources(src, workers=getattr(options, "workers", 1))
+                workers = getattr(options, "workers", 1)
+                inventory = walk_sources(src, workers, file_mapper(getattr(options, "scheduler", "threads"), workers))
         template = layout.scale_template(options)
         digests = {}
         if template:

@@ -1135,3 +1135,33 @@ def test_append_to_a_store_in_a_bucket(endpoint, tmp_path):
     assert refused.exit_code != 0 and "Another append to" in refused.output and "elsewhere" in refused.output
     assert objects(endpoint, "grow.zarr") == {**before, f"grow.zarr/{LOCK}": objects(endpoint, "grow.zarr")[
         f"grow.zarr/{LOCK}"]}
+
+
+def test_an_append_on_a_cluster_stages_in_the_bucket(endpoint, tmp_path, monkeypatch):
+    """--scheduler tcp://...: the cluster's workers may be other machines, so the new
+    shots are staged beside the store in its bucket (no local folder: this process has
+    no usable temporary directory), copied in by the bucket, and the staging removed;
+    the store equal to all its sources."""
+    import tempfile
+
+    from distributed import LocalCluster
+
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.equality import compare_set
+
+    write_sample(tmp_path / "many", shots=4, signals=3, seed=9, shots_per_file=1)
+    s3 = client(endpoint)
+    for f in sorted((tmp_path / "many").iterdir()):
+        s3.upload_file(str(f), BUCKET, f"cluster/{f.name}")
+    names = [f"s3://{BUCKET}/cluster/{f.name}" for f in sorted((tmp_path / "many").iterdir())]
+    store = f"s3://{BUCKET}/cluster.zarr"
+    assert cli(endpoint, "convert", *names[:2], store, "--layout", "shot-packed").exit_code == 0
+    for k, v in CREDENTIALS.items():
+        monkeypatch.setenv(k, v)  # the workers' environment
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+        result = cli(endpoint, "convert", *names[2:], store, "--append", "--scheduler", cluster.scheduler_address)
+    assert result.exit_code == 0, result.output
+    opts = {"endpoint_url": endpoint, **{k.lower().removeprefix("aws_"): v for k, v in CREDENTIALS.items()}}
+    assert compare_set(names, store, storage_options=opts) == []
+    assert not [k for k in objects(endpoint, "") if "layoutkit-append" in k]  # the staging is gone

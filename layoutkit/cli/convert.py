@@ -10,6 +10,7 @@ from rich.table import Table
 
 from layoutkit.cli.core import SOURCE_SIZE, State, app, out
 from layoutkit.cli.running import (
+    CONCAT_DIM_HELP,
     ICECHUNK_HELP,
     RECIPE_HELP,
     SOURCES_FROM_HELP,
@@ -63,7 +64,7 @@ def convert(
     icechunk: Annotated[bool, typer.Option("--icechunk", help=ICECHUNK_HELP)] = False,
     sources_from: Annotated[Path | None, typer.Option("--sources-from", help=SOURCES_FROM_HELP)] = None,
     append: Annotated[bool, typer.Option("--append", help=APPEND_HELP)] = False,
-    concat_dim: Annotated[str | None, typer.Option("--concat-dim", help="netCDF sources without shots: the dimension to join them along (default: the unlimited one they share).")] = None,
+    concat_dim: Annotated[str | None, typer.Option("--concat-dim", help=CONCAT_DIM_HELP)] = None,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included), or several as one archive, as a Zarr store."""
     if append:

@@ -9,14 +9,24 @@ import typer
 from rich.table import Table
 
 from layoutkit.cli.core import SOURCE_SIZE, State, app, out
-from layoutkit.cli.running import RECIPE_HELP, STORAGE_HELP, TMPDIR_HELP, options_from, plan_and_run
+from layoutkit.cli.running import (
+    CONCAT_DIM_HELP,
+    RECIPE_HELP,
+    SOURCES_FROM_HELP,
+    SOURCES_HELP,
+    STORAGE_HELP,
+    TMPDIR_HELP,
+    options_from,
+    plan_and_run,
+    sources_given,
+)
 from layoutkit.options import format_size, size_relative
 
 
 @app.command()
 def reorder(
     ctx: typer.Context,
-    src: Annotated[str, typer.Argument(metavar="SRC", help="HDF5 or netCDF-4 file: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
+    src: Annotated[list[str], typer.Argument(metavar="SRC...", help=SOURCES_HELP)],
     dst: Annotated[str, typer.Argument(metavar="DST", help="HDF5 file to write: a path, or s3://bucket/key.h5 (gs://, az:// too).")],
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     by: Annotated[str, typer.Option(metavar="shot|signal|group", help="Byte order: shot (all signals of a shot together), signal (one signal of all shots together), or group (the hierarchy, depth-first; works on any file).")] = "shot",
@@ -33,10 +43,14 @@ def reorder(
     dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
+    sources_from: Annotated[Path | None, typer.Option("--sources-from", help=SOURCES_FROM_HELP)] = None,
+    concat_dim: Annotated[str | None, typer.Option("--concat-dim", help=CONCAT_DIM_HELP)] = None,
 ) -> None:
-    """Rewrite an HDF5 file as paged-aggregation HDF5, its bytes ordered by shot, signal or group."""
+    """Rewrite an HDF5 file, or several as one archive, as paged-aggregation HDF5, its bytes ordered by shot, signal
+    or group."""
     options = options_from(ctx, "reorder", recipe)
-    summary = plan_and_run("reorder", src, dst, options, _print_reorder_plan, dry_run, storage_option, tmpdir)
+    summary = plan_and_run("reorder", sources_given(src, sources_from), dst, options, _print_reorder_plan, dry_run,
+                           storage_option, tmpdir, concat_dim=concat_dim)
     if summary is None:
         return
     if not State.quiet:

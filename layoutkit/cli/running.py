@@ -150,6 +150,8 @@ SOURCES_HELP = (
     "HDF5 or netCDF-4 file(s): paths, s3://bucket/key.h5 (gs://, az:// too), or quoted globs ('exports/shots-*.h5', "
     "'s3://bucket/exports/*.h5'). Several are written as one archive: the union of their shots."
 )
+CONCAT_DIM_HELP = ("netCDF sources without shots: the dimension to join them along (default: the unlimited one they "
+                   "share).")
 SOURCES_FROM_HELP = "A text file listing more sources, one per line (blank lines and lines starting with # are skipped)."
 
 
@@ -194,6 +196,6 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
 
 
 
-__all__ = ["FORMER_OPTIONS", "ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "SOURCES_FROM_HELP", "SOURCES_HELP",
+__all__ = ["CONCAT_DIM_HELP", "FORMER_OPTIONS", "ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "SOURCES_FROM_HELP", "SOURCES_HELP",
            "STORAGE_HELP", "TMPDIR_HELP", "options_from", "plan_and_run", "print_timings", "progress_bar",
            "run_options", "run_with_bar", "sources_given", "status"]

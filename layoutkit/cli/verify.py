@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from layoutkit.cli.core import EXIT_DIFFERENT, EXIT_PATTERN_FAILED, State, app, console, ended_by_interrupt, fail, out
-from layoutkit.cli.running import STORAGE_HELP
+from layoutkit.cli.running import STORAGE_HELP, sources_given
 from layoutkit.errors import LayoutkitError
 
 
@@ -20,7 +20,7 @@ from layoutkit.errors import LayoutkitError
 @app.command()
 def verify(
     src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from: a path, or s3://bucket/key.h5; or a quoted glob of files ('exports/shots-*.h5'), read as one archive.")],
-    variants: Annotated[list[str], typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")],
+    variants: Annotated[list[str] | None, typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")] = None,
     check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
     patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",
     sample: Annotated[int, typer.Option(help="K: shots, signals or arrays drawn per pattern subset draws 4K hyperslabs of at most 4 MiB each, together at most the data's size (what scan reads).")] = 10,
@@ -36,6 +36,7 @@ def verify(
     scheduler: Annotated[str | None, typer.Option(help="A dask scheduler address for --engine distributed.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write results.csv, results.json and plots here.")] = None,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+    sources_from: Annotated[Path | None, typer.Option("--sources-from", help="A text file listing the sources the variants were made from, one per line, read as one archive; every argument is then a variant.")] = None,
 ) -> None:
     """Prove every variant holds exactly the source's data, then time the standard read
     patterns on the source and every variant.
@@ -50,6 +51,13 @@ def verify(
     from layoutkit.verify.run import CACHES, ENGINES, VerifyOptions
     from layoutkit.verify.run import verify as run_verify
 
+    source: str | list[str] = src
+    if sources_from is not None:  # the list names the sources: SRC is a variant too
+        source, variants = sources_given([], sources_from), [src, *(variants or [])]
+        if not source:
+            raise fail(f"The list of sources {str(sources_from)!r} names none.")
+    if not variants:
+        raise fail("Name at least one variant to verify after the source.")
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
         TimeRemainingColumn(), console=console, disable=State.quiet,
@@ -73,7 +81,7 @@ def verify(
         )  # fmt: skip
         try:
             result = run_verify(
-                src, variants, options,
+                source, variants, options,
                 on_start=shown,
                 on_check=lambda _: shown().advance(checking),
                 on_total=lambda n: shown().update(timing, total=n),
@@ -112,7 +120,7 @@ def verify(
         # the endpoint and region say where it ran; keys and secrets stay out of the report
         shown["storage_options"] = {k: ("***" if re.search("key|secret|token|password", k, re.I) else v)
                                     for k, v in options.storage_options}
-        meta = {"source": str(src), "variants": [str(v) for v in variants], "options": shown,
+        meta = {"source": source if isinstance(source, list) else str(src), "variants": [str(v) for v in variants], "options": shown,
                 "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
         written = rep.write(result.results, out_dir, meta)
         out.print(f"wrote under {out_dir}:")

@@ -13,9 +13,9 @@ import numpy as np
 
 from layoutkit.equality.values import Mismatch, equal_values
 from layoutkit.equality.zarr_ import without_provenance
-from layoutkit.hdf5.files import first_line, open_h5
-from layoutkit.hdf5.inventory import Inventory, read_inventory
-from layoutkit.hdf5.source import SourceReader
+from layoutkit.hdf5.files import Members, first_line, open_h5
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.source import open_reader
 from layoutkit.plan import iter_blocks
 
 
@@ -51,7 +51,8 @@ def compare_hdf5(
     merged: dict[str, str] | None = None,
     inventory: Inventory | None = None,
 ) -> list[Mismatch]:
-    """Compare an HDF5 variant written by ``reorder`` with its source.
+    """Compare an HDF5 variant written by ``reorder`` with its source (a file, or a set
+of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`).
 
     Every group, dataset (values, exact dtype, shape, fill value), attribute (exact
     type) and dimension scale attachment must match. ``merged`` maps a deduplicated
@@ -60,7 +61,9 @@ def compare_hdf5(
     """
     import h5py
 
-    inventory = inventory or read_inventory(source)
+    from layoutkit.hdf5.combined import walk_sources  # combines with layoutkit.equality's values
+
+    inventory = inventory or walk_sources(source)
     merged = merged or {}
     name = str(variant)
     found: list[Mismatch] = []
@@ -68,32 +71,34 @@ def compare_hdf5(
     def miss(path: str, what: str, detail: str) -> None:
         found.append(Mismatch(name, path, what, detail))
 
-    with open_h5(source) as fs, open_h5(variant) as fv:
+    with Members(source) as fs, open_h5(variant) as fv:
         for g in inventory.groups:
             if g.path not in fv:
                 miss(g.path, "missing", "group not in the variant")
                 continue
-            _compare_raw_attrs(g.path, *without_provenance(g.path, _raw_attrs(fs[g.path]), _raw_attrs(fv[g.path])), miss)
+            _compare_raw_attrs(g.path, *without_provenance(g.path, _raw_attrs(fs(g.member)[g.path]),
+                                                           _raw_attrs(fv[g.path])), miss)
         infos = {a.path: a for a in inventory.arrays}
-        with SourceReader(source, infos) as rs:
+        with open_reader(source, infos) as rs:
             for info in inventory.arrays:
                 path = info.path
                 if path not in fv or not isinstance(fv[path], h5py.Dataset):
                     miss(path, "missing", "dataset not in the variant")
                     continue
-                ds_s, ds_v = fs[path], fv[path]
-                if ds_s.dtype != ds_v.dtype:
-                    miss(path, "dtype", f"{ds_v.dtype}, expected {ds_s.dtype}")
+                ds_s, ds_v = fs(info.origin.member)[path], fv[path]
+                dtype, shape = (info.dtype if info.unpack else ds_s.dtype), (info.shape if info.segments else ds_s.shape)
+                if dtype != ds_v.dtype:
+                    miss(path, "dtype", f"{ds_v.dtype}, expected {dtype}")
                     continue
-                if ds_s.shape != ds_v.shape:
-                    miss(path, "shape", f"{ds_v.shape}, expected {ds_s.shape}")
+                if shape != ds_v.shape:
+                    miss(path, "shape", f"{ds_v.shape}, expected {shape}")
                     continue
                 if path in merged:
                     continue  # compared through the kept copy (hash-equal by construction)
-                fill_s, fill_v = _fill(ds_s), _fill(ds_v)
+                fill_s, fill_v = (info.fill_value if info.unpack else _fill(ds_s)), _fill(ds_v)
                 if fill_s is not None and (fill_v is None or not _same_raw(fill_s, fill_v)):
                     miss(path, "fill_value", f"{fill_v!r}, expected {fill_s!r}")
-                _compare_raw_attrs(path, _raw_attrs(ds_s), _raw_attrs(ds_v), miss)
+                _compare_raw_attrs(path, _expected_attrs(info, ds_s), _raw_attrs(ds_v), miss)
                 if bool(h5py.h5ds.is_scale(ds_s.id)) != bool(h5py.h5ds.is_scale(ds_v.id)):
                     miss(path, "dims", "dimension-scale status differs")
                 for axis, scales in enumerate(() if info.null_space else info.dim_scales):
@@ -121,6 +126,19 @@ def compare_hdf5(
                         miss(path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
                         break
     return found
+
+
+def _expected_attrs(info: ArrayInfo, ds: Any) -> dict[str, Any]:
+    """A dataset's attributes as its variant should hold them: the source's, or for a
+    set's variable stored decoded (:mod:`layoutkit.hdf5.concat`) those its inventory
+    keeps, with the decoded fill value."""
+    attrs = _raw_attrs(ds)
+    if not info.unpack:
+        return attrs
+    kept = {k: v for k, v in attrs.items() if k in info.attrs and k != "_FillValue"}
+    if "_FillValue" in info.attrs:
+        kept["_FillValue"] = (info.dtype, info.attrs["_FillValue"])
+    return kept
 
 
 def _address(obj: Any) -> int:

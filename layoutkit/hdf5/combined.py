@@ -40,14 +40,22 @@ from layoutkit.storage import ObjectSource, SourceSet
 
 RULE = "the union of their shots"
 
-def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: int = 1) -> Inventory:
+def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: int = 1,
+                 map_files: Callable[[Callable[[Any], Inventory], Sequence[Any]], list[Inventory]] | None = None,
+                 ) -> Inventory:
     """The inventory of a source, or of a set of sources combined (module docstring).
-    The files of a set are walked one after another in this process (a file with many
-    datasets shared out to ``workers`` processes, as one file is). Spawning processes
-    per set was tried and left: a spawned process runs the caller's main module again,
-    which a script without a ``__main__`` guard, or one read from stdin, does not survive."""
+
+    ``map_files(walk, members)``, when given, walks the files elsewhere: on a dask
+    cluster (:func:`layoutkit.execute.file_mapper`) the files are the unit of work, each
+    worker walks its own, and this process only combines what they found. Otherwise the
+    files are walked one after another here (a file with many datasets shared out to
+    ``workers`` processes, as one file is): spawning processes per set outside dask was
+    tried and left, as a spawned process runs the caller's main module again, which a
+    script without a ``__main__`` guard, or one read from stdin, does not survive."""
     if not isinstance(source, SourceSet):
         return read_inventory(source, workers=workers)
+    if map_files is not None and len(source.members) > 1:
+        return combine(source, map_files(read_inventory, source.members))
     return combine(source, [read_inventory(m, workers=workers) for m in source.members])
 
 
@@ -99,7 +107,7 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
             if s is None and g.path in groups:
                 _same_group(groups[g.path], g, inventories[group_member[g.path]].path, inv.path)
             elif s is None or owner[s] == i:
-                groups[g.path], group_member[g.path] = g, i
+                groups[g.path], group_member[g.path] = replace(g, member=i), i
         for a in inv.arrays:
             s = shot(a.path)
             if s is None:

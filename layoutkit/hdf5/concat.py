@@ -79,7 +79,8 @@ def concatenate(sources: SourceSet, inventories: Sequence[Inventory], reader: An
             raise SourcesDoNotCombineError(f"Variable {sorted(extra)[0]!r} is in {inv.path} and not in {first.path}; "
                                            f"{RULE} must hold the same variables.")
     _check_equal(equal, order, inventories, reader)
-    return Inventory(path=str(sources), userblock_size=first.userblock_size, is_netcdf4=True, groups=first.groups,
+    return Inventory(path=str(sources), userblock_size=first.userblock_size, is_netcdf4=True,
+                     groups=tuple(replace(g, member=order[0]) for g in first.groups),
                      arrays=tuple(arrays), links=first.links, attr_notes=first.attr_notes)
 
 

@@ -8,6 +8,7 @@ import atexit
 import os
 import re
 import weakref
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -192,11 +193,55 @@ def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
             f"(truncated or damaged: {first_line(exc)})."
         ) from None
 
+MAX_OPEN_FILES = 64
+"""Members of a set :class:`Members` holds open while the structure is copied."""
+
+
+class Members:
+    """The open files of a source or of a set's members, opened when first asked for,
+    at most :data:`MAX_OPEN_FILES` at once (the least recently asked for closed)."""
+
+    def __init__(self, source: Any) -> None:
+        self.members = source.members if isinstance(source, SourceSet) else (source,)
+        self._open: OrderedDict[int, h5py.File] = OrderedDict()
+
+    @classmethod
+    def of(cls, file: h5py.File) -> Members:
+        """An open file as the only member (kept open by its owner)."""
+        members = cls(file.filename)
+        members._open[0] = file
+        members._owned = False
+        return members
+
+    _owned = True
+
+    def __call__(self, member: int) -> h5py.File:
+        f = self._open.get(member)
+        if f is None:
+            while self._owned and len(self._open) >= MAX_OPEN_FILES:
+                self._open.popitem(last=False)[1].close()
+            f = self._open[member] = open_source(self.members[member])
+        self._open.move_to_end(member)
+        return f
+
+    def close(self) -> None:
+        while self._open:
+            f = self._open.popitem()[1]
+            if self._owned:
+                f.close()
+
+    def __enter__(self) -> Members:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def first_line(exc: BaseException) -> str:
     """The first line of an exception's message, for one-sentence errors."""
     text = str(exc).strip().splitlines()
     return text[0].rstrip(".") if text else type(exc).__name__
 
 
-__all__ = ["HDF5_SIGNATURE", "NETCDF3_MAGICS", "check_source", "close_at_exit", "first_line", "open_checked", "open_h5",
+__all__ = ["HDF5_SIGNATURE", "MAX_OPEN_FILES", "Members", "NETCDF3_MAGICS", "check_source", "close_at_exit", "first_line", "open_checked", "open_h5",
            "open_source"]

@@ -61,6 +61,12 @@ class ArrayInfo:
     unpack: bool = False
 
     @property
+    def origin(self) -> ArrayInfo:
+        """The source dataset it is created from: itself, or the first of the datasets a
+        set's array is joined from (its member's file holds its attributes)."""
+        return self.segments[0] if self.segments else self
+
+    @property
     def extendible(self) -> bool:
         """Whether an axis may grow (netCDF's unlimited dimensions): HDF5 then needs chunks."""
         return self.maxshape is not None and tuple(self.maxshape) != self.shape
@@ -78,6 +84,7 @@ class ArrayInfo:
 class GroupInfo:
     path: str
     attrs: dict[str, Any]
+    member: int = 0  # which source of a set it is taken from (as :attr:`ArrayInfo.member`)
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,7 @@ class BucketEditor:
         from layoutkit.storage.buckets import store_at
 
         self.url = url.rstrip("/")
+        self.storage_options = storage_options
         self.store = store_at(self.url, storage_options)
 
     def __str__(self) -> str:
@@ -208,6 +209,23 @@ class BucketEditor:
 
     def put_file(self, key: str, path: Path) -> None:
         self.put(key, path.read_bytes())
+
+    def copy_object(self, url: str, key: str) -> None:
+        """Copy the object at ``url``, in this store's bucket, to ``key`` (by the bucket:
+        its bytes do not pass through this process)."""
+        import obstore
+
+        from layoutkit.storage.buckets import store_at, store_error
+
+        bucket = self.url.split("/", 3)[:3]  # scheme:, '', bucket
+        root = "/".join(bucket)
+        if not url.startswith(root + "/"):
+            raise ValueError(f"{url} is not in the bucket of {self.url}")
+        prefix = self.url[len(root) + 1:]
+        try:
+            obstore.copy(store_at(root, self.storage_options), url[len(root) + 1:], f"{prefix}/{key}" if prefix else key)
+        except Exception as exc:  # obstore's errors: one sentence naming the store
+            raise store_error(self.url, exc) from None
 
     def delete(self, keys: list[str]) -> None:
         from layoutkit.storage.buckets import delete_keys

@@ -198,8 +198,8 @@ def files_of(path: Path | str) -> Iterator[Path]:
     variant in a bucket, whose cache is not this machine's."""
     if is_url(str(path)):
         return
-    if is_source_set(path):  # a local glob of sources, measured as one archive
-        yield from (Path(p) for p in expand_sources(str(path)))
+    if is_source_set(path):  # a local glob or list of sources, measured as one archive
+        yield from (Path(p) for p in expand_sources(path if isinstance(path, tuple) else str(path)))
         return
     path = Path(path)
     if path.is_dir():
@@ -454,7 +454,7 @@ def measure(
                     if key not in engines:
                         engines[key] = Engine(c.engine, c.workers, scheduler)
                     shares = [
-                        (str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0,
+                        (v.path if isinstance(v.path, tuple) else str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0,
                          v.storage)
                         for share in split(items, c.workers)
                     ]
@@ -507,7 +507,9 @@ class VerifyReport:
     skipped: dict[str, list[str]] = field(default_factory=dict)  # variant -> datasets it left out on purpose
 
 
-def _name(path: Path | str) -> str:
+def _name(path: Path | str | tuple[str, ...]) -> str:
+    if isinstance(path, tuple):  # a list of sources
+        return f"{_name(path[0])} and {len(path) - 1} more"
     return path.name if isinstance(path, Path) else str(path).rstrip("/").rsplit("/", 1)[-1]
 
 
@@ -517,7 +519,7 @@ def _names(paths: Sequence[Path | str]) -> list[str]:
 
 
 def verify(
-    source: str | os.PathLike,
+    source: str | os.PathLike | Sequence[str | os.PathLike],
     variants: Sequence[str | os.PathLike],
     options: VerifyOptions = VerifyOptions(),
     on_check: Callable[[str], None] = lambda _: None,
@@ -532,7 +534,8 @@ def verify(
     source
         The HDF5 file the variants were made from: a path, or a URL (``s3://bucket/key.h5``,
         read with ``options.storage_options``); or a shell-style glob of local files
-        (``"exports/shots-*.h5"``), a variant made from all of them proved equal to them
+        (``"exports/shots-*.h5"``) or a list of sources (``--sources-from``), a variant
+        made from all of them proved equal to them
         all (:func:`~layoutkit.verify.equality.compare_set`) and the set measured as one
         archive.
     variants
@@ -560,11 +563,13 @@ def verify(
         raise InvalidOptionError(f"Expected --repeat of 1 or more. Got {options.repeat}.")
     storage = options.storage_options
     # a local file, or an HDF5 file in a bucket; or a glob of them, read as one archive (the union of their shots)
-    srcs = [check_source(as_source(s, dict(storage))) for s in expand_sources(str(source), dict(storage))]
+    one = isinstance(source, (str, os.PathLike))
+    srcs = [check_source(as_source(s, dict(storage)))
+            for s in expand_sources(str(source) if one else list(source), dict(storage))]
     src = srcs[0]
-    src_at: Path | str = str(src) if isinstance(src, ObjectSource) else src  # what open_archive takes
+    src_at: Path | str | tuple[str, ...] = str(src) if isinstance(src, ObjectSource) else src  # what open_archive takes
     if len(srcs) > 1:
-        src_at = str(source)
+        src_at = str(source) if one else tuple(map(str, srcs))
     paths: list[Path | str] = [str(v) if is_url(str(v)) else Path(v) for v in variants]
     names = _names(paths)
     described = [describe(p, n, None, options.template, storage) for p, n in zip(paths, names)]  # raises on bad input

@@ -20,8 +20,6 @@ from layoutkit.layouts.hdf5_paged.spec import ALIASES, LAYOUT_NAME
 class HDF5Paged(Layout):
     """Paged-aggregation HDF5 with the source's hierarchy, bytes in shot, signal or group order."""
 
-    takes_sets = False  # its writer copies the structure from one open HDF5 file
-
     name = LAYOUT_NAME
     aliases = ALIASES
     package = __name__

@@ -22,9 +22,9 @@ import numpy as np
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.attrs import attribute, attribute_value
-from layoutkit.hdf5.files import open_source
+from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.source import SourceReader
+from layoutkit.hdf5.source import SetReader, SourceReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan
 from layoutkit.options import CompressorSpec
@@ -114,32 +114,35 @@ class PagedHDF5Writer:
     def create(
         self,
         inventory: Inventory,
-        source: h5py.File,
+        source: h5py.File | Members,
         storage: dict[str, StoragePlan],
         dedupe: dict[str, str],
         root_attrs: dict[str, str] | None = None,
     ) -> None:
         """Create groups, datasets (no data), attributes, scales and links.
 
-        ``dedupe`` maps a duplicate dimension scale to the copy that is kept; the
-        duplicate's path becomes a hard link to it, and datasets attached to the
-        duplicate are attached to the kept copy. ``root_attrs`` (text) are added to the
-        root group's attributes, replacing any of the same name (layoutkit's provenance).
+        ``source`` is the open source file, or the :class:`Members` of a set, each node
+        taken from the member the inventory names. ``dedupe`` maps a duplicate dimension
+        scale to the copy that is kept; the duplicate's path becomes a hard link to it,
+        and datasets attached to the duplicate are attached to the kept copy.
+        ``root_attrs`` (text) are added to the root group's attributes, replacing any of
+        the same name (layoutkit's provenance).
         """
+        files = source if isinstance(source, Members) else Members.of(source)
         f = self.file
-        self._deferred_refs: list[tuple[str, str, Any, Any]] = []
+        self._deferred_refs: list[tuple[str, str, Any, Any, int]] = []
         for g in inventory.groups:
             if g.path != "/":
                 f.create_group(g.path, track_order=True)
-            self._copy_attrs(source[g.path], f[g.path])
+            self._copy_attrs(files(g.member)[g.path], f[g.path], g.member)
         for info in inventory.arrays:
             if info.path in dedupe:
                 continue
-            self._create_dataset(info, source[info.path], storage[info.path])
+            self._create_dataset(info, files(info.origin.member)[info.path], storage[info.path])
             self.datasets.add(info.path)
         for info in inventory.arrays:  # scales first, then attach
             if info.is_scale and info.path not in dedupe:
-                name = source[info.path].attrs.get("NAME")
+                name = files(info.origin.member)[info.path].attrs.get("NAME")
                 dsid = f[info.path].id
                 if isinstance(name, bytes):
                     h5py.h5ds.set_scale(dsid, name)
@@ -147,7 +150,7 @@ class PagedHDF5Writer:
                     h5py.h5ds.set_scale(dsid, name.encode())
                 else:
                     h5py.h5ds.set_scale(dsid)
-        self._attach_scales(inventory, source, dedupe)
+        self._attach_scales(inventory, files, dedupe)
         for dup, kept in dedupe.items():
             f[dup] = f[kept]
         for link in inventory.links:
@@ -157,27 +160,28 @@ class PagedHDF5Writer:
                 f[link.path] = h5py.SoftLink(link.target)
             elif link.kind == "external":
                 f[link.path] = h5py.ExternalLink(link.target_file, link.target)
-        self._remap_reference_attrs(source)
+        self._remap_reference_attrs(files)
         for name, text in (root_attrs or {}).items():
             f.attrs.create(name, text, dtype=h5py.string_dtype())
 
-    def _attach_scales(self, inventory: Inventory, source: h5py.File, dedupe: dict[str, str]) -> None:
+    def _attach_scales(self, inventory: Inventory, files: Members, dedupe: dict[str, str]) -> None:
         """Attach scales in each scale's source REFERENCE_LIST order (so the lists read
         back as in the source; tools such as h5diff compare them entry by entry), then
         anything the datasets' own DIMENSION_LISTs add."""
-        # the addresses the inventory's walk found (asked again only of an inventory made
-        # otherwise); low-level ids: a high-level Dataset of each source array or entry
-        # (its creation property list copied out, its filters listed) cost more than the
-        # rest of this together
-        addr_to_path = {
-            (a.address if a.address is not None
-             else h5py.h5o.get_info(h5py.h5o.open(source.id, a.path.encode("utf8"))).addr): a.path
-            for a in inventory.arrays
-        }
+        # (member, address) of each array: the addresses the inventory's walk found (asked
+        # again only of an inventory made otherwise); low-level ids: a high-level Dataset
+        # of each source array or entry (its creation property list copied out, its
+        # filters listed) cost more than the rest of this together
+        addr_to_path = {}
+        for a in inventory.arrays:
+            o = a.origin
+            addr = (o.address if o.address is not None
+                    else h5py.h5o.get_info(h5py.h5o.open(files(o.member).id, a.path.encode("utf8"))).addr)
+            addr_to_path[o.member, addr] = a.path
 
-        def addr_of(ref: Any) -> int | None:
-            oid = h5py.h5r.dereference(ref, source.id) if ref else None
-            return None if oid is None else h5py.h5o.get_info(oid).addr
+        def addr_of(ref: Any, member: int) -> tuple[int, int] | None:
+            oid = h5py.h5r.dereference(ref, files(member).id) if ref else None
+            return None if oid is None else (member, h5py.h5o.get_info(oid).addr)
 
         opened: dict[str, Any] = {}  # the scale being attached (entries arrive scale by scale)
         # what this writer attached, in the file it created: asking HDF5 (H5DSis_attached)
@@ -199,11 +203,12 @@ class PagedHDF5Writer:
         for info in inventory.arrays:
             if not info.is_scale:
                 continue
-            sid = h5py.h5o.open(source.id, info.path.encode("utf8"))
+            member = info.origin.member
+            sid = h5py.h5o.open(files(member).id, info.path.encode("utf8"))
             entries = attribute_value(sid, "REFERENCE_LIST") if h5py.h5a.exists(sid, b"REFERENCE_LIST") else None
             for entry in () if entries is None else entries:
                 try:
-                    target = addr_to_path.get(addr_of(entry[0]))
+                    target = addr_to_path.get(addr_of(entry[0], member))
                 except (KeyError, ValueError, OSError):
                     target = None
                 if target is not None:
@@ -216,24 +221,27 @@ class PagedHDF5Writer:
                     attach(info.path, scale, axis)
         opened.clear()
 
-    def _remap_reference_attrs(self, source: h5py.File) -> None:
+    def _remap_reference_attrs(self, files: Members) -> None:
         """Object-reference attributes point at objects of the source; point them at the
         objects at the same paths in the output (null or dangling ones stay null)."""
-        for path, name, dtype, value in self._deferred_refs:
+        for path, name, dtype, value, member in self._deferred_refs:
             refs = np.asarray(value, dtype=object)
             out = np.empty(refs.shape, dtype=dtype)
             for i, ref in np.ndenumerate(refs):
                 try:
-                    target = source[ref].name if ref else None
+                    target = files(member)[ref].name if ref else None
                 except (KeyError, ValueError, OSError):
                     target = None
                 out[i] = self.file[target].ref if target and target in self.file else h5py.Reference()
             self.file[path].attrs.create(name, out if refs.shape else out[()], dtype=dtype)
 
     def _create_dataset(self, info: ArrayInfo, src: h5py.Dataset, plan: StoragePlan) -> None:
-        kwargs: dict[str, Any] = {"dtype": src.dtype, "track_order": True}
+        # a set's variable joined from files that pack it differently is stored decoded
+        # (:mod:`layoutkit.hdf5.concat`): its type, fill value and attributes the inventory's
+        dtype = info.dtype if info.unpack else src.dtype
+        kwargs: dict[str, Any] = {"dtype": dtype, "track_order": True}
         if info.null_space:
-            kwargs["data"] = h5py.Empty(src.dtype)
+            kwargs["data"] = h5py.Empty(dtype)
         else:
             kwargs["shape"] = info.shape
             maxshape = src.maxshape
@@ -241,7 +249,7 @@ class PagedHDF5Writer:
                 kwargs["maxshape"] = maxshape  # unlimited dimensions (netCDF) stay unlimited
         # only a fill value the source's writer set: HDF5's default needs no copy (and a
         # default for a 64 kB string type would not even fit in an object header)
-        user_fill = src.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
+        user_fill = info.unpack or src.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
         if user_fill and info.fill_value is not None and not info.null_space and info.kind not in ("string", "reference"):
             kwargs["fillvalue"] = info.fill_value
         if plan.layout == "chunked" or "maxshape" in kwargs:
@@ -253,7 +261,9 @@ class PagedHDF5Writer:
             dcpl.set_layout(h5py.h5d.COMPACT)
             kwargs["dcpl"] = dcpl  # h5py puts the fill value into it
         ds = self.file.create_dataset(info.path, **kwargs)
-        self._copy_attrs(src, ds)
+        self._copy_attrs(src, ds, info.origin.member, keep=set(info.attrs) if info.unpack else None)
+        if info.unpack and "_FillValue" in info.attrs:
+            ds.attrs.create("_FillValue", info.attrs["_FillValue"], dtype=dtype)
 
     # -- data ---------------------------------------------------------------------
 
@@ -287,8 +297,11 @@ class PagedHDF5Writer:
         self._current = None
         self.file.close()
 
-    def _copy_attrs(self, src: h5py.HLObject, dst: h5py.HLObject) -> None:
-        """Copy attributes with their exact HDF5 types, in the source's order.
+    def _copy_attrs(self, src: h5py.HLObject, dst: h5py.HLObject, member: int = 0,
+                    keep: set[str] | None = None) -> None:
+        """Copy attributes with their exact HDF5 types, in the source's order (of
+        ``src``, in the set's ``member``; only those in ``keep`` when given, and
+        ``_FillValue`` then set by the caller).
 
         Dimension-scale bookkeeping is recreated by set_scale/attach_scale (``CLASS`` and
         ``NAME`` of a scale, every ``DIMENSION_LIST``/``REFERENCE_LIST``); object
@@ -299,10 +312,12 @@ class PagedHDF5Writer:
         for name in src.attrs:
             if name in ("DIMENSION_LIST", "REFERENCE_LIST") or (is_scale and name in ("CLASS", "NAME")):
                 continue
+            if keep is not None and (name not in keep or name == "_FillValue"):
+                continue
             value, dtype = attribute(src.id, name)  # as src.attrs[name], and its dtype
             ref = h5py.check_ref_dtype(dtype)
             if ref is h5py.Reference:
-                self._deferred_refs.append((dst.name, name, dtype, value))
+                self._deferred_refs.append((dst.name, name, dtype, value, member))
                 continue
             if ref is not None:
                 continue
@@ -338,7 +353,7 @@ def _pieces(plan: ReorderPlan, infos: dict[str, ArrayInfo]) -> Iterator[tuple[st
 
 @dataclass(frozen=True)
 class PieceJob:
-    reader: SourceReader
+    reader: SourceReader | SetReader
     plan: ReorderPlan
     infos: dict[str, ArrayInfo]
     encoders: dict[str, ChunkEncoder]
@@ -384,7 +399,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ReorderPlan,
     options = plan.options
     infos = {a.path: a for a in inventory.arrays}
     writer = PagedHDF5Writer(staged, plan.page_size, inventory.userblock_size)
-    reader: SourceReader | None = None
+    reader: SourceReader | SetReader | None = None
 
     def close() -> None:
         writer.close()
@@ -392,12 +407,12 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ReorderPlan,
             reader.close()
 
     try:
-        with open_source(source) as src:
-            writer.create(inventory, src, plan.storage, plan.dedupe, attrs)
+        with Members(source) as files:
+            writer.create(inventory, files, plan.storage, plan.dedupe, attrs)
         encoders = {
             p: ChunkEncoder(s.compressor, infos[p].dtype.itemsize) for p, s in plan.storage.items() if s.direct
         }
-        reader = SourceReader(source, infos)
+        reader = open_reader(source, infos)
     except BaseException:
         close()
         raise
@@ -415,7 +430,9 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ReorderPlan,
     return Work(
         make_piece, PieceJob(reader, plan, infos, encoders), _pieces(plan, infos), sink=sink,
         window=min(window, 8 * options.workers), close=close,
-        state={"counts": counts, "source": source, "userblock": inventory.userblock_size},
+        state={"counts": counts, "userblock": inventory.userblock_size,
+               # the user block is the file's whose root group is kept (a set's first)
+               "head": Members(source).members[next((g.member for g in inventory.groups if g.path == "/"), 0)]},
     )
 
 
@@ -424,7 +441,7 @@ def finish(work: Work, staged: Path, plan: ReorderPlan) -> None:
     userblock = work.state["userblock"]
     if userblock:
         with open(staged, "r+b") as fout:
-            fout.write(read_head(work.state["source"], userblock))
+            fout.write(read_head(work.state["head"], userblock))
 
 
 def summarize(source: Path, dest: Destination, inventory: Inventory, plan: ReorderPlan, work: Work,

@@ -80,6 +80,10 @@ class SourcesDoNotCombineError(LayoutkitError):
     """Several sources were given and no rule combines them into one archive."""
 
 
+class StoreReadError(LayoutkitError, OSError):
+    """An object store that failed a read (after its retries): what it answered, in one sentence."""
+
+
 class OutputExistsError(LayoutkitError, FileExistsError):
     """The destination exists and ``--overwrite`` was not given."""
 

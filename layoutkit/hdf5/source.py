@@ -222,7 +222,7 @@ def decode_chunked(ds: h5py.Dataset, entries: dict[tuple[int, ...], tuple[int, i
             for position, decode in reversed(decoders):
                 if not mask & (1 << position):
                     raw = decode(raw)
-            chunk = np.frombuffer(raw, dtype=dtype).reshape(chunks)
+            chunk = np.frombuffer(raw, dtype=dtype).reshape((*chunks, *dtype.shape))  # (array types: a last axis)
         except (zlib.error, ValueError, RuntimeError, struct.error) as exc:
             raise ChunkDecodeError(ds.name, origin, _short(exc)) from None
         within = tuple(slice(0, min(c, n - o)) for o, c, n in zip(origin, chunks, shape))
@@ -407,7 +407,7 @@ class SourceReader:
                 if info.kind == "string":
                     return ds.asstr()[sel]
                 if info.kind == "reference":
-                    refs = ds[sel]
+                    refs = np.asarray(ds[sel], dtype=object)  # (a scalar dataset gives one Reference)
                     return np.vectorize(self._ref_path, otypes=[object])(refs) if refs.size else refs.astype(object)
                 return ds[sel]
         except (OSError, RuntimeError) as exc:
@@ -433,7 +433,8 @@ class SourceReader:
         start, stop = region[0]
         data = self._pread((stop - start) * row, offset + start * row)
         self.bytes_read += len(data)
-        return np.frombuffer(data, dtype=info.dtype).reshape(out_shape)
+        # an array type (float32 x 3) reads as h5py reads it: its elements as a last axis
+        return np.frombuffer(data, dtype=info.dtype).reshape((*out_shape, *info.dtype.shape))
 
     def _index(self, info: ArrayInfo) -> _ChunkIndex:
         index = self._indexes.get(info.path)
@@ -485,7 +486,7 @@ class SourceReader:
                     for position, decode in reversed(pipeline):
                         if not mask & (1 << position):
                             raw = decode(raw)
-                chunk = np.frombuffer(raw, dtype=info.dtype).reshape(chunks)
+                chunk = np.frombuffer(raw, dtype=info.dtype).reshape((*chunks, *info.dtype.shape))  # (array types)
             except (zlib.error, ValueError, RuntimeError, struct.error) as exc:
                 raise ChunkDecodeError(info.path, origin, _short(exc)) from None
             out[dst] = chunk[src]

@@ -513,7 +513,7 @@ def counting_store(
     """``base`` (zarr's ObjectStore over a bucket prefix), or the local folder ``path``,
     wrapped so that every request is counted (and charged, with a latency model)."""
     base = base if base is not None else zarr.storage.LocalStore(path, read_only=True)
-    return CountingStore(base, model, counter, **({"sleep": sleep} if sleep else {}))
+    return CountingStore(base, model, counter, **({"sleep": sleep} if sleep else {}), name=str(path))
 
 
 @dataclass(frozen=True)

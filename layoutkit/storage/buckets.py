@@ -170,6 +170,12 @@ def describe_store_error(url: str, exc: BaseException) -> str:
         return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
     first = (text.strip().splitlines() or [type(exc).__name__])[0]
     retried = re.search(r"in [0-9.]+m?s, after (\d+) retries", text)
+    status = re.search(r"non-2xx status code: (5\d\d) ([A-Za-z ]+)", text)
+    if status is not None:  # a server error on every try (S3 says which in its XML: SlowDown, InternalError)
+        code = re.search(r"<Code>(\w+)</Code>", text)
+        tries = f" on every one of {int(retried.group(1)) + 1} tries" if retried else ""
+        return (f"{url}: the object store answered {status.group(1)} {status.group(2).strip()}"
+                f"{f' ({code.group(1)})' if code else ''}{tries}; try again later.")
     kind = re.search(r"HttpError \{\s*kind: (\w+)", text)
     said = _innermost_cause(text)
     if kind is not None and kind.group(1) == "Connect" or said in _REFUSED:
@@ -177,6 +183,9 @@ def describe_store_error(url: str, exc: BaseException) -> str:
     if kind is not None and kind.group(1) == "Timeout" or retried and kind is None and not re.search(r"\b[45]\d\d\b", text):
         return (f"{url}: the endpoint did not answer in time, even after retries (--storage-option timeout=... "
                 "sets the limit per request; 30s by default).")
+    if "IncompleteBody" in text:  # obstore retries a body cut short; this one was cut short on every try
+        return (f"{url}: the endpoint's answers ended before the length they announced (a body cut short), on "
+                "every try; try again later.")
     if kind is not None:  # an answer cut off, a body that could not be read...
         again = f" after {retried.group(1)} retries" if retried else ""
         return f"{url}: the request to the endpoint failed{again} ({said or kind.group(1)})."

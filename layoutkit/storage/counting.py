@@ -27,7 +27,7 @@ from typing import Any
 from zarr.abc.store import Store
 from zarr.storage import WrapperStore
 
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError, LayoutkitError, StoreReadError
 from layoutkit.storage.buckets import MAX_IN_FLIGHT
 
 
@@ -142,6 +142,10 @@ class CountingStore(WrapperStore):
         Where to count (shared by the copies zarr makes of a store, e.g. read-only ones).
     sleep
         An async function that waits (tests pass one that records instead of sleeping).
+    name
+        What the store is called in errors (its URL): a read the store fails after its
+        retries raises :class:`~layoutkit.errors.StoreReadError` saying what it
+        answered, in one sentence, not the object store client's own error.
     """
 
     def __init__(
@@ -150,17 +154,27 @@ class CountingStore(WrapperStore):
         model: LatencyModel | None = None,
         counter: Counter | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        name: str = "",
     ) -> None:
         super().__init__(store)
         self.model = model
         self.counter = counter or Counter()
         self._sleep = sleep
+        self.name = name or str(store)
         self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
     def _with_store(self, store: Any) -> CountingStore:
-        copy = type(self)(store, self.model, self.counter, self._sleep)
+        copy = type(self)(store, self.model, self.counter, self._sleep, self.name)
         copy._limits = self._limits  # one limit for the store and the copies zarr makes of it
         return copy
+
+    def _failed(self, exc: Exception) -> Exception:
+        """A failed read as one sentence (a missing object stays FileNotFoundError, zarr's "absent")."""
+        if isinstance(exc, (FileNotFoundError, LayoutkitError)):
+            return exc
+        from layoutkit.storage.buckets import describe_store_error
+
+        return StoreReadError(describe_store_error(self.name, exc))
 
     def _slots(self) -> asyncio.Semaphore:
         """At most :data:`~layoutkit.storage.buckets.MAX_IN_FLIGHT` requests in flight,
@@ -180,13 +194,19 @@ class CountingStore(WrapperStore):
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
         async with self._slots():
-            buf = await self._store.get(key, prototype, byte_range)
+            try:
+                buf = await self._store.get(key, prototype, byte_range)
+            except Exception as exc:
+                raise self._failed(exc) from None
             await self._account(len(buf) if buf is not None else 0)
         return buf
 
     async def get_partial_values(self, prototype: Any, key_ranges: Iterable[tuple[str, Any]]) -> list[Any]:
         key_ranges = list(key_ranges)
-        bufs = await self._store.get_partial_values(prototype, key_ranges)
+        try:
+            bufs = await self._store.get_partial_values(prototype, key_ranges)
+        except Exception as exc:
+            raise self._failed(exc) from None
         await asyncio.gather(*(self._account(len(b) if b is not None else 0) for b in bufs))
         return bufs
 

@@ -56,6 +56,11 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         raise UnsupportedFeatureError(info.path, "variable-length sequences (vlen arrays)")
     if info.kind == "other":
         raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")
+    if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
+        base, shape = info.dtype.subdtype
+        raise UnsupportedFeatureError(
+            info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element type)"
+        )
     if info.dtype.names:
         for name in info.dtype.names:
             sub = info.dtype.fields[name][0]

@@ -1,0 +1,310 @@
+"""A hypothesis strategy for HDF5 files as real files carry them (issue 41).
+
+:func:`files` draws a *spec*: plain data (dicts, tuples, strings, ints) naming groups,
+datasets, scales, attributes and links, so a failing example prints as a literal that
+can be kept as a regression case (``@example(spec)``). :func:`write` makes the file with
+h5py (and hdf5plugin's filters); the values come from the spec's seed, with the values
+that break code (NaN, infinities, -0.0, the ends of integer ranges, empty strings,
+non-ASCII text) mixed in.
+
+The feature space, drawn in combination: integer (both byte orders), float (float16,
+big-endian), bool and enum, fixed and variable-length strings (ASCII, UTF-8), compound,
+array and object-reference types; scalar, empty, null and zero-length dataspaces;
+contiguous, compact and chunked storage with partial edge chunks and chunks never
+written; fill values set or not; gzip, shuffle, fletcher32, scaleoffset, nbit, lzf,
+zstd, blosc, lz4, bitshuffle; dimension scales shared, attached to several axes, and
+dimension-only (netCDF's); attributes of every type, empty and non-UTF-8 bytes; groups
+with creation order; soft, external and dangling links; unlimited dimensions; deep and
+wide hierarchies; shot archives the template matches in part.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import h5py
+import hdf5plugin
+import numpy as np
+from hypothesis import strategies as st
+
+NUMERIC = ("<i1", "<u1", ">i2", "<u2", "<i4", ">u4", "<i8", ">i8", "<u8", "<f2", ">f2", "<f4", ">f4", "<f8", ">f8")
+TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", "ref")
+FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
+ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
+         "ref", "f16")
+NAMES = ("a", "b", "data", "x", "time", "Ip", "µs", "with space", "v1")
+DIM_ONLY = "This is a netCDF dimension but not a netCDF variable."
+
+
+# -- the spec -----------------------------------------------------------------------------
+
+
+@st.composite
+def datasets(draw: Any, path: str) -> dict[str, Any]:
+    """One dataset: type, dataspace, storage, filters, fill value, how much is written."""
+    kind = draw(st.sampled_from(TYPES))
+    space = draw(st.sampled_from(("simple", "simple", "simple", "scalar", "null", "zero")))
+    if space == "simple":
+        shape = tuple(draw(st.lists(st.integers(1, 17), min_size=1, max_size=3)))
+    elif space == "zero":
+        shape = (0, *draw(st.lists(st.integers(1, 5), max_size=1)))
+    else:
+        shape = ()
+    storage = "contiguous"
+    if space in ("simple", "zero"):
+        storage = draw(st.sampled_from(("contiguous", "compact", "chunked", "chunked")))
+    spec: dict[str, Any] = {"path": path, "kind": kind, "space": space, "shape": shape, "storage": storage}
+    if storage == "chunked":
+        spec["chunks"] = tuple(draw(st.integers(1, max(1, n))) for n in shape)
+        spec["unlimited"] = draw(st.booleans()) or space == "zero"
+        fits = [f for f in FILTERS if _filter_fits(f, kind)]
+        spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
+        spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
+    if kind not in ("ref", "vstr", "vbytes") and space != "null":
+        spec["fill"] = draw(st.sampled_from((None, "set")))
+    return spec
+
+
+def _filter_fits(name: str, kind: str) -> bool:
+    if kind in ("vstr", "vbytes", "ref"):
+        return False  # HDF5 filters variable-length data as heap references: h5py refuses most
+    if name in ("scaleoffset", "nbit"):
+        return kind in NUMERIC and kind[1] in "iu" or name == "scaleoffset" and kind in ("<f4", "<f8")
+    if name in ("lz4", "bitshuffle", "blosc", "zstd"):
+        return kind in NUMERIC or kind in ("bool", "compound", "array")
+    return True
+
+
+@st.composite
+def files(draw: Any) -> dict[str, Any]:
+    """A whole file: a hierarchy (maybe in part a shot archive), its datasets,
+    scales, attributes and links."""
+    groups: list[tuple[str, bool]] = []
+    paths: list[str] = []
+    if draw(st.booleans()):  # a shot archive, matched by the template in part
+        for shot in draw(st.lists(st.sampled_from(("1001", "1002", "1003", "notashot")), min_size=1, max_size=3,
+                                  unique=True)):
+            groups.append((f"/shots/{shot}/signals", draw(st.booleans())))
+            for sig in draw(st.lists(st.sampled_from(("ip", "ne", "te")), min_size=1, max_size=3, unique=True)):
+                paths.append(f"/shots/{shot}/signals/{sig}")
+            if draw(st.booleans()):
+                paths.append(f"/shots/{shot}/other")  # beside the signals, not one
+    depth = draw(st.integers(0, 5))
+    base = ""
+    for i in range(depth):  # deep
+        base += f"/{draw(st.sampled_from(NAMES))}{i}"
+        groups.append((base, draw(st.booleans())))
+    for name in draw(st.lists(st.sampled_from(NAMES), max_size=8, unique=True)):  # wide
+        paths.append(f"{base}/{name}")
+    paths = list(dict.fromkeys(paths))[:12]
+    dsets = [draw(datasets(p)) for p in paths]
+    one_d = [d for d in dsets if d["space"] == "simple" and len(d["shape"]) == 1 and d["kind"] in NUMERIC]
+    scales = []
+    if one_d and draw(st.booleans()):
+        scale = draw(st.sampled_from(one_d))
+        n = scale["shape"][0]
+        users = [(d["path"], axis) for d in dsets if d is not scale and d["space"] == "simple"
+                 for axis, m in enumerate(d["shape"]) if m == n]
+        attach = draw(st.lists(st.sampled_from(users), unique=True, max_size=4)) if users else []
+        scales.append({"path": scale["path"], "name": draw(st.sampled_from(("", "time", DIM_ONLY))),
+                       "attach": tuple(attach)})
+    nodes = ["/", *(g for g, _ in groups), *paths]
+    attrs = draw(st.lists(st.tuples(st.sampled_from(nodes), st.sampled_from(NAMES), st.sampled_from(ATTRS)),
+                          max_size=6, unique_by=lambda t: (t[0], t[1])))
+    links = draw(st.lists(st.tuples(st.sampled_from(("soft", "dangling", "external", "hard")),
+                                    st.sampled_from(("l1", "l2"))), max_size=2, unique_by=lambda t: t[1]))
+    return {"seed": draw(st.integers(0, 2**16)), "groups": tuple(groups), "datasets": tuple(dsets),
+            "scales": tuple(scales), "attrs": tuple(attrs), "links": tuple(links),
+            "track_order": draw(st.booleans())}
+
+
+# -- the file -----------------------------------------------------------------------------
+
+
+def write(spec: dict[str, Any], path: Path) -> Path:
+    """Make the file ``spec`` describes."""
+    rng = np.random.default_rng(spec["seed"])
+    with h5py.File(path, "w", track_order=spec["track_order"]) as f:
+        for group, order in spec["groups"]:
+            if order:
+                _ordered_group(f, group)
+            else:
+                f.require_group(group)
+        for d in spec["datasets"]:
+            _dataset(f, d, rng)
+        for s in spec["scales"]:
+            ds = f[s["path"]]
+            ds.make_scale(f"{s['name']}{ds.shape[0]:10d}" if s["name"] == DIM_ONLY else s["name"])
+            for target, axis in s["attach"]:
+                f[target].dims[axis].attach_scale(ds)
+        for node, name, kind in spec["attrs"]:
+            _attribute(f, f[node], name, kind, rng)
+        targets = [d["path"] for d in spec["datasets"]]
+        for kind, name in spec["links"]:
+            if kind == "soft" and targets:
+                f[name] = h5py.SoftLink(targets[0])
+            elif kind == "hard" and targets:
+                f[name] = f[targets[-1]]
+            elif kind == "external":
+                f[name] = h5py.ExternalLink("no-such-file.h5", "/x")
+            else:
+                f[name] = h5py.SoftLink("/nowhere")
+    return path
+
+
+def _ordered_group(f: h5py.File, path: str) -> None:
+    parent = "/"
+    for part in path.strip("/").split("/"):
+        here = f"{parent.rstrip('/')}/{part}"
+        if here not in f:
+            f[parent].create_group(part, track_order=True)
+        parent = here
+
+
+def dtype_of(kind: str) -> np.dtype:
+    if kind in NUMERIC:
+        return np.dtype(kind)
+    return {
+        "bool": np.dtype(bool),
+        "enum": h5py.enum_dtype({"OFF": 0, "ON": 1, "FAULT": 7}, basetype="i1"),
+        "S6": np.dtype("S6"),
+        "vstr": h5py.string_dtype("utf-8"),
+        "vbytes": h5py.string_dtype("ascii"),
+        "compound": np.dtype([("t", "<f8"), ("n", ">i2"), ("tag", "S3")]),
+        "array": np.dtype(("<f4", (3,))),
+        "ref": h5py.ref_dtype,
+    }[kind]
+
+
+def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.File | None = None) -> Any:
+    """Values of ``kind`` with the awkward ones mixed in."""
+    dt = dtype_of(kind)
+    n = int(np.prod(shape, dtype=np.int64))
+    if kind in NUMERIC:
+        if dt.kind == "f":
+            out = rng.normal(scale=1e3, size=n).astype(dt)
+            special = np.array([np.nan, np.inf, -np.inf, -0.0, np.finfo(dt).max, np.finfo(dt).tiny], dtype=dt)
+        else:
+            info = np.iinfo(dt)
+            out = rng.integers(info.min, info.max, size=n, dtype=dt.newbyteorder("="), endpoint=True).astype(dt)
+            special = np.array([info.min, info.max, 0], dtype=dt)
+        k = min(n, len(special))
+        out[:k] = special[:k]
+        return out.reshape(shape)
+    if kind == "bool":
+        return rng.integers(0, 2, size=n).astype(bool).reshape(shape)
+    if kind == "enum":
+        return rng.choice(np.array([0, 1, 7], dtype="i1"), size=n).reshape(shape)
+    if kind == "S6":
+        return np.array([b"", b"ab", b"x\x00y", b"123456"] * n, dtype="S6")[:n].reshape(shape)
+    if kind in ("vstr", "vbytes"):
+        words = ["", "µs", "üñî 𝜋", "plain"] if kind == "vstr" else ["", "abc", "a b", "long " * 20]
+        return np.array([words[i % len(words)] for i in range(n)], dtype=object).reshape(shape)
+    if kind == "compound":
+        out = np.zeros(n, dtype=dt)
+        out["t"], out["n"], out["tag"] = rng.normal(size=n), rng.integers(-99, 99, size=n), b"ok"
+        return out.reshape(shape)
+    if kind == "array":
+        return rng.normal(size=(*shape, 3)).astype("<f4")
+    refs = np.empty(n, dtype=object)  # "ref": to the root, or null
+    for i in range(n):
+        refs[i] = f.ref if f is not None and i % 2 == 0 else h5py.Reference()
+    return refs.reshape(shape)
+
+
+def _fill(kind: str) -> Any:
+    # (h5py cannot set an array type's fill value: "no appropriate function for conversion path")
+    return {"bool": True, "enum": 7, "S6": b"fill", "compound": np.zeros((), dtype=dtype_of("compound"))}.get(
+        kind, 42 if kind in NUMERIC else None)
+
+
+def _filters(names: tuple[str, ...], kind: str) -> dict[str, Any]:
+    kw: dict[str, Any] = {}
+    for name in names:
+        if name == "gzip":
+            kw.update(compression="gzip", compression_opts=4)
+        elif name == "lzf":
+            kw.update(compression="lzf")
+        elif name == "shuffle":
+            kw["shuffle"] = True
+        elif name == "fletcher32":
+            kw["fletcher32"] = True
+        elif name == "scaleoffset":
+            kw["scaleoffset"] = 0 if np.dtype(dtype_of(kind)).kind in "iu" else 3
+        elif name == "nbit":
+            kw.update(compression=h5py.h5z.FILTER_NBIT)
+        else:
+            kw.update({"zstd": hdf5plugin.Zstd(clevel=2), "blosc": hdf5plugin.Blosc(cname="lz4", clevel=5),
+                       "lz4": hdf5plugin.LZ4(), "bitshuffle": hdf5plugin.Bitshuffle()}[name])
+    if "compression" in kw and sum(n in ("gzip", "lzf", "nbit", "zstd", "blosc", "lz4", "bitshuffle")
+                                   for n in names) > 1:
+        kw.pop("compression_opts", None)  # one compression filter per dataset in h5py's keywords
+    return kw
+
+
+def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
+    kind, shape, dt = d["kind"], d["shape"], dtype_of(d["kind"])
+    if d["path"] in f:
+        return
+    if d["space"] == "null":
+        f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array") else np.dtype("f4")))
+        return
+    kw: dict[str, Any] = {"shape": shape, "dtype": dt}
+    if d.get("fill") == "set" and _fill(kind) is not None:
+        kw["fillvalue"] = _fill(kind)
+    if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in ("vstr", "vbytes", "ref"):
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        kw["dcpl"] = dcpl
+    elif d["storage"] == "chunked":
+        kw["chunks"] = d["chunks"]
+        if d["unlimited"]:
+            kw["maxshape"] = (None, *shape[1:])
+        kw.update(_filters(d["filters"], kind))
+    ds = f.create_dataset(d["path"], **kw)
+    written = d.get("written", "all")
+    if written == "none" or 0 in shape:
+        return
+    data = values(kind, shape, rng, f)
+    if written == "part" and shape:
+        ds[: max(1, shape[0] // 2)] = data[: max(1, shape[0] // 2)]
+    else:
+        ds[()] = data
+
+
+def _size(dt: np.dtype, shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+
+
+def _attribute(f: h5py.File, obj: Any, name: str, kind: str, rng: np.random.Generator) -> None:
+    a = obj.attrs
+    if kind == "int":
+        a[name] = np.int64(rng.integers(-(2**40), 2**40))
+    elif kind == "float_be":
+        a.create(name, np.array([1.5, np.nan]), dtype=">f8")
+    elif kind == "floats":
+        a[name] = rng.normal(size=4).astype("f4")
+    elif kind == "f16":
+        a.create(name, np.float16(0.5), dtype="<f2")
+    elif kind == "bytes":
+        a[name] = np.bytes_(b"seconds")
+    elif kind == "str":
+        a[name] = "µs: ü 𝜋"
+    elif kind == "str_ascii":
+        a.create(name, "plain", dtype=h5py.string_dtype("ascii"))
+    elif kind == "strs":
+        a[name] = ["", "one", "twö"]
+    elif kind == "empty":
+        a[name] = h5py.Empty("f4")
+    elif kind == "not_utf8":
+        a[name] = np.bytes_(b"\xff\xfe\x00bad")
+    elif kind == "bool":
+        a[name] = np.bool_(True)
+    elif kind == "compound":
+        a[name] = np.array((1.0, 2, b"ab"), dtype=dtype_of("compound"))
+    else:  # "ref"
+        a.create(name, f.ref, dtype=h5py.ref_dtype)
+
+
+__all__ = ["ATTRS", "FILTERS", "TYPES", "dtype_of", "files", "values", "write"]

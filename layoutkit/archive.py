@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import h5py
-import zarr
 
 from layoutkit.errors import LayoutkitError, SourceNotFoundError
 from layoutkit.formats import LAYOUT_ATTR
@@ -41,6 +40,8 @@ from layoutkit.readers.sources import ArchiveSet, expand_sources, is_source_set
 from layoutkit.readers.zarr_ import counting_store, open_counted
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
+from layoutkit.storage.kv import bucket_zarr_store
+from layoutkit.storage.retry import retrying
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
 """Object names read as HDF5 files first in a bucket (anything else is asked for a Zarr root first)."""
@@ -145,7 +146,7 @@ def zarr_format_at(store: Any, formats: tuple[int, ...] = (3, 2)) -> int | None:
         if fmt not in formats:
             continue
         try:
-            obstore.head(store, name)
+            retrying(lambda: obstore.head(store, name))  # noqa: B023 - called at once
             return fmt
         except FileNotFoundError:
             continue
@@ -174,7 +175,7 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
     counter = Counter()
     try:
         prefixed = store_at(url, storage_options)
-        base = zarr.storage.ObjectStore(prefixed, read_only=True)
+        base = bucket_zarr_store(prefixed, read_only=True)
         # one GET tells a v3 store and brings its root document (a HEAD first cost a round trip more)
         document = sync(counting_store(url, model, counter, sleep, base).get("zarr.json", default_buffer_prototype()))
         fmt = 3 if document is not None else zarr_format_at(prefixed, formats=(2,))

@@ -117,6 +117,10 @@ def run_distributed(
             if next_index < len(queue):
                 running.add(client.submit(fn, job_future, queue[next_index], pure=False))
                 next_index += 1
+        from layoutkit.storage.retry import RETRIES, retry_counts
+
+        for counts in client.run(retry_counts).values():  # the workers' retries, counted here
+            RETRIES.merge(counts)
         if cleanup is not None:
             client.run(cleanup)
 

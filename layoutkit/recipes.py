@@ -261,7 +261,9 @@ def _url_provenance(url: str, storage_options: dict[str, str]) -> Any:
     store = store_at(url, storage_options)
     fmt = zarr_format_at(store)
     if fmt is not None:
-        doc = json.loads(bytes(obstore.get(store, "zarr.json" if fmt == 3 else ".zattrs").bytes()))
+        from layoutkit.storage.retry import retrying
+
+        doc = json.loads(retrying(lambda: bytes(obstore.get(store, "zarr.json" if fmt == 3 else ".zattrs").bytes())))
         return (doc.get("attributes", {}) if fmt == 3 else doc).get(PROVENANCE_ATTR)
     with open_source(ObjectSource(url, tuple(sorted(storage_options.items())))) as f:
         return f.attrs.get(PROVENANCE_ATTR)

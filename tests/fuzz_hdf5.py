@@ -237,6 +237,8 @@ def _filters(names: tuple[str, ...], kind: str) -> dict[str, Any]:
         else:
             kw.update({"zstd": hdf5plugin.Zstd(clevel=2), "blosc": hdf5plugin.Blosc(cname="lz4", clevel=5),
                        "lz4": hdf5plugin.LZ4(), "bitshuffle": hdf5plugin.Bitshuffle()}[name])
+    if kw.get("fletcher32") and "scaleoffset" in kw:
+        kw.pop("fletcher32")  # h5py: "fletcher32 cannot be used with potentially lossy scale/offset filter"
     if "compression" in kw and sum(n in ("gzip", "lzf", "nbit", "zstd", "blosc", "lz4", "bitshuffle")
                                    for n in names) > 1:
         kw.pop("compression_opts", None)  # one compression filter per dataset in h5py's keywords

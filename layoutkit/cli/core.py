@@ -62,6 +62,7 @@ SOURCE_SIZE = "the source's size"
 class State:
     quiet = False
     timings = False
+    failed = False  # the command said its error (fail): its retries are in that sentence
 
 
 def _print_version(value: bool) -> None:
@@ -133,10 +134,14 @@ def main(
 ) -> None:
     """File-layout conversion and optimisation for scientific HDF5 data."""
     from layoutkit.memory import tune_allocator
+    from layoutkit.storage.retry import RETRIES
     from layoutkit.storage.sources import forget_stores
 
     State.quiet = quiet
     State.timings = timings
+    State.failed = False
+    RETRIES.reset()
+    ctx.call_on_close(_report_retries)
     tune_allocator()  # freed large blocks go back to the system, small ones are reused (layoutkit/memory.py)
     # a command starts with its own connections: one run before it in this process (a
     # test, a notebook) may have left pooled connections the server has since closed
@@ -155,8 +160,19 @@ def main(
 
 
 def fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    State.failed = True
     console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def _report_retries() -> None:
+    """Say how many requests the object store failed and layoutkit sent again (even with
+    --quiet: a store that misbehaves is worth knowing of), unless the command failed."""
+    from layoutkit.storage.retry import RETRIES
+
+    said = RETRIES.summary()
+    if said and not State.failed:
+        console.print(f"note: {said}.", highlight=False, soft_wrap=True)
 
 
 
@@ -167,11 +183,13 @@ def store_error(exc: BaseException) -> BaseException | None:
     else, and for an interrupt."""
     from obstore.exceptions import BaseError
 
+    from layoutkit.storage.retry import RetriesExhaustedError
+
     if interrupted(exc):
         return None
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, BaseError):
+        if isinstance(seen, (BaseError, RetriesExhaustedError)):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None

@@ -15,6 +15,7 @@ import numpy as np
 from layoutkit.errors import LayoutkitError
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.inspect.report import InspectReport, Tally, present_part, recorded_provenance
+from layoutkit.storage.retry import retrying
 
 ZARR_METADATA = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 
@@ -108,12 +109,12 @@ class BucketFiles:
     def text(self, key: str) -> str:
         import obstore
 
-        return bytes(obstore.get(self.store, key).bytes()).decode()
+        return retrying(lambda: bytes(obstore.get(self.store, key).bytes())).decode()
 
     def read(self, key: str, offset: int, size: int) -> bytes:
         import obstore
 
-        return bytes(obstore.get_range(self.store, key, start=offset, length=size))
+        return bytes(retrying(lambda: obstore.get_range(self.store, key, start=offset, length=size)))
 
 def inspect_zarr(root: Path, template: str) -> InspectReport:
     return inspect_zarr_store(FolderFiles(root), str(root), template)

@@ -12,6 +12,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from layoutkit.storage.retry import retrying
+
 METADATA_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
 UPLOAD_THREADS = 8
 MAX_IN_FLIGHT = 128
@@ -140,7 +142,8 @@ def _kept_store(url: str, options: tuple[tuple[str, str], ...], environment: tup
             config[k] = v
     if str(config.get("endpoint", "")).startswith("http://"):
         client.setdefault("allow_http", True)
-    retry = {"max_retries": 2, "retry_timeout": timedelta(seconds=90), "backoff": {}}
+    # layoutkit retries, and counts what it retries (layoutkit.storage.retry): obstore's own retries are off
+    retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=90), "backoff": {}}
     return from_url(url, config=config or None, client_options=client, retry_config=retry)
 
 
@@ -170,6 +173,9 @@ def describe_store_error(url: str, exc: BaseException) -> str:
         return f"{url}: access denied (check the credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or --storage-option)."
     first = (text.strip().splitlines() or [type(exc).__name__])[0]
     retried = re.search(r"in [0-9.]+m?s, after (\d+) retries", text)
+    said = _retried_cause(url, exc)
+    if said:
+        return said
     status = re.search(r"non-2xx status code: (5\d\d) ([A-Za-z ]+)", text)
     if status is not None:  # a server error on every try (S3 says which in its XML: SlowDown, InternalError)
         code = re.search(r"<Code>(\w+)</Code>", text)
@@ -192,6 +198,28 @@ def describe_store_error(url: str, exc: BaseException) -> str:
     if "onnect" in text or "timed out" in text.lower() or "dns" in text.lower():
         return f"{url}: the endpoint cannot be reached ({first[:160]})."
     return f"{url}: the object store refused the request ({first[:200]})."
+
+
+def _retried_cause(url: str, exc: BaseException) -> str:
+    """The sentence for a request layoutkit tried again and again
+    (:class:`~layoutkit.storage.retry.RetriesExhaustedError`) by what failed it, or ''
+    (server errors and answers cut short: told below by the status and the body)."""
+    from layoutkit.storage.retry import RetriesExhaustedError, transient
+
+    if not isinstance(exc, RetriesExhaustedError):
+        return ""
+    cause, tries = transient(exc.last), exc.retries + 1
+    if cause == "no answer in time":
+        return (f"{url}: the endpoint did not answer in time, on every one of {tries} tries (--storage-option "
+                "timeout=... sets the limit per request; 30s by default).")
+    if cause == "connection reset":
+        return f"{url}: the endpoint closed or reset the connection on every one of {tries} tries; try again later."
+    if cause == "request not sent":
+        said = _innermost_cause(str(exc.last)) or str(exc.last).splitlines()[0][:160]
+        if said in _REFUSED:
+            return f"{url}: the endpoint cannot be reached ({said}), on every one of {tries} tries."
+        return f"{url}: the request could not be sent on every one of {tries} tries ({said})."
+    return ""
 
 
 _REFUSED = frozenset({"Connection refused", "Network is unreachable", "No route to host",
@@ -224,11 +252,12 @@ def list_keys(store: Any, prefix: str) -> list[tuple[str, int]]:
     import obstore
 
     found = []
-    for batch in obstore.list(store, prefix=prefix or None, chunk_size=1000):
-        for meta in batch:
-            path = meta["path"]
-            if not prefix or path == prefix or path.startswith(prefix + "/"):
-                found.append((path, int(meta["size"])))
+    listed = retrying(lambda: [m for batch in obstore.list(store, prefix=prefix or None, chunk_size=1000)
+                               for m in batch])
+    for meta in listed:
+        path = meta["path"]
+        if not prefix or path == prefix or path.startswith(prefix + "/"):
+            found.append((path, int(meta["size"])))
     return found
 
 
@@ -241,7 +270,7 @@ def delete_keys(store: Any, keys: list[str]) -> None:
     rest = [k for k in keys if k.rsplit("/", 1)[-1] not in METADATA_NAMES]
     for group in (sorted(first, key=lambda k: k.count("/")), rest):
         for i in range(0, len(group), 1000):
-            obstore.delete(store, group[i : i + 1000])
+            retrying(lambda: obstore.delete(store, group[i : i + 1000]))  # noqa: B023 - called at once
 
 
 def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP, limit: int = COALESCE_MAX) -> list[tuple[int, int]]:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from layoutkit.errors import OutputNotWritableError
+from layoutkit.storage.retry import retrying
 
 LOCK = "layoutkit.lock"
 """The key of an append's lock, beside the store's root document."""
@@ -192,7 +193,7 @@ class BucketEditor:
         import obstore
 
         try:
-            return bytes(obstore.get(self.store, key).bytes())
+            return retrying(lambda: bytes(obstore.get(self.store, key).bytes()))
         except FileNotFoundError:
             return None
 
@@ -203,7 +204,7 @@ class BucketEditor:
         from layoutkit.storage.kv import SINGLE_PUT_MAX
 
         try:
-            obstore.put(self.store, key, data, use_multipart=len(data) > SINGLE_PUT_MAX)
+            retrying(lambda: obstore.put(self.store, key, data, use_multipart=len(data) > SINGLE_PUT_MAX))
         except Exception as exc:  # obstore's errors: one sentence naming the store
             raise store_error(self.url, exc) from None
 
@@ -223,7 +224,8 @@ class BucketEditor:
             raise ValueError(f"{url} is not in the bucket of {self.url}")
         prefix = self.url[len(root) + 1:]
         try:
-            obstore.copy(store_at(root, self.storage_options), url[len(root) + 1:], f"{prefix}/{key}" if prefix else key)
+            retrying(lambda: obstore.copy(store_at(root, self.storage_options), url[len(root) + 1:],
+                                          f"{prefix}/{key}" if prefix else key))
         except Exception as exc:  # obstore's errors: one sentence naming the store
             raise store_error(self.url, exc) from None
 
@@ -237,10 +239,12 @@ class BucketEditor:
         import obstore
 
         def create() -> bool:
+            mine = json.dumps(_holder()).encode()
             try:  # If-None-Match: *
-                obstore.put(self.store, LOCK, json.dumps(_holder()).encode(), mode="create")
+                retrying(lambda: obstore.put(self.store, LOCK, mine, mode="create"))
             except obstore.exceptions.AlreadyExistsError:
-                return False
+                # a try whose answer was lost may have created it: then the lock is ours
+                return self.get(LOCK) == mine
             return True
 
         return _locked(create, self, self.url)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from layoutkit.stages import timed
 from layoutkit.storage.buckets import METADATA_NAMES, store_at, store_error
+from layoutkit.storage.retry import aretrying, retrying
 
 # Objects up to this size go up in one PUT. obstore (and so zarr's ObjectStore) splits
 # anything over 5 MiB into a multipart upload: create, a part per 5 MiB, complete, i.e.
@@ -130,7 +131,7 @@ class BucketKV:
             return
         try:
             with timed("write"):
-                obstore.put(self.store, key, data, use_multipart=len(data) > SINGLE_PUT_MAX)
+                retrying(lambda: obstore.put(self.store, key, data, use_multipart=len(data) > SINGLE_PUT_MAX))
         except Exception as exc:  # obstore's errors: one sentence naming the destination
             raise store_error(self.url, exc) from None
 
@@ -140,7 +141,7 @@ class BucketKV:
         if key in self._held:
             return self._held[key]
         try:
-            return bytes(obstore.get(self.store, key).bytes())
+            return retrying(lambda: bytes(obstore.get(self.store, key).bytes()))
         except FileNotFoundError:
             return None
 
@@ -155,7 +156,7 @@ class BucketKV:
         order = sorted(self._held, key=lambda k: k in ("zarr.json", ".zgroup"))
         try:
             for key in order:
-                obstore.put(self.store, key, self._held[key])
+                retrying(lambda: obstore.put(self.store, key, self._held[key]))  # noqa: B023 - called at once
         except Exception as exc:
             raise store_error(self.url, exc) from None
         self._held = {}
@@ -163,7 +164,9 @@ class BucketKV:
 
 @functools.cache
 def single_put_store() -> type:
-    """zarr's ``ObjectStore``, putting each object in one request (``SINGLE_PUT_MAX``)."""
+    """zarr's ``ObjectStore``, putting each object in one request (``SINGLE_PUT_MAX``),
+    every request retried as :mod:`layoutkit.storage.retry` retries (and counts) them:
+    the store layoutkit reads and writes buckets with."""
     import obstore
     import zarr.storage
 
@@ -171,12 +174,47 @@ def single_put_store() -> type:
         async def set(self, key: str, value: Any) -> None:
             self._check_writable()
             buf = value.as_buffer_like()
-            await obstore.put_async(self.store, key, buf, use_multipart=memoryview(buf).nbytes > SINGLE_PUT_MAX)
+            await aretrying(lambda: obstore.put_async(self.store, key, buf,
+                                                      use_multipart=memoryview(buf).nbytes > SINGLE_PUT_MAX))
+
+        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+            return await aretrying(lambda: super(SinglePutStore, self).get(key, prototype, byte_range))
+
+        async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
+            key_ranges = list(key_ranges)
+            return await aretrying(lambda: super(SinglePutStore, self).get_partial_values(prototype, key_ranges))
+
+        async def exists(self, key: str) -> bool:
+            return await aretrying(lambda: super(SinglePutStore, self).exists(key))
+
+        async def delete(self, key: str) -> None:
+            await aretrying(lambda: super(SinglePutStore, self).delete(key))
+
+        async def getsize(self, key: str) -> int:
+            return await aretrying(lambda: super(SinglePutStore, self).getsize(key))
+
+        async def list_dir(self, prefix: str) -> Any:  # listed whole, then given out (a retry starts over)
+            for key in await aretrying(lambda: _listed(super(SinglePutStore, self).list_dir(prefix))):
+                yield key
+
+        async def list_prefix(self, prefix: str) -> Any:
+            for key in await aretrying(lambda: _listed(super(SinglePutStore, self).list_prefix(prefix))):
+                yield key
 
         def __reduce__(self) -> tuple[Any, ...]:  # the class is made here: pickle how to make it again
             return _remade_store, (self.store, self.read_only)
 
     return SinglePutStore
+
+
+def bucket_zarr_store(store: Any, read_only: bool = False) -> Any:
+    """A zarr store over an obstore store (a bucket prefix), its requests retried and
+    counted (:func:`single_put_store`): what layoutkit reads and writes buckets with."""
+    return single_put_store()(store, read_only=read_only)
+
+
+async def _listed(keys: Any) -> list[str]:
+    return [k async for k in keys]
 
 
 def _remade_store(store: Any, read_only: bool) -> Any:
@@ -197,4 +235,4 @@ def portable_target(target: Any) -> Any:
     return target
 
 
-__all__ = ["BucketKV", "FolderKV", "KeyValue", "as_kv", "is_root_document", "portable_target", "single_put_store"]
+__all__ = ["BucketKV", "bucket_zarr_store", "FolderKV", "KeyValue", "as_kv", "is_root_document", "portable_target", "single_put_store"]

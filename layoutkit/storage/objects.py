@@ -16,6 +16,7 @@ from layoutkit.storage.buckets import (
 )
 from layoutkit.storage.kv import BucketKV
 from layoutkit.storage.local import remove_path
+from layoutkit.storage.retry import retrying
 
 
 class ObjectDestination:
@@ -68,7 +69,7 @@ class ObjectDestination:
 
         for key in (self.key, *(f"{self.key}/{name}" for name in (".zgroup", ".zarray", "zarr.json"))):
             try:
-                obstore.head(self.store, key)
+                retrying(lambda: obstore.head(self.store, key))  # noqa: B023 - called at once
                 return True
             except FileNotFoundError:
                 continue
@@ -83,7 +84,8 @@ class ObjectDestination:
         if self.tmpdir is not None and not (Path(self.tmpdir).is_dir() and os.access(self.tmpdir, os.W_OK)):
             raise OutputNotWritableError(f"--tmpdir {str(self.tmpdir)!r} is not a writable folder.")
         try:
-            next(iter(obstore.list(self.store, prefix=self.key, chunk_size=1)), None)  # a LIST answers for the bucket and the access
+            # a LIST answers for the bucket and the access
+            retrying(lambda: next(iter(obstore.list(self.store, prefix=self.key, chunk_size=1)), None))
             exists = self._published()
         except Exception as exc:  # obstore raises builtins and its own errors: name what it said
             raise store_error(self.url, exc) from None
@@ -130,8 +132,11 @@ class ObjectDestination:
 
         def put(item: tuple[Path, str]) -> int:
             local, key = item
-            with open(local, "rb") as fh:
-                obstore.put(self.store, key, fh)
+            def once() -> None:  # the file opened again for each try
+                with open(local, "rb") as fh:
+                    obstore.put(self.store, key, fh)
+
+            retrying(once)
             self._uploaded.append(key)
             return local.stat().st_size
 

@@ -17,6 +17,7 @@ from typing import Any
 from layoutkit.errors import SourceNotFoundError
 from layoutkit.plan import natural_key
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, MAX_IN_FLIGHT, coalesce, is_url, object_store
+from layoutkit.storage.retry import aretrying, retrying
 
 _LOOP: Any = None
 _LOOP_LOCK = threading.Lock()
@@ -83,7 +84,7 @@ class ObjectSource:
         import obstore
 
         store, key = self._store
-        return int(obstore.head(store, key)["size"])
+        return int(retrying(lambda: obstore.head(store, key))["size"])
 
     def stat(self) -> Any:
         """The one ``os.stat_result`` field the commands use (``st_size``), as a Path has it."""
@@ -111,7 +112,7 @@ class ObjectSource:
         import obstore
 
         store, key = self._store
-        return bytes(obstore.get_range(store, key, start=offset, length=size)) if size else b""
+        return bytes(retrying(lambda: obstore.get_range(store, key, start=offset, length=size))) if size else b""
 
     def first_block(self, length: int) -> tuple[bytes, int]:
         """The object's first ``length`` bytes (all of it when smaller) and its size, in
@@ -119,8 +120,11 @@ class ObjectSource:
         import obstore
 
         store, key = self._store
-        result = obstore.get(store, key, options={"range": (0, length)})
-        return bytes(result.bytes()), int(result.meta["size"])
+        def get() -> tuple[bytes, int]:
+            result = obstore.get(store, key, options={"range": (0, length)})
+            return bytes(result.bytes()), int(result.meta["size"])
+
+        return retrying(get)
 
     def coalescing(self) -> tuple[int, int]:
         """The gap and size limits of merged GETs (``coalesce_gap``, ``coalesce_max``)."""
@@ -149,7 +153,7 @@ class ObjectSource:
 
         async def one(offset: int, size: int) -> Any:
             async with slots:
-                return await obstore.get_range_async(store, key, start=offset, length=size)
+                return await aretrying(lambda: obstore.get_range_async(store, key, start=offset, length=size))
 
         async def fetch() -> list[Any]:
             return await asyncio.gather(*(one(o, n) for o, n in merged))
@@ -502,12 +506,13 @@ def _listed(pattern: str, storage_options: dict[str, str]) -> list[str]:
     store, prefix = object_store(base, storage_options)
     parts = pattern[len(base):].split("/")
     found = []
-    for batch in obstore.list(store, prefix=prefix + "/" if prefix else None):
-        for meta in batch:
-            rest = meta["path"][len(prefix) + 1 if prefix else 0:]
-            names = rest.split("/")
-            if len(names) == len(parts) and all(map(fnmatch.fnmatchcase, names, parts)):
-                found.append(base + rest)
+    listed = retrying(lambda: [m for batch in obstore.list(store, prefix=prefix + "/" if prefix else None)
+                               for m in batch])
+    for meta in listed:
+        rest = meta["path"][len(prefix) + 1 if prefix else 0:]
+        names = rest.split("/")
+        if len(names) == len(parts) and all(map(fnmatch.fnmatchcase, names, parts)):
+            found.append(base + rest)
     return sorted(found, key=natural_key)
 
 
@@ -551,7 +556,7 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
         import obstore
 
         store, key = source._store
-        head = obstore.head(store, key)
+        head = retrying(lambda: obstore.head(store, key))
         return {"name": source.url, "size": int(head["size"]), "digest": f"etag:{head.get('e_tag') or ''}"}
     import hashlib
 

@@ -27,6 +27,7 @@ from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import ObjectSource, as_sources, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
+from layoutkit.storage.kv import bucket_zarr_store
 
 
 def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None = None) -> list[str]:
@@ -44,7 +45,10 @@ def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None =
         elif is_url(str(variant)):
             import obstore
 
-            text = bytes(obstore.get(store_at(str(variant), storage_options or {}), SIDECAR).bytes()).decode()
+            from layoutkit.storage.retry import retrying
+
+            store = store_at(str(variant), storage_options or {})
+            text = retrying(lambda: bytes(obstore.get(store, SIDECAR).bytes())).decode()
         else:
             sidecar = Path(variant) / SIDECAR
             if not sidecar.is_file():
@@ -72,7 +76,7 @@ def _locate_variant(variant: str | Path, storage_options: dict[str, str]) -> tup
         return url, "zarr", readonly_store(url, storage_options)
     prefixed = store_at(url, storage_options)
     if zarr_format_at(prefixed) is not None:
-        return url, "zarr", zarr.storage.ObjectStore(prefixed, read_only=True)
+        return url, "zarr", bucket_zarr_store(prefixed, read_only=True)
     return url, "hdf5", ObjectSource(url, tuple(sorted(storage_options.items())))
 
 

@@ -13,8 +13,8 @@ layout, locally, in a bucket or in Icechunk:
    name when not; what lies outside the shots must be what the store holds.
 3. The new shots are written with the store's recipe, as any run writes, into a staging
    folder (local, ``--tmpdir``; for a store in a bucket written by a cluster's workers, a
-   prefix beside it in the bucket, copied in by the bucket: :class:`Staged`), and the layout's ``append.merge`` says how they join the
-   store (:class:`Merge`): which objects are added under which keys (nothing of the
+   prefix beside it in the bucket, copied in by the bucket: :class:`Staged`), and the
+   layout's ``append.merge`` says how they join the store (:class:`Merge`): which objects are added under which keys (nothing of the
    store is rewritten but its small shared documents; a signal-major series grows in
    place, :mod:`layoutkit.grow`), which new documents are written, and the new root
    document. netCDF files along a record dimension are not staged: their rows are

@@ -156,16 +156,20 @@ def test_a_fault_on_some_requests_is_retried_and_the_result_is_right(bucket, tmp
     assert result.exit_code == 0, (result.output[-2000:], result.exception)
     assert "Traceback" not in result.output
     retried = RETRIES.snapshot()
-    assert sum(retried.values()) == (0 if fault == "etag" else len(proxy.injected)), (retried, proxy.injected)
+    n = sum(retried.values())
+    # every fault retried (a request slowed past the timeout on a loaded machine is one more)
+    assert n >= (0 if fault == "etag" else len(proxy.injected)), (retried, proxy.injected)
+    if fault in ("500", "503"):  # and these exactly: nothing else answers with them ("503 SlowDown", or a HEAD's "503")
+        assert sum(k for cause, k in retried.items() if cause.startswith(fault)) == len(proxy.injected), retried
     said = " ".join(result.output.split())
-    if fault != "etag" and command != "open":
-        n = len(proxy.injected)
+    if n and command != "open":
         assert f"note: {n} request{'s' if n > 1 else ''} to the object store {'were' if n > 1 else 'was'} retried" \
             in said, said
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("fault", [f for f in FAULTS if f != "etag"])
+# (an endpoint that stalls on every request: every command, in test_object_storage.py)
+@pytest.mark.parametrize("fault", [f for f in FAULTS if f not in ("etag", "stall")])
 @pytest.mark.parametrize("command", ["convert", "reorder", "open"])
 def test_a_fault_on_every_request_is_one_sentence_and_nothing_is_published(bucket, tmp_path, command, fault):
     name = f"every-{command}-{fault}"

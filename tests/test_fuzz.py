@@ -37,7 +37,7 @@ from layoutkit.cli import app
 from layoutkit.verify.equality import compare_variant
 
 runner = CliRunner()
-EXAMPLES = int(os.environ.get("LAYOUTKIT_FUZZ_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("LAYOUTKIT_FUZZ_EXAMPLES", "30"))
 LONG = "LAYOUTKIT_FUZZ_EXAMPLES" in os.environ
 
 RUNS = {

@@ -205,20 +205,10 @@ class Members:
         self.members = source.members if isinstance(source, SourceSet) else (source,)
         self._open: OrderedDict[int, h5py.File] = OrderedDict()
 
-    @classmethod
-    def of(cls, file: h5py.File) -> Members:
-        """An open file as the only member (kept open by its owner)."""
-        members = cls(file.filename)
-        members._open[0] = file
-        members._owned = False
-        return members
-
-    _owned = True
-
     def __call__(self, member: int) -> h5py.File:
         f = self._open.get(member)
         if f is None:
-            while self._owned and len(self._open) >= MAX_OPEN_FILES:
+            while len(self._open) >= MAX_OPEN_FILES:
                 self._open.popitem(last=False)[1].close()
             f = self._open[member] = open_source(self.members[member])
         self._open.move_to_end(member)
@@ -226,9 +216,7 @@ class Members:
 
     def close(self) -> None:
         while self._open:
-            f = self._open.popitem()[1]
-            if self._owned:
-                f.close()
+            self._open.popitem()[1].close()
 
     def __enter__(self) -> Members:
         return self

@@ -114,21 +114,21 @@ class PagedHDF5Writer:
     def create(
         self,
         inventory: Inventory,
-        source: h5py.File | Members,
+        source: Members,
         storage: dict[str, StoragePlan],
         dedupe: dict[str, str],
         root_attrs: dict[str, str] | None = None,
     ) -> None:
         """Create groups, datasets (no data), attributes, scales and links.
 
-        ``source`` is the open source file, or the :class:`Members` of a set, each node
-        taken from the member the inventory names. ``dedupe`` maps a duplicate dimension
+        ``source`` opens the source's file, or a set's members (:class:`Members`), each
+        node taken from the member the inventory names. ``dedupe`` maps a duplicate dimension
         scale to the copy that is kept; the duplicate's path becomes a hard link to it,
         and datasets attached to the duplicate are attached to the kept copy.
         ``root_attrs`` (text) are added to the root group's attributes, replacing any of
         the same name (layoutkit's provenance).
         """
-        files = source if isinstance(source, Members) else Members.of(source)
+        files = source
         f = self.file
         self._deferred_refs: list[tuple[str, str, Any, Any, int]] = []
         for g in inventory.groups:

@@ -1,8 +1,7 @@
 """Generated HDF5 files through every layout: equal or refused by name, never wrong (issue 41).
 
-Each file drawn by :func:`fuzz_hdf5.files` goes through ``convert`` (Zarr v3 and v2,
-signal-major, shot-packed) and ``reorder`` (by group, shot and signal), as a user runs
-them. Each run either
+Each file drawn by :func:`fuzz_hdf5.files` goes through ``convert`` (every Zarr layout,
+v3 and v2) and ``reorder`` (by group, shot and signal), as a user runs them. Each run either
 
 - succeeds, and its output is equal to the file by ``verify``'s comparator and, where
   the layout keeps the hierarchy (Zarr shot-major, paged HDF5), by a reader that is not
@@ -44,7 +43,9 @@ RUNS = {
     "v3.zarr": ["convert"],
     "v2.zarr": ["convert", "--zarr-format", "2"],
     "signal.zarr": ["convert", "--layout", "signal-major", "--shards", "auto"],
+    "signal.v2.zarr": ["convert", "--layout", "signal-major", "--zarr-format", "2"],
     "packed.zarr": ["convert", "--layout", "shot-packed"],
+    "packed.v2.zarr": ["convert", "--layout", "shot-packed", "--zarr-format", "2"],
     "group.h5": ["reorder", "--by", "group"],
     "shot.h5": ["reorder", "--by", "shot"],
     "signal.h5": ["reorder", "--by", "signal"],

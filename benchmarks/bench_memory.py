@@ -1,13 +1,14 @@
 """Every command's peak memory under load, against its budget (issue 41).
 
-    python benchmarks/bench_memory.py [--shots 250] [--signals 70] [--memory-limit 256MiB]
+    python benchmarks/bench_memory.py [--shots 250] [--signals 70] [--memory-limit 256MiB] [--bucket-shots 50]
+                                      [--only local|bucket]
 
 Needs the ``bench`` extra (SeaweedFS). Two settings, each command a process of its own
 (peak RSS of its process tree, ``benchmarks/measure.py``):
 
 - **local**: the sample on the local disk; ``convert`` into each Zarr layout and
   ``reorder`` with ``--memory-limit``, then ``verify``, ``inspect`` and ``advise``;
-- **bucket, stalling**: the sample in SeaweedFS behind a misbehaving proxy
+- **bucket, stalling**: a sample of ``--bucket-shots`` shots in SeaweedFS behind a misbehaving proxy
   (:class:`layoutkit.faulty_bucket.FaultyBucket`) on which every 25th request gets no
   answer (``--storage-option timeout=1s``: each is sent again), so reads pile up behind
   stalls; the same commands with the source in the bucket.
@@ -41,6 +42,9 @@ DEFAULT_BUDGET = 1024 * MiB
 
 def extra(parser) -> None:  # noqa: ANN001
     parser.add_argument("--memory-limit", default="256MiB")
+    parser.add_argument("--bucket-shots", type=int, default=50,
+                        help="shots of the bucket source (each stalled request costs a timeout: 1 s)")
+    parser.add_argument("--only", choices=["local", "bucket"], help="one setting; the other's figures kept")
 
 
 def commands(src: str, work: Path, limit: str, opts: list[str]) -> dict[str, list[str]]:
@@ -97,12 +101,27 @@ def main() -> None:
     limit = parse_size(args.memory_limit)
     src, logical = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     tiny, _ = sample(args.workdir, 1, 2)
-    results: dict[str, object] = {"date": time.strftime("%Y-%m-%d"), "shots": args.shots, "signals": args.signals,
-                                  "logical_bytes": logical, "memory_limit": limit, "floor": FLOOR}
-    print(f"local ({src.name}, {logical / 1e9:.2f} GB of data), footprints:", flush=True)
-    results["local_footprint"] = footprints(str(src), str(tiny), work, [])
-    print(f"local, --memory-limit {args.memory_limit}:", flush=True)
-    results["local"] = run_all(commands(str(src), work, args.memory_limit, []), work)
+    out = HERE / "out" / "memory.json"
+    results: dict[str, object] = json.loads(out.read_text()) if args.only and out.exists() else {}
+    results.update({"date": time.strftime("%Y-%m-%d"), "memory_limit": limit, "floor": FLOOR})
+    if args.only != "bucket":
+        results.update(shots=args.shots, signals=args.signals, logical_bytes=logical)
+        print(f"local ({src.name}, {logical / 1e9:.2f} GB of data), footprints:", flush=True)
+        results["local_footprint"] = footprints(str(src), str(tiny), work, [])
+        print(f"local, --memory-limit {args.memory_limit}:", flush=True)
+        results["local"] = run_all(commands(str(src), work, args.memory_limit, []), work)
+        out.write_text(json.dumps(results, indent=2))
+    if args.only != "local":
+        results["bucket_shots"] = args.bucket_shots
+        src, _ = sample(args.workdir, args.bucket_shots, args.signals, args.rate_factor)
+        bucket(results, src, tiny, work, args.memory_limit)
+        out.write_text(json.dumps(results, indent=2))
+    report(results, limit)
+    print(f"wrote {out}")
+
+
+def bucket(results: dict[str, object], src: Path, tiny: Path, work: Path, limit: str) -> None:
+    """The bucket setting: ``src`` in SeaweedFS behind a proxy stalling every 25th request."""
     with SeaweedFS() as weed:
         weed.create_bucket("memory")
         from layoutkit.storage.buckets import store_at
@@ -114,11 +133,14 @@ def main() -> None:
         with FaultyBucket(weed.endpoint, "stall", every_25th, stall=3.0) as proxy:
             opts = [f"--storage-option={k}={v}" for k, v in {**storage_options(proxy.url), "timeout": "1s"}.items()]
             url, tiny_url = f"s3://memory/{src.name}", f"s3://memory/{tiny.name}"
-            print(f"bucket, every 25th request stalled ({proxy.url}), footprints:", flush=True)
+            print(f"bucket ({src.name}), every 25th request stalled ({proxy.url}), footprints:", flush=True)
             results["bucket_footprint"] = footprints(url, tiny_url, work, opts)
-            print(f"bucket, --memory-limit {args.memory_limit}:", flush=True)
-            results["bucket"] = run_all(commands(url, work, args.memory_limit, opts), work)
+            print(f"bucket, --memory-limit {limit}:", flush=True)
+            results["bucket"] = run_all(commands(url, work, limit, opts), work)
             results["stalled"] = len(proxy.injected)
+
+
+def report(results: dict[str, object], limit: int) -> None:
     rows = []
     print("\n| command | local: footprint, peak | bucket (stalls): footprint, peak | budget above the footprint | "
           "within |")
@@ -135,9 +157,6 @@ def main() -> None:
         print(f"| {name} | {cells[0]} | {cells[1]} | {room:.0f} MiB | {'yes' if within else 'NO'} |")
     results["rows"] = rows
     print(f"\n{results['stalled']} requests stalled and were sent again")
-    out = HERE / "out" / "memory.json"
-    out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -109,15 +109,16 @@ SHOT = re.compile(r"^/shots/([^/]+)/(.+)$")  # the fuzz files' template, /shots/
 
 
 def packed_reader(root: Any) -> Callable[[str], Any]:
-    """A dataset of a shot-packed store (version 3) read with zarr-python and numpy alone,
-    as docs/formats/shot-packed.md says: ``names[i]`` of shot S is ``_packed[start[i] :
-    start[i] + size]`` viewed as ``dtype[i]``, reshaped to ``shape[i]``; what does not
-    pack is at its source path."""
+    """A dataset of a shot-packed store read with zarr-python and numpy alone, as
+    docs/formats/shot-packed.md says: ``names[i]`` of shot S is ``_packed[start[i] :
+    start[i] + size]`` viewed as ``dtype[i]``, reshaped to ``shape[i]`` (the index on the
+    packed array, version 3, or on the shot group, version 2: Zarr v2 stores); what does
+    not pack is at its source path."""
     def read(path: str) -> Any:
         m = SHOT.match(path)
         if m and f"shots/{m[1]}/_packed" in root:
             packed = root[f"shots/{m[1]}/_packed"]
-            index = packed.attrs["layoutkit_shot_packed"]
+            index = packed.attrs.get("layoutkit_shot_packed") or root[f"shots/{m[1]}"].attrs["layoutkit_shot_packed"]
             if m[2] in index["names"]:
                 i = index["names"].index(m[2])
                 dtype, shape = np.dtype(index["dtype"][i]), tuple(index["shape"][i])
@@ -130,23 +131,46 @@ def packed_reader(root: Any) -> Callable[[str], Any]:
 
 
 def series_reader(root: Any) -> Callable[[str], Any]:
-    """A dataset of a signal-major store (version 2) read with zarr-python alone, as
-    docs/formats/signal-major.md says: the shot group's ``layoutkit_shot`` gives its row
-    of its series (``rows``: part suffix, start, length; ``same_as``: a scale stored as
-    another), the series of ``signals/<name>`` under the layout's signals group, of any
-    other path under its scales group; what does not pack is at its source path."""
+    """A dataset of a signal-major store read with zarr-python alone, as
+    docs/formats/signal-major.md says. Version 2 (Zarr v3 stores): the shot group's
+    ``layoutkit_shot`` gives its row of its series (``rows``: part suffix, start,
+    length; ``same_as``: a scale stored as another). Version 1 (Zarr v2 stores): the
+    series' ``layoutkit_series`` lists each part's shots, starts and lengths, and
+    ``same_as`` the shots whose scale is another's. The series of ``signals/<name>`` is
+    under the layout's signals group, of any other path under its scales group; what
+    does not pack is at its source path."""
     layout = root.attrs["layoutkit_layout"]
+
+    def series(rel: str) -> str:
+        signal = re.fullmatch(r"signals/([^/]+)", rel)
+        return f"{layout['signals']}/{signal[1]}" if signal else f"{layout['scales']}/{rel}"
+
+    def row_v1(rel: str, shot: str) -> Any:
+        if series(rel) not in root:
+            return None
+        doc = root[series(rel)].attrs["layoutkit_series"]
+        for other, shots in doc.get("same_as", {}).items():
+            if shot in shots:
+                return row_v1(other, shot)
+        for part in doc["parts"]:
+            if shot in part["shots"]:
+                k = part["shots"].index(shot)
+                start, length = part["starts"][k], part["lengths"][k]
+                return root[f"{series(rel)}/data{part['suffix']}"][start: start + length]
+        return None
 
     def read(path: str) -> Any:
         m = SHOT.match(path)
-        if m and f"shots/{m[1]}" in root:
+        if m and layout["version"] == 1:
+            found = row_v1(m[2], m[1])
+            if found is not None:
+                return found
+        elif m and f"shots/{m[1]}" in root:
             index = root[f"shots/{m[1]}"].attrs.get("layoutkit_shot", {})
             rel = index.get("same_as", {}).get(m[2], m[2])
             if rel in index.get("rows", {}):
                 suffix, start, length = index["rows"][rel]
-                signal = re.fullmatch(r"signals/([^/]+)", rel)
-                group = f"{layout['signals']}/{signal[1]}" if signal else f"{layout['scales']}/{rel}"
-                return root[f"{group}/data{suffix}"][start: start + length]
+                return root[f"{series(rel)}/data{suffix}"][start: start + length]
         return root[path.lstrip("/")][...]
 
     return read
@@ -155,12 +179,13 @@ def series_reader(root: Any) -> Callable[[str], Any]:
 def read_independently(name: str, out: Path, expected: dict[str, tuple[tuple[str, ...], Any]]) -> None:
     """The output as zarr-python or h5py read it, against the file's values (a dataset
     with several names found under any of them); signal-major and shot-packed read by
-    their documented formats (Zarr v3)."""
-    if name in ("signal.zarr", "packed.zarr"):
+    their documented formats."""
+    if name.startswith(("signal.", "packed.")) and name.endswith(".zarr"):
         import zarr
 
-        root = zarr.open_group(str(out), mode="r", use_consolidated=False)
-        read_at = (series_reader if name == "signal.zarr" else packed_reader)(root)
+        # v3: node by node (these stores have no consolidated metadata); v2: consolidated
+        root = zarr.open_group(str(out), mode="r", use_consolidated=None if ".v2." in name else False)
+        read_at = (series_reader if name.startswith("signal.") else packed_reader)(root)
         for names, want in expected.values():
             same(want, read_at(names[0]), f"{name}{names[0]}")
         return

@@ -69,7 +69,10 @@ def run_all(runs: dict[str, list[str]], work: Path) -> dict[str, dict[str, float
         for target in ("mirror.zarr", "signal.zarr", "packed.zarr", "shot.h5", "advice"):
             path = work / target
             if not name.startswith("verify") and str(path) in args:
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
         r = timed([PY, "-m", "layoutkit", "-q", *args])
         out[name] = {"seconds": r["seconds"], "peak_mib": r["peak_rss"] / MiB}
         print(f"  {name}: {r['seconds']:.1f} s, {r['peak_rss'] / MiB:.0f} MiB", flush=True)

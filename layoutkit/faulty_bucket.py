@@ -37,8 +37,8 @@ _ERRORS = {
 }
 
 
-def nth(*which: int, method: str | None = None) -> Callable[[int, str, str], bool]:
-    """The requests numbered ``which`` (of ``method`` only, counted among those, when given)."""
+def _counted(method: str | None, chosen: Callable[[int], bool]) -> Callable[[int, str, str], bool]:
+    """A choice of requests by their count (of ``method`` only, counted among those, when given)."""
     seen = [0]
     lock = threading.Lock()
 
@@ -47,24 +47,19 @@ def nth(*which: int, method: str | None = None) -> Callable[[int, str, str], boo
             return False
         with lock:
             seen[0] += 1
-            return seen[0] in which
+            return chosen(seen[0])
 
     return when
+
+
+def nth(*which: int, method: str | None = None) -> Callable[[int, str, str], bool]:
+    """The requests numbered ``which`` (of ``method`` only, counted among those, when given)."""
+    return _counted(method, lambda k: k in which)
 
 
 def every(start: int = 1, method: str | None = None) -> Callable[[int, str, str], bool]:
     """Every request from the ``start``-th on (of ``method`` only, when given)."""
-    seen = [0]
-    lock = threading.Lock()
-
-    def when(n: int, m: str, path: str) -> bool:
-        if method is not None and m != method:
-            return False
-        with lock:
-            seen[0] += 1
-            return seen[0] >= start
-
-    return when
+    return _counted(method, lambda k: k >= start)
 
 
 class FaultyBucket:

@@ -120,6 +120,19 @@ def _wait(attempt: int) -> float:
     return random.uniform(0, min(BACKOFF_MAX, BACKOFF_FIRST * 2**attempt))
 
 
+def _again(exc: Exception, attempt: int, t0: float) -> float:
+    """The wait before trying ``exc``'s request again (counting the retry by its cause);
+    raises ``exc`` when it is not transient, and :class:`RetriesExhaustedError` after the
+    last try."""
+    cause = transient(exc)
+    if cause is None:
+        raise exc
+    if attempt == MAX_RETRIES:
+        raise RetriesExhaustedError(exc, attempt, time.monotonic() - t0) from exc
+    RETRIES.add(cause)
+    return _wait(attempt)
+
+
 def retrying(fn: Callable[[], T]) -> T:
     """``fn()``, tried again while it fails transiently (module docstring)."""
     t0 = time.monotonic()
@@ -127,13 +140,7 @@ def retrying(fn: Callable[[], T]) -> T:
         try:
             return fn()
         except Exception as exc:
-            cause = transient(exc)
-            if cause is None:
-                raise
-            if attempt == MAX_RETRIES:
-                raise RetriesExhaustedError(exc, attempt, time.monotonic() - t0) from exc
-            RETRIES.add(cause)
-            time.sleep(_wait(attempt))
+            time.sleep(_again(exc, attempt, t0))
     raise AssertionError("unreachable")
 
 
@@ -144,13 +151,7 @@ async def aretrying(make: Callable[[], Awaitable[T]]) -> T:
         try:
             return await make()
         except Exception as exc:
-            cause = transient(exc)
-            if cause is None:
-                raise
-            if attempt == MAX_RETRIES:
-                raise RetriesExhaustedError(exc, attempt, time.monotonic() - t0) from exc
-            RETRIES.add(cause)
-            await asyncio.sleep(_wait(attempt))
+            await asyncio.sleep(_again(exc, attempt, t0))
     raise AssertionError("unreachable")
 
 

@@ -19,10 +19,11 @@ fraction of the full run's, beside the shots' fraction.
 
 Then the memory of a run's driver against the number of files (``--memory-files``): tiny
 files of one shot (50 signals of 64 values and a time base: 51 datasets), ``convert`` of
-100, 300 and 1,000 of them in one run each, and ``--append`` of 10 more to the store of
-1,000, walked by the driver and by a local cluster's workers (``--scheduler processes``), and
-``--append`` of 10 more to the store of 1,000, each a process of its own (the driver's own
-peak RSS, ``getrusage``). Prints markdown tables; writes
+100, 300 and 1,000 of them, in one run and in batches of 100 files (``--memory-batch``;
+``--batch-files``: the first batch converted, each next appended), walked by the driver
+and by a local cluster's workers (``--scheduler processes``); 3,000 in batches; and
+``--append`` of 10 more to the store of 1,000; each a process of its own (the driver's
+own peak RSS, ``getrusage``). Prints markdown tables; writes
 ``benchmarks/out/append.json``.
 """
 
@@ -143,24 +144,29 @@ def tiny_files(folder: Path, count: int, signals: int = 50) -> list[Path]:
     return out
 
 
-def driver_memory(work: Path, counts: list[int]) -> list[dict[str, object]]:
+def driver_memory(work: Path, counts: list[int], batch: int) -> list[dict[str, object]]:
     """Peak RSS of a run's driver against the files (and datasets) of the run: convert
-    of ``counts`` tiny files in one run each (signal-major), the files walked here
-    (``--scheduler threads``) and by the workers of a local cluster (``processes``: the
-    driver only combines what they found), then an append of 10 files to the store of
-    the largest count."""
-    files = tiny_files(work / "tiny", max(counts) + 10)
+    of ``counts`` tiny files (signal-major) in one run each and in batches of ``batch``
+    files (``--batch-files``: the first converted, each next appended; and 3x the largest
+    count in batches, walked here), the files walked here (``--scheduler threads``) and by
+    the workers of a local cluster (``processes``: the driver only combines what they
+    found), then an append of 10 files to the store of the largest count."""
+    files = tiny_files(work / "tiny", 3 * max(counts) + 10)
     rows = []
-    for scheduler in ("threads", "processes"):
-        for n in counts:
-            store = work / f"memory-{n}.zarr"
-            shutil.rmtree(store, ignore_errors=True)
-            seconds, rss = peak_rss(["convert", *map(str, files[:n]), str(store), "--layout", "signal-major",
-                                     "--scheduler", scheduler])
-            rows.append({"run": f"convert {n:,} files ({n * 51:,} datasets) in one run, --scheduler {scheduler}",
-                         "files": n, "scheduler": scheduler, "seconds": seconds, "peak_rss_mib": rss})
+    runs = [(scheduler, n, b) for b in (0, batch) for scheduler in ("threads", "processes") for n in counts]
+    for scheduler, n, b in [*runs, ("threads", 3 * max(counts), batch)]:
+        store = work / f"memory-{n}.zarr"
+        shutil.rmtree(store, ignore_errors=True)
+        seconds, rss = peak_rss(["convert", *map(str, files[:n]), str(store), "--layout", "signal-major",
+                                 "--scheduler", scheduler, "--batch-files", str(b)])
+        how = f"in batches of {b:,} files" if b else "in one run"
+        rows.append({"run": f"convert {n:,} files ({n * 51:,} datasets) {how}, --scheduler {scheduler}",
+                     "files": n, "batch_files": b, "scheduler": scheduler, "seconds": seconds,
+                     "peak_rss_mib": rss})
     store = work / f"memory-{max(counts)}.zarr"
-    seconds, rss = peak_rss(["convert", *map(str, files[max(counts):]), str(store), "--append"])
+    shutil.rmtree(store, ignore_errors=True)
+    peak_rss(["convert", *map(str, files[:max(counts)]), str(store), "--layout", "signal-major"])
+    seconds, rss = peak_rss(["convert", *map(str, files[max(counts):max(counts) + 10]), str(store), "--append"])
     rows.append({"run": f"append 10 files to the store of {max(counts):,}", "files": 10, "seconds": seconds,
                  "peak_rss_mib": rss})
     return rows
@@ -175,6 +181,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/layoutkit-bench-append"))
     parser.add_argument("--memory-files", default="100,300,1000", help="file counts of the driver memory sweep")
     parser.add_argument("--memory-only", action="store_true", help="only the driver memory sweep")
+    parser.add_argument("--memory-batch", type=int, default=100, help="--batch-files of the sweep's runs in batches")
     args = parser.parse_args()
     work = args.work
     work.mkdir(parents=True, exist_ok=True)
@@ -200,7 +207,7 @@ def main() -> None:
               f"{r['bytes_append'] / 1e6:.1f} MB, {s['append']:.2f} s | {r['objects_ratio']:.1%}, "
               f"{r['bytes_ratio']:.1%}, {r['seconds_ratio']:.1%} | {r['append_vs_alone']:.2f}x | "
               f"{r['root_bytes']['full']:,} B / {r['root_bytes']['after_append']:,} B |", flush=True)
-    memory = driver_memory(work, [int(n) for n in args.memory_files.split(",")])
+    memory = driver_memory(work, [int(n) for n in args.memory_files.split(",")], args.memory_batch)
     results["driver_memory"] = memory
     print("\n| run (signal-major; files of one shot, 50 signals of 64 values) | seconds | peak RSS |")
     print("|---|---:|---:|")

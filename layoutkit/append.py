@@ -247,6 +247,7 @@ class AppendSummary:
     seconds: float
     appends: int  # the store's appends, this one included
     records: int = 0  # rows added along the record dimension (netCDF files)
+    data_bytes: int = 0  # the new shots' (or rows') data, uncompressed
 
     @property
     def wrote_nothing(self) -> bool:
@@ -262,11 +263,14 @@ def append(
     stages: Stages | None = None,
     tmpdir: str | os.PathLike | None = None,
     concat_dim: str | None = None,
+    shown: str | None = None,
 ) -> AppendSummary:
     """Add the shots of ``src`` (a path, a URL, several, a glob) to the store ``dst``.
 
     ``typed``: options given on the command line; only those of the run (workers,
-    memory limit, scheduler) may differ from the store's recipe.
+    memory limit, scheduler) may differ from the store's recipe. ``shown``: how messages
+    name what the store holds (a run in batches, :mod:`layoutkit.batches`: its earlier
+    files); by default ``dst``.
 
     Raises
     ------
@@ -302,42 +306,46 @@ def append(
             editor.discard()
             return AppendSummary(str(dst), len(members), 0, 0, 0, 0, 0, time.perf_counter() - t0, appends)
         fresh = SourceSet(tuple(new), options.template, concat_dim)
-        entry, known_shots, written, nbytes = _append_new(
+        entry, known_shots, written, nbytes, data = _append_new(
             editor, root, layout, fresh, options, str(dst), storage_options, progress, stages, tmpdir,
-            {**provenance, "sources": [*provenance.get("sources", []), *(records[m] for m in new)]})
+            {**provenance, "sources": [*provenance.get("sources", []), *(records[m] for m in new)]}, shown)
         editor.commit(f"layoutkit convert --append: {len(new)} sources, "
                       + (f"{entry['records']} records" if "records" in entry else f"{entry['shots']} shots"))
     return AppendSummary(str(dst), len(members), len(new), entry.get("shots", 0), known_shots, written, nbytes,
-                         time.perf_counter() - t0, appends + 1, entry.get("records", 0))
+                         time.perf_counter() - t0, appends + 1, entry.get("records", 0), data)
 
 
 def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sources: SourceSet, options: Any, dst: str,
                 storage_options: dict[str, str] | None, progress: Any, stages: Stages | None,
-                tmpdir: str | os.PathLike | None, provenance: dict[str, Any]) -> tuple[dict[str, Any], int, int, int]:
+                tmpdir: str | os.PathLike | None, provenance: dict[str, Any],
+                shown: str | None) -> tuple[dict[str, Any], int, int, int, int]:
     """Walk the new sources, join what they bring to the store, write it: the shots
     they add (staged, then merged), or the rows they add along the record dimension
     (netCDF files: :mod:`layoutkit.grow`). Returns the provenance's entry for the
-    append, the shots the store held already, and the objects and bytes written."""
+    append, the shots the store held already, the objects and bytes written, and the
+    bytes of data added."""
     inventory = walk_sources(sources, options.workers, file_mapper(options.scheduler, options.workers))
     append_id = uuid.uuid4().hex[:12]
     entry: dict[str, Any] = {"id": append_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "sources": len(sources.members)}
-    known_shots = 0
+    known_shots = data = 0
     with _staging(dst, tmpdir, options, storage_options) as staged:
         if _count_shots(inventory, options.template) == 0 and any(a.segments for a in inventory.arrays):
             merge = _records(editor, root, sources, inventory, dst)
+            data = sum(a.nbytes for a in inventory.arrays if a.segments is not None)
             entry["records"] = next(a.shape[0] for a in inventory.arrays if a.segments)
         else:
-            inventory, known_shots = _new_shots(sources, inventory, editor, root, dst, storage_options, options)
+            inventory, known_shots = _new_shots(sources, inventory, editor, root, dst, storage_options, options,
+                                                shown or dst)
             entry["shots"] = _count_shots(inventory, options.template)
             if entry["shots"]:
-                merge = _stage_and_merge(layout, sources, inventory, options, staged, editor, progress, stages)
+                merge, data = _stage_and_merge(layout, sources, inventory, options, staged, editor, progress, stages)
             else:  # every shot of the new sources is in the store already: only they are recorded
                 merge = Merge(root=root)
         provenance = {**provenance, "appends": [*provenance.get("appends", []), entry]}
         merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps(provenance)
         written, nbytes = _apply(editor, merge, staged, append_id, dst)
-    return entry, known_shots, written, nbytes
+    return entry, known_shots, written, nbytes, data
 
 
 def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inventory: Inventory, dst: str) -> Merge:
@@ -398,7 +406,7 @@ def _recorded(root: dict[str, Any], dst: Any) -> tuple[Layout, dict[str, Any]]:
     return layout, provenance
 
 
-RUN_KEYS = frozenset({"workers", "memory_limit", "scheduler", "overwrite", "skip_unsupported"})
+RUN_KEYS = frozenset({"workers", "memory_limit", "batch_files", "scheduler", "overwrite", "skip_unsupported"})
 
 
 def _options(layout: Layout, provenance: dict[str, Any], typed: dict[str, Any], dst: Any) -> Any:
@@ -442,7 +450,7 @@ def _check_outside(sources: SourceSet, outside: Inventory, editor: StoreEditor, 
 
 
 def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, root: dict[str, Any], dst: str,
-               storage_options: dict[str, str] | None, options: Any) -> tuple[Inventory, int]:
+               storage_options: dict[str, str] | None, options: Any, shown: str) -> tuple[Inventory, int]:
     """The inventory of the shots of ``sources`` the store does not hold, and how many
     it holds already (equal). Refuses a shot the store holds with other data, and what
     lies outside the shots when it differs from the store's."""
@@ -453,7 +461,7 @@ def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, ro
     mine = {s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None}
     outside = replace(inventory, arrays=tuple(a for a in inventory.arrays if shot(a.path) is None),
                       groups=tuple(g for g in inventory.groups if shot(g.path) is None), links=())
-    _check_outside(sources, outside, editor, root, dst,
+    _check_outside(sources, outside, editor, root, shown,
                    "an append adds shots: what lies outside them must be what the store holds")
     with open_archive(dst, template=options.template, storage_options=storage_options) as store:
         held = mine & set(store.shots)
@@ -462,7 +470,7 @@ def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, ro
             for s in sorted(held, key=natural_key):
                 with open_archive(sources.members[owners.get(s, 0)], template=options.template,
                                   storage_options=storage_options) as member:
-                    same_shot(s, store, member)
+                    same_shot(s, store, member, shown)
     if not held:
         return inventory, 0
     keep = (lambda p: shot(p) not in held)
@@ -546,13 +554,16 @@ def _staging(dst: Any, tmpdir: str | os.PathLike | None, options: Any,
 
 
 def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, options: Any, staged: Staged,
-                     editor: StoreEditor, progress: Any, stages: Stages | None) -> Merge:
+                     editor: StoreEditor, progress: Any, stages: Stages | None) -> tuple[Merge, int]:
+    """The new shots written as a store of their own, and how it joins the store; with the
+    bytes of data it holds."""
     from layoutkit import pipeline
 
     dest = staged.destination()
     planned = pipeline.plan(layout, sources, str(staged.where), options, inventory=inventory, stages=stages)
-    pipeline.run(layout, sources, dest, options, progress, planned, stages=stages)
-    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), staged.docs(), options)
+    summary = pipeline.run(layout, sources, dest, options, progress, planned, stages=stages)
+    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), staged.docs(), options), \
+        summary.logical_bytes
 
 
 def _apply(editor: StoreEditor, merge: Merge, staged: Staged, append_id: str, name: str) -> tuple[int, int]:
@@ -573,7 +584,10 @@ def _apply(editor: StoreEditor, merge: Merge, staged: Staged, append_id: str, na
         if editor.transactional:  # and grown arrays' shapes before their new chunks: nothing shows before the commit
             for key, data in merge.after.items():
                 editor.put(key, data)
-        for source, key in merge.moves.items():
+        moves = merge.moves.items()
+        if editor.transactional:  # a node's metadata before its chunks, as above
+            moves = sorted(moves, key=lambda item: not item[1].endswith("zarr.json"))
+        for source, key in moves:
             nbytes += staged.move(editor, source, key)
         if merge.write is not None:
             nbytes += merge.write()

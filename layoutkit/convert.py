@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from layoutkit import pipeline
+from layoutkit import batches, pipeline
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import layout_for
 from layoutkit.stages import Stages
@@ -25,8 +25,12 @@ def plan_convert(
 ) -> tuple[Inventory, ConvertPlan]:
     """Walk the source and plan the whole conversion (no writing). With
     ``options.layout == "signal-major"`` the plan is a
-    :class:`~layoutkit.layouts.signal_major.plan.SignalMajorPlan`."""
-    return pipeline.plan(layout_for("convert", options), src, dst, options, inventory)
+    :class:`~layoutkit.layouts.signal_major.plan.SignalMajorPlan`. Of sources written in
+    batches (:mod:`layoutkit.batches`), the plan of the first batch."""
+    if inventory is not None:
+        return pipeline.plan(layout_for("convert", options), src, dst, options, inventory)
+    _, inventory, the_plan = batches.plan(layout_for("convert", options), src, dst, options)
+    return inventory, the_plan
 
 
 def convert(
@@ -43,7 +47,8 @@ def convert(
     ----------
     src, dst
         Source HDF5 path (or several, or a glob: written as one archive, the union of
-        their shots; :mod:`layoutkit.hdf5.combined`) and destination store directory.
+        their shots; :mod:`layoutkit.hdf5.combined`; many, in batches: :mod:`layoutkit.batches`)
+        and destination store directory.
     options
         A :class:`ConvertOptions`; defaults to Zarr v3, auto chunks of 4 MiB, zstd:3.
     progress
@@ -63,7 +68,7 @@ def convert(
         For every expected failure (bad source, existing destination, unsupported feature).
     """
     options = options or ConvertOptions()
-    return pipeline.run(layout_for("convert", options), src, dst, options, progress, plan, stages)
+    return batches.run(layout_for("convert", options), src, dst, options, progress, plan, stages)
 
 
 __all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "convert", "plan_convert"]

@@ -176,6 +176,11 @@ class Layout(ABC):
         records ``recorded`` (its layout attribute: name and version)."""
         return False
 
+    def can_append(self, options: Any) -> bool:
+        """Whether a store this layout writes with ``options`` can be appended to (and so a
+        set of many sources written in batches: :mod:`layoutkit.batches`)."""
+        return False
+
     def merge(self, old: Any, new: Any, options: Any) -> Any:
         """How a staged store of new shots joins a store of this layout: the package's
         ``append.merge`` (:class:`layoutkit.append.Merge`; ``old`` and ``new`` are

@@ -226,6 +226,13 @@ def parse_workers(value: int) -> int:
     return value
 
 
+def parse_batch_files(value: int) -> int:
+    """Check a batch's number of files (0: chosen by the run, :mod:`layoutkit.batches`)."""
+    if int(value) < 0:
+        raise InvalidOptionError(f"Expected --batch-files of 1 or more (0: chosen for the files). Got {value}.")
+    return int(value)
+
+
 def size_relative(stored: int, reference: int, what: str) -> str:
     """The one wording every command uses for a size against another:
     "stored 681.7 KiB, 0.83x the source's size"."""

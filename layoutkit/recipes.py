@@ -31,7 +31,7 @@ from typing import Any
 from layoutkit.errors import InvalidOptionError, RecipeError, RecipeNotFoundError
 from layoutkit.execute import parse_scheduler
 from layoutkit.layouts import layout_for, layout_key, targets
-from layoutkit.options import RecipeKey, parse_workers, size_parser
+from layoutkit.options import RecipeKey, parse_batch_files, parse_workers, size_parser
 from layoutkit.pipeline import PROVENANCE_ATTR, provenance_attrs
 from layoutkit.pipeline import recipe_of as layout_recipe_of
 
@@ -45,6 +45,7 @@ SHIPPED = resources.files("layoutkit") / "recipes_data"
 RUNTIME: dict[str, Callable[[Any], Any]] = {
     "workers": parse_workers,
     "memory_limit": size_parser("memory limit"),
+    "batch_files": parse_batch_files,
     "scheduler": parse_scheduler,
     "overwrite": bool,
     "skip_unsupported": bool,

@@ -47,6 +47,7 @@ class ConvertOptions:
     workers: int = 2
     scheduler: str = "threads"
     memory_limit: int = DEFAULT_MEMORY_LIMIT
+    batch_files: int = 0  # a set of sources written this many files at a time (0: as many as hold ~100,000 datasets)
     overwrite: bool = False
     skip_unsupported: bool = False
     # which Zarr layout, by its name in the registry (layoutkit.layouts); former spellings work too
@@ -89,6 +90,9 @@ class ZarrLayout(Layout):
 
     def default_options(self) -> ConvertOptions:
         return ConvertOptions(layout=self.name)
+
+    def can_append(self, options: ConvertOptions) -> bool:
+        return options.zarr_format == 3  # appends add to Zarr format 3 stores (layoutkit.append)
 
     def finish(self, work: Work, staged: Any, plan: Any) -> None:
         # a layout whose root must not grow with the shots says which nodes to consolidate

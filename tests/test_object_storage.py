@@ -1165,3 +1165,35 @@ def test_an_append_on_a_cluster_stages_in_the_bucket(endpoint, tmp_path, monkeyp
     opts = {"endpoint_url": endpoint, **{k.lower().removeprefix("aws_"): v for k, v in CREDENTIALS.items()}}
     assert compare_set(names, store, storage_options=opts) == []
     assert not [k for k in objects(endpoint, "") if "layoutkit-append" in k]  # the staging is gone
+
+
+def test_files_in_batches_into_a_bucket(endpoint, tmp_path):
+    """A glob over a bucket written 2 files at a time: the store equal to all of them;
+    a run whose last batch is refused leaves nothing under its key (its first batches
+    had been published and appended to)."""
+    import h5py
+
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.equality import compare_set
+
+    write_sample(tmp_path / "many", shots=5, signals=3, seed=5, shots_per_file=1)
+    files = sorted((tmp_path / "many").iterdir())
+    odd = tmp_path / "zz-odd.h5"
+    odd.write_bytes(files[0].read_bytes())
+    with h5py.File(odd, "r+") as f:
+        shot = next(iter(f["shots"]))
+        f[f"shots/{shot}/signals/{next(iter(f[f'shots/{shot}/signals']))}"][0] += 1
+    s3 = client(endpoint)
+    for f in files:
+        s3.upload_file(str(f), BUCKET, f"batched/{f.name}")
+    s3.upload_file(str(odd), BUCKET, f"batched-odd/{odd.name}")
+    names = [f"s3://{BUCKET}/batched/{f.name}" for f in files]
+    result = cli(endpoint, "convert", f"s3://{BUCKET}/batched/*.h5", f"s3://{BUCKET}/batched.zarr",
+                 "--layout", "signal-major", "--batch-files", 2)
+    assert result.exit_code == 0, result.output
+    opts = {"endpoint_url": endpoint, **{k.lower().removeprefix("aws_"): v for k, v in CREDENTIALS.items()}}
+    assert compare_set(names, f"s3://{BUCKET}/batched.zarr", storage_options=opts) == []
+    failed = cli(endpoint, "convert", *names, f"s3://{BUCKET}/batched-odd/{odd.name}", f"s3://{BUCKET}/failed.zarr",
+                 "--batch-files", 2)
+    assert failed.exit_code == 2 and "earlier batches" in " ".join(failed.output.split())
+    assert objects(endpoint, "failed.zarr") == {}

@@ -56,6 +56,7 @@ def convert(
     workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
     scheduler: Annotated[str, typer.Option(help="threads, processes (local dask cluster), serial, or a dask scheduler ADDRESS such as tcp://host:8786.")] = "threads",
     memory_limit: Annotated[str, typer.Option(help="Memory budget for data in flight, e.g. 1GiB.")] = "1GiB",
+    batch_files: Annotated[int, typer.Option(help="Many sources: write them this many files at a time, the first batch converted and each next appended, so the driver holds one batch's metadata (0: as many files as hold ~100,000 datasets).")] = 0,
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists: locally once the new store is complete; in a bucket the old store goes first; in Icechunk within the run's commit.")] = False,
     skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
@@ -137,8 +138,10 @@ def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
 
 
 def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
+    what = (f"in {s.batches} batches (the first converted, each next appended)" if s.batches > 1
+            else f"{s.arrays} arrays in {s.groups} groups")
     out.print(
-        f"converted {s.source} -> {s.dest}: {s.arrays} arrays in {s.groups} groups, "
+        f"converted {s.source} -> {s.dest}: {what}, "
         f"{format_size(s.logical_bytes)} of data, {size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, "
         f"{s.seconds:.1f} s, {format_size(s.throughput)}/s of data, {format_size(s.stored_throughput)}/s stored"
     )

@@ -153,8 +153,9 @@ class ArchiveSet(Archive):
         return self._holder(path)._group_attrs(path)
 
 
-def same_shot(shot: str, first: Archive, second: Archive) -> None:
-    """Refuse, by name, a shot two sources hold with different data."""
+def same_shot(shot: str, first: Archive, second: Archive, first_name: str | None = None) -> None:
+    """Refuse, by name, a shot two sources hold with different data (``first_name``: how
+    the message names ``first``, by default its path)."""
     a, b = first.shot(shot), second.shot(shot)
     if a.identical(b):
         return
@@ -163,7 +164,7 @@ def same_shot(shot: str, first: Archive, second: Archive) -> None:
                     or not a[n].identical(b[n])), None)
     what = f"signal {differs!r} differs" if differs else "its attributes differ"
     raise DifferentDuplicateError(
-        f"Shot {shot} is in {first.path} and in {second.path} with different data ({what}); "
+        f"Shot {shot} is in {first_name or first.path} and in {second.path} with different data ({what}); "
         "remove it from one of them."
     )
 

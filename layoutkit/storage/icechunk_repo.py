@@ -13,6 +13,7 @@ Readers name a version after ``@``: ``icechunk:LOCATION@main`` (a branch, the de
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -254,6 +255,26 @@ class IcechunkDestination:
                 pass
         if self._created:  # nothing was there before this run: leave nothing
             self._remove_repository()
+
+    @property
+    def branch_text(self) -> str:
+        """``icechunk:LOCATION@BRANCH``: the branch a later commit of the run goes to."""
+        return f"{PREFIX}{self.location}@{self.branch}"
+
+    def head(self) -> str | None:
+        """The branch's snapshot before the run (None: no repository yet); after
+        :meth:`check`."""
+        return None if self._repo is None else self._repo.lookup_branch(self.branch)
+
+    def rewind(self, snapshot: str | None) -> None:
+        """Take back a run of several commits (:mod:`layoutkit.batches`): the branch reset to
+        ``snapshot``, the one it had before the run, or, when this run created the
+        repository, the repository removed. Best effort, as the run is failing already."""
+        if self._created:
+            self._remove_repository()
+            return
+        with contextlib.suppress(Exception):
+            open_repository(self.location, self.storage_options, create=False).reset_branch(self.branch, snapshot)
 
     def _remove_repository(self) -> None:
         try:

@@ -157,6 +157,15 @@ class ObjectDestination:
         if self._root is not None:
             remove_path(self._root)
 
+    def remove(self) -> None:
+        """Delete every object under the key: a run that published before it failed (one
+        in batches, :mod:`layoutkit.batches`) takes its store back. Best effort, as the run
+        is failing already."""
+        try:
+            delete_keys(self.store, self._existing())
+        except Exception:  # noqa: BLE001
+            pass
+
     def size(self) -> int:
         """Bytes written."""
         return self._bytes

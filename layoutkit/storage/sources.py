@@ -447,6 +447,9 @@ class SourceSet:
     members: tuple[Path | ObjectSource, ...]
     template: str
     concat_dim: str | None = None  # netCDF files without shots: the dimension they are joined along
+    # files a run writes at a time (:mod:`layoutkit.batches`): None until decided; as many as
+    # the members, one run
+    batch: int | None = None
 
     def __str__(self) -> str:
         first = self.members[0]
@@ -518,7 +521,10 @@ def _listed(pattern: str, storage_options: dict[str, str]) -> list[str]:
 
 def is_source_set(given: Any) -> bool:
     """Whether ``given`` names several sources: a list, or a glob, local or over a bucket
-    prefix (a local path that exists is itself, whatever characters it has)."""
+    prefix (a local path that exists is itself, whatever characters it has; an object in
+    a bucket, :class:`ObjectSource`, is one)."""
+    if isinstance(given, ObjectSource):
+        return False
     if not isinstance(given, (str, os.PathLike)):
         return True
     text = str(given)

@@ -1,0 +1,172 @@
+"""Many sources written a batch at a time: the driver's memory bounded by a batch, not by the archive.
+
+A run plans from the inventory of everything it writes (:mod:`layoutkit.pipeline`): every
+dataset's metadata, ~2.5 kB each in the driver (docs/scale.md). For one file, or a few
+hundred, that is the right design: the plan sees the whole output. For an archive of
+thousands of files it would make the driver's memory grow with the archive. So a set of
+shot archives larger than a batch (``--batch-files``; by default as many files as hold
+:data:`BATCH_DATASETS` datasets, judged by the first file) is written as
+
+1. the first batch, converted by the pipeline as any run (checked, planned, staged, written);
+2. each next batch appended to it (:mod:`layoutkit.append`: walked, its shots checked
+   against those already written, written with the store's recipe, joined to the store);
+3. published once at the end.
+
+The driver holds one batch's inventory at a time (on a cluster its workers walk the
+batch's files, :func:`layoutkit.execute.file_mapper`), so its memory does not grow with
+the number of files. The store is the one an append of those batches would give: equal
+to the sources, its provenance listing every file (a later ``--append`` of the same
+files writes nothing) and each batch after the first as an append.
+
+Where the run leaves nothing behind when it fails, as a single run does:
+
+- a local store is written in a staging folder beside the destination and renamed into
+  place at the end (an existing store, with ``--overwrite``, replaced only then);
+- in a bucket the store appears after the first batch and grows by the appends, each of
+  which a reader sees whole or not at all; a failure deletes it (a bucket store being
+  replaced is gone before the new one is written, as for any run);
+- in Icechunk each batch is a commit; a failure resets the branch to the snapshot it had
+  before the run (or removes the repository the run created).
+
+Not batched: netCDF files joined along a record dimension (their order is their
+coordinate's across every file), Zarr format 2 stores and paged HDF5 files (neither is
+appended to): those runs hold the inventory of all their files.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import Any
+
+from layoutkit import pipeline
+from layoutkit.errors import InvalidOptionError
+from layoutkit.hdf5.combined import shot_of
+from layoutkit.hdf5.inventory import Inventory, read_inventory
+from layoutkit.layout import Layout
+from layoutkit.stages import Stages
+from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet, destination
+
+BATCH_DATASETS = 100_000
+"""A batch holds about this many datasets unless ``--batch-files`` says otherwise: ~250 MiB
+of inventory in the driver."""
+
+
+def decide(layout: Layout, source: Any, options: Any) -> Any:
+    """``source`` with its batch decided (:attr:`SourceSet.batch`): a set of shot archives a
+    layout that can be appended to writes, of more files than a batch holds, is written in
+    batches; anything else in one run (its batch: all its files).
+
+    Raises
+    ------
+    InvalidOptionError
+        ``--batch-files`` given for sources that are not written in batches.
+    """
+    source = pipeline.sources_of(source, options)
+    if not isinstance(source, SourceSet) or source.batch is not None:
+        return source
+    given = getattr(options, "batch_files", 0)
+    whole = replace(source, batch=len(source.members))
+    if not layout.can_append(options):
+        if given:
+            raise InvalidOptionError(f"--batch-files: {layout.command} --layout {layout.name} writes its sources in "
+                                     "one run (batches are appended to one another, and only Zarr format 3 stores "
+                                     "are appended to).")
+        return whole
+    if len(source.members) <= max(1, given) or source.concat_dim:
+        return whole
+    first = read_inventory(source.members[0])
+    if not _has_shots(first, source.template):
+        return whole  # netCDF files along their record dimension: combined in one run
+    batch = given or max(1, BATCH_DATASETS // max(1, len(first.arrays)))
+    return replace(source, batch=min(batch, len(source.members)))
+
+
+def _has_shots(inventory: Inventory, template: str) -> bool:
+    shot = shot_of(template)
+    return any(shot(a.path) is not None for a in inventory.arrays)
+
+
+def parts(source: SourceSet) -> list[SourceSet]:
+    """The batches of a decided set, in its order, each a set written in one run."""
+    n = source.batch or len(source.members)
+    return [replace(source, members=source.members[i:i + n], batch=len(source.members[i:i + n]))
+            for i in range(0, len(source.members), n)]
+
+
+def in_batches(source: Any) -> bool:
+    return isinstance(source, SourceSet) and source.batch is not None and source.batch < len(source.members)
+
+
+def plan(layout: Layout, src: Any, dst: str | os.PathLike, options: Any, stages: Stages | None = None
+         ) -> tuple[Any, Inventory, Any]:
+    """The decided source, and the inventory and plan of its first batch (of the whole
+    source when it is written in one run): what ``--dry-run`` prints and :func:`run` takes."""
+    source = decide(layout, src, options)
+    first = parts(source)[0] if in_batches(source) else source
+    inventory, the_plan = pipeline.plan(layout, first, dst, options, stages=stages)
+    return source, inventory, the_plan
+
+
+def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
+        planned: tuple[Inventory, Any] | None = None, stages: Stages | None = None,
+        storage_options: dict[str, str] | None = None, tmpdir: str | os.PathLike | None = None) -> Any:
+    """Write ``src`` at ``dst``: in one run of the pipeline, or in batches (module
+    docstring). ``planned``: the first batch's, from :func:`plan`. Returns the layout's
+    summary (of a run in batches: the whole run's, its ``batches`` set)."""
+    source = decide(layout, src, options)
+    if not in_batches(source):
+        return pipeline.run(layout, source, dst, options, progress, planned, stages)
+    stages = stages or Stages()
+    dest = dst if isinstance(dst, DESTINATIONS) else destination(dst, storage_options or {}, tmpdir)
+    pipeline.check_destination(dest, options, layout)
+    return _run_batches(layout, parts(source), dest, options, progress, planned, stages,
+                        getattr(dest, "storage_options", storage_options), tmpdir)
+
+
+def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: Any, progress: Any,
+                 planned: tuple[Inventory, Any] | None, stages: Stages, storage_options: dict[str, str] | None,
+                 tmpdir: str | os.PathLike | None) -> Any:
+    from layoutkit.append import append
+
+    t0 = time.perf_counter()
+    kind = getattr(dest, "kind", "local")
+    before = dest.head() if kind == "icechunk" else None
+    staged = dest.stage(layout.output) if kind == "local" else None
+    first_dest = LocalDestination(staged) if staged is not None else dest
+    target = str(staged) if staged is not None else dest.branch_text if kind == "icechunk" else str(dest)
+    typed = {k: getattr(options, k) for k in ("workers", "scheduler", "memory_limit", "skip_unsupported")}
+    data = written = 0
+    try:
+        summary = pipeline.run(layout, batches[0], first_dest, options, progress, planned, stages)
+        for i, batch in enumerate(batches[1:], start=1):
+            earlier = f"{batches[0].members[0]} ... {batches[i - 1].members[-1]} (this run's earlier batches)"
+            added = append(list(batch.members), target, typed, storage_options, progress, stages, tmpdir,
+                           shown=earlier)
+            data, written = data + added.data_bytes, written + added.bytes_written
+        if staged is not None:
+            dest.publish(staged)
+    except BaseException:
+        if staged is not None:
+            dest.discard(staged)
+        elif kind == "icechunk":
+            dest.rewind(before)
+        else:  # published after the first batch: every object under the key goes
+            dest.remove()
+        raise
+    whole = SourceSet(tuple(m for b in batches for m in b.members), batches[0].template)
+    return replace(summary, source=str(whole), dest=str(dest) if kind != "icechunk" else target,
+                   batches=len(batches), logical_bytes=summary.logical_bytes + data, source_bytes=_size(whole),
+                   dest_bytes=dest.size() if kind == "local" else summary.dest_bytes + written,
+                   seconds=time.perf_counter() - t0)
+
+
+def _size(source: SourceSet) -> int:
+    try:
+        return source.stat().st_size
+    except OSError:
+        return 0
+
+
+__all__ = ["BATCH_DATASETS", "decide", "in_batches", "parts", "plan", "run"]

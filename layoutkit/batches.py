@@ -42,7 +42,9 @@ from typing import Any
 
 from layoutkit import pipeline
 from layoutkit.errors import InvalidOptionError
-from layoutkit.hdf5.combined import shot_of
+from layoutkit.execute import file_mapper
+from layoutkit.hdf5.combined import shot_of, walk_sources
+from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layout import Layout
 from layoutkit.stages import Stages
@@ -53,10 +55,12 @@ BATCH_DATASETS = 100_000
 of inventory in the driver."""
 
 
-def decide(layout: Layout, source: Any, options: Any) -> Any:
+def decide(layout: Layout, source: Any, options: Any) -> tuple[Any, list[Inventory]]:
     """``source`` with its batch decided (:attr:`SourceSet.batch`): a set of shot archives a
     layout that can be appended to writes, of more files than a batch holds, is written in
-    batches; anything else in one run (its batch: all its files).
+    batches; anything else in one run (its batch: all its files). With the inventories of
+    the set's first members when that took walking them (by default the first file is
+    walked to count its datasets): the first batch's walk starts after them.
 
     Raises
     ------
@@ -65,7 +69,7 @@ def decide(layout: Layout, source: Any, options: Any) -> Any:
     """
     source = pipeline.sources_of(source, options)
     if not isinstance(source, SourceSet) or source.batch is not None:
-        return source
+        return source, []
     given = getattr(options, "batch_files", 0)
     whole = replace(source, batch=len(source.members))
     if not layout.can_append(options):
@@ -73,14 +77,16 @@ def decide(layout: Layout, source: Any, options: Any) -> Any:
             raise InvalidOptionError(f"--batch-files: {layout.command} --layout {layout.name} writes its sources in "
                                      "one run (batches are appended to one another, and only Zarr format 3 stores "
                                      "are appended to).")
-        return whole
+        return whole, []
     if len(source.members) <= max(1, given) or source.concat_dim:
-        return whole
-    first = read_inventory(source.members[0])
+        return whole, []
+    if given:
+        return replace(source, batch=given), []
+    first = read_inventory(check_source(source.members[0]), workers=getattr(options, "workers", 1))
     if not _has_shots(first, source.template):
-        return whole  # netCDF files along their record dimension: combined in one run
-    batch = given or max(1, BATCH_DATASETS // max(1, len(first.arrays)))
-    return replace(source, batch=min(batch, len(source.members)))
+        return whole, [first]  # netCDF files along their record dimension: combined in one run
+    batch = max(1, BATCH_DATASETS // max(1, len(first.arrays)))
+    return replace(source, batch=min(batch, len(source.members))), [first]
 
 
 def _has_shots(inventory: Inventory, template: str) -> bool:
@@ -103,10 +109,21 @@ def plan(layout: Layout, src: Any, dst: str | os.PathLike, options: Any, stages:
          ) -> tuple[Any, Inventory, Any]:
     """The decided source, and the inventory and plan of its first batch (of the whole
     source when it is written in one run): what ``--dry-run`` prints and :func:`run` takes."""
-    source = decide(layout, src, options)
+    source, walked = decide(layout, src, options)
+    return (source, *_plan_first(layout, source, walked, dst, options, stages))
+
+
+def _plan_first(layout: Layout, source: Any, walked: list[Inventory], dst: Any, options: Any,
+                stages: Stages | None) -> tuple[Inventory, Any]:
+    """Walk the first batch (after the members ``walked`` already) and plan it."""
     first = parts(source)[0] if in_batches(source) else source
-    inventory, the_plan = pipeline.plan(layout, first, dst, options, stages=stages)
-    return source, inventory, the_plan
+    stages = stages or Stages()
+    inventory = None
+    if walked:
+        options = pipeline.io_options(options, first)
+        with stages.active(), stages.step("inventory"):
+            inventory = walk_sources(first, options.workers, file_mapper(options.scheduler, options.workers), walked)
+    return pipeline.plan(layout, first, str(dst), options, inventory, stages)
 
 
 def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
@@ -115,12 +132,16 @@ def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
     """Write ``src`` at ``dst``: in one run of the pipeline, or in batches (module
     docstring). ``planned``: the first batch's, from :func:`plan`. Returns the layout's
     summary (of a run in batches: the whole run's, its ``batches`` set)."""
-    source = decide(layout, src, options)
-    if not in_batches(source):
+    source, walked = decide(layout, src, options)
+    if not in_batches(source) and not walked:
         return pipeline.run(layout, source, dst, options, progress, planned, stages)
     stages = stages or Stages()
     dest = dst if isinstance(dst, DESTINATIONS) else destination(dst, storage_options or {}, tmpdir)
     pipeline.check_destination(dest, options, layout)
+    if planned is None:
+        planned = _plan_first(layout, source, walked, dest, options, stages)
+    if not in_batches(source):
+        return pipeline.run(layout, source, dest, options, progress, planned, stages)
     return _run_batches(layout, parts(source), dest, options, progress, planned, stages,
                         getattr(dest, "storage_options", storage_options), tmpdir)
 

@@ -88,7 +88,17 @@ def test_the_driver_holds_one_batch(files, tmp_path, monkeypatch):
     per_file = len(layoutkit.hdf5.inventory.read_inventory(files[0]).arrays)
     monkeypatch.setattr(batches, "BATCH_DATASETS", 3 * per_file)
     layout = get_layout("signal-major")
-    assert batches.decide(layout, [str(f) for f in files], ConvertOptions(layout="signal-major")).batch == 3
+    decided, walked = batches.decide(layout, [str(f) for f in files], ConvertOptions(layout="signal-major"))
+    assert decided.batch == 3 and [w.path for w in walked] == [str(files[0])]
+    walks: list[str] = []
+    for module in (batches, combined):  # the count of the first file, and the batches' walks
+        real_walk = module.read_inventory
+        monkeypatch.setattr(module, "read_inventory", lambda src, *a, _w=real_walk, **k: walks.append(str(src))
+                            or _w(src, *a, **k))
+    sizes.clear()
+    assert cli("--quiet", "convert", *files, tmp_path / "auto.zarr", "--layout", "shot-packed").exit_code == 0
+    assert sorted(walks) == sorted(map(str, files))  # each file walked once, the first too
+    assert max(sizes) == 3 and compare_set(files, tmp_path / "auto.zarr") == []
 
 
 def test_what_is_written_in_one_run(files, tmp_path):
@@ -98,7 +108,7 @@ def test_what_is_written_in_one_run(files, tmp_path):
     assert v2.exit_code == 2 and "one run" in v2.output and "Traceback" not in v2.output
     assert not (tmp_path / "v2.zarr").exists()
     options = ConvertOptions(layout="shot-packed")
-    decided = batches.decide(get_layout("shot-packed"), [str(f) for f in files[:3]], options)
+    decided, _ = batches.decide(get_layout("shot-packed"), [str(f) for f in files[:3]], options)
     assert isinstance(decided, SourceSet) and decided.batch == 3 and not batches.in_batches(decided)
     paged = layouts_of("reorder")[0]
     assert not paged.can_append(paged.default_options())

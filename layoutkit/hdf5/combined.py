@@ -42,7 +42,7 @@ RULE = "the union of their shots"
 
 def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: int = 1,
                  map_files: Callable[[Callable[[Any], Inventory], Sequence[Any]], list[Inventory]] | None = None,
-                 ) -> Inventory:
+                 walked: Sequence[Inventory] = ()) -> Inventory:
     """The inventory of a source, or of a set of sources combined (module docstring).
 
     ``map_files(walk, members)``, when given, walks the files elsewhere: on a dask
@@ -51,12 +51,14 @@ def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: 
     files are walked one after another here (a file with many datasets shared out to
     ``workers`` processes, as one file is): spawning processes per set outside dask was
     tried and left, as a spawned process runs the caller's main module again, which a
-    script without a ``__main__`` guard, or one read from stdin, does not survive."""
+    script without a ``__main__`` guard, or one read from stdin, does not survive.
+    ``walked``: the inventories of the first members, walked already (not again)."""
     if not isinstance(source, SourceSet):
-        return read_inventory(source, workers=workers)
-    if map_files is not None and len(source.members) > 1:
-        return combine(source, map_files(read_inventory, source.members))
-    return combine(source, [read_inventory(m, workers=workers) for m in source.members])
+        return walked[0] if walked else read_inventory(source, workers=workers)
+    rest = source.members[len(walked):]
+    if map_files is not None and len(rest) > 1:
+        return combine(source, [*walked, *map_files(read_inventory, rest)])
+    return combine(source, [*walked, *(read_inventory(m, workers=workers) for m in rest)])
 
 
 def shot_of(template: str) -> Callable[[str], str | None]:

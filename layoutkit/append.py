@@ -248,6 +248,7 @@ class AppendSummary:
     appends: int  # the store's appends, this one included
     records: int = 0  # rows added along the record dimension (netCDF files)
     data_bytes: int = 0  # the new shots' (or rows') data, uncompressed
+    skipped: tuple[tuple[str, str], ...] = ()  # --skip-unsupported: datasets left out, and why
 
     @property
     def wrote_nothing(self) -> bool:
@@ -306,46 +307,62 @@ def append(
             editor.discard()
             return AppendSummary(str(dst), len(members), 0, 0, 0, 0, 0, time.perf_counter() - t0, appends)
         fresh = SourceSet(tuple(new), options.template, concat_dim)
-        entry, known_shots, written, nbytes, data = _append_new(
+        added = _append_new(
             editor, root, layout, fresh, options, str(dst), storage_options, progress, stages, tmpdir,
             {**provenance, "sources": [*provenance.get("sources", []), *(records[m] for m in new)]}, shown)
+        entry = added.entry
         editor.commit(f"layoutkit convert --append: {len(new)} sources, "
                       + (f"{entry['records']} records" if "records" in entry else f"{entry['shots']} shots"))
-    return AppendSummary(str(dst), len(members), len(new), entry.get("shots", 0), known_shots, written, nbytes,
-                         time.perf_counter() - t0, appends + 1, entry.get("records", 0), data)
+    return AppendSummary(str(dst), len(members), len(new), entry.get("shots", 0), added.known_shots, added.objects,
+                         added.bytes_written, time.perf_counter() - t0, appends + 1, entry.get("records", 0),
+                         added.data_bytes, added.skipped)
+
+
+@dataclass
+class Added:
+    """What an append added: the provenance's entry for it, the shots the store held
+    already (equal), the objects and bytes written, the bytes of data added, and the
+    datasets left out (``--skip-unsupported``)."""
+
+    entry: dict[str, Any]
+    known_shots: int = 0
+    objects: int = 0
+    bytes_written: int = 0
+    data_bytes: int = 0
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sources: SourceSet, options: Any, dst: str,
                 storage_options: dict[str, str] | None, progress: Any, stages: Stages | None,
                 tmpdir: str | os.PathLike | None, provenance: dict[str, Any],
-                shown: str | None) -> tuple[dict[str, Any], int, int, int, int]:
+                shown: str | None) -> Added:
     """Walk the new sources, join what they bring to the store, write it: the shots
     they add (staged, then merged), or the rows they add along the record dimension
-    (netCDF files: :mod:`layoutkit.grow`). Returns the provenance's entry for the
-    append, the shots the store held already, the objects and bytes written, and the
-    bytes of data added."""
+    (netCDF files: :mod:`layoutkit.grow`)."""
     inventory = walk_sources(sources, options.workers, file_mapper(options.scheduler, options.workers))
     append_id = uuid.uuid4().hex[:12]
     entry: dict[str, Any] = {"id": append_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "sources": len(sources.members)}
-    known_shots = data = 0
+    added = Added(entry)
     with _staging(dst, tmpdir, options, storage_options) as staged:
         if _count_shots(inventory, options.template) == 0 and any(a.segments for a in inventory.arrays):
             merge = _records(editor, root, sources, inventory, dst)
-            data = sum(a.nbytes for a in inventory.arrays if a.segments is not None)
+            added.data_bytes = sum(a.nbytes for a in inventory.arrays if a.segments is not None)
             entry["records"] = next(a.shape[0] for a in inventory.arrays if a.segments)
         else:
-            inventory, known_shots = _new_shots(sources, inventory, editor, root, dst, storage_options, options,
-                                                shown or dst)
+            inventory, added.known_shots = _new_shots(sources, inventory, editor, root, dst, storage_options, options,
+                                                      shown or dst)
             entry["shots"] = _count_shots(inventory, options.template)
             if entry["shots"]:
-                merge, data = _stage_and_merge(layout, sources, inventory, options, staged, editor, progress, stages)
+                merge, summary = _stage_and_merge(layout, sources, inventory, options, staged, editor, progress,
+                                                  stages)
+                added.data_bytes, added.skipped = summary.logical_bytes, tuple(summary.skipped)
             else:  # every shot of the new sources is in the store already: only they are recorded
                 merge = Merge(root=root)
         provenance = {**provenance, "appends": [*provenance.get("appends", []), entry]}
         merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps(provenance)
-        written, nbytes = _apply(editor, merge, staged, append_id, dst)
-    return entry, known_shots, written, nbytes, data
+        added.objects, added.bytes_written = _apply(editor, merge, staged, append_id, dst)
+    return added
 
 
 def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inventory: Inventory, dst: str) -> Merge:
@@ -554,16 +571,15 @@ def _staging(dst: Any, tmpdir: str | os.PathLike | None, options: Any,
 
 
 def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, options: Any, staged: Staged,
-                     editor: StoreEditor, progress: Any, stages: Stages | None) -> tuple[Merge, int]:
+                     editor: StoreEditor, progress: Any, stages: Stages | None) -> tuple[Merge, Any]:
     """The new shots written as a store of their own, and how it joins the store; with the
-    bytes of data it holds."""
+    summary of their run."""
     from layoutkit import pipeline
 
     dest = staged.destination()
     planned = pipeline.plan(layout, sources, str(staged.where), options, inventory=inventory, stages=stages)
     summary = pipeline.run(layout, sources, dest, options, progress, planned, stages=stages)
-    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), staged.docs(), options), \
-        summary.logical_bytes
+    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), staged.docs(), options), summary
 
 
 def _apply(editor: StoreEditor, merge: Merge, staged: Staged, append_id: str, name: str) -> tuple[int, int]:
@@ -651,5 +667,5 @@ def recover(editor: StoreEditor) -> bool:
     return True
 
 
-__all__ = ["JOURNAL", "LOCK", "PAUSE_ENV", "AppendSummary", "Merge", "StoreDocs", "append", "array_keys",
+__all__ = ["Added", "JOURNAL", "LOCK", "PAUSE_ENV", "AppendSummary", "Merge", "StoreDocs", "append", "array_keys",
            "folder_docs", "join_list", "merged_sidecar", "natural", "next_name", "read_list", "recover", "shot_keys", "shots_in", "text_list"]

@@ -159,6 +159,7 @@ def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: A
     target = str(staged) if staged is not None else dest.branch_text if kind == "icechunk" else str(dest)
     typed = {k: getattr(options, k) for k in ("workers", "scheduler", "memory_limit", "skip_unsupported")}
     data = written = 0
+    skipped: tuple[tuple[str, str], ...] = ()
     try:
         summary = pipeline.run(layout, batches[0], first_dest, options, progress, planned, stages)
         for i, batch in enumerate(batches[1:], start=1):
@@ -166,6 +167,7 @@ def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: A
             added = append(list(batch.members), target, typed, storage_options, progress, stages, tmpdir,
                            shown=earlier)
             data, written = data + added.data_bytes, written + added.bytes_written
+            skipped += added.skipped
         if staged is not None:
             dest.publish(staged)
     except BaseException:
@@ -178,7 +180,8 @@ def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: A
         raise
     whole = SourceSet(tuple(m for b in batches for m in b.members), batches[0].template)
     return replace(summary, source=str(whole), dest=str(dest) if kind != "icechunk" else target,
-                   batches=len(batches), logical_bytes=summary.logical_bytes + data, source_bytes=_size(whole),
+                   batches=len(batches), skipped=(*summary.skipped, *skipped),
+                   logical_bytes=summary.logical_bytes + data, source_bytes=_size(whole),
                    dest_bytes=dest.size() if kind == "local" else summary.dest_bytes + written,
                    seconds=time.perf_counter() - t0)
 

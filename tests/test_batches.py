@@ -185,3 +185,25 @@ def test_batches_into_icechunk(files, tmp_path):
     assert failed.exit_code == 2 and "earlier batches" in " ".join(failed.output.split())
     assert len(history()) == 5
     assert compare_set(files[:6], f"icechunk:{repo}") == []
+
+
+def test_what_every_batch_left_out_is_listed(files, tmp_path):
+    """--skip-unsupported: the datasets each batch left out (an HDF5 array type in every
+    shot) are all listed, not only the first batch's."""
+    import shutil
+
+    import h5py
+    import numpy as np
+
+    copies = []
+    for f in files[:4]:
+        copy = tmp_path / f.name
+        shutil.copy(f, copy)
+        with h5py.File(copy, "r+") as h5:
+            shot = next(iter(h5["shots"]))
+            h5.create_dataset(f"shots/{shot}/triples", shape=(2,), dtype=np.dtype(("<f4", (3,))))
+        copies.append((copy, shot))
+    result = cli("convert", *(c for c, _ in copies), tmp_path / "s.zarr", "--batch-files", 2, "--skip-unsupported")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert all(f"skipped /shots/{shot}/triples:" in said for _, shot in copies), said

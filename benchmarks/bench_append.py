@@ -117,7 +117,8 @@ def peak_rss(args: list[str]) -> tuple[float, int]:
     proc = subprocess.run([sys.executable, "-c", PEAK_OF_SELF, "--quiet", *args], stderr=subprocess.PIPE, text=True)
     peaks = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("PEAK_KIB ")]
     if proc.returncode != 0 or not peaks:
-        raise SystemExit(f"layoutkit {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
+        shown = " ".join([*args[:3], "...", *args[-6:]]) if len(args) > 12 else " ".join(args)
+        raise SystemExit(f"layoutkit {shown} failed:\n{proc.stderr[-2000:]}")
     return time.perf_counter() - t0, peaks[-1] // 1024
 
 

@@ -14,7 +14,11 @@ shot archives larger than a batch (``--batch-files``; by default as many files a
 
 The driver holds one batch's inventory at a time (on a cluster its workers walk the
 batch's files, :func:`layoutkit.execute.file_mapper`), so its memory does not grow with
-the number of files. The store is the one an append of those batches would give: equal
+the number of files. That takes handing what each batch freed back to the system
+(:func:`~layoutkit.memory.release_freed_memory`): glibc's heaps otherwise kept it, and
+the driver's resident memory grew by 20-50 MiB a batch while the memory Python held
+stayed at 7 MiB (``tracemalloc``; 600 tiny files in batches of 100: 258 -> 388 MiB
+resident after five batches, 172 -> 197 MiB with the release). The store is the one an append of those batches would give: equal
 to the sources, its provenance listing every file (a later ``--append`` of the same
 files writes nothing) and each batch after the first as an append.
 
@@ -47,6 +51,7 @@ from layoutkit.hdf5.combined import shot_of, walk_sources
 from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layout import Layout
+from layoutkit.memory import release_freed_memory
 from layoutkit.stages import Stages
 from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet, destination
 
@@ -109,7 +114,9 @@ def plan(layout: Layout, src: Any, dst: str | os.PathLike, options: Any, stages:
          ) -> tuple[Any, Inventory, Any]:
     """The decided source, and the inventory and plan of its first batch (of the whole
     source when it is written in one run): what ``--dry-run`` prints and :func:`run` takes."""
-    source, walked = decide(layout, src, options)
+    stages = stages or Stages()
+    with stages.active(), stages.step("inventory"):
+        source, walked = decide(layout, src, options)
     return (source, *_plan_first(layout, source, walked, dst, options, stages))
 
 
@@ -132,10 +139,11 @@ def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
     """Write ``src`` at ``dst``: in one run of the pipeline, or in batches (module
     docstring). ``planned``: the first batch's, from :func:`plan`. Returns the layout's
     summary (of a run in batches: the whole run's, its ``batches`` set)."""
-    source, walked = decide(layout, src, options)
+    stages = stages or Stages()
+    with stages.active(), stages.step("inventory"):
+        source, walked = decide(layout, src, options)
     if not in_batches(source) and not walked:
         return pipeline.run(layout, source, dst, options, progress, planned, stages)
-    stages = stages or Stages()
     dest = dst if isinstance(dst, DESTINATIONS) else destination(dst, storage_options or {}, tmpdir)
     pipeline.check_destination(dest, options, layout)
     if planned is None:
@@ -163,6 +171,7 @@ def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: A
     try:
         summary = pipeline.run(layout, batches[0], first_dest, options, progress, planned, stages)
         for i, batch in enumerate(batches[1:], start=1):
+            release_freed_memory()  # else glibc's heaps keep what every batch freed (below)
             earlier = f"{batches[0].members[0]} ... {batches[i - 1].members[-1]} (this run's earlier batches)"
             added = append(list(batch.members), target, typed, storage_options, progress, stages, tmpdir,
                            shown=earlier)

@@ -102,11 +102,15 @@ def test_the_driver_holds_one_batch(files, tmp_path, monkeypatch):
 
 
 def test_what_is_written_in_one_run(files, tmp_path):
-    """Zarr v2 (not appended to) and paged HDF5 write their sources in one run:
-    --batch-files is refused for v2 in one sentence; few files are one batch."""
+    """Zarr v2 (not appended to) and paged HDF5 write their sources in one run, and an
+    append adds its files in one commit: --batch-files is refused for both in one
+    sentence; few files are one batch."""
     v2 = cli("convert", *files[:3], tmp_path / "v2.zarr", "--zarr-format", 2, "--batch-files", 2)
     assert v2.exit_code == 2 and "one run" in v2.output and "Traceback" not in v2.output
     assert not (tmp_path / "v2.zarr").exists()
+    assert cli("--quiet", "convert", files[0], tmp_path / "a.zarr").exit_code == 0
+    appended = cli("convert", *files[1:3], tmp_path / "a.zarr", "--append", "--batch-files", 1)
+    assert appended.exit_code == 2 and "one commit" in appended.output
     options = ConvertOptions(layout="shot-packed")
     decided, _ = batches.decide(get_layout("shot-packed"), [str(f) for f in files[:3]], options)
     assert isinstance(decided, SourceSet) and decided.batch == 3 and not batches.in_batches(decided)

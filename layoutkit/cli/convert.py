@@ -99,6 +99,9 @@ def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None
     if recipe is not None or dry_run or ctx.params.get("overwrite"):
         said = "--recipe" if recipe is not None else "--dry-run" if dry_run else "--overwrite"
         raise fail(f"--append writes with the store's own recipe and keeps what it holds: leave out {said}.")
+    if ctx.params.get("batch_files"):
+        raise fail("--append adds its files in one commit (readers see the store before or after all of them): "
+                   "leave out --batch-files, or append the files in several runs.")
     target = f"icechunk:{dst}" if icechunk and not dst.startswith("icechunk:") else dst
     try:
         storage = parse_storage_options(storage_option)

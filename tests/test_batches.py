@@ -77,6 +77,8 @@ def test_the_driver_holds_one_batch(files, tmp_path, monkeypatch):
         return real(sources, inventories)
 
     monkeypatch.setattr(combined, "combine", spy)
+    released: list[int] = []  # what a batch freed goes back to the system before the next
+    monkeypatch.setattr(batches, "release_freed_memory", lambda: released.append(len(sizes)))
     dry = cli("convert", *files, tmp_path / "d.zarr", "--layout", "signal-major", "--batch-files", 4, "--dry-run")
     assert dry.exit_code == 0 and "written in 3 batches of at most 4 files" in " ".join(dry.output.split())
     assert not (tmp_path / "d.zarr").exists()
@@ -84,6 +86,7 @@ def test_the_driver_holds_one_batch(files, tmp_path, monkeypatch):
     assert cli("--quiet", "convert", *files, tmp_path / "s.zarr", "--layout", "signal-major",
                "--batch-files", 4).exit_code == 0
     assert sizes and max(sizes) <= 4 and sum(sizes) >= 12
+    assert len(released) == 2 and released[0] >= 1  # before the second batch and the third
     # by datasets: a batch holds as many files as BATCH_DATASETS datasets, judged by the first file
     per_file = len(layoutkit.hdf5.inventory.read_inventory(files[0]).arrays)
     monkeypatch.setattr(batches, "BATCH_DATASETS", 3 * per_file)

@@ -112,7 +112,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan
     layout_inventory = replace(inventory, groups=plan.groups, arrays=(*inventory.arrays, *made))
     # the index's tables (version 2) are in the root's attributes only
     layout = {k: v for k, v in plan.layout.items() if k not in IndexTables.LAYOUT_KEYS}
-    doc = {**sidecar(inventory, plan), "layout": layout}
+    doc = {**sidecar(inventory, plan, {a.path for a in mirrored}), "layout": layout}
     try:
         writer.create(layout_inventory, list(plan.arrays), doc, {**attrs, LAYOUT_ATTR: plan.layout},
                       amend=partial(_inline_unpacked, plan) if plan.shot_names else None)

@@ -181,7 +181,8 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPla
     mirrored = [a for a in plan.arrays if a.read_mode not in ("pack", "index")]
     packed = [a for a in plan.arrays if a.read_mode in ("pack", "index")]
     writer = SignalMajorWriter(staged, options.zarr_format)
-    doc = {**sidecar(inventory, plan), "layout": plan.layout, "merged_scales": plan.merged_scales}
+    doc = {**sidecar(inventory, plan, {a.path for a in mirrored}), "layout": plan.layout,
+           "merged_scales": plan.merged_scales}
     try:
         v2 = plan.version >= 2
         writer.create_layout(

@@ -87,7 +87,10 @@ def decide(layout: Layout, source: Any, options: Any) -> tuple[Any, list[Invento
         return whole, []
     if given:
         return replace(source, batch=given), []
-    first = read_inventory(check_source(source.members[0]), workers=getattr(options, "workers", 1))
+    member = check_source(source.members[0])
+    on_cluster = file_mapper(getattr(options, "scheduler", "threads"), getattr(options, "workers", 1))
+    # on a cluster the first file too is walked by a worker, as every file is
+    first = on_cluster(read_inventory, [member])[0] if on_cluster else read_inventory(member, workers=options.workers)
     if not _has_shots(first, source.template):
         return whole, [first]  # netCDF files along their record dimension: combined in one run
     batch = max(1, BATCH_DATASETS // max(1, len(first.arrays)))

@@ -1,7 +1,7 @@
 """Many sources written a batch at a time: the driver's memory bounded by a batch, not by the archive.
 
 A run plans from the inventory of everything it writes (:mod:`layoutkit.pipeline`): every
-dataset's metadata, ~2.5 kB each in the driver (docs/scale.md). For one file, or a few
+dataset's metadata, ~2 kB each in the driver (docs/benchmarks.md#append). For one file, or a few
 hundred, that is the right design: the plan sees the whole output. For an archive of
 thousands of files it would make the driver's memory grow with the archive. So a set of
 shot archives larger than a batch (``--batch-files``; by default as many files as hold
@@ -56,7 +56,7 @@ from layoutkit.stages import Stages
 from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet, destination
 
 BATCH_DATASETS = 100_000
-"""A batch holds about this many datasets unless ``--batch-files`` says otherwise: ~250 MiB
+"""A batch holds about this many datasets unless ``--batch-files`` says otherwise: ~200 MiB
 of inventory in the driver."""
 
 

@@ -346,7 +346,7 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
     added = Added(entry)
     with _staging(dst, tmpdir, options, storage_options) as staged:
         if _count_shots(inventory, options.template) == 0 and any(a.segments for a in inventory.arrays):
-            merge = _records(editor, root, sources, inventory, dst)
+            merge = _records(editor, root, sources, inventory, shown or dst)
             added.data_bytes = sum(a.nbytes for a in inventory.arrays if a.segments is not None)
             entry["records"] = next(a.shape[0] for a in inventory.arrays if a.segments)
         else:

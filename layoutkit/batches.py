@@ -32,9 +32,11 @@ Where the run leaves nothing behind when it fails, as a single run does:
 - in Icechunk each batch is a commit; a failure resets the branch to the snapshot it had
   before the run (or removes the repository the run created).
 
-Not batched: netCDF files joined along a record dimension (their order is their
-coordinate's across every file), Zarr format 2 stores and paged HDF5 files (neither is
-appended to): those runs hold the inventory of all their files.
+Not batched unless ``--batch-files`` says so: netCDF files joined along a record
+dimension (each batch is then appended along it, so the files must come in the
+dimension's order; in one run they are sorted by their coordinate). Never batched: Zarr
+format 2 stores and paged HDF5 files (neither is appended to). Runs in one batch hold
+the inventory of all their files.
 """
 
 from __future__ import annotations
@@ -83,10 +85,12 @@ def decide(layout: Layout, source: Any, options: Any) -> tuple[Any, list[Invento
                                      "one run (batches are appended to one another, and only Zarr format 3 stores "
                                      "are appended to).")
         return whole, []
-    if len(source.members) <= max(1, given) or source.concat_dim:
+    if len(source.members) <= max(1, given):
         return whole, []
-    if given:
+    if given:  # netCDF files too: each batch appended along the record dimension, after the one before
         return replace(source, batch=given), []
+    if source.concat_dim:
+        return whole, []
     member = check_source(source.members[0])
     on_cluster = file_mapper(getattr(options, "scheduler", "threads"), getattr(options, "workers", 1))
     # on a cluster the first file too is walked by a worker, as every file is
@@ -177,7 +181,7 @@ def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: A
             release_freed_memory()  # else glibc's heaps keep what every batch freed (below)
             earlier = f"{batches[0].members[0]} ... {batches[i - 1].members[-1]} (this run's earlier batches)"
             added = append(list(batch.members), target, typed, storage_options, progress, stages, tmpdir,
-                           shown=earlier)
+                           batch.concat_dim, shown=earlier)
             data, written = data + added.data_bytes, written + added.bytes_written
             skipped += added.skipped
         if staged is not None:

@@ -214,3 +214,27 @@ def test_what_every_batch_left_out_is_listed(files, tmp_path):
     assert result.exit_code == 0, result.output
     said = " ".join(result.output.split())
     assert all(f"skipped /shots/{shot}/triples:" in said for _, shot in copies), said
+
+
+def test_monthly_netcdf_files_in_batches(tmp_path):
+    """netCDF months with --batch-files: each batch appended along time; the store opens
+    in xarray identical to open_mfdataset of the files. Without it they are one run, which
+    alone takes months each packed with its own scale (stored decoded)."""
+    import xarray as xr
+    from test_combined import monthly, open_mf, without_provenance
+
+    files = monthly(tmp_path / "era5", packed=False)
+    store = tmp_path / "t2m.zarr"
+    result = cli("convert", *files, store, "--batch-files", 1)
+    assert result.exit_code == 0, result.output
+    assert "in 3 batches" in " ".join(result.output.split())
+    xr.testing.assert_identical(without_provenance(xr.open_zarr(store).load()), open_mf(files))
+    assert compare_set(files, store) == []
+    decided, _ = batches.decide(get_layout("shot-major"), [str(f) for f in files], ConvertOptions())
+    assert not batches.in_batches(decided)
+    # months packed each with its own scale: one run stores them decoded; batches cannot
+    packed = monthly(tmp_path / "packed", packed=True)
+    refused = cli("convert", *packed, tmp_path / "p.zarr", "--batch-files", 1)
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "earlier batches" in said and "encoded otherwise" in said
+    assert not (tmp_path / "p.zarr").exists() and cli("--quiet", "convert", *packed, tmp_path / "p.zarr").exit_code == 0

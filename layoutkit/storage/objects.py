@@ -146,13 +146,13 @@ class ObjectDestination:
     def discard(self, staged: Path | BucketKV) -> None:
         """Remove what this run wrote: every object under the key of a store (nothing
         of it was visible), or the uploaded file and the local temporary one."""
-        try:
-            if isinstance(staged, BucketKV):
-                delete_keys(self.store, self._existing())
-            elif self._uploaded:
+        if isinstance(staged, BucketKV):
+            self.remove()
+        elif self._uploaded:
+            try:
                 delete_keys(self.store, self._uploaded)
-        except Exception:  # noqa: BLE001 - best effort while failing already
-            pass
+            except Exception:  # noqa: BLE001 - best effort while failing already
+                pass
         self._uploaded = []
         if self._root is not None:
             remove_path(self._root)
@@ -163,7 +163,7 @@ class ObjectDestination:
         is failing already."""
         try:
             delete_keys(self.store, self._existing())
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - best effort while failing already
             pass
 
     def size(self) -> int:

@@ -157,15 +157,16 @@ def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
         planned = _plan_first(layout, source, walked, dest, options, stages)
     if not in_batches(source):
         return pipeline.run(layout, source, dest, options, progress, planned, stages)
-    return _run_batches(layout, parts(source), dest, options, progress, planned, stages,
+    return _run_batches(layout, source, dest, options, progress, planned, stages,
                         getattr(dest, "storage_options", storage_options), tmpdir)
 
 
-def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: Any, progress: Any,
+def _run_batches(layout: Layout, source: SourceSet, dest: Any, options: Any, progress: Any,
                  planned: tuple[Inventory, Any] | None, stages: Stages, storage_options: dict[str, str] | None,
                  tmpdir: str | os.PathLike | None) -> Any:
     from layoutkit.append import append
 
+    batches = parts(source)
     t0 = time.perf_counter()
     kind = getattr(dest, "kind", "local")
     before = dest.head() if kind == "icechunk" else None
@@ -194,10 +195,9 @@ def _run_batches(layout: Layout, batches: list[SourceSet], dest: Any, options: A
         else:  # published after the first batch: every object under the key goes
             dest.remove()
         raise
-    whole = SourceSet(tuple(m for b in batches for m in b.members), batches[0].template)
-    return replace(summary, source=str(whole), dest=str(dest) if kind != "icechunk" else target,
+    return replace(summary, source=str(source), dest=str(dest) if kind != "icechunk" else target,
                    batches=len(batches), skipped=(*summary.skipped, *skipped),
-                   logical_bytes=summary.logical_bytes + data, source_bytes=_size(whole),
+                   logical_bytes=summary.logical_bytes + data, source_bytes=_size(source),
                    dest_bytes=dest.size() if kind == "local" else summary.dest_bytes + written,
                    seconds=time.perf_counter() - t0)
 

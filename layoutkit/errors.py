@@ -80,6 +80,12 @@ class SourcesDoNotCombineError(LayoutkitError):
     """Several sources were given and no rule combines them into one archive."""
 
 
+class RawReadFallback(UserWarning):
+    """A dataset read through HDF5's own read instead of raw chunks: its chunk index
+    failed the self-check (an impossible origin, or a chunk whose decoded bytes differ
+    from what HDF5 reads there). The copy is right; it is only slower."""
+
+
 class StoreReadError(LayoutkitError, OSError):
     """An object store that failed a read (after its retries): what it answered, in one sentence."""
 

@@ -28,6 +28,7 @@ import errno
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit import __version__
-from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
+from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError, RawReadFallback
 from layoutkit.execute import file_mapper, map_ordered, run_tasks
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.hdf5.combined import walk_sources
@@ -112,6 +113,7 @@ def plan(
             with stages.step("inventory"):
                 workers = getattr(options, "workers", 1)
                 inventory = walk_sources(src, workers, file_mapper(getattr(options, "scheduler", "threads"), workers))
+        say_fallbacks(inventory)
         template = layout.scale_template(options)
         digests = {}
         if template:
@@ -119,6 +121,16 @@ def plan(
                 digests = read_scale_digests(src, inventory, template)
         with stages.step("plan"):
             return inventory, layout.plan(inventory, options, digests, dest=str(dst))
+
+
+def say_fallbacks(inventory: Inventory) -> None:
+    """Warn (:class:`~layoutkit.errors.RawReadFallback`) of each dataset the walk found
+    the raw chunk path cannot be trusted with: it is planned to be read by HDF5."""
+    for info in inventory.arrays:
+        if info.raw_fallback:
+            warnings.warn(RawReadFallback(
+                f"{info.path} is read through HDF5's own read, not as raw chunks: HDF5's chunk index "
+                f"is inconsistent ({info.raw_fallback})"), stacklevel=2)
 
 
 def run(

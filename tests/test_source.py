@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from conftest import realdata_files
 
+from layoutkit.errors import RawReadFallback
+
 from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.source import SourceReader, _ChunkIndex, can_read_raw
 
@@ -135,10 +137,12 @@ def test_the_reader_uses_the_index_the_walk_kept(tmp_path: Path, monkeypatch) ->
     with SourceReader(path, arrays) as reader:
         np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100))
         np.testing.assert_array_equal(reader.read("/b", ((10, 20),)), np.arange(110, 120))
-    # the reader reads where the kept index points: give a the index of b
+    # a kept index that points elsewhere (a gets b's) fails the self-check: a is read
+    # through HDF5, and the reader says so
     swapped = {**arrays, "/a": dataclasses.replace(arrays["/a"], chunk_entries=arrays["/b"].chunk_entries)}
-    with SourceReader(path, swapped) as reader:
-        np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100, 200))
+    with SourceReader(path, swapped) as reader, pytest.warns(RawReadFallback, match="/a .*self-check"):
+        np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100))
+        assert "/a" in reader.untrusted and "/b" not in reader.untrusted
 
 
 def test_a_bucket_source_is_recognised_in_one_read(shot_file) -> None:

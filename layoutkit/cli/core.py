@@ -121,6 +121,25 @@ def check_interrupted() -> None:
         raise KeyboardInterrupt
 
 
+def _say_fallbacks() -> None:
+    """A dataset the fast path would not read right (:class:`~layoutkit.errors.RawReadFallback`)
+    is said once, as a note on stderr, not as Python's warning with a file and line."""
+    import warnings
+
+    from layoutkit.errors import RawReadFallback
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+        if issubclass(category, RawReadFallback):
+            console.print(f"note: {message}", markup=False, highlight=False)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    warnings.simplefilter("default", RawReadFallback)  # once per message
+
+
 @app.callback()
 def main(
     ctx: typer.Context,
@@ -140,6 +159,7 @@ def main(
     State.quiet = quiet
     State.timings = timings
     State.failed = False
+    _say_fallbacks()
     RETRIES.reset()
     ctx.call_on_close(_report_retries)
     tune_allocator()  # freed large blocks go back to the system, small ones are reused (layoutkit/memory.py)

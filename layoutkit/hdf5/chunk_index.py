@@ -221,6 +221,31 @@ def chunk_count(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
     return count
 
 
+def index_problem(shape: tuple[int, ...], chunks: tuple[int, ...], origins: Any) -> str | None:
+    """What makes a chunk index impossible for a dataset of ``shape`` and ``chunks``:
+    an origin off the chunk grid, outside the dataset's extent or listed twice (None:
+    nothing). HDF5's chunk queries (``H5Dchunk_iter``, ``H5Dget_chunk_info``) report
+    such origins for an extensible-array index whose unlimited axis is not the first,
+    while HDF5's own read of the same dataset is right: an index that fails here is
+    not used to place chunks."""
+    seen: set[tuple[int, ...]] = set()
+    grid = chunk_count(shape, chunks)
+    for origin in origins:
+        origin = tuple(int(o) for o in origin)
+        if len(origin) != len(shape):
+            return f"a chunk at {origin} has {len(origin)} coordinates, the dataset {len(shape)} axes"
+        if any(o % c for o, c in zip(origin, chunks)):
+            return f"a chunk at {origin} is off the chunk grid {tuple(chunks)}"
+        if any(o < 0 or o >= n for o, n in zip(origin, shape)):
+            return f"a chunk at {origin} lies outside the dataset's extent {tuple(shape)}"
+        if origin in seen:
+            return f"the chunk at {origin} is listed twice"
+        seen.add(origin)
+        if len(seen) > grid:
+            return f"more chunks than the grid's {grid}"
+    return None
+
+
 def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
     """The chunk index of ``ds`` (an h5py dataset of a file read through ``fileobj``, a
     :class:`~layoutkit.storage.RangeFile`) read here, level by level; None when h5py
@@ -243,4 +268,4 @@ def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
         return None
 
 
-__all__ = ["Entries", "NotRecognised", "btree_address", "chunk_count", "entries_in_bucket", "node_bytes", "read_entries", "superblock_sizes"]
+__all__ = ["Entries", "NotRecognised", "btree_address", "chunk_count", "entries_in_bucket", "index_problem", "node_bytes", "read_entries", "superblock_sizes"]

@@ -22,7 +22,7 @@ from layoutkit.errors import (
     CorruptSourceError,
 )
 from layoutkit.hdf5.attrs import attr_text, convert_attrs, read_attrs
-from layoutkit.hdf5.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket
+from layoutkit.hdf5.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket, index_problem
 from layoutkit.hdf5.files import first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.model import ArrayInfo, FilterInfo, GroupInfo, Inventory, LinkInfo
@@ -173,6 +173,9 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         offset=dsid.get_offset() if layout == h5py.h5d.CONTIGUOUS else None,
         maxshape=tuple(maxshape) if maxshape is not None and ds_shape is not None else None,
     )
+    if info.get("raw_fallback"):
+        notes.append(f"{path}: read through HDF5's own read, not raw chunks: HDF5's chunk index "
+                     f"is inconsistent ({info['raw_fallback']})")
     dim_only = is_scale and attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
     attrs = convert_attrs(read_attrs(ds, f, notes, is_scale, plist), f, is_netcdf4)
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
@@ -198,7 +201,10 @@ def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...]
         except AttributeError:  # HDF5 older than 1.14: no chunk_iter
             pass
         else:
-            return {"storage_bytes": sum(size for _, _, size, _ in found), "chunk_entries": tuple(found)}
+            storage = sum(size for _, _, size, _ in found)
+            if (problem := index_problem(shape, chunks, (origin for origin, _, _, _ in found))) is not None:
+                return {"storage_bytes": storage, "raw_fallback": problem}
+            return {"storage_bytes": storage, "chunk_entries": tuple(found)}
     return {"storage_bytes": int(ds.id.get_storage_size())}
 
 

@@ -59,6 +59,9 @@ class ArrayInfo:
     # their encodings differ (:mod:`layoutkit.hdf5.combined`)
     segments: tuple[ArrayInfo, ...] | None = None
     unpack: bool = False
+    # why the raw chunk path must not read it (its chunk index failed the self-check:
+    # :func:`~layoutkit.hdf5.chunk_index.index_problem`); None: the raw path may
+    raw_fallback: str | None = None
 
     @property
     def origin(self) -> ArrayInfo:

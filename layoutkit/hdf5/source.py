@@ -16,6 +16,7 @@ import itertools
 import os
 import struct
 import threading
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -24,9 +25,9 @@ import h5py
 import numcodecs
 import numpy as np
 
-from layoutkit.errors import ChunkDecodeError
+from layoutkit.errors import ChunkDecodeError, RawReadFallback
 from layoutkit.hdf5.chunk_index import chunk_count as chunk_count_of
-from layoutkit.hdf5.chunk_index import entries_in_bucket
+from layoutkit.hdf5.chunk_index import entries_in_bucket, index_problem
 from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import RAW_DECODABLE, Filter
 from layoutkit.hdf5.inventory import ArrayInfo
@@ -39,7 +40,7 @@ RAW_KINDS = frozenset({"numeric", "bool", "fixed-bytes", "enum", "opaque", "comp
 
 def can_read_raw(info: ArrayInfo) -> bool:
     """True when the reader can decode this dataset's chunks itself."""
-    if info.kind not in RAW_KINDS or info.external or info.dtype.hasobject:
+    if info.kind not in RAW_KINDS or info.external or info.dtype.hasobject or info.raw_fallback:
         return False
     if info.layout == "contiguous":
         return not info.filters
@@ -271,6 +272,9 @@ class SourceReader:
         self._indexes: dict[str, _ChunkIndex] = {}
         self._index_locks: dict[str, threading.Lock] = {}
         self._pipelines: dict[str, list[tuple[int, Callable[[bytes], bytes]]]] = {}
+        # datasets whose chunk index failed the self-check (:meth:`_check`), and why:
+        # read by HDF5, their stored chunks found by HDF5's own lookup
+        self.untrusted: dict[str, str] = {}
         self._ahead = threading.local()  # per thread: (offset, size) -> bytes fetched by prefetch()
         self.bytes_read = 0
 
@@ -350,7 +354,7 @@ class SourceReader:
         info = self.arrays[path]
         if not info.shape:
             return np.asarray(self._read_h5py(info, region))
-        if can_read_raw(info):
+        if can_read_raw(info) and not self._distrusted(info):
             if info.layout == "contiguous":
                 return self._read_contiguous(info, region)
             return self._read_chunked(info, region)
@@ -360,7 +364,7 @@ class SourceReader:
         """False when no byte of ``region`` was ever written in the source (it reads as
         the fill value), so a copy can skip it. Cheap: looks at the chunk index only."""
         info = self.arrays[path]
-        if not region or not can_read_raw(info):
+        if not region or not can_read_raw(info) or self._distrusted(info):
             return True
         if info.layout == "contiguous":
             return info.offset is not None
@@ -374,8 +378,10 @@ class SourceReader:
         or None when it was never written, and its filter mask."""
         info = self.arrays[path]
         assert info.chunks is not None
-        entries = self._index(info).entries
         origins = list(itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks))))
+        if self._distrusted(info):
+            return {origin: self._direct_chunk(path, origin) for origin in origins}
+        entries = self._index(info).entries
         fetched = self._fetch([entries[o] for o in origins if o in entries])
         out: dict[tuple[int, ...], tuple[bytes | None, int]] = {}
         for origin in origins:
@@ -388,11 +394,67 @@ class SourceReader:
     def read_raw_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes, int]:
         """The stored (still encoded) bytes of the chunk at ``origin`` and its filter mask."""
         info = self.arrays[path]
+        if self._distrusted(info):
+            data, mask = self._direct_chunk(path, origin)
+            if data is None:
+                raise ChunkDecodeError(path, origin, "the chunk is not allocated")
+            return data, mask
         entry = self._index(info).entries.get(origin)
         if entry is None:
             raise ChunkDecodeError(path, origin, "the chunk is not allocated")
         offset, size, mask = entry
         return self._pread(size, offset), mask
+
+    # -- the self-check -------------------------------------------------------------
+
+    def _distrusted(self, info: ArrayInfo) -> bool:
+        """Whether ``info``'s chunk index failed the self-check (run on first use)."""
+        if info.layout != "chunked" or info.raw_fallback:
+            return bool(info.raw_fallback)
+        if info.path not in self._indexes:
+            self._index(info)
+        return info.path in self.untrusted
+
+    def _check(self, info: ArrayInfo, index: _ChunkIndex) -> str | None:
+        """Why ``index`` must not place ``info``'s chunks, or None. The index must be
+        possible (:func:`~layoutkit.hdf5.chunk_index.index_problem`), and its first and
+        last chunks, decoded here, and a chunk it says was never written must hold
+        what HDF5's own read gives there: the fast path checked against the reference."""
+        assert info.chunks is not None
+        if (problem := index_problem(info.shape, info.chunks, index.entries)) is not None:
+            return problem
+        ds = self._dataset(info.path)
+        origins = list(index.entries)
+        sample = list(dict.fromkeys(origins[:1] + origins[-1:]))
+        if len(index.entries) < chunk_count_of(info.shape, info.chunks):
+            grid = itertools.product(*(range(0, n, c) for n, c in zip(info.shape, info.chunks)))
+            sample += [next(o for o in grid if o not in index.entries)]
+        for origin in sample:
+            region = tuple((o, min(o + c, n)) for o, c, n in zip(origin, info.chunks, info.shape))
+            sel = tuple(slice(a, b) for a, b in region)
+            try:
+                mine = self._read_chunked(info, region, index)
+                with timed("h5py"):
+                    theirs = ds[sel]
+            except (OSError, RuntimeError, ChunkDecodeError):
+                return f"the chunk at {origin} cannot be read both ways"
+            if not _same_values(mine, np.asarray(theirs)):
+                state = "holds" if origin in index.entries else "is never written by the index, yet HDF5 reads"
+                return f"the chunk at {origin} {state} other values than HDF5's own read"
+        return None
+
+    def _direct_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes | None, int]:
+        """A chunk's stored bytes and filter mask as HDF5 finds them (``H5Dread_chunk``,
+        its own lookup, which stays right where its chunk queries are not); None when
+        the chunk was never written."""
+        ds = self._dataset(path)
+        try:
+            with timed("h5py"):
+                mask, data = ds.id.read_direct_chunk(origin)
+        except (OSError, RuntimeError, ValueError):  # "chunk storage is not allocated"
+            return None, 0
+        self.bytes_read += len(data)
+        return bytes(data), int(mask)
 
     # -- paths --------------------------------------------------------------------
 
@@ -439,7 +501,14 @@ class SourceReader:
     def _index(self, info: ArrayInfo) -> _ChunkIndex:
         index = self._indexes.get(info.path)
         if index is None and info.chunk_entries is not None:  # recorded by the inventory's walk
-            index = self._indexes[info.path] = _ChunkIndex.recorded(info)
+            with self._lock:
+                lock = self._index_locks.setdefault(info.path, threading.Lock())
+            with lock:
+                index = self._indexes.get(info.path)
+                if index is None:
+                    index = _ChunkIndex.recorded(info)
+                    self._trust(info, index)
+                    self._indexes[info.path] = index
         if index is None:
             with self._lock:  # one lock per dataset: indexes of others are read meanwhile
                 lock = self._index_locks.setdefault(info.path, threading.Lock())
@@ -448,8 +517,22 @@ class SourceReader:
                 if index is None:
                     with timed("index"):
                         index = _ChunkIndex.read(self._dataset(info.path), getattr(self._file, "_fileobj", None))
+                    self._trust(info, index)
                     self._indexes[info.path] = index
         return index
+
+    def _trust(self, info: ArrayInfo, index: _ChunkIndex) -> None:
+        """Run the self-check on a dataset's index; when it fails, say so and read the
+        dataset through HDF5 from now on (:attr:`untrusted`)."""
+        if info.layout != "chunked" or not can_read_raw(info):
+            return
+        with timed("check"):
+            problem = self._check(info, index)
+        if problem is not None:
+            self.untrusted[info.path] = problem
+            warnings.warn(RawReadFallback(
+                f"{info.path} is read through HDF5's own read, not as raw chunks: its chunk index failed "
+                f"the self-check ({problem})"), stacklevel=2)
 
     def _pipeline(self, info: ArrayInfo) -> list[tuple[int, Callable[[bytes], bytes]]]:
         pipe = self._pipelines.get(info.path)
@@ -460,10 +543,10 @@ class SourceReader:
             self._pipelines[info.path] = pipe
         return pipe
 
-    def _read_chunked(self, info: ArrayInfo, region: Region) -> np.ndarray:
+    def _read_chunked(self, info: ArrayInfo, region: Region, index: _ChunkIndex | None = None) -> np.ndarray:
         assert info.chunks is not None
         chunks = info.chunks
-        index = self._index(info)
+        index = index or self._index(info)
         pipeline = self._pipeline(info)
         out = np.empty(tuple(b - a for a, b in region), dtype=info.dtype)
         first = [a // c * c for (a, _), c in zip(region, chunks)]
@@ -491,6 +574,16 @@ class SourceReader:
                 raise ChunkDecodeError(info.path, origin, _short(exc)) from None
             out[dst] = chunk[src]
         return out
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit for bit, field by field (a compound's padding bytes are no value)."""
+    if a.shape != b.shape:
+        return False
+    if a.dtype.names and b.dtype.names:
+        return all(_same_values(a[n], b[n]) for n in a.dtype.names)
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.dtype.itemsize == b.dtype.itemsize and a.tobytes() == b.tobytes()
 
 
 MAX_OPEN_MEMBERS = 64

@@ -19,6 +19,7 @@ from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.attrs import attr_to_json
 from layoutkit.hdf5.files import close_at_exit, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
+from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.source import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
@@ -242,6 +243,8 @@ class HDF5Archive(Archive):
         if decoders is None:
             return stored_ranges(ds, self._file)
         entries = chunk_entries(ds, self._file)
+        if index_problem(tuple(ds.shape), tuple(ds.chunks), entries) is not None:
+            return [(offset, size) for offset, size, _ in entries.values() if size]  # HDF5 reads it
         self._raw[key] = (ds, entries, decoders)
         return [(offset, size) for offset, size, _ in entries.values() if size]
 

@@ -255,3 +255,19 @@ def long_functions() -> list[str]:
 
 def test_no_function_runs_over_60_lines_without_saying_why() -> None:
     assert long_functions() == []
+
+
+RAW_READ_PATH = ("layoutkit.hdf5.source", "layoutkit.readers.hdf5")
+PROOF = sorted(n for n in MODULES if n.startswith("layoutkit.equality") or n == "layoutkit.hdf5.reference")
+
+
+@pytest.mark.parametrize("name", PROOF)
+def test_the_proof_reads_the_source_through_hdf5_never_the_raw_path(name: str) -> None:
+    """verify's source side reads through HDF5's own read (:mod:`layoutkit.hdf5.reference`):
+    a bug in the converters' raw chunk reader would write wrong data and, read back the
+    same way, prove it equal. No chain of imports brings the raw path to the proof."""
+    assert sorted(m for m in closure(name) | {name} if m.startswith(RAW_READ_PATH)) == []
+
+
+def test_the_proof_has_modules_to_hold() -> None:
+    assert {"layoutkit.equality.zarr_", "layoutkit.equality.hdf5", "layoutkit.equality.reference"} <= set(PROOF)

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from layoutkit.equality.reference import ReferenceReader
 from layoutkit.equality.values import Mismatch, equal_values
 from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.files import Members, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.source import open_reader
 from layoutkit.plan import iter_blocks
 
 
@@ -79,7 +79,7 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
             _compare_raw_attrs(g.path, *without_provenance(g.path, _raw_attrs(fs(g.member)[g.path]),
                                                            _raw_attrs(fv[g.path])), miss)
         infos = {a.path: a for a in inventory.arrays}
-        with open_reader(source, infos) as rs:
+        with ReferenceReader(source, infos) as rs:
             for info in inventory.arrays:
                 path = info.path
                 if path not in fv or not isinstance(fv[path], h5py.Dataset):

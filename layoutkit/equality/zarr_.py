@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 import zarr
 
+from layoutkit.equality.reference import ReferenceReader
 from layoutkit.equality.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
-from layoutkit.hdf5.source import SourceReader, open_reader
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
 
@@ -111,9 +111,10 @@ def compare_zarr(
             own.append(Mismatch(name, info.path, "values", f"cannot be read: {first_line(exc)}"))
         return own
 
-    # arrays are compared in parallel: zarr decodes and our source reader decodes
-    # outside the GIL; each array is streamed one write block at a time
-    with open_reader(source, {a.path: a for a in arrays}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+    # arrays are compared in parallel: zarr decodes outside the GIL, HDF5 reads the
+    # source (in worker processes when there is much of it); each array is streamed one
+    # write block at a time
+    with ReferenceReader(source, {a.path: a for a in arrays}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
         for own in pool.map(one, arrays):
             found.extend(own)
     return found
@@ -141,7 +142,7 @@ def compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], miss
             miss(path, "attribute", f"{key!r} is not in the source")
 
 
-def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: SourceReader, miss: Any) -> None:
+def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceReader, miss: Any) -> None:
     path = info.path
     if tuple(z.shape) != info.shape:
         miss(path, "shape", f"{tuple(z.shape)}, expected {info.shape}")
@@ -234,14 +235,14 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
         got = {k: v for k, v in archive.root.attrs.items() if k not in (LAYOUT_ATTR, NODES_ATTR)}
         compare_attrs("/", *without_provenance("/", dict(root.attrs), got), miss)
 
-    with open_reader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
+    with ReferenceReader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
         for own in pool.map(lambda info: compare_packed_array(archive, reader, info, name), packed):
             found.extend(own)
     check_index(archive, {a.path for a in arrays} | set(skipped), miss)
     return found
 
 
-def compare_packed_array(archive: Any, reader: SourceReader, info: ArrayInfo, name: str) -> list[Mismatch]:
+def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo, name: str) -> list[Mismatch]:
     """One packed dataset against the source: shape, dtype, fill value, attributes,
     dimension scales, and values one source chunk at a time (through the layout's reader)."""
     own: list[Mismatch] = []
@@ -267,7 +268,7 @@ def compare_packed_array(archive: Any, reader: SourceReader, info: ArrayInfo, na
     return own
 
 
-def _check_packed_values(archive: Any, reader: SourceReader, info: ArrayInfo, report: Any) -> None:
+def _check_packed_values(archive: Any, reader: ReferenceReader, info: ArrayInfo, report: Any) -> None:
     grid = scan_grid(info.shape, info.dtype.itemsize, info.chunks)
     try:
         for region in iter_blocks(info.shape, grid):

@@ -32,9 +32,10 @@ from layoutkit.equality.values import attrs_difference, equal_values, info_diffe
 from layoutkit.errors import DifferentDuplicateError, SourcesDoNotCombineError
 from layoutkit.hdf5.concat import RULE as CONCAT_RULE
 from layoutkit.hdf5.concat import concatenate
+from layoutkit.hdf5.files import Members, open_source
 from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory
-from layoutkit.hdf5.source import open_reader
+from layoutkit.hdf5.reference import read_all
 from layoutkit.plan import compile_template, natural_key
 from layoutkit.storage import ObjectSource, SourceSet
 
@@ -131,9 +132,9 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
 
 
 def read_whole(source: Any, info: ArrayInfo) -> np.ndarray:
-    """All of one dataset of one source."""
-    with open_reader(source, {info.path: info}) as reader:
-        return reader.read(info.path, tuple((0, n) for n in info.shape))
+    """All of one dataset of one source (or of a set, its parts joined), as HDF5 reads it."""
+    with Members(source) as files:
+        return read_all(files if isinstance(source, SourceSet) else (lambda _: files(0)), info)
 
 
 def _same_group(first: GroupInfo, other: GroupInfo, first_file: str, other_file: str) -> None:
@@ -176,11 +177,10 @@ def _same_values(sources: SourceSet, inventories: Sequence[Inventory], shot: Cal
             info = inventories[members[0]].array(path)
             pairs.setdefault((members[0], other), []).append((info, inventories[other].array(path), None))
     for (a, b), compared in pairs.items():
-        with open_reader(sources.members[a], {x.path: x for x, _, _ in compared}) as ra, \
-                open_reader(sources.members[b], {y.path: y for _, y, _ in compared}) as rb:
+        # decided by HDF5's own read: whether two files hold the same data is no place for a fast path
+        with open_source(sources.members[a]) as fa, open_source(sources.members[b]) as fb:
             for x, y, s in compared:
-                region = tuple((0, n) for n in x.shape)
-                if not bool(np.all(_equal(ra.read(x.path, region), rb.read(y.path, region)))):
+                if not bool(np.all(_equal(read_all(lambda _: fa, x), read_all(lambda _: fb, y)))):
                     where = f"dataset {x.path!r} differs"
                     if s is not None:
                         raise _duplicate_error(s, inventories[a].path, inventories[b].path, where)

@@ -1,0 +1,72 @@
+"""Values as the HDF5 library itself reads them (h5py's ``Dataset`` reads): no raw chunk,
+no chunk index of layoutkit's. What decides that data are equal reads through here:
+:mod:`layoutkit.equality` (verify's proof) and the check that two files of a set hold
+the same dataset (:mod:`layoutkit.hdf5.combined`). The converters' fast path is
+:mod:`layoutkit.hdf5.source`, and nothing here imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import h5py
+import numpy as np
+
+from layoutkit.errors import ChunkDecodeError
+from layoutkit.hdf5.files import first_line
+from layoutkit.hdf5.model import ArrayInfo
+from layoutkit.plan import Region
+
+def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:
+    """The values of ``info`` in ``region`` as h5py reads them: strings as text,
+    references as the paths they point at, a set's joined array from its parts (decoded
+    as xarray decodes them where the files encode them differently). ``files(member)``
+    is the open file of a set's member (:attr:`ArrayInfo.member`)."""
+    if info.segments is not None:
+        return _joined(files, info, region)
+    f = files(info.member)
+    ds = f[info.path]
+    sel = tuple(slice(a, b) for a, b in region) if region else ()
+    try:
+        if info.kind == "string":
+            return np.asarray(ds.asstr()[sel])
+        if info.kind == "reference":
+            refs = np.asarray(ds[sel], dtype=object)
+            return np.vectorize(lambda r: _ref_path(f, r), otypes=[object])(refs) if refs.size else refs
+        return np.asarray(ds[sel])
+    except (OSError, RuntimeError) as exc:
+        raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None
+
+
+def _ref_path(f: Any, ref: Any) -> str:
+    if not ref:
+        return ""
+    try:
+        return f[ref].name or ""
+    except (KeyError, ValueError, OSError):
+        return ""
+
+
+def _joined(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:
+    from layoutkit.hdf5.concat import decode
+
+    (a, b), rest = region[0], tuple(region[1:])
+    parts, start = [], 0
+    for seg in info.segments or ():
+        lo, hi = max(a, start), min(b, start + seg.shape[0])
+        if lo < hi:
+            data = read_block(files, seg, ((lo - start, hi - start), *rest))
+            parts.append(np.asarray(decode(seg, data) if info.unpack else data, dtype=info.dtype))
+        start += seg.shape[0]
+    if not parts:
+        return np.empty((0, *(hi - lo for lo, hi in rest)), dtype=info.dtype)
+    return np.concatenate(parts, axis=0)
+
+
+
+def read_all(files: Callable[[int], h5py.File], info: ArrayInfo) -> np.ndarray:
+    """All of one dataset."""
+    return read_block(files, info, tuple((0, n) for n in info.shape))
+
+
+__all__ = ["read_all", "read_block"]

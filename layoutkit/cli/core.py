@@ -129,6 +129,8 @@ def _say_fallbacks() -> None:
     from layoutkit.errors import RawReadFallback
 
     shown = warnings.showwarning
+    if getattr(shown, "says_fallbacks", False):  # a command run before this one in the process set it
+        return
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
         if issubclass(category, RawReadFallback):
@@ -136,6 +138,7 @@ def _say_fallbacks() -> None:
         else:
             shown(message, category, filename, lineno, file, line)
 
+    show.says_fallbacks = True  # type: ignore[attr-defined]
     warnings.showwarning = show
     warnings.simplefilter("default", RawReadFallback)  # once per message
 

@@ -129,8 +129,8 @@ def say_fallbacks(inventory: Inventory) -> None:
     for info in inventory.arrays:
         if info.raw_fallback:
             warnings.warn(RawReadFallback(
-                f"{info.path} is read through HDF5's own read, not as raw chunks: HDF5's chunk index "
-                f"is inconsistent ({info.raw_fallback})"), stacklevel=2)
+                f"{info.path} is read through HDF5's own read, not as raw chunks ({info.raw_fallback})"),
+                stacklevel=2)
 
 
 def run(

@@ -15,6 +15,18 @@ from layoutkit.formats import NON_FINITE
 from layoutkit.hdf5.model import ArrayInfo
 
 
+def same_dtype(a: np.dtype, b: np.dtype) -> bool:
+    """The same values can be held: equal up to byte order and, for a compound, up to its
+    members' offsets and padding (field names, order and member types must match)."""
+    if a.names or b.names:
+        if a.names != b.names:
+            return False
+        return all(same_dtype(a.fields[n][0], b.fields[n][0]) for n in a.names)
+    if a.subdtype or b.subdtype:
+        return bool(a.subdtype and b.subdtype) and a.shape == b.shape and same_dtype(a.base, b.base)
+    return a.newbyteorder("=") == b.newbyteorder("=")
+
+
 def expected_dtype(info: ArrayInfo) -> np.dtype | type:
     """The dtype the type rules promise in Zarr for a source dataset: text for strings and
     references, the base integer for enums, the same numbers (any byte order) otherwise."""
@@ -39,7 +51,11 @@ class Mismatch:
 def equal_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Element-wise equality, NaN equal to NaN, structured types compared by bytes (or
     field by field when a field holds variable-length objects)."""
-    if a.dtype.names and b.dtype.names and (a.dtype.hasobject or b.dtype.hasobject):
+    if a.dtype.names and b.dtype.names:
+        # field by field: a compound's padding bytes and its members' byte order are no
+        # value (PyTables and pandas write padded, big-endian tables; Zarr keeps them packed)
+        if a.dtype.names != b.dtype.names:
+            return np.zeros(np.broadcast_shapes(a.shape, b.shape), dtype=bool)
         result = np.ones(a.shape, dtype=bool)
         for name in a.dtype.names:
             fa, fb = a[name], b[name]
@@ -114,4 +130,4 @@ def info_difference(a: ArrayInfo, b: ArrayInfo) -> str | None:
     return attrs_difference(a.attrs, b.attrs)
 
 
-__all__ = ["Mismatch", "as_py", "attrs_difference", "info_difference", "same_value", "decode_fill", "equal_values", "expected_dtype", "same_attr"]
+__all__ = ["Mismatch", "as_py", "same_dtype", "attrs_difference", "info_difference", "same_value", "decode_fill", "equal_values", "expected_dtype", "same_attr"]

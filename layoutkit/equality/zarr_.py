@@ -21,6 +21,7 @@ A layout's comparator (``layouts/<layout>/compare.py``) composes these.
 from __future__ import annotations
 
 import warnings
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 import zarr
 
 from layoutkit.equality.reference import ReferenceReader
-from layoutkit.equality.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr
+from layoutkit.equality.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
@@ -107,7 +108,7 @@ def compare_zarr(
             return [Mismatch(name, info.path, "missing", "the store has something else than an array there")]
         try:
             compare_array(info, z, zfmt, reader, lambda p, w, d: own.append(Mismatch(name, p, w, d)))
-        except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+        except (OSError, ValueError, RuntimeError, zlib.error) as exc:  # a chunk that does not decode
             own.append(Mismatch(name, info.path, "values", f"cannot be read: {first_line(exc)}"))
         return own
 
@@ -151,7 +152,7 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
     if want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
             miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
-    elif np.dtype(want).newbyteorder("=") != np.dtype(z.dtype).newbyteorder("="):
+    elif not same_dtype(np.dtype(want), np.dtype(z.dtype)):
         miss(path, "dtype", f"{z.dtype}, expected {np.dtype(want)}")
         return
     # dimension names
@@ -256,7 +257,7 @@ def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo,
     if shape != info.shape:
         return [Mismatch(name, info.path, "shape", f"{shape}, expected {info.shape}")]
     dtype = np.dtype(getattr(row, "dtype", None) or z.dtype)  # shot-packed rows carry their dtype
-    if dtype.newbyteorder("=") != info.dtype.newbyteorder("="):
+    if not same_dtype(dtype, info.dtype):
         return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
     _check_packed_fill(archive, row, z, dtype, info, report)
     compare_attrs(info.path, dict(info.attrs), row.attrs, report)
@@ -278,7 +279,7 @@ def _check_packed_values(archive: Any, reader: ReferenceReader, info: ArrayInfo,
                 bad = np.argwhere(~eq)[0]
                 report(info.path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
                 break
-    except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+    except (OSError, ValueError, RuntimeError, zlib.error) as exc:  # a chunk that does not decode
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         report(info.path, "values", f"cannot be read: {first}")
 

@@ -25,6 +25,7 @@ from layoutkit.hdf5.attrs import attr_text, convert_attrs, read_attrs
 from layoutkit.hdf5.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket, index_problem
 from layoutkit.hdf5.files import first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
+from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, chunk_opts
 from layoutkit.hdf5.model import ArrayInfo, FilterInfo, GroupInfo, Inventory, LinkInfo
 from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
 from layoutkit.storage import ObjectSource
@@ -70,6 +71,18 @@ def _filters(plist: h5py.h5p.PropDCID) -> tuple[FilterInfo, ...]:
         fid, _flags, opts, name = plist.get_filter(i)
         out.append(FilterInfo(fid, filter_name(fid, name), tuple(int(o) for o in opts), bool(h5py.h5z.filter_avail(fid))))
     return tuple(out)
+
+
+_PADDING = {h5py.h5t.STR_NULLTERM: "nullterm", h5py.h5t.STR_SPACEPAD: "spacepad"}
+
+
+def string_padding(tid: Any) -> str | None:
+    """A fixed-length string type's padding when HDF5 converts it on reading ("nullterm",
+    "spacepad"); None for NUL padding (what h5py writes and reads: bytes as stored) and
+    for any other type."""
+    if not isinstance(tid, h5py.h5t.TypeStringID) or tid.is_variable_str():
+        return None
+    return _PADDING.get(tid.get_strpad())
 
 
 def _fill_value(ds: h5py.Dataset) -> Any:
@@ -172,10 +185,12 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         null_space=ds_shape is None,
         offset=dsid.get_offset() if layout == h5py.h5d.CONTIGUOUS else None,
         maxshape=tuple(maxshape) if maxshape is not None and ds_shape is not None else None,
+        strpad=string_padding(dsid.get_type()) if dtype.kind == "S" else None,
     )
+    if layout == h5py.h5d.CHUNKED and info["filters"] and chunk_opts(plist) & DONT_FILTER_PARTIAL_CHUNKS:
+        info["raw_fallback"] = "its partial edge chunks are stored unfiltered"
     if info.get("raw_fallback"):
-        notes.append(f"{path}: read through HDF5's own read, not raw chunks: HDF5's chunk index "
-                     f"is inconsistent ({info['raw_fallback']})")
+        notes.append(f"{path}: read through HDF5's own read, not as raw chunks ({info['raw_fallback']})")
     dim_only = is_scale and attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
     attrs = convert_attrs(read_attrs(ds, f, notes, is_scale, plist), f, is_netcdf4)
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
@@ -203,7 +218,7 @@ def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...]
         else:
             storage = sum(size for _, _, size, _ in found)
             if (problem := index_problem(shape, chunks, (origin for origin, _, _, _ in found))) is not None:
-                return {"storage_bytes": storage, "raw_fallback": problem}
+                return {"storage_bytes": storage, "raw_fallback": f"HDF5's chunk index is inconsistent: {problem}"}
             return {"storage_bytes": storage, "chunk_entries": tuple(found)}
     return {"storage_bytes": int(ds.id.get_storage_size())}
 

@@ -1,6 +1,7 @@
-"""The one HDF5 call h5py does not wrap, ``H5Fget_info2`` (the file's own space
-accounting: superblock, free-space and shared-message sizes), through ctypes on the very
-library h5py loaded (identifiers are only valid in it)."""
+"""The HDF5 calls h5py does not wrap, through ctypes on the very library h5py loaded
+(identifiers are only valid in it): ``H5Fget_info2`` (the file's own space accounting:
+superblock, free-space and shared-message sizes) and ``H5Pget_chunk_opts`` (whether
+partial edge chunks are stored unfiltered)."""
 
 from __future__ import annotations
 
@@ -59,4 +60,19 @@ def file_info(f: h5py.File) -> FileInfo2 | None:
     return info
 
 
-__all__ = ["FileInfo2", "file_info"]
+DONT_FILTER_PARTIAL_CHUNKS = 0x0002  # H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS
+
+
+def chunk_opts(dcpl: h5py.h5p.PropDCID) -> int:
+    """A chunked dataset's chunk options (``H5Pget_chunk_opts``): 0 when none, or when
+    the library cannot be asked."""
+    lib = _libhdf5()
+    opts = ctypes.c_uint(0)
+    if lib is None or not hasattr(lib, "H5Pget_chunk_opts"):
+        return 0
+    if lib.H5Pget_chunk_opts(ctypes.c_int64(dcpl.id), ctypes.byref(opts)) < 0:
+        return 0
+    return int(opts.value)
+
+
+__all__ = ["DONT_FILTER_PARTIAL_CHUNKS", "FileInfo2", "chunk_opts", "file_info"]

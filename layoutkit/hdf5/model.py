@@ -62,6 +62,10 @@ class ArrayInfo:
     # why the raw chunk path must not read it (its chunk index failed the self-check:
     # :func:`~layoutkit.hdf5.chunk_index.index_problem`); None: the raw path may
     raw_fallback: str | None = None
+    # a fixed-length string type's padding when it is not NUL padding ("nullterm",
+    # "spacepad"): HDF5 converts such strings as it reads them (cut at the first NUL,
+    # trailing spaces dropped), so their stored bytes are not their values
+    strpad: str | None = None
 
     @property
     def origin(self) -> ArrayInfo:

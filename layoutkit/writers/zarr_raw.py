@@ -74,6 +74,8 @@ def source_encoding(info: ArrayInfo) -> SourceEncoding | str:
         return f"has {info.layout} storage, not chunks"
     if info.kind not in RAW_COPY_KINDS or info.dtype.hasobject:
         return f"holds {info.kind} values (only numbers are copied as stored)"
+    if info.raw_fallback:
+        return f"is read through HDF5 ({info.raw_fallback})"
     stages = []
     for f in info.filters:
         if f.id in _UNMAPPED:

@@ -239,7 +239,9 @@ class PagedHDF5Writer:
         # a set's variable joined from files that pack it differently is stored decoded
         # (:mod:`layoutkit.hdf5.concat`): its type, fill value and attributes the inventory's
         dtype = info.dtype if info.unpack else src.dtype
-        kwargs: dict[str, Any] = {"dtype": dtype, "track_order": True}
+        # strings padded with spaces or NUL-terminated keep their type: HDF5 pads them as it writes
+        kwargs: dict[str, Any] = {"dtype": h5py.Datatype(src.id.get_type()) if info.strpad else dtype,
+                                  "track_order": True}
         if info.null_space:
             kwargs["data"] = h5py.Empty(dtype)
         else:

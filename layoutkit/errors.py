@@ -40,10 +40,11 @@ class UnsupportedFeatureError(LayoutkitError):
         Short description of the feature, e.g. ``"variable-length integer arrays"``.
     """
 
-    def __init__(self, dataset: str, feature: str, hint: str = "") -> None:
+    def __init__(self, dataset: str, feature: str, hint: str = "", where: str = "") -> None:
         self.dataset = dataset
         self.feature = feature
-        msg = f"Dataset {dataset!r} uses {feature}, which layoutkit cannot carry over"
+        # where: how the object is named when it is not a dataset ("Attribute 'r' of '/a'")
+        msg = f"{where or f'Dataset {dataset!r}'} uses {feature}, which layoutkit cannot carry over"
         msg += f"; {hint}" if hint else "; rerun with --skip-unsupported to leave it out."
         super().__init__(msg)
 
@@ -84,6 +85,10 @@ class RawReadFallback(UserWarning):
     """A dataset read through HDF5's own read instead of raw chunks: its chunk index
     failed the self-check (an impossible origin, or a chunk whose decoded bytes differ
     from what HDF5 reads there). The copy is right; it is only slower."""
+
+
+class LeftOut(UserWarning):
+    """An object or attribute ``--skip-unsupported`` left out: the command lists it."""
 
 
 class StoreReadError(LayoutkitError, OSError):

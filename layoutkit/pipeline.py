@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit import __version__
-from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError, RawReadFallback
+from layoutkit.errors import (
+    InvalidOptionError,
+    LayoutkitError,
+    LeftOut,
+    OutputNotWritableError,
+    RawReadFallback,
+    UnsupportedFeatureError,
+)
 from layoutkit.execute import file_mapper, map_ordered, run_tasks
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.hdf5.combined import walk_sources
@@ -114,6 +121,7 @@ def plan(
                 workers = getattr(options, "workers", 1)
                 inventory = walk_sources(src, workers, file_mapper(getattr(options, "scheduler", "threads"), workers))
         say_fallbacks(inventory)
+        refuse_unsupported(inventory, options)
         template = layout.scale_template(options)
         digests = {}
         if template:
@@ -131,6 +139,18 @@ def say_fallbacks(inventory: Inventory) -> None:
             warnings.warn(RawReadFallback(
                 f"{info.path} is read through HDF5's own read, not as raw chunks ({info.raw_fallback})"),
                 stacklevel=2)
+
+
+def refuse_unsupported(inventory: Inventory, options: Any) -> None:
+    """Refuse a source holding an object or attribute no layout carries over (a damaged
+    object, region references, references inside compounds), naming it; with
+    ``--skip-unsupported`` (convert) each is left out and listed (:class:`~layoutkit.errors.LeftOut`)."""
+    skip = getattr(options, "skip_unsupported", None)
+    for note in inventory.unsupported:
+        if not skip:
+            hint = "" if skip is not None else "reorder writes a file whole or not at all."
+            raise UnsupportedFeatureError(note.where, note.feature, hint, where=note.where)
+        warnings.warn(LeftOut(f"left out {note.where}: {note.feature}"), stacklevel=2)
 
 
 def run(

@@ -126,14 +126,14 @@ def _say_fallbacks() -> None:
     is said once, as a note on stderr, not as Python's warning with a file and line."""
     import warnings
 
-    from layoutkit.errors import RawReadFallback
+    from layoutkit.errors import LeftOut, RawReadFallback
 
     shown = warnings.showwarning
     if getattr(shown, "says_fallbacks", False):  # a command run before this one in the process set it
         return
 
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
-        if issubclass(category, RawReadFallback):
+        if issubclass(category, (RawReadFallback, LeftOut)):
             console.print(f"note: {message}", markup=False, highlight=False)
         else:
             shown(message, category, filename, lineno, file, line)
@@ -141,6 +141,7 @@ def _say_fallbacks() -> None:
     show.says_fallbacks = True  # type: ignore[attr-defined]
     warnings.showwarning = show
     warnings.simplefilter("default", RawReadFallback)  # once per message
+    warnings.simplefilter("default", LeftOut)
 
 
 @app.callback()

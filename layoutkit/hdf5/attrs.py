@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 
 from layoutkit.hdf5.files import first_line
+from layoutkit.hdf5.model import Unsupported, attribute_problem
 
 # Attributes that HDF5 and netCDF-4 use for their own bookkeeping. Their meaning is
 # carried by structure (dimension names, coordinate arrays, fill values), not copied.
@@ -134,7 +135,8 @@ def attribute_names(oid: Any, plist: Any = None) -> list[str | bytes]:
 def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: bool | None = None,
                plist: Any = None) -> dict[str, Any]:
     """An object's attributes as h5py reads them, without the netCDF-4 and dimension-scale
-    bookkeeping; unreadable ones are left out and noted in ``notes``. ``is_scale``:
+    bookkeeping; unreadable ones, and those no layout carries over, are left out and
+    noted in ``notes`` (:class:`~layoutkit.hdf5.model.Unsupported`: commands refuse them). ``is_scale``:
     whether the object is a dimension scale, and ``plist``: its creation property list,
     when the caller knows them."""
     out: dict[str, Any] = {}
@@ -143,10 +145,16 @@ def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: 
             continue
         if name in DIMENSION_SCALE_ATTRS and _is_scale_bookkeeping(obj, name, is_scale):
             continue
+        where = f"Attribute {name!r} of {obj.name!r}"
         try:
+            problem = attribute_problem(h5py.h5a.open(obj.id, name.encode() if isinstance(name, str) else name)
+                                        .get_type().dtype)
+            if problem is not None:
+                notes.append(Unsupported(where, problem))
+                continue
             raw = attribute_value(obj.id, name)
         except (OSError, TypeError, ValueError) as exc:
-            notes.append(f"{obj.name}@{name}: unreadable attribute ({first_line(exc)})")
+            notes.append(Unsupported(where, f"a value HDF5 cannot read ({first_line(exc)})"))
             continue
         out[name] = raw
     return out

@@ -36,7 +36,10 @@ def classify_dtype(dtype: np.dtype) -> str:
     """Name the kind of an h5py dtype (see :class:`ArrayInfo`)."""
     if h5py.check_enum_dtype(dtype) is not None:
         return "enum"
-    if h5py.check_ref_dtype(dtype) is not None:
+    ref = h5py.check_ref_dtype(dtype)
+    if ref is h5py.RegionReference:
+        return "region-reference"
+    if ref is not None:
         return "reference"
     string_info = h5py.check_string_dtype(dtype)
     if string_info is not None:

@@ -19,12 +19,69 @@ class FilterInfo:
     available: bool
 
 
+class Unsupported(str):
+    """A note of the walk (:attr:`Inventory.attr_notes`) for an object or an attribute
+    no layout carries over: ``where`` names it ("Dataset '/a'", "Attribute 'r' of '/a'"),
+    ``feature`` says why. Commands refuse the source naming it, or leave it out under
+    ``--skip-unsupported``."""
+
+    where: str
+    feature: str
+
+    def __new__(cls, where: str, feature: str) -> Unsupported:
+        note = super().__new__(cls, f"{where}: {feature}")
+        note.where, note.feature = where, feature
+        return note
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:  # walker processes send it back
+        return (Unsupported, (self.where, self.feature))
+
+
+def attribute_problem(dtype: np.dtype) -> str | None:
+    """What in an attribute's type no layout carries over, or None. Read from the type
+    alone: h5py reading an attribute of a compound or variable-length type that holds
+    references can corrupt the process's heap."""
+    import h5py
+
+    if h5py.check_ref_dtype(dtype) is h5py.RegionReference:
+        return "region references (selections of another dataset, which no layout keeps)"
+    if (dtype.names or dtype.subdtype or h5py.check_vlen_dtype(dtype) is not None) and _holds_reference(dtype):
+        return "object references inside a compound, array or variable-length type"
+    return None
+
+
+def carried_nowhere(info: ArrayInfo) -> str | None:
+    """What in ``info``'s type no layout carries over (the feature, as an error names it),
+    or None."""
+    if info.kind == "region-reference":
+        return "region references (selections of another dataset, which no layout keeps)"
+    dtype = info.dtype
+    if dtype.names:
+        for name in dtype.names:
+            sub = dtype.fields[name][0]
+            if sub.hasobject and _holds_reference(sub):
+                return f"object references inside a compound member ({name!r})"
+    return None
+
+
+def _holds_reference(dtype: np.dtype) -> bool:
+    import h5py
+
+    if dtype.names:
+        return any(_holds_reference(dtype.fields[n][0]) for n in dtype.names)
+    base = dtype.base if dtype.subdtype else dtype
+    if base.names:
+        return _holds_reference(base)
+    return h5py.check_ref_dtype(base) is not None or (
+        (inner := h5py.check_vlen_dtype(base)) is not None and _holds_reference(np.dtype(inner)))
+
+
 @dataclass(frozen=True)
 class ArrayInfo:
     """Everything planning needs to know about one HDF5 dataset.
 
     ``kind`` is one of ``numeric``, ``bool``, ``string``, ``bytes``, ``compound``,
-    ``enum``, ``opaque``, ``reference``, ``vlen``; ``dims`` holds one dimension name per
+    ``enum``, ``opaque``, ``reference``, ``region-reference``, ``vlen``; ``dims`` holds one dimension name per
     axis (scale names, or ``phony_dim_N``).
     """
 
@@ -115,6 +172,12 @@ class Inventory:
     arrays: tuple[ArrayInfo, ...]
     links: tuple[LinkInfo, ...]
     attr_notes: tuple[str, ...] = field(default=())
+
+    @property
+    def unsupported(self) -> tuple[Unsupported, ...]:
+        """The objects and attributes the walk found that no layout carries over (they are
+        not in :attr:`arrays`, :attr:`groups` or any ``attrs``)."""
+        return tuple(n for n in self.attr_notes if isinstance(n, Unsupported))
 
     def array(self, path: str) -> ArrayInfo:
         for a in self.arrays:

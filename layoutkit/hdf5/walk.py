@@ -23,7 +23,7 @@ import h5py
 
 from layoutkit.hdf5.attrs import decoded_name, read_attrs
 from layoutkit.hdf5.files import first_line
-from layoutkit.hdf5.model import GroupInfo, LinkInfo
+from layoutkit.hdf5.model import GroupInfo, LinkInfo, Unsupported
 from layoutkit.hdf5.walkers import Walkers
 
 PARALLEL_MIN_DATASETS = 3000
@@ -42,6 +42,11 @@ def links_of(group: h5py.Group) -> list[tuple[bytes, int]]:
     """A group's links, ``(name, link type)``, in the order h5py lists them."""
     gid = group.id
     return [(name, gid.links.get_info(name).type) for name in gid]
+
+
+def damaged(exc: BaseException) -> str:
+    """The feature an object HDF5 cannot open is refused for, with HDF5's words."""
+    return f"a damaged object header (HDF5: {first_line(exc).strip(chr(39))})"
 
 
 class LinkWalk:
@@ -88,7 +93,7 @@ class LinkWalk:
         try:
             oid = h5py.h5o.open(group.id, raw_name)
         except (KeyError, OSError) as exc:
-            self.notes.append(f"{child_path}: unreadable object ({first_line(exc)})")
+            self.notes.append(Unsupported(f"Object {child_path!r}", damaged(exc)))
             return
         self.seen[addr] = child_path
         if isinstance(oid, h5py.h5g.GroupID):
@@ -114,7 +119,7 @@ class LinkWalk:
         try:
             obj = group[name]
         except (KeyError, OSError) as exc:
-            self.notes.append(f"{child_path}: unreadable object ({first_line(exc)})")
+            self.notes.append(Unsupported(f"Object {child_path!r}", damaged(exc)))
             return
         addr = h5py.h5o.get_info(obj.id).addr
         if addr in self.seen:

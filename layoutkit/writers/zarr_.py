@@ -39,6 +39,7 @@ from layoutkit.formats import (
     json_attrs,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.model import carried_nowhere
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.stages import timed
@@ -48,8 +49,12 @@ from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr
 
 def target_dtype(info: ArrayInfo) -> np.dtype | type:
     """The dtype the Zarr array gets for a source dataset."""
+    if (feature := carried_nowhere(info)) is not None:
+        raise UnsupportedFeatureError(info.path, feature)
     if info.kind in ("string", "reference"):
         return str
+    if info.dtype.kind in "fc" and info.dtype.itemsize > (8 if info.dtype.kind == "f" else 16):
+        raise UnsupportedFeatureError(info.path, f"long double ({info.dtype}; Zarr's widest float is 64 bits)")
     if info.kind == "enum":
         return np.dtype(info.dtype.str)  # the base integer, without h5py's enum metadata
     if info.kind == "vlen":
@@ -68,6 +73,8 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
                 raise UnsupportedFeatureError(
                     info.path, f"a compound type with a nested or variable-length member {name!r}"
                 )
+            if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
+                raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
 
 

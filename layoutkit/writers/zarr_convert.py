@@ -103,6 +103,8 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
     if info.layout == "virtual":
         raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
+    if "\\" in info.path:  # zarr-python takes it for a path separator on reading
+        raise UnsupportedFeatureError(info.path, "a backslash in its name (Zarr stores cannot address it)")
     _check_filters(info)
     dtype = target_dtype(info)
     itemsize = info.dtype.itemsize if dtype is not str else 16

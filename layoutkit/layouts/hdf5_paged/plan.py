@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.hdf5.filters import Filter, pipeline_levels
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.model import carried_nowhere
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
 from layoutkit.hdf5.source import can_read_raw
 from layoutkit.layouts.hdf5_paged.options import ReorderOptions
@@ -95,6 +96,9 @@ class ReorderSummary:
     seconds: float
 
 
+WHOLE = "reorder writes a file whole or not at all (convert --skip-unsupported can leave a dataset out)."
+
+
 def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
     """Compression policy: compress datasets above the threshold (chunked), store the
     rest uncompressed, contiguous, or compact when tiny."""
@@ -102,9 +106,11 @@ def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
         if not f.available:
             raise MissingFilterError(info.path, f.id, f.name)
     if info.external:
-        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
+        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)", WHOLE)
     if info.layout == "virtual":
-        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
+        raise UnsupportedFeatureError(info.path, "a virtual dataset layout", WHOLE)
+    if (feature := carried_nowhere(info)) is not None:
+        raise UnsupportedFeatureError(info.path, feature, WHOLE)
     none = parse_compressor("none")
     size = math.prod(info.shape) if info.shape else 1
     if info.null_space or size == 0:

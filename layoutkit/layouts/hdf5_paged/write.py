@@ -282,7 +282,11 @@ class PagedHDF5Writer:
             for i, p in np.ndenumerate(paths):
                 data[i] = self.file[p].ref if p and p in self.file else h5py.Reference()
         with timed("h5py"):
-            if not region:
+            if ds.dtype.kind == "O" and isinstance(h5py.check_vlen_dtype(ds.dtype), np.dtype):
+                # sequences as h5py read them, one object each: ds[...] = would take a block
+                # of equally long (or empty) ones for one more axis
+                ds.write_direct(np.asarray(data, dtype=object), dest_sel=tuple(slice(a, b) for a, b in region) or None)
+            elif not region:
                 ds[()] = data
             else:
                 ds[tuple(slice(a, b) for a, b in region)] = data

@@ -1,0 +1,295 @@
+"""Every HDF5 type and object of issue #48, through convert (Zarr v3 and v2) and reorder:
+equal by verify (which reads the source through HDF5 itself), or refused with exit 2 and
+one sentence naming the object and the feature, leaving nothing behind.
+
+Each file holds one feature (built here with h5py's high- and low-level API, and the
+HDF5 library through ctypes for what h5py does not wrap)."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+import zarr
+from typer.testing import CliRunner
+
+from layoutkit.cli import app
+
+
+def compound_big_endian(f: h5py.File) -> None:
+    dt = np.dtype([("a", ">i4"), ("b", ">f8")])
+    f.create_dataset("t", data=np.array([(1, 2.5), (3, 4.5)], dt), chunks=(1,))
+
+
+def compound_padded(f: h5py.File) -> None:  # PyTables' and pandas' tables
+    dt = np.dtype({"names": ["a", "b"], "formats": ["<i2", "<f8"], "offsets": [0, 8], "itemsize": 24})
+    f.create_dataset("t", data=np.array([(1, 2.5), (3, 4.5)], dt))
+
+
+def compound_nested_enum(f: h5py.File) -> None:
+    inner = np.dtype([("c", h5py.enum_dtype({"RED": 0, "GREEN": 1}, basetype="i1")), ("d", "<f4")])
+    data = np.zeros(3, np.dtype([("a", "<i4"), ("n", inner)]))
+    data["a"] = [1, 2, 3]
+    f.create_dataset("t", data=data)
+
+
+def compound_array_member(f: h5py.File) -> None:
+    data = np.zeros(3, np.dtype([("a", "<i4"), ("v", "<f4", (3,))]))
+    data["v"] = np.arange(9).reshape(3, 3)
+    f.create_dataset("t", data=data)
+
+
+def compound_vlen_string_member(f: h5py.File) -> None:
+    f.create_dataset("t", data=np.array([(1, "x"), (2, "yy")], np.dtype([("a", "<i4"), ("s", h5py.string_dtype())])))
+
+
+def compound_reference_member(f: h5py.File) -> None:
+    f.create_dataset("target", data=np.arange(3))
+    data = np.zeros(2, np.dtype([("a", "<i4"), ("r", h5py.ref_dtype)]))
+    data["r"][:] = f["target"].ref
+    f.create_dataset("t", data=data)
+
+
+def array_of_ints(f: h5py.File) -> None:
+    f.create_dataset("t", shape=(4,), dtype=np.dtype(("<i2", (3,))))[...] = np.arange(12).reshape(4, 3)
+
+
+def array_of_arrays(f: h5py.File) -> None:
+    f.create_dataset("t", shape=(2,), dtype=np.dtype(("<f4", (2, 3))))[...] = np.arange(12).reshape(2, 2, 3)
+
+
+def array_of_compounds(f: h5py.File) -> None:
+    f.create_dataset("t", shape=(2,), dtype=np.dtype((np.dtype([("a", "<i4"), ("b", "<f4")]), (2,))))
+
+
+def long_double(f: h5py.File) -> None:
+    f.create_dataset("t", data=np.arange(4, dtype=np.longdouble) / 3)
+
+
+def region_references(f: h5py.File) -> None:
+    target = f.create_dataset("target", data=np.arange(10))
+    refs = f.create_dataset("t", shape=(2,), dtype=h5py.regionref_dtype)
+    refs[0], refs[1] = target.regionref[2:5], target.regionref[7:9]
+
+
+def region_reference_attribute(f: h5py.File) -> None:
+    target = f.create_dataset("target", data=np.arange(10))
+    target.attrs.create("r", target.regionref[1:3], dtype=h5py.regionref_dtype)
+
+
+def compound_reference_attribute(f: h5py.File) -> None:
+    target = f.create_dataset("target", data=np.arange(3))
+    dt = np.dtype([("a", "<i4"), ("r", h5py.ref_dtype)])
+    value = np.zeros(1, dt)
+    value["r"][0] = target.ref
+    target.attrs.create("c", value, dtype=dt)
+
+
+def _fixed_string(f: h5py.File, pad: int, values: list[bytes]) -> None:
+    tid = h5py.h5t.C_S1.copy()
+    tid.set_size(6)
+    tid.set_strpad(pad)
+    ds = h5py.h5d.create(f.id, b"t", tid, h5py.h5s.create_simple((len(values),)))
+    ds.write(h5py.h5s.ALL, h5py.h5s.ALL, np.array(values, "S6"), mtype=tid)
+
+
+def strings_space_padded(f: h5py.File) -> None:  # Fortran's strings: HDF5 reads them without the spaces
+    _fixed_string(f, h5py.h5t.STR_SPACEPAD, [b"ab    ", b"abcdef"])
+
+
+def strings_nul_terminated(f: h5py.File) -> None:  # C's: HDF5 reads up to the first NUL
+    _fixed_string(f, h5py.h5t.STR_NULLTERM, [b"ab\x00xyz", b"abcde\x00"])
+
+
+def null_scalar_and_empty(f: h5py.File) -> None:
+    for kind, dtype in [("i", "i4"), ("f", "f8"), ("s", h5py.string_dtype()), ("b", "S3"),
+                        ("c", np.dtype([("a", "i4")]))]:
+        f.create_dataset(f"null_{kind}", data=h5py.Empty(dtype))
+        f.create_dataset(f"scalar_{kind}", shape=(), dtype=dtype)
+        f.create_dataset(f"empty_{kind}", shape=(0,), dtype=dtype)
+        f.create_dataset(f"empty2_{kind}", shape=(3, 0), dtype=dtype, chunks=(2, 1), maxshape=(None, None))
+
+
+def backslash_name(f: h5py.File) -> None:
+    f.create_dataset("a\\b", data=np.arange(3))
+
+
+def unfiltered_edge_chunks(f: h5py.File) -> None:
+    """HDF5's "do not filter partial edge chunks" (H5Pset_chunk_opts, which h5py does not wrap)."""
+    from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, _libhdf5
+
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk((4,))
+    dcpl.set_deflate(4)
+    assert _libhdf5().H5Pset_chunk_opts(ctypes.c_int64(dcpl.id), ctypes.c_uint(DONT_FILTER_PARTIAL_CHUNKS)) >= 0
+    h5py.h5d.create(f.id, b"t", h5py.h5t.STD_I32LE, h5py.h5s.create_simple((10,)), dcpl=dcpl)
+    f["t"][...] = np.arange(10)
+
+
+def shuffled_compound(f: h5py.File) -> None:
+    dt = np.dtype([("a", "<i4"), ("b", "<f8")])
+    f.create_dataset("t", data=np.array([(i, i / 2) for i in range(20)], dt), chunks=(5,), shuffle=True,
+                     compression="gzip")
+
+
+def vlen_sequences(f: h5py.File) -> None:
+    values = np.empty(3, dtype=object)
+    values[:] = [np.arange(2, dtype="i4"), np.arange(0, dtype="i4"), np.arange(3, dtype="i4")]
+    f.create_dataset("vl", data=values, dtype=h5py.vlen_dtype("i4"))
+    f.create_dataset("empty", shape=(2,), dtype=h5py.vlen_dtype("f8"))  # every sequence empty
+
+
+def attributes_of_every_kind(f: h5py.File) -> None:
+    ds = f.create_dataset("t", data=np.arange(3))
+    a = ds.attrs
+    a["i8"], a["u64"], a["f16"], a["c8"] = np.int8(-3), np.uint64(2**63), np.float16(1.5), np.complex64(1 + 2j)
+    a["b"], a["arr2d"], a["empty"], a["fixed"] = np.bool_(True), np.arange(6).reshape(2, 3), h5py.Empty("f4"), b"abc"
+    a["enum"] = np.array(1, dtype=h5py.enum_dtype({"A": 0, "B": 1}, basetype="u1"))
+    a["compound"] = np.array((1, 2.0), dtype=[("a", "<i4"), ("b", "<f8")])
+    a["strings"] = ["a", "bb"]
+    a.create("opaque", np.void(b"\x01\x02\x03"))
+    seqs = np.empty(2, dtype=object)
+    seqs[:] = [np.arange(2, dtype="i4"), np.arange(3, dtype="i4")]
+    a.create("vlen", seqs, dtype=h5py.vlen_dtype("i4"))
+
+
+def committed_datatype(f: h5py.File) -> None:
+    f["mytype"] = np.dtype("<f8")
+    ds = f.create_dataset("t", data=np.arange(3.0), dtype=f["mytype"])
+    ds.attrs.create("a", 1.5, dtype=f["mytype"])
+
+
+def external_link(f: h5py.File) -> None:
+    f["link"] = h5py.ExternalLink("missing.h5", "/x")
+    f.create_dataset("t", data=np.arange(3))
+
+
+def damaged_object(f: h5py.File) -> None:
+    f.create_dataset("good", data=np.arange(5))
+    f.create_dataset("bad", data=np.arange(5))
+
+
+def _damage(path: Path) -> None:
+    """Break the object header of /bad (its version byte): HDF5 cannot open it."""
+    with h5py.File(path, "r") as f:
+        addr = h5py.h5o.get_info(f["bad"].id).addr
+    with open(path, "r+b") as fh:
+        fh.seek(addr)
+        fh.write(b"\x07")
+
+
+EQUAL = "equal"
+# builder: what convert (both Zarr formats) and reorder must do: EQUAL, or the words the refusal must hold
+CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
+    compound_big_endian: (EQUAL, EQUAL),
+    compound_padded: (EQUAL, EQUAL),
+    compound_nested_enum: ("Dataset '/t' uses a compound type with a nested", EQUAL),
+    compound_array_member: ("Dataset '/t' uses a compound type with an array member 'v'", EQUAL),
+    compound_vlen_string_member: ("Dataset '/t' uses a compound type with a nested or variable-length member 's'",
+                                  EQUAL),
+    compound_reference_member: ("Dataset '/t' uses object references inside a compound member ('r')",) * 2,
+    array_of_ints: ("Dataset '/t' uses the HDF5 array type", EQUAL),
+    array_of_arrays: ("Dataset '/t' uses the HDF5 array type", EQUAL),
+    array_of_compounds: ("Dataset '/t' uses the HDF5 array type", EQUAL),
+    long_double: ("Dataset '/t' uses long double", EQUAL),
+    region_references: ("Dataset '/t' uses region references",) * 2,
+    region_reference_attribute: ("Attribute 'r' of '/target' uses region references",) * 2,
+    compound_reference_attribute: ("Attribute 'c' of '/target' uses object references inside a compound",) * 2,
+    strings_space_padded: (EQUAL, EQUAL),
+    strings_nul_terminated: (EQUAL, EQUAL),
+    null_scalar_and_empty: (EQUAL, EQUAL),
+    backslash_name: ("uses a backslash in its name", EQUAL),
+    unfiltered_edge_chunks: (EQUAL, EQUAL),
+    shuffled_compound: (EQUAL, EQUAL),
+    vlen_sequences: ("Dataset '/empty' uses variable-length sequences", EQUAL),
+    attributes_of_every_kind: (EQUAL, EQUAL),
+    committed_datatype: (EQUAL, EQUAL),
+    external_link: (EQUAL, EQUAL),
+    damaged_object: ("Object '/bad' uses a damaged object header",) * 2,
+}
+COMMANDS = {
+    "convert-v3": ("convert", "--zarr-format", "3"),
+    "convert-v2": ("convert", "--zarr-format", "2"),
+    "convert-copy": ("convert", "--compressor", "source", "--chunks", "source"),
+    "reorder": ("reorder", "--by", "group"),
+}
+
+
+def build(tmp_path: Path, builder: Callable[[h5py.File], None]) -> Path:
+    path = tmp_path / f"{builder.__name__}.h5"
+    with h5py.File(path, "w") as f:
+        builder(f)
+    if builder is damaged_object:
+        _damage(path)
+    return path
+
+
+def _expected(builder: Callable[[h5py.File], None], command: str) -> str:
+    return CASES[builder][1 if command == "reorder" else 0]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("builder", [pytest.param(b, id=b.__name__) for b in CASES])
+def test_equal_or_refused_by_name(tmp_path: Path, builder: Callable[[h5py.File], None], command: str) -> None:
+    src = build(tmp_path, builder)
+    before = src.read_bytes()
+    out = tmp_path / ("out.h5" if command == "reorder" else "out.zarr")
+    result = CliRunner().invoke(app, [COMMANDS[command][0], str(src), str(out), *COMMANDS[command][1:]])
+    expected = _expected(builder, command)
+    said = " ".join(result.output.split())
+    if expected == EQUAL:
+        assert result.exit_code == 0, result.output
+        check = CliRunner().invoke(app, ["verify", str(src), str(out), "--patterns", "open", "--repeat", "1"])
+        assert check.exit_code == 0, check.output
+    else:
+        assert result.exit_code == 2, result.output
+        assert expected in said and "Traceback" not in said
+        assert said.count("error:") == 1
+        assert not out.exists()
+    assert src.read_bytes() == before  # never a touched source
+
+
+@pytest.mark.parametrize("builder", [pytest.param(b, id=b.__name__) for b in CASES if CASES[b][0] != EQUAL])
+def test_skip_unsupported_leaves_it_out_and_lists_it(tmp_path: Path, builder: Callable[[h5py.File], None]) -> None:
+    src = build(tmp_path, builder)
+    out = tmp_path / "out.zarr"
+    result = CliRunner().invoke(app, ["convert", str(src), str(out), "--skip-unsupported"])
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    name = CASES[builder][0].split(" uses ")[0].split()[-1]  # the object's path, or the attribute's object
+    assert name.strip("'") in said and ("skipped" in said or "left out" in said)
+    check = CliRunner().invoke(app, ["verify", str(src), str(out), "--patterns", "open", "--repeat", "1"])
+    assert "all 1 variants hold exactly the data" in " ".join(check.output.split())
+    # the damaged source itself cannot be opened whole by the read pattern (exit 3: a pattern failed)
+    assert check.exit_code == (3 if builder is damaged_object else 0), check.output
+
+
+def test_strings_hold_what_hdf5_reads(tmp_path: Path) -> None:
+    for builder in (strings_space_padded, strings_nul_terminated):
+        src = build(tmp_path, builder)
+        with h5py.File(src, "r") as f:
+            want = f["t"][...]
+        assert list(want) in ([b"ab", b"abcdef"], [b"ab", b"abcde"])
+        out = tmp_path / f"{builder.__name__}.zarr"
+        assert CliRunner().invoke(app, ["convert", str(src), str(out)]).exit_code == 0
+        assert list(zarr.open_array(out / "t", mode="r")[...]) == list(want)
+        h5 = tmp_path / f"{builder.__name__}-r.h5"
+        assert CliRunner().invoke(app, ["reorder", str(src), str(h5), "--by", "group"]).exit_code == 0
+        with h5py.File(h5, "r") as f, h5py.File(src, "r") as g:
+            assert list(f["t"][...]) == list(want)
+            assert f["t"].id.get_type().get_strpad() == g["t"].id.get_type().get_strpad()
+
+
+def test_verify_finds_a_padded_string_stored_with_its_padding(tmp_path: Path) -> None:
+    """What convert wrote before: the stored bytes, spaces and all. HDF5 reads "ab"."""
+    src = build(tmp_path, strings_space_padded)
+    out = tmp_path / "o.zarr"
+    assert CliRunner().invoke(app, ["convert", str(src), str(out)]).exit_code == 0
+    zarr.open_array(out / "t", mode="r+")[...] = np.array([b"ab    ", b"abcdef"], "S6")
+    check = CliRunner().invoke(app, ["verify", str(src), str(out), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1, check.output
+    assert "/t: values: first difference at index (0,)" in check.output

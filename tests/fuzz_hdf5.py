@@ -9,7 +9,11 @@ non-ASCII text) mixed in.
 
 The feature space, drawn in combination: integer (both byte orders), float (float16,
 big-endian), bool and enum, fixed and variable-length strings (ASCII, UTF-8), compound,
-array and object-reference types; scalar, empty, null and zero-length dataspaces;
+array and object-reference types; padded big-endian tables, nested compounds with enums,
+strings padded with spaces or NUL-terminated, long double, region references and
+references inside compounds (issue 48); every chunk index (the earliest or the latest
+file format, fixed, finite, first-, last- or all-unlimited maximum shapes); scalar, empty,
+null and zero-length dataspaces;
 contiguous, compact and chunked storage with partial edge chunks and chunks never
 written; fill values set or not; gzip, shuffle, fletcher32, scaleoffset, nbit, lzf,
 zstd, blosc, lz4, bitshuffle; dimension scales shared, attached to several axes, and
@@ -29,10 +33,20 @@ import numpy as np
 from hypothesis import strategies as st
 
 NUMERIC = ("<i1", "<u1", ">i2", "<u2", "<i4", ">u4", "<i8", ">i8", "<u8", "<f2", ">f2", "<f4", ">f4", "<f8", ">f8")
-TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", "ref")
+# issue 48's: a padded big-endian table (PyTables, pandas), a nested compound with an enum,
+# strings padded with spaces or NUL-terminated (HDF5 converts both as it reads), long double,
+# region references and object references inside a compound
+TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", "ref",
+         "table", "nested", "spacepad", "nullterm", "longdouble", "regionref", "cref")
+STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
-         "ref", "f16")
+         "ref", "f16", "regionref", "compound_ref", "longdouble", "opaque")
+# the chunk index HDF5 picks: a v1 B-tree (earliest); with the latest format a single chunk,
+# an implicit index, a fixed array (fixed or finite maximum), an extensible array (one
+# unlimited axis: the first, or the last, where HDF5's chunk queries misplace chunks)
+# or a v2 B-tree (several unlimited axes)
+MAXSHAPES = ("fixed", "first", "last", "all", "finite")
 NAMES = ("a", "b", "data", "x", "time", "Ip", "µs", "with space", "v1")
 DIM_ONLY = "This is a netCDF dimension but not a netCDF variable."
 
@@ -58,21 +72,23 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
     if storage == "chunked":
         spec["chunks"] = tuple(draw(st.integers(1, max(1, n))) for n in shape)
         spec["unlimited"] = draw(st.booleans()) or space == "zero"
+        spec["maxshape"] = ("fixed" if not spec["unlimited"] else draw(st.sampled_from(("first", "all")))
+                            if space == "zero" else draw(st.sampled_from(MAXSHAPES)))
         fits = [f for f in FILTERS if _filter_fits(f, kind)]
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
-    if kind not in ("ref", "vstr", "vbytes") and space != "null":
+    if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     return spec
 
 
 def _filter_fits(name: str, kind: str) -> bool:
-    if kind in ("vstr", "vbytes", "ref"):
+    if kind in ("vstr", "vbytes", "ref", "regionref", "cref"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         return kind in NUMERIC and kind[1] in "iu" or name == "scaleoffset" and kind in ("<f4", "<f8")
     if name in ("lz4", "bitshuffle", "blosc", "zstd"):
-        return kind in NUMERIC or kind in ("bool", "compound", "array")
+        return kind in NUMERIC or kind in ("bool", "compound", "array", "table")
     return True
 
 
@@ -116,7 +132,7 @@ def files(draw: Any) -> dict[str, Any]:
                                     st.sampled_from(("l1", "l2"))), max_size=2, unique_by=lambda t: t[1]))
     return {"seed": draw(st.integers(0, 2**16)), "groups": tuple(groups), "datasets": tuple(dsets),
             "scales": tuple(scales), "attrs": tuple(attrs), "links": tuple(links),
-            "track_order": draw(st.booleans())}
+            "track_order": draw(st.booleans()), "libver": draw(st.sampled_from(("earliest", "latest")))}
 
 
 # -- the file -----------------------------------------------------------------------------
@@ -125,7 +141,7 @@ def files(draw: Any) -> dict[str, Any]:
 def write(spec: dict[str, Any], path: Path) -> Path:
     """Make the file ``spec`` describes."""
     rng = np.random.default_rng(spec["seed"])
-    with h5py.File(path, "w", track_order=spec["track_order"]) as f:
+    with h5py.File(path, "w", track_order=spec["track_order"], libver=spec.get("libver", "earliest")) as f:
         for group, order in spec["groups"]:
             if order:
                 _ordered_group(f, group)
@@ -174,6 +190,14 @@ def dtype_of(kind: str) -> np.dtype:
         "compound": np.dtype([("t", "<f8"), ("n", ">i2"), ("tag", "S3")]),
         "array": np.dtype(("<f4", (3,))),
         "ref": h5py.ref_dtype,
+        "table": np.dtype({"names": ["idx", "v"], "formats": [">i2", ">f8"], "offsets": [0, 8], "itemsize": 24}),
+        "nested": np.dtype([("a", "<i4"), ("n", [("e", h5py.enum_dtype({"A": 0, "B": 1}, basetype="i1")),
+                                                 ("f", "<f4")])]),
+        "spacepad": np.dtype("S6"),
+        "nullterm": np.dtype("S6"),
+        "longdouble": np.dtype(np.longdouble),
+        "regionref": h5py.regionref_dtype,
+        "cref": np.dtype([("a", "<i4"), ("r", h5py.ref_dtype)]),
     }[kind]
 
 
@@ -196,8 +220,27 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         return rng.integers(0, 2, size=n).astype(bool).reshape(shape)
     if kind == "enum":
         return rng.choice(np.array([0, 1, 7], dtype="i1"), size=n).reshape(shape)
-    if kind == "S6":
-        return np.array([b"", b"ab", b"x\x00y", b"123456"] * n, dtype="S6")[:n].reshape(shape)
+    if kind in ("S6", "spacepad", "nullterm"):
+        return np.array([b"", b"ab", b"x\x00y", b"123456", b"a  b  "] * n, dtype="S6")[:n].reshape(shape)
+    if kind == "longdouble":
+        return (rng.normal(size=n).astype(np.longdouble) / 3).reshape(shape)
+    if kind in ("table", "nested"):
+        out = np.zeros(n, dtype=dt)
+        out[dt.names[0]] = rng.integers(-99, 99, size=n)
+        return out.reshape(shape)
+    if kind == "regionref":
+        refs = np.empty(n, dtype=object)
+        for i in range(n):
+            refs[i] = h5py.RegionReference()
+        return refs.reshape(shape)
+    if kind == "cref":
+        out = np.zeros(n, dtype=dt)
+        out["a"] = np.arange(n)
+        for i in range(n):
+            out["r"][i] = h5py.Reference()
+        if f is not None:
+            out["r"][::2] = f.ref
+        return out.reshape(shape)
     if kind in ("vstr", "vbytes"):
         words = ["", "µs", "üñî 𝜋", "plain"] if kind == "vstr" else ["", "abc", "a b", "long " * 20]
         return np.array([words[i % len(words)] for i in range(n)], dtype=object).reshape(shape)
@@ -250,19 +293,24 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d["path"] in f:
         return
     if d["space"] == "null":
-        f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array") else np.dtype("f4")))
+        f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref")
+                                                    else np.dtype("f4")))
+        return
+    if kind in STRPAD:
+        _padded_strings(f, d, rng)
         return
     kw: dict[str, Any] = {"shape": shape, "dtype": dt}
     if d.get("fill") == "set" and _fill(kind) is not None:
         kw["fillvalue"] = _fill(kind)
-    if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in ("vstr", "vbytes", "ref"):
+    if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in (
+            "vstr", "vbytes", "ref", "regionref", "cref"):
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)
         kw["dcpl"] = dcpl
     elif d["storage"] == "chunked":
         kw["chunks"] = d["chunks"]
         if d["unlimited"]:
-            kw["maxshape"] = (None, *shape[1:])
+            kw["maxshape"] = _maxshape(d.get("maxshape", "first"), shape)
         kw.update(_filters(d["filters"], kind))
     ds = f.create_dataset(d["path"], **kw)
     written = d.get("written", "all")
@@ -273,6 +321,38 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
         ds[: max(1, shape[0] // 2)] = data[: max(1, shape[0] // 2)]
     else:
         ds[()] = data
+
+
+def _maxshape(kind: str, shape: tuple[int, ...]) -> tuple[int | None, ...]:
+    if kind == "fixed" or not shape:
+        return shape
+    if kind == "first":
+        return (None, *shape[1:])
+    if kind == "last":
+        return (*(2 * n for n in shape[:-1]), None)
+    if kind == "all":
+        return (None,) * len(shape)
+    return tuple(3 * n + 1 for n in shape)  # "finite": a fixed array index sized for more
+
+
+def _padded_strings(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
+    """Fixed-length strings with the padding h5py does not write (its own is NUL padding)."""
+    tid = h5py.h5t.C_S1.copy()
+    tid.set_size(6)
+    tid.set_strpad(STRPAD[d["kind"]])
+    shape = d["shape"]
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    maxshape = shape
+    if d["storage"] == "chunked":
+        dcpl.set_chunk(d["chunks"])
+        maxshape = _maxshape(d.get("maxshape", "first"), shape) if d["unlimited"] else shape
+    space = (h5py.h5s.create_simple(shape, tuple(h5py.h5s.UNLIMITED if n is None else n for n in maxshape))
+             if d["space"] != "scalar" else h5py.h5s.create(h5py.h5s.SCALAR))
+    parent, name = d["path"].rsplit("/", 1)
+    ds = h5py.h5d.create(f.require_group(parent or "/").id, name.encode(), tid, space, dcpl=dcpl)
+    if d.get("written", "all") != "none" and 0 not in shape:
+        data = values(d["kind"], shape, rng)
+        ds.write(h5py.h5s.ALL, h5py.h5s.ALL, np.ascontiguousarray(data), mtype=tid)
 
 
 def _size(dt: np.dtype, shape: tuple[int, ...]) -> int:
@@ -305,6 +385,17 @@ def _attribute(f: h5py.File, obj: Any, name: str, kind: str, rng: np.random.Gene
         a[name] = np.bool_(True)
     elif kind == "compound":
         a[name] = np.array((1.0, 2, b"ab"), dtype=dtype_of("compound"))
+    elif kind == "regionref":
+        a.create(name, h5py.RegionReference(), dtype=h5py.regionref_dtype)
+    elif kind == "compound_ref":
+        dt = dtype_of("cref")
+        value = np.zeros((), dt)
+        value["r"] = f.ref
+        a.create(name, value, dtype=dt)
+    elif kind == "longdouble":
+        a.create(name, np.longdouble(1) / 3, dtype=np.longdouble)
+    elif kind == "opaque":
+        a.create(name, np.void(b"\x01\x02\x03"))
     else:  # "ref"
         a.create(name, f.ref, dtype=h5py.ref_dtype)
 

@@ -531,7 +531,10 @@ class SourceReader:
         if info.layout != "chunked" or not can_read_raw(info):
             return
         with timed("check"):
-            problem = self._check(info, index)
+            # in a bucket HDF5's read of a chunk is a request of its own, in series, for
+            # every dataset: there the index is checked for being possible only
+            problem = (self._check(info, index) if self._remote is None
+                       else index_problem(info.shape, info.chunks or (), index.entries))
         if problem is not None:
             self.untrusted[info.path] = problem
             warnings.warn(RawReadFallback(

@@ -107,6 +107,8 @@ class PagedHDF5Writer:
         # paths only: an open HDF5 dataset costs tens of kB and there may be 10^5 of them;
         # writes arrive dataset by dataset, so only the current one is kept open
         self.datasets: set[str] = set()
+        # copied whole as they are stored when created (strings HDF5 converts on reading)
+        self.copied: set[str] = set()
         self._current: tuple[str, h5py.h5d.DatasetID] | None = None
 
     # -- structure ----------------------------------------------------------------
@@ -263,6 +265,8 @@ class PagedHDF5Writer:
             dcpl.set_layout(h5py.h5d.COMPACT)
             kwargs["dcpl"] = dcpl  # h5py puts the fill value into it
         ds = self.file.create_dataset(info.path, **kwargs)
+        if info.strpad and not info.null_space and 0 not in info.shape:
+            self._copy_stored(src, ds)
         self._copy_attrs(src, ds, info.origin.member, keep=set(info.attrs) if info.unpack else None)
         if info.unpack and "_FillValue" in info.attrs:
             ds.attrs.create("_FillValue", info.attrs["_FillValue"], dtype=dtype)
@@ -275,6 +279,8 @@ class PagedHDF5Writer:
             dsid.write_direct_chunk(offset, data, filter_mask)
 
     def write_region(self, path: str, region: tuple[tuple[int, int], ...], data: np.ndarray) -> None:
+        if path in self.copied:
+            return  # copied as stored when created
         ds = h5py.Dataset(self._dataset_id(path))
         if h5py.check_ref_dtype(ds.dtype) is h5py.Reference:  # the reader gives referenced paths
             paths = np.asarray(data, dtype=object)
@@ -302,6 +308,17 @@ class PagedHDF5Writer:
     def close(self) -> None:
         self._current = None
         self.file.close()
+
+    def _copy_stored(self, src: h5py.Dataset, dst: h5py.Dataset) -> None:
+        """Copy a dataset of space-padded or NUL-terminated strings byte for byte, read and
+        written in the file's own type: HDF5's conversions to and from NUL padding are
+        not inverses (a 1-byte NUL-terminated string, netCDF's char, written from "x"
+        becomes "")."""
+        tid = src.id.get_type()
+        data = np.empty(src.shape, dtype=src.dtype)
+        src.id.read(h5py.h5s.ALL, h5py.h5s.ALL, data, mtype=tid)
+        dst.id.write(h5py.h5s.ALL, h5py.h5s.ALL, data, mtype=tid)
+        self.copied.add(dst.name)
 
     def _copy_attrs(self, src: h5py.HLObject, dst: h5py.HLObject, member: int = 0,
                     keep: set[str] | None = None) -> None:

@@ -1,0 +1,135 @@
+"""Files the HDF5 library's own tools write, through convert and reorder (issue #48).
+
+h5py and layoutkit's tests share blind spots; the C library's tools write what h5py does
+not: ``h5repack`` rewrites a generated shot file with every storage layout and filter it
+offers, in the earliest and the latest file format (version-4 layouts: fixed and
+extensible arrays, v2 B-trees); ``h5jam`` puts a user block in front; ``h5import`` makes
+datasets from text. Each output is converted (Zarr v3) and reordered, and proved equal
+by verify, which reads the source through HDF5 itself; or refused naming the dataset.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from layoutkit.cli import app
+
+requires_h5tools = pytest.mark.skipif(shutil.which("h5repack") is None, reason="needs Debian's hdf5-tools")
+pytestmark = requires_h5tools
+
+# h5repack's -l and -f, one rewrite each; "-L": the latest file format
+REPACKS = {
+    "chunked": ["-l", "CHUNK=3x5"],
+    "contiguous": ["-l", "CONTI"],
+    "compact": ["-l", "COMPA"],
+    "gzip": ["-f", "GZIP=6"],
+    "shuffle-gzip": ["-f", "SHUF", "-f", "GZIP=1"],
+    "fletcher32": ["-f", "FLET"],
+    "nbit": ["-f", "NBIT"],
+    "scaleoffset": ["-f", "SOFF=0,IN"],
+    "latest-chunked": ["-L", "-l", "CHUNK=3x5"],
+    "latest-gzip": ["-L", "-f", "GZIP=4"],
+    "latest-paged": ["-L", "-S", "PAGE", "-G", "4096"],
+}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small shot archive written by h5py: integers and floats, 2-D signals with an
+    unlimited axis (extensible arrays once h5repack -L rewrites them), a shared time base."""
+    path = tmp_path_factory.mktemp("tools") / "shots.h5"
+    rng = np.random.default_rng(4)
+    with h5py.File(path, "w") as f:
+        for shot in ("101", "102"):
+            g = f.create_group(f"shots/{shot}/signals")
+            t = g.create_dataset("time", data=np.linspace(0, 1, 40))
+            t.make_scale("time")
+            ip = g.create_dataset("ip", data=rng.integers(-1000, 1000, size=40, dtype="i4"), chunks=(8,),
+                                  maxshape=(None,))
+            ip.dims[0].attach_scale(t)
+            ne = g.create_dataset("ne", data=rng.normal(size=(40, 6)).astype("f4"), chunks=(10, 3),
+                                  maxshape=(40, None))
+            ne.dims[0].attach_scale(t)
+            ne.attrs["units"] = "m^-3"
+    return path
+
+
+def _equal_or_refused(src: Path, tmp_path: Path) -> None:
+    for command, out in (("convert", tmp_path / "o.zarr"), ("reorder", tmp_path / "o.h5")):
+        args = [command, str(src), str(out)] + (["--by", "signal"] if command == "reorder" else [])
+        result = CliRunner().invoke(app, args)
+        if result.exit_code == 2:
+            said = " ".join(result.output.split())
+            assert said.startswith("error:") and "'/" in said and not out.exists(), result.output
+            continue
+        assert result.exit_code == 0, result.output
+        check = CliRunner().invoke(app, ["verify", str(src), str(out), "--patterns", "open", "--repeat", "1"])
+        assert check.exit_code == 0, check.output
+        _same_as_hdf5_reads(src, out)
+
+
+def _same_as_hdf5_reads(src: Path, out: Path) -> None:
+    """Every dataset of the output, read by zarr-python or h5py, against h5py's read of
+    the source: a check that shares no code with layoutkit."""
+    import zarr
+
+    with h5py.File(src, "r") as f:
+        paths: list[str] = []
+        f.visititems(lambda name, obj: paths.append(name) if isinstance(obj, h5py.Dataset) else None)
+        if out.suffix == ".zarr":
+            root = zarr.open_group(out, mode="r", use_consolidated=False)
+            for p in paths:
+                np.testing.assert_array_equal(root[p][...], f[p][...], err_msg=p)
+        else:
+            with h5py.File(out, "r") as g:
+                for p in paths:
+                    np.testing.assert_array_equal(g[p][...], f[p][...], err_msg=p)
+
+
+@pytest.mark.parametrize("name", list(REPACKS))
+def test_h5repack_outputs_convert_and_reorder_equal(generated: Path, tmp_path: Path, name: str) -> None:
+    src = tmp_path / f"{name}.h5"
+    subprocess.run(["h5repack", *REPACKS[name], str(generated), str(src)], check=True, capture_output=True)
+    with h5py.File(src, "r") as f:  # what the rewrite made, as HDF5 reads it
+        assert f["shots/101/signals/ip"].shape == (40,)
+    _equal_or_refused(src, tmp_path)
+    result = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / "v2.zarr"), "--zarr-format", "2"])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_user_block_written_by_h5jam(generated: Path, tmp_path: Path) -> None:
+    block = tmp_path / "block.txt"
+    block.write_text("shot=101 written by the acquisition system\n" * 3)
+    src = tmp_path / "jammed.h5"
+    subprocess.run(["h5jam", "-i", str(generated), "-u", str(block), "-o", str(src)], check=True, capture_output=True)
+    assert src.read_bytes().startswith(b"shot=101")
+    _equal_or_refused(src, tmp_path)
+    with h5py.File(tmp_path / "o.h5", "r") as f:  # reorder keeps the user block
+        assert f.userblock_size >= len(block.read_bytes())
+    assert (tmp_path / "o.h5").read_bytes().startswith(b"shot=101")
+
+
+def test_datasets_made_by_h5import(tmp_path: Path) -> None:
+    data = tmp_path / "values.txt"
+    data.write_text("\n".join(" ".join(str(r * 7 + c) for c in range(7)) for r in range(5)) + "\n")
+    config = tmp_path / "import.cfg"
+    config.write_text(
+        "PATH /shots/1/signals/ip\nINPUT-CLASS TEXTIN\nINPUT-SIZE 32\nRANK 2\nDIMENSION-SIZES 5 7\n"
+        "OUTPUT-CLASS IN\nOUTPUT-SIZE 16\nOUTPUT-ARCHITECTURE STD\nOUTPUT-BYTE-ORDER BE\n"
+        "CHUNKED-DIMENSION-SIZES 2 3\nCOMPRESSION-TYPE GZIP\nCOMPRESSION-PARAM 5\n"
+        "MAXIMUM-DIMENSIONS 10 -1\n"
+    )
+    src = tmp_path / "imported.h5"
+    subprocess.run(["h5import", str(data), "-c", str(config), "-o", str(src)], check=True, capture_output=True)
+    with h5py.File(src, "r") as f:
+        ds = f["shots/1/signals/ip"]
+        assert ds.dtype == np.dtype(">i2") and ds.maxshape == (10, None)
+        np.testing.assert_array_equal(ds[...], np.arange(35).reshape(5, 7))
+    _equal_or_refused(src, tmp_path)

@@ -168,6 +168,32 @@ def external_link(f: h5py.File) -> None:
     f.create_dataset("t", data=np.arange(3))
 
 
+def user_defined_link(f: h5py.File) -> None:
+    """A link of a class registered by a plugin (H5Lregister, H5Lcreate_ud: not in h5py)."""
+    from layoutkit.hdf5.libhdf5 import _libhdf5
+
+    lib = _libhdf5()
+    if not _UD_CLASS:
+        _UD_CLASS.append(_LinkClass(1, 150, b"a plugin's link", None, None, None, _TRAVERSE(lambda *a: -1), None, None))
+        assert lib.H5Lregister(ctypes.byref(_UD_CLASS[0])) >= 0
+    f.create_dataset("t", data=np.arange(3))
+    assert lib.H5Lcreate_ud(ctypes.c_int64(f.id.id), b"custom", ctypes.c_int(150), b"payload", ctypes.c_size_t(7),
+                            ctypes.c_int64(0), ctypes.c_int64(0)) >= 0
+
+
+_TRAVERSE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_size_t,
+                             ctypes.c_int64, ctypes.c_int64)
+
+
+class _LinkClass(ctypes.Structure):  # H5L_class_t, version 1
+    _fields_ = [("version", ctypes.c_int), ("id", ctypes.c_int), ("comment", ctypes.c_char_p),
+                ("create_func", ctypes.c_void_p), ("move_func", ctypes.c_void_p), ("copy_func", ctypes.c_void_p),
+                ("trav_func", _TRAVERSE), ("del_func", ctypes.c_void_p), ("query_func", ctypes.c_void_p)]
+
+
+_UD_CLASS: list[_LinkClass] = []  # registered once per process, kept alive
+
+
 def damaged_object(f: h5py.File) -> None:
     f.create_dataset("good", data=np.arange(5))
     f.create_dataset("bad", data=np.arange(5))
@@ -210,6 +236,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     committed_datatype: (EQUAL, EQUAL),
     external_link: (EQUAL, EQUAL),
     damaged_object: ("Object '/bad' uses a damaged object header",) * 2,
+    user_defined_link: ("Link '/custom' uses a user-defined link class (150",) * 2,
 }
 COMMANDS = {
     "convert-v3": ("convert", "--zarr-format", "3"),

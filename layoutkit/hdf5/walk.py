@@ -75,6 +75,10 @@ class LinkWalk:
             name = decoded_name(raw_name)
             if kind == h5py.h5l.TYPE_HARD and isinstance(name, str):
                 self.hard(group, raw_name, group_path.rstrip("/") + "/" + name)
+            elif kind not in (h5py.h5l.TYPE_HARD, h5py.h5l.TYPE_SOFT, h5py.h5l.TYPE_EXTERNAL):
+                where = f"Link {group_path.rstrip('/') + '/' + str(name)!r}"
+                self.notes.append(Unsupported(where, f"a user-defined link class ({kind}; only its plugin can "
+                                                     "follow it)"))
             else:
                 self.other(group, name, group_path)
 

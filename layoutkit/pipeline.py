@@ -121,7 +121,7 @@ def plan(
                 workers = getattr(options, "workers", 1)
                 inventory = walk_sources(src, workers, file_mapper(getattr(options, "scheduler", "threads"), workers))
         say_fallbacks(inventory)
-        refuse_unsupported(inventory, options)
+        refuse_unsupported(inventory, options, layout.format)
         template = layout.scale_template(options)
         digests = {}
         if template:
@@ -141,12 +141,15 @@ def say_fallbacks(inventory: Inventory) -> None:
                 stacklevel=2)
 
 
-def refuse_unsupported(inventory: Inventory, options: Any) -> None:
+def refuse_unsupported(inventory: Inventory, options: Any, output: str) -> None:
     """Refuse a source holding an object or attribute no layout carries over (a damaged
-    object, region references, references inside compounds), naming it; with
-    ``--skip-unsupported`` (convert) each is left out and listed (:class:`~layoutkit.errors.LeftOut`)."""
+    object, region references, references inside compounds; for ``output`` "zarr" also
+    what only HDF5 holds), naming it; with ``--skip-unsupported`` (convert) each is left
+    out and listed (:class:`~layoutkit.errors.LeftOut`)."""
     skip = getattr(options, "skip_unsupported", None)
     for note in inventory.unsupported:
+        if note.only and note.only != output:
+            continue
         if not skip:
             hint = "" if skip is not None else "reorder writes a file whole or not at all."
             raise UnsupportedFeatureError(note.where, note.feature, hint, where=note.where)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from time import perf_counter, thread_time
 from typing import Any
 
-KINDS = ("read", "index", "h5py", "decode", "encode", "write", "zarr")
+KINDS = ("read", "index", "check", "h5py", "decode", "encode", "write", "zarr")
 
 _active: Stages | None = None
 """The run whose work :func:`timed` counts (one at a time per process)."""

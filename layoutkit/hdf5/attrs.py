@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 
 from layoutkit.hdf5.files import first_line
-from layoutkit.hdf5.model import Unsupported, attribute_problem
+from layoutkit.hdf5.model import Unsupported, attribute_problem, zarr_attribute_problem
 
 # Attributes that HDF5 and netCDF-4 use for their own bookkeeping. Their meaning is
 # carried by structure (dimension names, coordinate arrays, fill values), not copied.
@@ -147,10 +147,12 @@ def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: 
             continue
         where = f"Attribute {name!r} of {obj.name!r}"
         try:
-            problem = attribute_problem(h5py.h5a.open(obj.id, name.encode() if isinstance(name, str) else name)
-                                        .get_type().dtype)
-            if problem is not None:
+            dtype = h5py.h5a.open(obj.id, name.encode() if isinstance(name, str) else name).get_type().dtype
+            if (problem := attribute_problem(dtype)) is not None:
                 notes.append(Unsupported(where, problem))
+                continue
+            if (problem := zarr_attribute_problem(dtype)) is not None:
+                notes.append(Unsupported(where, problem, only="zarr"))
                 continue
             raw = attribute_value(obj.id, name)
         except (OSError, TypeError, ValueError) as exc:

@@ -23,18 +23,20 @@ class Unsupported(str):
     """A note of the walk (:attr:`Inventory.attr_notes`) for an object or an attribute
     no layout carries over: ``where`` names it ("Dataset '/a'", "Attribute 'r' of '/a'"),
     ``feature`` says why. Commands refuse the source naming it, or leave it out under
-    ``--skip-unsupported``."""
+    ``--skip-unsupported``; ``only``: the output format that cannot carry it, when the
+    other can (reorder copies attributes from the source itself)."""
 
     where: str
     feature: str
+    only: str  # the one output format that cannot carry it ("zarr"); "": none can
 
-    def __new__(cls, where: str, feature: str) -> Unsupported:
+    def __new__(cls, where: str, feature: str, only: str = "") -> Unsupported:
         note = super().__new__(cls, f"{where}: {feature}")
-        note.where, note.feature = where, feature
+        note.where, note.feature, note.only = where, feature, only
         return note
 
-    def __reduce__(self) -> tuple[Any, tuple[str, str]]:  # walker processes send it back
-        return (Unsupported, (self.where, self.feature))
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str]]:  # walker processes send it back
+        return (Unsupported, (self.where, self.feature, self.only))
 
 
 def attribute_problem(dtype: np.dtype) -> str | None:
@@ -47,6 +49,13 @@ def attribute_problem(dtype: np.dtype) -> str | None:
         return "region references (selections of another dataset)"
     if (dtype.names or dtype.subdtype or h5py.check_vlen_dtype(dtype) is not None) and _holds_reference(dtype):
         return "object references inside a compound, array or variable-length type"
+    return None
+
+
+def zarr_attribute_problem(dtype: np.dtype) -> str | None:
+    """What in an attribute's type Zarr's JSON attributes cannot hold exactly, or None."""
+    if dtype.kind in "fc" and dtype.itemsize > (8 if dtype.kind == "f" else 16):
+        return f"long double ({dtype}; Zarr's attributes hold 64-bit floats at most)"
     return None
 
 
@@ -175,8 +184,8 @@ class Inventory:
 
     @property
     def unsupported(self) -> tuple[Unsupported, ...]:
-        """The objects and attributes the walk found that no layout carries over (they are
-        not in :attr:`arrays`, :attr:`groups` or any ``attrs``)."""
+        """The objects and attributes the walk found that a layout cannot carry over (they
+        are not in :attr:`arrays`, :attr:`groups` or any ``attrs``)."""
         return tuple(n for n in self.attr_notes if isinstance(n, Unsupported))
 
     def array(self, path: str) -> ArrayInfo:

@@ -71,8 +71,26 @@ def _json_numbers(v: Any) -> Any:
     return v
 
 # An attribute's type in the file (H5Tencode) -> its NumPy dtype, the memory type h5py
-# reads it as, and whether it is a string: h5py works these out again for every attribute.
-_ATTR_TYPES: dict[bytes, tuple[np.dtype, Any, Any]] = {}
+# reads it as, whether it is a string, and what no layout (or Zarr) carries of it (the
+# feature and the format, or None): h5py works the first three out again for every attribute.
+_ATTR_TYPES: dict[bytes, tuple[np.dtype, Any, Any, tuple[str, str] | None]] = {}
+
+
+class RefusedAttribute(Exception):
+    """An attribute whose type a layout cannot carry: left unread (h5py reading some of
+    them, references inside compounds, corrupts the heap)."""
+
+    def __init__(self, feature: str, only: str) -> None:
+        super().__init__(feature)
+        self.feature, self.only = feature, only
+
+
+def _refused(dtype: np.dtype) -> tuple[str, str] | None:
+    if (problem := attribute_problem(dtype)) is not None:
+        return problem, ""
+    if (problem := zarr_attribute_problem(dtype)) is not None:
+        return problem, "zarr"
+    return None
 
 _ATTR_TYPES_MAX = 4096
 
@@ -84,9 +102,10 @@ def attribute_value(oid: Any, name: str | bytes) -> Any:
     handful of types."""
     return attribute(oid, name)[0]
 
-def attribute(oid: Any, name: str | bytes) -> tuple[Any, np.dtype]:
+def attribute(oid: Any, name: str | bytes, checked: bool = False) -> tuple[Any, np.dtype]:
     """``(obj.attrs[name], obj.attrs.get_id(name).dtype)``, the attribute opened once:
-    see :func:`attribute_value`."""
+    see :func:`attribute_value`. ``checked``: raise :class:`RefusedAttribute` for a type
+    a layout cannot carry, before reading it."""
     attr = h5py.h5a.open(oid, name.encode("utf8") if isinstance(name, str) else name)
     shape = attr.shape
     if shape is None:  # an empty dataspace
@@ -100,12 +119,17 @@ def attribute(oid: Any, name: str | bytes) -> tuple[Any, np.dtype]:
     known = _ATTR_TYPES.get(key) if key is not None else None
     if known is None:
         dtype = tid.dtype
-        known = (dtype, h5py.h5t.py_create(dtype), h5py.h5t.check_string_dtype(dtype))
+        refused = _refused(dtype)
+        known = (dtype, None if refused else h5py.h5t.py_create(dtype), h5py.h5t.check_string_dtype(dtype), refused)
         if key is not None:
             if len(_ATTR_TYPES) >= _ATTR_TYPES_MAX:
                 _ATTR_TYPES.clear()
             _ATTR_TYPES[key] = known
-    attr_dtype, htype, string_info = known
+    attr_dtype, htype, string_info, refused = known
+    if refused is not None:
+        if checked:
+            raise RefusedAttribute(*refused)
+        htype = h5py.h5t.py_create(attr_dtype)
     dtype = attr_dtype
     if dtype.subdtype is not None:  # NumPy has no top-level array type: h5py's shape
         subdtype, subshape = dtype.subdtype
@@ -145,18 +169,14 @@ def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: 
             continue
         if name in DIMENSION_SCALE_ATTRS and _is_scale_bookkeeping(obj, name, is_scale):
             continue
-        where = f"Attribute {name!r} of {obj.name!r}"
         try:
-            dtype = h5py.h5a.open(obj.id, name.encode() if isinstance(name, str) else name).get_type().dtype
-            if (problem := attribute_problem(dtype)) is not None:
-                notes.append(Unsupported(where, problem))
-                continue
-            if (problem := zarr_attribute_problem(dtype)) is not None:
-                notes.append(Unsupported(where, problem, only="zarr"))
-                continue
-            raw = attribute_value(obj.id, name)
+            raw = attribute(obj.id, name, checked=True)[0]
+        except RefusedAttribute as refused:
+            notes.append(Unsupported(f"Attribute {name!r} of {obj.name!r}", refused.feature, refused.only))
+            continue
         except (OSError, TypeError, ValueError) as exc:
-            notes.append(Unsupported(where, f"a value HDF5 cannot read ({first_line(exc)})"))
+            notes.append(Unsupported(f"Attribute {name!r} of {obj.name!r}",
+                                     f"a value HDF5 cannot read ({first_line(exc)})"))
             continue
         out[name] = raw
     return out

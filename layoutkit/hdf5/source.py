@@ -476,7 +476,9 @@ class SourceReader:
         try:
             with timed("h5py"):
                 mask, data = ds.id.read_direct_chunk(origin)
-        except (OSError, RuntimeError, ValueError):  # "chunk storage is not allocated"
+        except (OSError, RuntimeError, ValueError, MemoryError):
+            # "chunk storage is not allocated" (h5py sizes its buffer first: for a chunk never
+            # written some indexes answer a size no buffer can have)
             return None, 0
         self.bytes_read += len(data)
         return bytes(data), int(mask)

@@ -120,7 +120,6 @@ def plan(
             with stages.step("inventory"):
                 workers = getattr(options, "workers", 1)
                 inventory = walk_sources(src, workers, file_mapper(getattr(options, "scheduler", "threads"), workers))
-        say_fallbacks(inventory)
         refuse_unsupported(inventory, options, layout.format)
         template = layout.scale_template(options)
         digests = {}
@@ -128,7 +127,9 @@ def plan(
             with stages.step("scales"):
                 digests = read_scale_digests(src, inventory, template)
         with stages.step("plan"):
-            return inventory, layout.plan(inventory, options, digests, dest=str(dst))
+            planned = layout.plan(inventory, options, digests, dest=str(dst))
+        say_fallbacks(inventory)  # once the run is certain: a refusal is its one sentence
+        return inventory, planned
 
 
 def say_fallbacks(inventory: Inventory) -> None:

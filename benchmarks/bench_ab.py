@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
-from pathlib import Path
 
-from common import PY, measure, parse_args, sample
+from common import PY, measure, parse_args, ref_tree, sample
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
@@ -29,11 +26,7 @@ def main() -> None:
 
     args = parse_args(__doc__, extra)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    ref = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.ref], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    tree = args.workdir / f"layoutkit-{ref}"
-    if not tree.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True)
+    ref, tree = ref_tree(args.workdir, args.ref)
     src, logical = sample(args.workdir, args.shots, args.signals)
     commands = {
         "convert": lambda out: ["convert", str(src), str(out), "--workers", str(args.workers)],

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import PY, parse_args, sample
+from common import PY, parse_args, ref_tree, sample
 
 ROOT = Path(__file__).resolve().parents[1]
 PROOF = ("import sys; from layoutkit.verify.equality import compare_variant; "
@@ -44,11 +44,7 @@ def main() -> None:
     args.shots = args.shots if args.shots != 250 else 125  # bench_verify's sample
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
-    ref = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.ref], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    tree = work / f"layoutkit-{ref}"
-    if not tree.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True)
+    ref, tree = ref_tree(work, args.ref)
     src, logical = sample(work, args.shots, args.signals)
     variants = {
         "shot-major Zarr": (work / "proof-shot-major.zarr", ("convert",)),

@@ -47,6 +47,18 @@ def sample(work: Path, shots: int, signals: int, rate_factor: int = 1) -> tuple[
     return src, estimate_logical_bytes(shots, signals, rate_factor=rate_factor)
 
 
+def ref_tree(work: Path, ref: str) -> tuple[str, Path]:
+    """An earlier commit checked out in a git worktree under ``work`` (once), for A/B
+    runs: its short hash and the tree, whose layoutkit comes first with PYTHONPATH."""
+    root = HERE.parent
+    short = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", ref], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    tree = work / f"layoutkit-{short}"
+    if not tree.exists():
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tree), short], check=True)
+    return short, tree
+
+
 def suffix(rate_factor: int) -> str:
     """What a sample's file name and a benchmark's output names carry for its rate factor."""
     return f"-r{rate_factor}" if rate_factor != 1 else ""

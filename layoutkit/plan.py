@@ -144,6 +144,22 @@ def iter_blocks(shape: Sequence[int], block: Sequence[int]) -> Iterator[Region]:
         yield tuple((a, min(a + b, s)) for a, b, s in zip(starts, block, shape))
 
 
+def blocks_over(shape: Sequence[int], block: Sequence[int], regions: Sequence[Region] | None) -> Iterator[Region]:
+    """The blocks of the grid of ``block`` over ``shape`` that meet any of ``regions``,
+    each once, in C order: a dataset declared far larger than it is written is planned
+    from where its data lie (:attr:`~layoutkit.hdf5.model.ArrayInfo.stored_regions`).
+    ``regions`` None: every block (:func:`iter_blocks`)."""
+    if regions is None:
+        yield from iter_blocks(shape, block)
+        return
+    starts: set[tuple[int, ...]] = set()
+    for region in regions:
+        if all(a < b for a, b in region):
+            starts.update(itertools.product(*(range(a // b * b, stop, b) for (a, stop), b in zip(region, block))))
+    for origin in sorted(starts):
+        yield tuple((a, min(a + b, s)) for a, b, s in zip(origin, block, shape))
+
+
 def region_size(region: Region) -> int:
     return _prod([b - a for a, b in region])
 
@@ -164,6 +180,10 @@ class ArrayPlan:
     # --compressor source: the stored chunks are copied as they are ("copy"), with the
     # source's filter pipeline spelled as Zarr codecs (a SourceEncoding)
     source_encoding: Any = None
+    # where the source's data lie when it is declared far larger than it is written
+    # (:attr:`~layoutkit.hdf5.model.ArrayInfo.stored_regions`): only the write blocks
+    # that meet them are written, the rest is left to the fill value; None: every block
+    regions: tuple[Region, ...] | None = None
 
     @property
     def write_block(self) -> tuple[int, ...]:
@@ -197,7 +217,7 @@ def plan_tasks(arrays: Sequence[ArrayPlan], task_bytes: int) -> tuple[CopyTask, 
     for plan in arrays:
         if plan.read_mode == "none":
             continue
-        for region in iter_blocks(plan.shape, plan.write_block):
+        for region in blocks_over(plan.shape, plan.write_block, plan.regions):
             size = region_size(region) * plan.itemsize
             if items and nbytes + size > task_bytes:
                 flush()

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.equality.reference import ReferenceReader
+from layoutkit.equality.reference import ReferenceReader, proof_blocks
 from layoutkit.equality.values import Mismatch, equal_values
 from layoutkit.equality.zarr_ import without_provenance
+from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.plan import iter_blocks
 
 
 def _raw_attrs(obj: Any) -> dict[str, Any]:
@@ -110,7 +110,9 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                 if ds_s.shape is None or info.kind in ("vlen",):
                     continue
                 block = ds_v.chunks or ds_s.chunks or (tuple(ds_s.shape) if ds_s.shape else ())
-                for region in iter_blocks(info.shape, block):
+                where = rs.stored_regions(path)
+                theirs = None if where is None else sparse_storage(ds_v).get("stored_regions")
+                for region in proof_blocks(path, info.shape, block, where, theirs):
                     sel = tuple(slice(a, b) for a, b in region) if region else ()
                     expected_v = np.asarray(rs.read(path, region))
                     try:

@@ -16,16 +16,19 @@ this process read the variant.
 from __future__ import annotations
 
 import os
+import random
 import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from layoutkit.hdf5.chunk_index import sparse_candidate, sparse_storage
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.model import ArrayInfo
 from layoutkit.hdf5.reference import read_block
-from layoutkit.plan import Region
+from layoutkit.plan import Region, blocks_over, iter_blocks
 from layoutkit.storage import ObjectSource, SourceSet
 
 PROCESS_MIN_BYTES = 256 << 20
@@ -70,7 +73,9 @@ class ReferenceReader:
         if processes is None:
             local = not isinstance(source, ObjectSource) and not (
                 isinstance(source, SourceSet) and any(isinstance(m, ObjectSource) for m in source.members))
-            big = sum(a.nbytes for a in arrays.values() if not a.null_space) >= PROCESS_MIN_BYTES
+            # a dataset declared far larger than it is written is compared where it is written
+            big = sum(a.nbytes if a.stored_regions is None else a.storage_bytes
+                      for a in arrays.values() if not a.null_space) >= PROCESS_MIN_BYTES
             processes = (os.cpu_count() or 1) if local and big else 0
         self._pool: Executor | None = None
         if processes > 0:
@@ -93,6 +98,16 @@ class ReferenceReader:
         with self._lock:
             return read_block(self._files, info, region)
 
+    def stored_regions(self, path: str) -> tuple[Region, ...] | None:
+        """Where ``path``'s data lie when it is declared far larger than it is written,
+        as HDF5's chunk query reports it to this reader (not the walk's record); None:
+        its whole extent is compared (:func:`proof_blocks`)."""
+        info = self.arrays[path]
+        if info.segments is not None or not info.shape or not sparse_candidate(info.shape, info.dtype.itemsize):
+            return None
+        with self._lock:
+            return sparse_storage(self._files(info.member)[info.path]).get("stored_regions")
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
@@ -107,4 +122,37 @@ class ReferenceReader:
         self.close()
 
 
-__all__ = ["PROCESS_MIN_BYTES", "ReferenceReader", "read_block"]
+SAMPLED_BLOCKS = 8
+"""Blocks drawn at random, beside the first and the last, where a dataset declared far
+larger than it is written is compared although neither side says it holds data there."""
+
+
+def proof_blocks(path: str, shape: tuple[int, ...], block: Sequence[int], source: Sequence[Region] | None,
+                 variant: Sequence[Region] | None) -> Iterator[Region]:
+    """The blocks of ``block`` over ``shape`` the proof compares: every one, unless both
+    the source and the variant say where their data lie (``source``, ``variant``: a
+    dataset declared far larger than it is written, :func:`ReferenceReader.stored_regions`).
+    Then the blocks that meet either side's data, and the first, the last and
+    :data:`SAMPLED_BLOCKS` more drawn at random (seeded by ``path``): there both sides
+    must read as the same fill value, which checks that HDF5's chunk query did not
+    leave data out of both."""
+    if source is None or variant is None:
+        yield from iter_blocks(shape, block)
+        return
+    grid = [-(-n // b) for n, b in zip(shape, block)]
+    total = 1
+    for g in grid:
+        total *= g
+    draw = random.Random(path)
+    picks = {0, total - 1, *(draw.randrange(total) for _ in range(SAMPLED_BLOCKS))} if total else set()
+    samples = []
+    for k in picks:
+        origin = []
+        for g, b in zip(reversed(grid), reversed(block)):
+            k, i = divmod(k, g)
+            origin.append(i * b)
+        samples.append(tuple((a, a + 1) for a in reversed(origin)))
+    yield from blocks_over(shape, block, [*source, *variant, *samples])
+
+
+__all__ = ["PROCESS_MIN_BYTES", "SAMPLED_BLOCKS", "ReferenceReader", "proof_blocks", "read_block"]

@@ -221,6 +221,66 @@ def chunk_count(shape: tuple[int, ...], chunks: tuple[int, ...]) -> int:
     return count
 
 
+# a dataset declared far larger than it is written (a 10^11-element grid holding one chunk,
+# a never-written contiguous dataset of 2^61 bytes) is planned from where its data lie,
+# not from its extent: from SPARSE_MIN_BYTES of declared data, when at most a quarter of
+# its chunks, and no more than SPARSE_MAX_REGIONS of them, are allocated
+SPARSE_MIN_BYTES = 1 << 30
+SPARSE_MAX_REGIONS = 1 << 20
+
+
+def sparse_candidate(shape: tuple[int, ...], itemsize: int) -> bool:
+    """Whether a dataset is large enough to be planned from its allocated storage."""
+    count = 1
+    for n in shape:
+        count *= n
+    return bool(shape) and count * itemsize >= SPARSE_MIN_BYTES
+
+
+def stored_regions(shape: tuple[int, ...], chunks: tuple[int, ...], origins: Any) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """The regions of the chunks at ``origins``, clipped to the extent, in C order."""
+    return tuple(tuple((a, min(a + c, n)) for a, c, n in zip(origin, chunks, shape)) for origin in sorted(origins))
+
+
+def sparse_storage(ds: Any, origins: list[tuple[int, ...]] | None = None) -> dict[str, Any]:
+    """``stored_regions`` of an h5py dataset declared far larger than it is written
+    (:data:`SPARSE_MIN_BYTES`), as HDF5's own chunk query reports them: none for a
+    never-written one, the allocated chunks' regions when few of its chunks are
+    allocated; ``{}`` for any other dataset, ``raw_fallback`` when the query reports an
+    impossible index. Planning then visits those regions alone: everywhere else the
+    dataset reads as its fill value, and every output leaves it unwritten too. The walk
+    and verify's proof each ask HDF5 themselves. ``origins``: the allocated chunks'
+    origins when already found."""
+    import h5py
+
+    shape, chunks = ds.shape, ds.chunks
+    if not shape or not sparse_candidate(tuple(shape), ds.dtype.itemsize):
+        return {}
+    layout = ds.id.get_create_plist().get_layout()
+    if layout == h5py.h5d.CONTIGUOUS:
+        return {"stored_regions": ()} if ds.id.get_offset() is None else {}
+    if layout != h5py.h5d.CHUNKED or not chunks:
+        return {}
+    shape, chunks = tuple(shape), tuple(chunks)
+    count = chunk_count(shape, chunks)
+    if origins is None:
+        allocated = int(ds.id.get_num_chunks())
+        if allocated > SPARSE_MAX_REGIONS or 4 * allocated > count:
+            return {}
+        found: list[tuple[int, ...]] = []
+        if allocated:
+            try:
+                ds.id.chunk_iter(lambda c: found.append(tuple(c.chunk_offset)))
+            except AttributeError:  # HDF5 older than 1.14
+                return {}
+        origins = found
+    if len(origins) > SPARSE_MAX_REGIONS or 4 * len(origins) > count:
+        return {}
+    if (problem := index_problem(shape, chunks, origins)) is not None:
+        return {"raw_fallback": f"HDF5's chunk index is inconsistent: {problem}"}
+    return {"stored_regions": stored_regions(shape, chunks, origins)}
+
+
 def index_problem(shape: tuple[int, ...], chunks: tuple[int, ...], origins: Any) -> str | None:
     """What makes a chunk index impossible for a dataset of ``shape`` and ``chunks``:
     an origin off the chunk grid, outside the dataset's extent or listed twice (None:
@@ -268,4 +328,4 @@ def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
         return None
 
 
-__all__ = ["Entries", "NotRecognised", "btree_address", "chunk_count", "entries_in_bucket", "index_problem", "node_bytes", "read_entries", "superblock_sizes"]
+__all__ = ["SPARSE_MAX_REGIONS", "SPARSE_MIN_BYTES", "Entries", "NotRecognised", "btree_address", "chunk_count", "entries_in_bucket", "index_problem", "node_bytes", "read_entries", "sparse_candidate", "sparse_storage", "stored_regions", "superblock_sizes"]

@@ -130,7 +130,7 @@ def _joined(path: str, dim: str, infos: list[ArrayInfo], files: list[str]) -> Ar
             raise SourcesDoNotCombineError(f"Variable {path!r} differs in {differs} between {files[0]} and {name}; "
                                            f"{RULE} must agree in all but their encoding.")
     unpack = any(not same_value(info.attrs.get(k), first.attrs.get(k)) for info in infos for k in ENCODING_ATTRS)
-    joined = replace(first, shape=(sum(i.shape[0] for i in infos), *first.shape[1:]), layout="contiguous",
+    joined = replace(first, shape=(sum(i.shape[0] for i in infos), *first.shape[1:]), layout="contiguous", stored_regions=None,
                      chunks=None, filters=(), storage_bytes=sum(i.storage_bytes for i in infos), offset=None,
                      chunk_entries=None, address=None, segments=tuple(infos), unpack=unpack)
     if unpack:

@@ -22,7 +22,14 @@ from layoutkit.errors import (
     CorruptSourceError,
 )
 from layoutkit.hdf5.attrs import attr_text, convert_attrs, read_attrs
-from layoutkit.hdf5.chunk_index import MAX_CHUNKS_FOR_H5PY, chunk_count, entries_in_bucket, index_problem
+from layoutkit.hdf5.chunk_index import (
+    MAX_CHUNKS_FOR_H5PY,
+    chunk_count,
+    entries_in_bucket,
+    index_problem,
+    sparse_candidate,
+    sparse_storage,
+)
 from layoutkit.hdf5.files import first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, chunk_opts
@@ -182,7 +189,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         filters=_filters(plist),
         fill_value=_fill_value(ds),
         is_scale=is_scale,
-        **_storage(ds, f, layout, ds_shape, ds_chunks),
+        **_storage(ds, f, layout, ds_shape, ds_chunks, dtype.itemsize),
         enum_mapping=h5py.check_enum_dtype(dtype),
         external=_is_external(plist),
         null_space=ds_shape is None,
@@ -200,18 +207,22 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
 
 
 def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...] | None,
-             chunks: tuple[int, ...] | None) -> dict[str, Any]:
+             chunks: tuple[int, ...] | None, itemsize: int) -> dict[str, Any]:
     """Bytes the dataset stores (``storage_bytes``), and the index of a chunked dataset
     of at most :data:`~layoutkit.hdf5.chunk_index.MAX_CHUNKS_FOR_H5PY` chunks
     (``chunk_entries``). HDF5 walks a chunked dataset's index for its storage size, one
     node at a time; for few chunks the walk here also keeps what it finds, so that the
     readers of the copy need not ask h5py again (in a bucket that was most of a shot
     archive's convert: every thread waiting on h5py's lock for one index after another).
-    In a bucket a many-chunk index is read level by level instead."""
+    In a bucket a many-chunk index is read level by level instead. A dataset declared
+    far larger than it is written also gets the regions its data lie in
+    (``stored_regions``, :func:`~layoutkit.hdf5.chunk_index.sparse_storage`)."""
+    big = bool(shape) and sparse_candidate(tuple(shape or ()), itemsize)
     fileobj = getattr(f, "_fileobj", None)
     entries = entries_in_bucket(ds, fileobj) if fileobj is not None else None
     if entries is not None:
-        return {"storage_bytes": sum(size for _, size, _ in entries.values())}
+        out: dict[str, Any] = {"storage_bytes": sum(size for _, size, _ in entries.values())}
+        return out | (sparse_storage(ds, list(entries)) if big else {})
     if layout == h5py.h5d.CHUNKED and shape and chunks and chunk_count(shape, chunks) <= MAX_CHUNKS_FOR_H5PY:
         found: list[tuple[tuple[int, ...], int, int, int]] = []
         try:
@@ -222,8 +233,9 @@ def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...]
             storage = sum(size for _, _, size, _ in found)
             if (problem := index_problem(shape, chunks, (origin for origin, _, _, _ in found))) is not None:
                 return {"storage_bytes": storage, "raw_fallback": f"HDF5's chunk index is inconsistent: {problem}"}
-            return {"storage_bytes": storage, "chunk_entries": tuple(found)}
-    return {"storage_bytes": int(ds.id.get_storage_size())}
+            out = {"storage_bytes": storage, "chunk_entries": tuple(found)}
+            return out | (sparse_storage(ds, [o for o, _, _, _ in found]) if big else {})
+    return {"storage_bytes": int(ds.id.get_storage_size())} | (sparse_storage(ds) if big else {})
 
 
 def _attached(dsid: h5py.h5d.DatasetID, axis: int) -> tuple[int, ...]:

@@ -1,7 +1,8 @@
 """The HDF5 calls h5py does not wrap, through ctypes on the very library h5py loaded
 (identifiers are only valid in it): ``H5Fget_info2`` (the file's own space accounting:
-superblock, free-space and shared-message sizes) and ``H5Pget_chunk_opts`` (whether
-partial edge chunks are stored unfiltered)."""
+superblock, free-space and shared-message sizes), ``H5Pget_chunk_opts`` (whether
+partial edge chunks are stored unfiltered) and ``H5Dformat_convert`` (a dataset's chunk
+index back to the version-1 B-tree)."""
 
 from __future__ import annotations
 
@@ -75,4 +76,13 @@ def chunk_opts(dcpl: h5py.h5p.PropDCID) -> int:
     return int(opts.value)
 
 
-__all__ = ["DONT_FILTER_PARTIAL_CHUNKS", "FileInfo2", "chunk_opts", "file_info"]
+def to_btree_index(dsid: h5py.h5d.DatasetID) -> bool:
+    """Give a chunked dataset the version-1 B-tree chunk index (``H5Dformat_convert``),
+    before anything is written to it; False when the library cannot be asked."""
+    lib = _libhdf5()
+    if lib is None or not hasattr(lib, "H5Dformat_convert"):
+        return False
+    return lib.H5Dformat_convert(ctypes.c_int64(dsid.id)) >= 0
+
+
+__all__ = ["DONT_FILTER_PARTIAL_CHUNKS", "FileInfo2", "chunk_opts", "file_info", "to_btree_index"]

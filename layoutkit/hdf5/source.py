@@ -444,8 +444,7 @@ class SourceReader:
             if theirs is None or their_mask != mask or theirs != self._pread(size, offset):
                 return f"the chunk it places at {origin} is not the one HDF5 finds there"
         if len(index.entries) < chunk_count_of(info.shape, info.chunks):
-            grid = itertools.product(*(range(0, n, c) for n, c in zip(info.shape, info.chunks)))
-            unwritten = next(o for o in grid if o not in index.entries)
+            unwritten = _first_unwritten(info.shape, info.chunks, index.entries)
             if self._direct_chunk(info.path, unwritten)[0] is not None:
                 return f"HDF5 holds a chunk at {unwritten}, which the index says was never written"
         if not origins:
@@ -588,6 +587,19 @@ class SourceReader:
                 raise ChunkDecodeError(info.path, origin, _short(exc)) from None
             out[dst] = chunk[src]
         return out
+
+
+def _first_unwritten(shape: tuple[int, ...], chunks: tuple[int, ...], entries: Any) -> tuple[int, ...]:
+    """The first origin of the chunk grid, in C order, that ``entries`` lack (there is
+    one). Counted through the grid, not built: ``itertools.product`` holds each axis's
+    origins, 4 GB of them for one axis of 10^8 chunks."""
+    grid = tuple(-(-n // c) for n, c in zip(shape, chunks))
+    k = 0
+    while True:
+        origin = tuple(int(i) * c for i, c in zip(np.unravel_index(k, grid), chunks))
+        if origin not in entries:
+            return origin
+        k += 1
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:

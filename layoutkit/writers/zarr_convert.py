@@ -140,6 +140,7 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         read_mode="none" if size == 0 else ("copy" if encoding else "raw" if can_read_raw(info) else "h5py"),
         nbytes=size * itemsize,
         source_encoding=encoding,
+        regions=info.stored_regions,
     )
 
 

@@ -22,13 +22,15 @@ import numpy as np
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.attrs import attribute, attribute_value
+from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.libhdf5 import to_btree_index
 from layoutkit.hdf5.source import SetReader, SourceReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan
 from layoutkit.options import CompressorSpec
-from layoutkit.plan import Region, iter_blocks, region_size
+from layoutkit.plan import Region, blocks_over, region_size
 from layoutkit.stages import timed
 from layoutkit.storage import Destination, read_head
 
@@ -265,6 +267,8 @@ class PagedHDF5Writer:
             dcpl.set_layout(h5py.h5d.COMPACT)
             kwargs["dcpl"] = dcpl  # h5py puts the fill value into it
         ds = self.file.create_dataset(info.path, **kwargs)
+        if _fixed_index_too_large(kwargs.get("maxshape"), ds.chunks, info.shape):
+            to_btree_index(ds.id)
         if info.strpad and not info.null_space and 0 not in info.shape:
             self._copy_stored(src, ds)
         self._copy_attrs(src, ds, info.origin.member, keep=set(info.attrs) if info.unpack else None)
@@ -369,9 +373,22 @@ def _pieces(plan: ReorderPlan, infos: dict[str, ArrayInfo]) -> Iterator[tuple[st
         if s.layout == "none":
             continue
         if s.layout == "chunked" and s.chunks:
-            yield from ((path, r) for r in iter_blocks(info.shape, s.chunks))
+            yield from ((path, r) for r in blocks_over(info.shape, s.chunks, info.stored_regions))
         else:
             yield path, tuple((0, n) for n in info.shape)
+
+
+# the 1.10 format gives a chunked dataset of bounded maximum shape a fixed-array index,
+# sized for its maximum at once: 10 elements declared growable to 10^11 made a file of
+# 149 GiB (sparse) that nothing opened in time. Past this many chunks such a dataset
+# keeps the version-1 B-tree, which grows with what is written
+FIXED_INDEX_MAX_CHUNKS = 1 << 20
+
+
+def _fixed_index_too_large(maxshape: Any, chunks: tuple[int, ...] | None, shape: tuple[int, ...]) -> bool:
+    if not maxshape or not chunks or None in maxshape:
+        return False  # an unlimited axis: an extensible array or a B-tree, grown as written
+    return chunk_count(tuple(maxshape), chunks) > max(FIXED_INDEX_MAX_CHUNKS, 4 * chunk_count(shape, chunks))
 
 
 @dataclass(frozen=True)

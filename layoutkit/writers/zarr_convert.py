@@ -304,9 +304,13 @@ def not_writable(dest: Path, exc: OSError) -> OutputNotWritableError:
 
 
 def packable(info: ArrayInfo) -> bool:
-    """Datasets of fixed-size numbers (or booleans) with at least one axis."""
+    """Datasets of fixed-size numbers (or booleans) with at least one axis, stored
+    where they are declared: a dataset declared far larger than it is written
+    (:attr:`~layoutkit.hdf5.model.ArrayInfo.stored_regions`) is mirrored, which writes
+    its stored chunks alone, where packing would write every element of it."""
     return (
-        info.kind in ("numeric", "bool")
+        info.stored_regions is None
+        and info.kind in ("numeric", "bool")
         and info.dtype.kind in "biufc"
         and len(info.shape) >= 1
         and not info.null_space

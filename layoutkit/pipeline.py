@@ -145,15 +145,14 @@ def say_fallbacks(inventory: Inventory) -> None:
 def refuse_unsupported(inventory: Inventory, options: Any, output: str) -> None:
     """Refuse a source holding an object or attribute no layout carries over (a damaged
     object, region references, references inside compounds; for ``output`` "zarr" also
-    what only HDF5 holds), naming it; with ``--skip-unsupported`` (convert) each is left
+    what only HDF5 holds), naming it; with ``--skip-unsupported`` each is left
     out and listed (:class:`~layoutkit.errors.LeftOut`)."""
-    skip = getattr(options, "skip_unsupported", None)
+    skip = getattr(options, "skip_unsupported", False)
     for note in inventory.unsupported:
         if note.only and note.only != output:
             continue
         if not skip:
-            hint = "" if skip is not None else "reorder writes a file whole or not at all."
-            raise UnsupportedFeatureError(note.where, note.feature, hint, where=note.where)
+            raise UnsupportedFeatureError(note.where, note.feature, where=note.where)
         warnings.warn(LeftOut(f"left out {note.where}: {note.feature}"), stacklevel=2)
 
 

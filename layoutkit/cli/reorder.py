@@ -40,6 +40,7 @@ def reorder(
     workers: Annotated[int, typer.Option(help="Threads that read, decode and compress chunks.")] = 2,
     memory_limit: Annotated[str, typer.Option(help="Memory budget for chunks in flight, e.g. 1GiB.")] = "1GiB",
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new file is complete).")] = False,
+    skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be carried over, and list them.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
@@ -55,6 +56,8 @@ def reorder(
         return
     if not State.quiet:
         s = summary
+        for path, reason in s.skipped:
+            out.print(f"skipped {path}: {reason}", highlight=False)
         out.print(
             f"reordered {s.source} -> {s.dest} by {s.by}: {s.arrays} datasets, "
             f"{s.merged_scales} duplicate dimension scales merged, {s.raw_copied} chunks copied without "

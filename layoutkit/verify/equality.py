@@ -31,8 +31,18 @@ from layoutkit.storage.kv import bucket_zarr_store
 
 
 def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None = None) -> list[str]:
-    """The datasets a Zarr variant leaves out on purpose (``convert --skip-unsupported``),
-    as its ``layoutkit.json`` lists them (docs/formats: "What every variant carries"); none for an HDF5 variant."""
+    """The datasets a variant leaves out on purpose (``--skip-unsupported``), as a Zarr
+    store's ``layoutkit.json`` lists them (docs/formats: "What every variant carries"),
+    or an HDF5 file's provenance attribute."""
+    if not is_url(str(variant)) and Path(variant).is_file():
+        from layoutkit.errors import LayoutkitError
+        from layoutkit.recipes import read_provenance
+
+        try:
+            doc = read_provenance(variant)
+        except (LayoutkitError, OSError, ValueError):  # not a layoutkit output: nothing left out
+            return []
+        return _skipped_paths(doc)
     try:
         if is_icechunk(str(variant)):
             from zarr.core.buffer import default_buffer_prototype
@@ -57,7 +67,12 @@ def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None =
         doc = json.loads(text)
     except (OSError, ValueError):  # FileNotFoundError from the store too: no sidecar, nothing skipped
         return []
-    return [s["path"] for s in doc.get("skipped", []) if isinstance(s, dict) and isinstance(s.get("path"), str)]
+    return _skipped_paths(doc)
+
+
+def _skipped_paths(doc: Any) -> list[str]:
+    skipped = doc.get("skipped", []) if isinstance(doc, dict) else []
+    return [s["path"] for s in skipped if isinstance(s, dict) and isinstance(s.get("path"), str)]
 
 
 def _locate_variant(variant: str | Path, storage_options: dict[str, str]) -> tuple[str, str, Any]:
@@ -103,7 +118,7 @@ def compare_variant(
     skipped = frozenset(recorded_skips(variant, storage_options) if skipped is None else skipped)
     name, kind, handle = _locate_variant(variant, storage_options or {})
     if kind == "hdf5":  # a reorder output, or any copy of the source (h5repack's...)
-        found = compare_hdf5(source, handle, inventory=inventory)
+        found = compare_hdf5(source, handle, inventory=inventory, skipped=skipped)
     else:
         layout = _layout_of(kind, handle, name)
         found = layout.compare(source, handle, inventory=inventory, skipped=skipped, workers=workers, name=name)

@@ -40,6 +40,7 @@ class ReorderOptions:
     workers: int = 2
     memory_limit: int = 1024**3
     overwrite: bool = False
+    skip_unsupported: bool = False  # leave out (and list) datasets no HDF5 file can carry over
 
 
 def _parse_page_size(text: Any) -> int | None:

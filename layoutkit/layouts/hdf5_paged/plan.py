@@ -11,7 +11,7 @@ are stored once (:mod:`layoutkit.hdf5.scales`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.hdf5.filters import Filter, pipeline_levels
@@ -79,6 +79,7 @@ class ReorderPlan:
     shots: int
     signals: int
     nbytes: int
+    skipped: tuple[tuple[str, str], ...] = ()  # --skip-unsupported: datasets left out, and why
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,7 @@ class ReorderSummary:
     source_bytes: int
     dest_bytes: int
     seconds: float
-
-
-WHOLE = "reorder writes a file whole or not at all (convert --skip-unsupported can leave a dataset out)."
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
@@ -106,11 +105,11 @@ def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
         if not f.available:
             raise MissingFilterError(info.path, f.id, f.name)
     if info.external:
-        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)", WHOLE)
+        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
     if info.layout == "virtual":
-        raise UnsupportedFeatureError(info.path, "a virtual dataset layout", WHOLE)
+        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
     if (feature := carried_nowhere(info)) is not None:
-        raise UnsupportedFeatureError(info.path, feature, WHOLE)
+        raise UnsupportedFeatureError(info.path, feature)
     none = parse_compressor("none")
     size = math.prod(info.shape) if info.shape else 1
     if info.null_space or size == 0:
@@ -139,6 +138,8 @@ def plan_reorder(
     inventory: Inventory, options: ReorderOptions, scale_digests: dict[str, ScaleDigest], dest: str = ""
 ) -> ReorderPlan:
     """Plan the whole reorder from the inventory and the scales' fingerprints (pure)."""
+    storage, skipped = _plan_storages(inventory, options)
+    inventory = without_arrays(inventory, {p for p, _ in skipped})
     src = inventory.path
     paths = [a.path for a in inventory.arrays]
     matches = match_template(paths, options.template)
@@ -148,7 +149,6 @@ def plan_reorder(
             f"The template {options.template!r} matches no dataset in {str(src)!r} "
             f"(it has e.g. {examples}); pass --template, or --by group to order any file."
         )
-    storage = {a.path: plan_storage(a, options) for a in inventory.arrays}
     dedupe = duplicate_scales(inventory.arrays, scale_digests, options.template) if options.dedupe else {}
     scales_of = {
         a.path: [dedupe.get(s, s) for axis in a.dim_scales for s in axis] for a in inventory.arrays if a.dim_scales
@@ -173,7 +173,34 @@ def plan_reorder(
         shots=len({s for s, _ in matches.values()}),
         signals=len({g for _, g in matches.values()}),
         nbytes=sum(infos[p].nbytes for p in order),
+        skipped=tuple(skipped),
     )
+
+
+def _plan_storages(inventory: Inventory, options: ReorderOptions) -> tuple[dict[str, StoragePlan], list[tuple[str, str]]]:
+    """Each dataset's storage, or (``--skip-unsupported``) the datasets left out, and why."""
+    storage: dict[str, StoragePlan] = {}
+    skipped: list[tuple[str, str]] = []
+    for a in inventory.arrays:
+        try:
+            storage[a.path] = plan_storage(a, options)
+        except (UnsupportedFeatureError, MissingFilterError) as exc:
+            if not options.skip_unsupported:
+                raise
+            skipped.append((a.path, str(exc)))
+    return storage, skipped
+
+
+def without_arrays(inventory: Inventory, left_out: set[str]) -> Inventory:
+    """``inventory`` without the datasets ``left_out``: nor the scales attached from
+    them, nor the hard links to them."""
+    if not left_out:
+        return inventory
+    arrays = tuple(
+        replace(a, dim_scales=tuple(tuple(s for s in axis if s not in left_out) for axis in a.dim_scales))
+        for a in inventory.arrays if a.path not in left_out)
+    links = tuple(link for link in inventory.links if not (link.kind == "hard" and link.target in left_out))
+    return replace(inventory, arrays=arrays, links=links)
 
 
 def plan(inventory: Inventory, options: ReorderOptions, scale_digests: dict[str, ScaleDigest],
@@ -187,4 +214,4 @@ def plan(inventory: Inventory, options: ReorderOptions, scale_digests: dict[str,
 
 
 __all__ = ["COMPACT_MAX_BYTES", "ReorderPlan", "ReorderSummary", "StoragePlan", "can_encode_directly", "plan",
-           "plan_reorder", "plan_storage", "source_filter_ids", "target_filter_ids"]
+           "plan_reorder", "plan_storage", "source_filter_ids", "target_filter_ids", "without_arrays"]

@@ -8,6 +8,7 @@ Compressed chunks arrive pre-encoded (``write_direct_chunk``) from parallel work
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,14 +22,15 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.hdf5.attrs import attribute, attribute_value
+from layoutkit.formats import PROVENANCE_ATTR
+from layoutkit.hdf5.attrs import RefusedAttribute, attribute, attribute_value
 from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.libhdf5 import to_btree_index
 from layoutkit.hdf5.source import SetReader, SourceReader, open_reader
 from layoutkit.layout import Work
-from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan
+from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import Region, blocks_over, region_size
 from layoutkit.stages import timed
@@ -341,7 +343,12 @@ class PagedHDF5Writer:
                 continue
             if keep is not None and (name not in keep or name == "_FillValue"):
                 continue
-            value, dtype = attribute(src.id, name)  # as src.attrs[name], and its dtype
+            try:  # as src.attrs[name], and its dtype
+                value, dtype = attribute(src.id, name, checked=True)
+            except RefusedAttribute as refused:
+                if not refused.only:
+                    continue  # carried by no layout: left out (--skip-unsupported), and said
+                value, dtype = attribute(src.id, name)  # what Zarr alone cannot hold
             ref = h5py.check_ref_dtype(dtype)
             if ref is h5py.Reference:
                 self._deferred_refs.append((dst.name, name, dtype, value, member))
@@ -437,6 +444,10 @@ def _largest_piece(plan: ReorderPlan, infos: dict[str, ArrayInfo]) -> int:
 def begin(staged: Path, source: Path, inventory: Inventory, plan: ReorderPlan,
           attrs: dict[str, Any]) -> Work:
     options = plan.options
+    if plan.skipped:  # --skip-unsupported: left out, and listed in the provenance
+        inventory = without_arrays(inventory, {p for p, _ in plan.skipped})
+        attrs = dict(attrs) | {PROVENANCE_ATTR: json.dumps(
+            json.loads(attrs[PROVENANCE_ATTR]) | {"skipped": [{"path": p, "reason": r} for p, r in plan.skipped]})}
     infos = {a.path: a for a in inventory.arrays}
     writer = PagedHDF5Writer(staged, plan.page_size, inventory.userblock_size)
     reader: SourceReader | SetReader | None = None
@@ -490,6 +501,7 @@ def summarize(source: Path, dest: Destination, inventory: Inventory, plan: Reord
         source=str(source), dest=str(dest), by=plan.options.by, arrays=len(plan.order),
         merged_scales=len(plan.dedupe), raw_copied=work.state["counts"]["raw_copied"], page_size=plan.page_size,
         logical_bytes=plan.nbytes, source_bytes=source.stat().st_size, dest_bytes=dest.size(), seconds=seconds,
+        skipped=plan.skipped,
     )
 
 

@@ -154,6 +154,11 @@ def refuse_unsupported(inventory: Inventory, options: Any, output: str) -> None:
         if not skip:
             raise UnsupportedFeatureError(note.where, note.feature, where=note.where)
         warnings.warn(LeftOut(f"left out {note.where}: {note.feature}"), stacklevel=2)
+    if output == "zarr":
+        for t in inventory.datatypes:
+            if not t.attrs:
+                warnings.warn(LeftOut(f"left out {t.path}: a committed datatype (Zarr has no named types; the "
+                                      "arrays of that type keep the type itself)"), stacklevel=2)
 
 
 def run(

@@ -163,6 +163,12 @@ def committed_datatype(f: h5py.File) -> None:
     ds.attrs.create("a", 1.5, dtype=f["mytype"])
 
 
+def committed_datatype_with_attributes(f: h5py.File) -> None:
+    f["mytype"] = np.dtype("<i2")
+    f["mytype"].attrs["units"] = "counts"
+    f.create_dataset("t", data=np.arange(3), dtype=f["mytype"])
+
+
 def external_link(f: h5py.File) -> None:
     f["link"] = h5py.ExternalLink("missing.h5", "/x")
     f.create_dataset("t", data=np.arange(3))
@@ -234,6 +240,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     vlen_sequences: ("Dataset '/empty' uses variable-length sequences", EQUAL),
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
+    committed_datatype_with_attributes: ("Datatype '/mytype' uses attributes on a committed datatype", EQUAL),
     external_link: (EQUAL, EQUAL),
     damaged_object: ("Object '/bad' uses a damaged object header",) * 2,
     user_defined_link: ("Link '/custom' uses a user-defined link class (150",) * 2,
@@ -299,6 +306,34 @@ def test_skip_unsupported_leaves_it_out_and_lists_it(tmp_path: Path, builder: Ca
     assert "all 1 variants hold exactly the data" in " ".join(check.output.split()), check.output
     # the damaged source itself cannot be opened whole by the read pattern (exit 3: a pattern failed)
     assert check.exit_code == (3 if builder is damaged_object else 0), check.output
+
+
+def test_reorder_keeps_committed_datatypes_and_verify_checks_them(tmp_path: Path) -> None:
+    src = build(tmp_path, committed_datatype_with_attributes)
+    out = tmp_path / "out.h5"
+    assert CliRunner().invoke(app, ["reorder", str(src), str(out), "--by", "group"]).exit_code == 0
+    with h5py.File(out, "r") as f:
+        assert isinstance(f["mytype"], h5py.Datatype) and f["mytype"].attrs["units"] == "counts"
+        tid = f["t"].id.get_type()
+        assert tid.committed() and h5py.h5o.get_info(tid).addr == h5py.h5o.get_info(f["mytype"].id).addr
+    # a copy whose dataset has the type itself, not the committed one: its named type is gone
+    plain = tmp_path / "plain.h5"
+    with h5py.File(src, "r") as f, h5py.File(plain, "w") as g:
+        g.create_dataset("t", data=f["t"][...])
+    check = CliRunner().invoke(app, ["verify", str(src), str(plain), "--patterns", "open", "--repeat", "1"])
+    said = " ".join(check.output.split())
+    assert check.exit_code == 1, check.output
+    assert "/mytype: missing: committed datatype not in the variant" in said
+    assert "/t: dtype: not of the committed datatype /mytype" in said
+
+
+def test_convert_says_a_committed_datatype_is_left_out(tmp_path: Path) -> None:
+    """netCDF-4 keeps enum types as committed datatypes: Zarr has no named types, so
+    the type object is left out (its arrays keep the type), and the run says so."""
+    src = build(tmp_path, committed_datatype)
+    result = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / "out.zarr")])
+    assert result.exit_code == 0, result.output
+    assert "note: left out /mytype: a committed datatype" in " ".join(result.output.split())
 
 
 def test_strings_hold_what_hdf5_reads(tmp_path: Path) -> None:

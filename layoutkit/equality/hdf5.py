@@ -38,6 +38,20 @@ def _raw_attrs(obj: Any) -> dict[str, Any]:
     return out
 
 
+def _committed_at(ds: Any, f: Any) -> str | None:
+    """The path in ``f`` of the committed datatype ``ds``'s type is, or None."""
+    import h5py
+
+    tid = ds.id.get_type()
+    if not tid.committed():
+        return None
+    addr = h5py.h5o.get_info(tid).addr
+    found: list[str] = []
+    f.visititems(lambda name, obj: found.append("/" + name) if isinstance(obj, h5py.Datatype)
+                 and h5py.h5o.get_info(obj.id).addr == addr else None)
+    return found[0] if found else None
+
+
 def _same_raw(a: Any, b: Any) -> bool:
     import h5py
 
@@ -85,6 +99,14 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                 continue
             _compare_raw_attrs(g.path, *without_provenance(g.path, _raw_attrs(fs(g.member)[g.path]),
                                                            _raw_attrs(fv[g.path])), miss)
+        for t in inventory.datatypes:
+            got = fv.get(t.path)
+            if not isinstance(got, h5py.Datatype):
+                miss(t.path, "missing", "committed datatype not in the variant")
+                continue
+            if got.dtype != fs(t.member)[t.path].dtype:
+                miss(t.path, "dtype", f"{got.dtype}, expected {t.dtype}")
+            _compare_raw_attrs(t.path, _raw_attrs(fs(t.member)[t.path]), _raw_attrs(got), miss)
         infos = {a.path: a for a in inventory.arrays}
         with ReferenceReader(source, infos) as rs:
             for info in inventory.arrays:
@@ -102,6 +124,8 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                 if shape != ds_v.shape:
                     miss(path, "shape", f"{ds_v.shape}, expected {shape}")
                     continue
+                if info.type_path is not None and _committed_at(ds_v, fv) != info.type_path:
+                    miss(path, "dtype", f"not of the committed datatype {info.type_path}")
                 if path in merged:
                     continue  # compared through the kept copy (hash-equal by construction)
                 fill_s, fill_v = (info.fill_value if info.unpack else _fill(ds_s)), _fill(ds_v)

@@ -34,7 +34,7 @@ from layoutkit.hdf5.concat import RULE as CONCAT_RULE
 from layoutkit.hdf5.concat import concatenate
 from layoutkit.hdf5.files import Members, open_source
 from layoutkit.hdf5.inventory import read_inventory
-from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory
+from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, GroupInfo, Inventory
 from layoutkit.hdf5.reference import read_all
 from layoutkit.plan import compile_template, natural_key
 from layoutkit.storage import ObjectSource, SourceSet
@@ -104,6 +104,7 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
     arrays: dict[str, ArrayInfo] = {}
     held: dict[str, list[int]] = {}  # a dataset outside the shots -> every member that holds it
     links = {}
+    datatypes: dict[str, DatatypeInfo] = {}
     for i, inv in enumerate(inventories):
         for g in inv.groups:
             s = shot(g.path)
@@ -122,12 +123,16 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
         for link in inv.links:
             if (s := shot(link.path)) is None or owner[s] == i:
                 links.setdefault(link.path, link)
+        for t in inv.datatypes:  # a type outside the shots: the first file's (a shot's: its owner's)
+            if ((s := shot(t.path)) is None and t.path not in datatypes) or (s is not None and owner[s] == i):
+                datatypes[t.path] = replace(t, member=i)
     _same_values(sources, inventories, shot, duplicates, owner, held)
     first = inventories[0]
     return Inventory(
         path=str(sources), userblock_size=first.userblock_size, is_netcdf4=any(i.is_netcdf4 for i in inventories),
         groups=tuple(groups.values()), arrays=tuple(arrays.values()), links=tuple(links.values()),
         attr_notes=tuple(dict.fromkeys(n for inv in inventories for n in inv.attr_notes)),
+        datatypes=tuple(datatypes.values()),
     )
 
 

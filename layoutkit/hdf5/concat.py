@@ -81,7 +81,8 @@ def concatenate(sources: SourceSet, inventories: Sequence[Inventory], reader: An
     _check_equal(equal, order, inventories, reader)
     return Inventory(path=str(sources), userblock_size=first.userblock_size, is_netcdf4=True,
                      groups=tuple(replace(g, member=order[0]) for g in first.groups),
-                     arrays=tuple(arrays), links=first.links, attr_notes=first.attr_notes)
+                     arrays=tuple(arrays), links=first.links, attr_notes=first.attr_notes,
+                     datatypes=first.datatypes)
 
 
 def _in(inv: Inventory, path: str, member: int) -> ArrayInfo:

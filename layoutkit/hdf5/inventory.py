@@ -33,7 +33,7 @@ from layoutkit.hdf5.chunk_index import (
 from layoutkit.hdf5.files import first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, chunk_opts
-from layoutkit.hdf5.model import ArrayInfo, FilterInfo, GroupInfo, Inventory, LinkInfo
+from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, FilterInfo, GroupInfo, Inventory, LinkInfo
 from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
 from layoutkit.storage import ObjectSource
 
@@ -179,6 +179,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
             except (OSError, RuntimeError, ValueError, KeyError):
                 attached.append(())
     maxshape = ds.maxshape
+    tid = dsid.get_type()
     info = dict(
         path=path,
         shape=shape,
@@ -195,8 +196,10 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         null_space=ds_shape is None,
         offset=dsid.get_offset() if layout == h5py.h5d.CONTIGUOUS else None,
         maxshape=tuple(maxshape) if maxshape is not None and ds_shape is not None else None,
-        strpad=string_padding(dsid.get_type()) if dtype.kind == "S" else None,
+        strpad=string_padding(tid) if dtype.kind == "S" else None,
     )
+    if tid.committed():  # resolved to a path once the walk is done (:func:`_inventory`)
+        info["type_path"] = h5py.h5o.get_info(tid).addr
     if layout == h5py.h5d.CHUNKED and info["filters"] and chunk_opts(plist) & DONT_FILTER_PARTIAL_CHUNKS:
         info["raw_fallback"] = "its partial edge chunks are stored unfiltered"
     if info.get("raw_fallback"):
@@ -273,9 +276,12 @@ def _inventory(walk: LinkWalk, source_path: str, records: list[_Record], is_netc
     arrays = []
     for rec in records:
         names, scales = dims[rec.path]
-        arrays.append(ArrayInfo(**rec.info, attrs=rec.attrs, dims=names, dim_scales=scales,
+        typed = {"type_path": walk.seen.get(rec.info["type_path"])} if "type_path" in rec.info else {}
+        arrays.append(ArrayInfo(**(rec.info | typed), attrs=rec.attrs, dims=names, dim_scales=scales,
                                 dim_only=is_netcdf4 and rec.dim_only, address=address.get(rec.path)))
     groups = [GroupInfo(g.path, convert_attrs(walk.raw_attrs[g.path], walk.f, is_netcdf4)) for g in walk.groups]
+    datatypes = [DatatypeInfo(path, walk.f[path].dtype, convert_attrs(walk.raw_attrs[path], walk.f, is_netcdf4), addr)
+                 for path, addr in walk.datatypes]
     return Inventory(
         path=str(source_path),
         userblock_size=int(walk.f.userblock_size),
@@ -284,6 +290,7 @@ def _inventory(walk: LinkWalk, source_path: str, records: list[_Record], is_netc
         arrays=tuple(arrays),
         links=tuple(walk.links),
         attr_notes=tuple(walk.notes),
+        datatypes=tuple(datatypes),
     )
 
 

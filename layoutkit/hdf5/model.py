@@ -136,6 +136,8 @@ class ArrayInfo:
     # the regions its stored data lie in, clipped to its extent; everywhere else it reads
     # as its fill value. None: planned over its whole extent
     stored_regions: tuple[tuple[tuple[int, int], ...], ...] | None = None
+    # the path of the committed (named) datatype its type is, when it is one (:class:`DatatypeInfo`)
+    type_path: str | None = None
 
     @property
     def origin(self) -> ArrayInfo:
@@ -165,6 +167,18 @@ class GroupInfo:
 
 
 @dataclass(frozen=True)
+class DatatypeInfo:
+    """A committed (named) datatype: an object of the hierarchy holding a type that
+    datasets and attributes may use by reference (netCDF-4 keeps its enum types so)."""
+
+    path: str
+    dtype: np.dtype
+    attrs: dict[str, Any]
+    address: int  # its object address in its source file (what an attribute's type is found by)
+    member: int = 0  # which source of a set it is taken from (as :attr:`ArrayInfo.member`)
+
+
+@dataclass(frozen=True)
 class LinkInfo:
     """A link that is not the first hard link to its object."""
 
@@ -185,6 +199,7 @@ class Inventory:
     arrays: tuple[ArrayInfo, ...]
     links: tuple[LinkInfo, ...]
     attr_notes: tuple[str, ...] = field(default=())
+    datatypes: tuple[DatatypeInfo, ...] = field(default=())
 
     @property
     def unsupported(self) -> tuple[Unsupported, ...]:
@@ -211,4 +226,4 @@ class Inventory:
 # datasets
 
 
-__all__ = ["ArrayInfo", "FilterInfo", "GroupInfo", "Inventory", "LinkInfo"]
+__all__ = ["ArrayInfo", "DatatypeInfo", "FilterInfo", "GroupInfo", "Inventory", "LinkInfo"]

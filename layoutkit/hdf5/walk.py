@@ -64,6 +64,7 @@ class LinkWalk:
         self.links: list[LinkInfo] = []
         self.seen: dict[int, str] = {}  # object address -> the first path the walk reached it by
         self.raw_attrs: dict[str, dict[str, Any]] = {}
+        self.datatypes: list[tuple[str, int]] = []  # committed datatypes: (path, address)
         self.netcdf_hints = ["_NCProperties" in f.attrs]
         self.walkers = Walkers(workers) if workers > 1 else None
 
@@ -106,8 +107,17 @@ class LinkWalk:
             if len(self.dataset_paths) < NETCDF4_HINT_DATASETS and netcdf4_hint(oid):
                 self.netcdf_hints.append(True)
             self.add_dataset(child_path)
-        else:  # committed datatype
-            self.notes.append(f"{child_path}: committed datatype (recorded, not an array)")
+        else:
+            self.datatype(h5py.Datatype(oid), child_path, addr)
+
+    def datatype(self, obj: h5py.Datatype, path: str, addr: int) -> None:
+        """A committed datatype: its path, address and attributes. Zarr has no named
+        types: its arrays keep the type itself, and attributes on it have nowhere to go."""
+        self.raw_attrs[path] = read_attrs(obj, self.f, self.notes)
+        self.datatypes.append((path, addr))
+        if self.raw_attrs[path]:
+            self.notes.append(Unsupported(f"Datatype {path!r}", "attributes on a committed datatype (Zarr has no "
+                                          "named types to hold them)", only="zarr"))
 
     def other(self, group: h5py.Group, name: Any, group_path: str) -> None:
         """A soft, external or user-defined link, or a name that is not UTF-8, as h5py
@@ -136,8 +146,8 @@ class LinkWalk:
             if len(self.dataset_paths) < NETCDF4_HINT_DATASETS and netcdf4_hint(obj.id):
                 self.netcdf_hints.append(True)
             self.add_dataset(child_path)
-        else:  # committed datatype
-            self.notes.append(f"{child_path}: committed datatype (recorded, not an array)")
+        else:
+            self.datatype(obj, child_path, addr)
 
     def add_dataset(self, path: str) -> None:
         self.dataset_paths.append(path)

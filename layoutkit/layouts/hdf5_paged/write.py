@@ -111,6 +111,7 @@ class PagedHDF5Writer:
         # paths only: an open HDF5 dataset costs tens of kB and there may be 10^5 of them;
         # writes arrive dataset by dataset, so only the current one is kept open
         self.datasets: set[str] = set()
+        self._type_paths: dict[tuple[int, int], str] = {}  # (member, address) of a committed type -> its path
         # copied whole as they are stored when created (strings HDF5 converts on reading)
         self.copied: set[str] = set()
         self._current: tuple[str, h5py.h5d.DatasetID] | None = None
@@ -141,6 +142,13 @@ class PagedHDF5Writer:
             if g.path != "/":
                 f.create_group(g.path, track_order=True)
             self._copy_attrs(files(g.member)[g.path], f[g.path], g.member)
+        # committed datatypes before the datasets and attributes that use them
+        self._type_paths = {(t.member, t.address): t.path for t in inventory.datatypes}
+        for t in inventory.datatypes:
+            src_type = files(t.member)[t.path]
+            src_type.id.copy().commit(f.id, t.path.encode("utf8"))
+        for t in inventory.datatypes:
+            self._copy_attrs(files(t.member)[t.path], f[t.path], t.member)
         for info in inventory.arrays:
             if info.path in dedupe:
                 continue
@@ -248,6 +256,8 @@ class PagedHDF5Writer:
         # strings padded with spaces or NUL-terminated keep their type: HDF5 pads them as it writes
         kwargs: dict[str, Any] = {"dtype": h5py.Datatype(src.id.get_type()) if info.strpad else dtype,
                                   "track_order": True}
+        if info.type_path is not None and not info.unpack and info.type_path in self.file:
+            kwargs["dtype"] = self.file[info.type_path]  # its committed type, by reference as in the source
         if info.null_space:
             kwargs["data"] = h5py.Empty(dtype)
         else:
@@ -355,6 +365,10 @@ class PagedHDF5Writer:
                 continue
             if ref is not None:
                 continue
+            if self._type_paths:  # an attribute of a committed type keeps it by reference
+                tid = h5py.h5a.open(src.id, name.encode("utf8") if isinstance(name, str) else name).get_type()
+                if tid.committed() and (path := self._type_paths.get((member, h5py.h5o.get_info(tid).addr))):
+                    dtype = self.file[path]
             if isinstance(value, h5py.Empty):
                 dst.attrs.create(name, value)
             else:

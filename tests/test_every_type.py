@@ -169,6 +169,15 @@ def committed_datatype_with_attributes(f: h5py.File) -> None:
     f.create_dataset("t", data=np.arange(3), dtype=f["mytype"])
 
 
+def compound_fill_value(f: h5py.File) -> None:
+    """A compound with a fill value and a ``_FillValue`` attribute (Zarr v2 put it in
+    ``fill_value`` as a number: a traceback)."""
+    dt = np.dtype([("a", "<i4"), ("b", "<f8")])
+    ds = f.create_dataset("t", shape=(4,), dtype=dt, fillvalue=np.array((1, 2.5), dt))
+    ds[:2] = np.array([(5, 6.0), (7, 8.0)], dt)
+    ds.attrs.create("_FillValue", np.array((1, 2.5), dt))
+
+
 def external_link(f: h5py.File) -> None:
     f["link"] = h5py.ExternalLink("missing.h5", "/x")
     f.create_dataset("t", data=np.arange(3))
@@ -240,6 +249,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     vlen_sequences: ("Dataset '/empty' uses variable-length sequences", EQUAL),
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
+    compound_fill_value: (EQUAL, EQUAL),
     committed_datatype_with_attributes: ("Datatype '/mytype' uses attributes on a committed datatype", EQUAL),
     external_link: (EQUAL, EQUAL),
     damaged_object: ("Object '/bad' uses a damaged object header",) * 2,

@@ -147,10 +147,14 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: int, is_netcdf4: bool)
             return None
         return fv if info.dtype.names else np.asarray(fv).astype(dtype)[()]
     # v2: xarray reads fill_value as the netCDF _FillValue (a mask), so only a real
-    # _FillValue, or a deliberate non-default fill of a plain HDF5 file, goes there.
+    # _FillValue, or a deliberate non-default fill of a plain HDF5 file, goes there. A
+    # compound's is HDF5's own (xarray masks no compound; its _FillValue attribute stays
+    # an attribute)
+    if info.dtype.names:
+        return fv
     if "_FillValue" in info.attrs:
         return np.asarray(info.attrs["_FillValue"]).astype(dtype).reshape(-1)[0]
-    if is_netcdf4 or fv is None or info.dtype.names:
+    if is_netcdf4 or fv is None:
         return None
     fv = np.asarray(fv).astype(dtype)[()]
     return None if (fv == np.zeros((), dtype)[()]) else fv

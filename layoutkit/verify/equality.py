@@ -35,12 +35,13 @@ def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None =
     store's ``layoutkit.json`` lists them (docs/formats: "What every variant carries"),
     or an HDF5 file's provenance attribute."""
     if not is_url(str(variant)) and Path(variant).is_file():
-        from layoutkit.errors import LayoutkitError
-        from layoutkit.recipes import read_provenance
+        from layoutkit.hdf5.files import open_h5
 
         try:
-            doc = read_provenance(variant)
-        except (LayoutkitError, OSError, ValueError):  # not a layoutkit output: nothing left out
+            with open_h5(variant) as f:
+                text = f.attrs.get(PROVENANCE_ATTR)
+            doc = json.loads(text.decode() if isinstance(text, bytes) else text) if text is not None else {}
+        except (LayoutkitError, OSError, ValueError, TypeError):  # not a layoutkit output: nothing left out
             return []
         return _skipped_paths(doc)
     try:

@@ -128,18 +128,25 @@ def plan(
                 digests = read_scale_digests(src, inventory, template)
         with stages.step("plan"):
             planned = layout.plan(inventory, options, digests, dest=str(dst))
-        say_fallbacks(inventory)  # once the run is certain: a refusal is its one sentence
+        say_fallbacks(inventory, layout.format)  # once the run is certain: a refusal is its one sentence
         return inventory, planned
 
 
-def say_fallbacks(inventory: Inventory) -> None:
+def say_fallbacks(inventory: Inventory, output: str = "") -> None:
     """Warn (:class:`~layoutkit.errors.RawReadFallback`) of each dataset the walk found
-    the raw chunk path cannot be trusted with: it is planned to be read by HDF5."""
+    the raw chunk path cannot be trusted with: it is planned to be read by HDF5; and for
+    ``output`` "zarr" (:class:`~layoutkit.errors.LeftOut`) of each committed datatype,
+    which Zarr has no object for."""
     for info in inventory.arrays:
         if info.raw_fallback:
             warnings.warn(RawReadFallback(
                 f"{info.path} is read through HDF5's own read, not as raw chunks ({info.raw_fallback})"),
                 stacklevel=2)
+    if output == "zarr":
+        for t in inventory.datatypes:
+            if not t.attrs:  # (one with attributes is refused, or left out under --skip-unsupported)
+                warnings.warn(LeftOut(f"left out {t.path}: a committed datatype (Zarr has no named types; the "
+                                      "arrays of that type keep the type itself)"), stacklevel=2)
 
 
 def refuse_unsupported(inventory: Inventory, options: Any, output: str) -> None:
@@ -154,11 +161,6 @@ def refuse_unsupported(inventory: Inventory, options: Any, output: str) -> None:
         if not skip:
             raise UnsupportedFeatureError(note.where, note.feature, where=note.where)
         warnings.warn(LeftOut(f"left out {note.where}: {note.feature}"), stacklevel=2)
-    if output == "zarr":
-        for t in inventory.datatypes:
-            if not t.attrs:
-                warnings.warn(LeftOut(f"left out {t.path}: a committed datatype (Zarr has no named types; the "
-                                      "arrays of that type keep the type itself)"), stacklevel=2)
 
 
 def run(

@@ -79,6 +79,9 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
+    if kind in (*NUMERIC, "enum", "compound", "table") and space != "null":
+        # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
+        spec["committed"] = draw(st.booleans())
     return spec
 
 
@@ -303,6 +306,11 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
         _padded_strings(f, d, rng)
         return
     kw: dict[str, Any] = {"shape": shape, "dtype": dt}
+    if d.get("committed"):
+        name = "/type_" + "".join(c if c.isalnum() else "_" for c in kind)
+        if name not in f:
+            f[name] = dt
+        kw["dtype"] = f[name]
     if d.get("fill") == "set" and _fill(kind) is not None:
         kw["fillvalue"] = _fill(kind)
     if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in (

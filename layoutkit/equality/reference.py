@@ -122,6 +122,39 @@ class ReferenceReader:
         self.close()
 
 
+def unwalked(source: str | os.PathLike, inventory: Any) -> list[tuple[str, str]]:
+    """What HDF5's own visit of ``source`` (``H5Ovisit``: every object once, by
+    address) finds that the walk every command shares (:mod:`layoutkit.hdf5.walk`, a
+    walk of links) does not list: ``(path, what)`` for each dataset it missed, and for
+    the groups when their numbers differ. So an object the walk loses is missing from
+    the proof too, not silently from both sides. Objects HDF5 cannot visit (a damaged
+    header) are the walk's to refuse: then nothing is said here."""
+    import h5py
+
+    walked = {a.address for a in inventory.arrays if a.address is not None}
+    datasets: dict[int, str] = {}
+    groups: set[int] = set()
+
+    def visit(name: bytes, info: Any) -> None:
+        if info.type == h5py.h5o.TYPE_DATASET:
+            datasets.setdefault(info.addr, "/" + name.decode("utf8", "surrogateescape"))
+        elif info.type == h5py.h5o.TYPE_GROUP:
+            groups.add(info.addr)
+
+    try:
+        with h5py.File(source, "r") as f:
+            groups.add(h5py.h5o.get_info(f.id).addr)
+            h5py.h5o.visit(f.id, visit, info=True)
+    except (OSError, RuntimeError, KeyError, ValueError):
+        return []
+    out = [(path, "dataset not listed by the walk every command shares (HDF5's object visit finds it)")
+           for addr, path in sorted(datasets.items(), key=lambda kv: kv[1]) if addr not in walked]
+    if len(groups) != len(inventory.groups):
+        out.append(("/", f"HDF5's object visit finds {len(groups)} groups, the walk every command shares "
+                         f"{len(inventory.groups)}"))
+    return out
+
+
 SAMPLED_BLOCKS = 8
 """Blocks drawn at random, beside the first and the last, where a dataset declared far
 larger than it is written is compared although neither side says it holds data there."""
@@ -155,4 +188,4 @@ def proof_blocks(path: str, shape: tuple[int, ...], block: Sequence[int], source
     yield from blocks_over(shape, block, [*source, *variant, *samples])
 
 
-__all__ = ["PROCESS_MIN_BYTES", "SAMPLED_BLOCKS", "ReferenceReader", "proof_blocks", "read_block"]
+__all__ = ["PROCESS_MIN_BYTES", "SAMPLED_BLOCKS", "ReferenceReader", "proof_blocks", "read_block", "unwalked"]

@@ -20,6 +20,7 @@ import zarr
 
 from layoutkit.equality import Mismatch
 from layoutkit.equality.hdf5 import compare_hdf5
+from layoutkit.equality.reference import unwalked
 from layoutkit.errors import LayoutkitError
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.inventory import Inventory, read_inventory
@@ -123,6 +124,8 @@ def compare_variant(
     else:
         layout = _layout_of(kind, handle, name)
         found = layout.compare(source, handle, inventory=inventory, skipped=skipped, workers=workers, name=name)
+    if isinstance(source, (str, Path)) and not is_url(str(source)) and inventory.path == str(source):
+        found += [Mismatch(name, path, "missing", what) for path, what in unwalked(source, inventory)]
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
     missing = [m for m in found if m.what == "missing" and m.path in {a.path for a in arrays}]
     if arrays and len(missing) * 2 >= len(arrays) and len(arrays) > 1:

@@ -43,7 +43,7 @@ from common import HERE
 import layoutkit
 from layoutkit.append import append
 from layoutkit.sample import write_sample
-from layoutkit.zarr_layout import ConvertOptions
+from layoutkit.zarr_options import ConvertOptions
 
 LAYOUTS = {"signal-major": {"layout": "signal-major", "shards": "auto"}, "shot-packed": {"layout": "shot-packed"}}
 

@@ -41,7 +41,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from layoutkit.hdf5.combined import shot_of, walk_sources
 from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.model import Inventory
 from layoutkit.layout import Layout
+from layoutkit.merging import Merge, StoreDocs, folder_docs
 from layoutkit.plan import natural_key
 from layoutkit.stages import Stages
 from layoutkit.storage import SourceSet, as_sources
@@ -62,174 +63,6 @@ from layoutkit.storage.sources import source_record
 PAUSE_ENV = "LAYOUTKIT_APPEND_PAUSE"
 """Tests only: a path. Before its commit an append creates that file and waits while it
 exists (at most a minute), so that a test can kill it there, or start a second append."""
-
-
-# -- what a layout's merge returns ------------------------------------------------------
-
-
-@dataclass
-class Merge:
-    """How the staged store of the new shots joins the store (a layout's ``append.merge``)."""
-
-    moves: dict[str, str] = field(default_factory=dict)  # staged key -> the store's key (new keys only)
-    documents: dict[str, bytes] = field(default_factory=dict)  # new keys, written before the root
-    root: dict[str, Any] = field(default_factory=dict)  # the new root document: the commit
-    after: dict[str, bytes] = field(default_factory=dict)  # copies no reader relies on, written after the root
-    garbage: list[str] = field(default_factory=list)  # keys the new root no longer references
-    added: list[str] = field(default_factory=list)  # keys ``write`` adds (for the journal)
-    write: Callable[[], int] | None = None  # writes into the store itself, before the root; its bytes
-
-
-class StoreDocs:
-    """JSON documents and objects of a store, read as the merges need them."""
-
-    def __init__(self, get: Callable[[str], bytes | None], keys: Callable[[], list[str]] | None = None,
-                 zarr_store: Callable[[], Any] | None = None) -> None:
-        self._get = get
-        self._keys = keys
-        self._zarr_store = zarr_store
-
-    def zarr_store(self) -> Any:
-        """The store as a zarr store (to read its arrays, or to write the store's own)."""
-        assert self._zarr_store is not None
-        return self._zarr_store()
-
-    def get(self, key: str) -> bytes | None:
-        return self._get(key)
-
-    def json(self, key: str) -> dict[str, Any]:
-        data = self._get(key)
-        return json.loads(data) if data else {}
-
-    def keys(self) -> list[str]:
-        """Every key (the staged store only: the store itself is never listed)."""
-        assert self._keys is not None
-        return self._keys()
-
-
-def folder_docs(path: Path) -> StoreDocs:
-    """The staged store (a local folder) as :class:`StoreDocs`."""
-
-    def get(key: str) -> bytes | None:
-        try:
-            return (path / key).read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-
-    def zarr_store() -> Any:
-        import zarr.storage
-
-        return zarr.storage.LocalStore(str(path), read_only=True)
-
-    return StoreDocs(get, lambda: sorted(p.relative_to(path).as_posix() for p in path.rglob("*") if p.is_file()),
-                     zarr_store)
-
-
-def shots_in(keys: Sequence[str], template: str) -> set[str]:
-    """The shots whose groups hold ``keys`` (store keys mirror source paths; the key of
-    an object names its node's folder, so ``shots/zarr.json`` is no shot)."""
-    shot = shot_of(template)
-    return {s for k in keys if "/" in k and (s := shot("/" + k.rsplit("/", 1)[0])) is not None}
-
-
-def shot_keys(keys: Sequence[str], template: str, shots: set[str]) -> list[str]:
-    """The keys that lie inside the groups of ``shots``."""
-    shot = shot_of(template)
-    return [k for k in keys if "/" in k and shot("/" + k.rsplit("/", 1)[0]) in shots]
-
-
-def merged_sidecar(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """The store's ``layoutkit.json`` with the new shots' entries added: lists joined
-    (without repeats), maps joined, the rest the store's."""
-    out = dict(old)
-    for key, value in new.items():
-        mine = out.get(key)
-        if isinstance(mine, list) and isinstance(value, list):
-            seen = {json.dumps(v, sort_keys=True) for v in mine}
-            out[key] = mine + [v for v in value if json.dumps(v, sort_keys=True) not in seen]
-        elif isinstance(mine, dict) and isinstance(value, dict):
-            out[key] = {**mine, **value}
-        elif key not in out:
-            out[key] = value
-    return out
-
-
-def text_list(name: str, values: list[str], like: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """A root-level list of names (``/_shots``...) written as a new text array ``name``
-    with the codecs of ``like`` (the old list's metadata): its metadata and its objects."""
-    import zarr
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-    from zarr.storage import MemoryStore
-
-    meta = json.loads(json.dumps(like))
-    meta["shape"] = [len(values)]
-    meta["chunk_grid"]["configuration"]["chunk_shape"] = [max(1, len(values))]
-    store = MemoryStore()
-    sync(store.set(f"{name}/zarr.json", default_buffer_prototype().buffer.from_bytes(json.dumps(meta).encode())))
-    if values:
-        zarr.open_array(store, path=name, mode="r+")[:] = values
-    objects = {k: v.to_bytes() for k, v in store._store_dict.items()}
-    return meta, objects
-
-
-def read_list(docs: StoreDocs, name: str, meta: dict[str, Any]) -> list[str]:
-    """The values of a root-level text array of a store (its metadata ``meta`` from the root)."""
-    import zarr
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-    from zarr.storage import MemoryStore
-
-    store = MemoryStore()
-    for key in array_keys(name, meta):
-        data = json.dumps(meta).encode() if key.endswith("zarr.json") else docs.get(key)
-        if data is not None:
-            sync(store.set(key, default_buffer_prototype().buffer.from_bytes(data)))
-    return [str(v) for v in zarr.open_array(store, path=name, mode="r")[:]]
-
-
-def join_list(old: StoreDocs, new: StoreDocs, root: dict[str, Any], staged: dict[str, Any], field: str, base: str,
-              out: Merge) -> None:
-    """A root-level list of names (the layout attribute's ``field``: ``"shots"``...) with
-    the staged store's values added, written again under a new name (``{base}_aN``)
-    which the root's layout attribute and node listing take: a reader holding the old
-    root reads the old list, removed once the new root is in. Shots in natural order."""
-    from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR
-
-    layout, nodes = root["attributes"][LAYOUT_ATTR], root["attributes"][NODES_ATTR]
-    staged_layout, staged_nodes = staged["attributes"][LAYOUT_ATTR], staged["attributes"][NODES_ATTR]
-    listed, theirs = layout.get(field), staged_layout.get(field)
-    if listed is None and theirs is None:
-        return
-    values = read_list(old, listed, nodes[listed]) if listed else []
-    values += read_list(new, theirs, staged_nodes[theirs]) if theirs else []
-    name = next_name(base, set(nodes))
-    like = nodes.pop(listed) if listed else staged_nodes[theirs]
-    meta, objects = text_list(name, natural(values) if field == "shots" else sorted(set(values)), like)
-    nodes[name] = meta
-    layout[field] = name
-    out.documents.update(objects)
-    if listed:
-        out.garbage += array_keys(listed, like)
-
-
-def next_name(base: str, taken: set[str]) -> str:
-    """``base`` followed by the first ``_aN`` not in ``taken`` (a new name for a list)."""
-    n = 1
-    while f"{base}_a{n}" in taken:
-        n += 1
-    return f"{base}_a{n}"
-
-
-def array_keys(name: str, meta: dict[str, Any]) -> list[str]:
-    """Every object of a one-dimensional array ``name`` (its metadata and chunks)."""
-    n = int(meta.get("shape", [0])[0])
-    chunk = max(1, int(meta["chunk_grid"]["configuration"]["chunk_shape"][0]))
-    return [f"{name}/zarr.json"] + [f"{name}/c/{i}" for i in range(-(-n // chunk))]
-
-
-def natural(values: Sequence[str]) -> list[str]:
-    return sorted(dict.fromkeys(values), key=natural_key)
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -667,5 +500,4 @@ def recover(editor: StoreEditor) -> bool:
     return True
 
 
-__all__ = ["Added", "JOURNAL", "LOCK", "PAUSE_ENV", "AppendSummary", "Merge", "StoreDocs", "append", "array_keys",
-           "folder_docs", "join_list", "merged_sidecar", "natural", "next_name", "read_list", "recover", "shot_keys", "shots_in", "text_list"]
+__all__ = ["Added", "JOURNAL", "LOCK", "PAUSE_ENV", "AppendSummary", "append", "recover"]

@@ -16,8 +16,9 @@ from layoutkit import batches, pipeline
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import layout_for
 from layoutkit.stages import Stages
-from layoutkit.writers.zarr_convert import ConvertPlan, ConvertSummary
-from layoutkit.zarr_layout import ConvertOptions
+from layoutkit.writers.zarr_convert import ConvertSummary
+from layoutkit.zarr_plan import ConvertPlan
+from layoutkit.zarr_options import ConvertOptions
 
 
 def plan_convert(

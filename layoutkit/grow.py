@@ -5,7 +5,7 @@ months, :mod:`layoutkit.hdf5.concat`) takes the next files with ``convert --appe
 Its variables along that dimension grow: the new rows are written after the last ones,
 into the chunks the array's grid gives them (new objects; the chunk that held the last
 rows, when they did not fill it, written again whole, its old rows unchanged), through
-zarr, with each array's new shape held back (:func:`_held_class`) until the root
+zarr, with each array's new shape held back (:func:`~layoutkit.merging.held_store`) until the root
 document, the commit, gives it: a reader of the old root reads the old shape, and the
 rows past it are no part of the array. The arrays' own ``zarr.json`` follow the root.
 
@@ -26,14 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.equality.values import decode_fill, same_value
+from layoutkit.hdf5.values import decode_fill, same_value
 from layoutkit.errors import LayoutkitError
 from layoutkit.hdf5.concat import ENCODING_ATTRS
 from layoutkit.hdf5.model import ArrayInfo, Inventory
+from layoutkit.merging import SLAB_BYTES, grown, held_store, new_chunk_keys
 from layoutkit.storage import SourceSet
 
-SLAB_BYTES = 16 * 1024**2
-"""Rows written at a time, at most this many bytes of them (memory bound)."""
 
 
 class RecordsError(LayoutkitError):
@@ -139,99 +138,4 @@ def _write_rows(zarr_store: Any, sources: SourceSet, plans: list[tuple[str, Arra
     return nbytes
 
 
-def new_chunk_keys(key: str, meta: dict[str, Any], rows: int, at: int | None = None) -> list[str]:
-    """The keys of the chunks (or shards) an array gains when ``rows`` rows follow its
-    last (from row ``at``, when given)."""
-    import itertools
-
-    grid = meta["chunk_grid"]["configuration"]["chunk_shape"]
-    sep = meta.get("chunk_key_encoding", {}).get("configuration", {}).get("separator", "/")
-    old = int(meta["shape"][0]) if at is None else at
-    new = old + rows
-    first, last = -(-old // grid[0]), -(-new // grid[0])
-    spans = [range(first, last), *(range(-(-n // c)) for n, c in zip(meta["shape"][1:], grid[1:]))]
-    return [f"{key}/c{sep}" + sep.join(map(str, idx)) for idx in itertools.product(*spans)]
-
-
-def _held_class() -> type:
-    from zarr.storage import WrapperStore
-
-    class HeldMetadata(WrapperStore):
-        """A zarr store whose array documents named in ``held`` are read from there and
-        never written (the root gives them, later); every other key goes through."""
-
-        def __init__(self, store: Any, held: dict[str, bytes]) -> None:
-            super().__init__(store)
-            self.held = held
-
-        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-            if key in self.held:
-                return prototype.buffer.from_bytes(self.held[key])
-            return await self._store.get(key, prototype, byte_range)
-
-        async def set(self, key: str, value: Any) -> None:
-            if key not in self.held:
-                await self._store.set(key, value)
-
-    return HeldMetadata
-
-
-def held_store(store: Any, held: dict[str, bytes]) -> Any:
-    """``store`` with the array documents ``held`` read from there and never written."""
-    return _held_class()(store, held)
-
-
-def grown(meta: dict[str, Any], rows: int, at: int | None = None) -> dict[str, Any]:
-    """An array's metadata with ``rows`` more rows (after row ``at``, when given)."""
-    return {**meta, "shape": [(int(meta["shape"][0]) if at is None else at) + rows, *meta["shape"][1:]]}
-
-
-def next_boundary(meta: dict[str, Any]) -> int:
-    """The first row of the array's first chunk (or shard) that holds none of its rows:
-    rows written from there leave every object of the array as it is."""
-    grid = int(meta["chunk_grid"]["configuration"]["chunk_shape"][0])
-    return -(-int(meta["shape"][0]) // grid) * grid
-
-
-IN_FLIGHT = 16
-"""Arrays appended to at once (:func:`copy_rows`): their Python work is small and their
-I/O waits, so many at once cost one array's time; each holds at most a slab of rows."""
-
-
-def copy_rows(source: Any, target: Any, items: list[tuple[str, str, dict[str, Any], Any, int | None]]) -> int:
-    """Append the rows of arrays of the zarr store ``source`` to arrays of ``target``:
-    each item ``(source array, target array, the target's metadata now, transform or
-    None, first row or None: after the last)``, the new shapes held back
-    (:func:`held_store`); :data:`IN_FLIGHT` arrays at a time, a slab of rows at a time,
-    on zarr's own event loop (one round trip into it for them all). Returns the bytes."""
-    import asyncio
-
-    import zarr.api.asynchronous as za
-    from zarr.core.sync import sync
-
-    async def one(gate: asyncio.Semaphore, name: str, key: str, meta: dict[str, Any], transform: Any,
-                  at: int | None) -> int:
-        async with gate:
-            src = await za.open_array(store=source, path=name, mode="r")
-            rows = int(src.shape[0])
-            held = {f"{key}/zarr.json": json.dumps(grown(meta, rows, at)).encode()}
-            dst = await za.open_array(store=held_store(target, held), path=key, mode="r+")
-            first = int(meta["shape"][0]) if at is None else at
-            row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64)) * np.dtype(src.dtype).itemsize)
-            step, nbytes = max(1, SLAB_BYTES // row_bytes), 0
-            for lo in range(0, rows, step):
-                hi = min(rows, lo + step)
-                values = np.asarray(await src.getitem(slice(lo, hi)))
-                await dst.setitem(slice(first + lo, first + hi), transform(values) if transform else values)
-                nbytes += values.nbytes
-            return nbytes
-
-    async def every() -> int:
-        gate = asyncio.Semaphore(IN_FLIGHT)  # made on zarr's loop
-        return sum(await asyncio.gather(*(one(gate, *item) for item in items)))
-
-    return sync(every())
-
-
-__all__ = ["IN_FLIGHT", "SLAB_BYTES", "RecordsError", "copy_rows", "grow", "grown", "held_store", "new_chunk_keys",
-           "next_boundary", "plan_growth"]
+__all__ = ["RecordsError", "grow", "plan_growth"]

@@ -13,7 +13,9 @@ as a zarr codec is one class registered by name. It owns its whole format:
 A layout is one package (``layoutkit/layouts/signal_major/``): ``spec.py`` (its names,
 version and index encoding, which both directions import), ``plan.py`` (``plan``),
 ``write.py`` (``begin``, ``summarize``, optionally ``finish``), ``read.py``
-(``open_archive``) and ``compare.py`` (``compare``). :attr:`Layout.package` names it, and
+(``open_archive``), ``compare.py`` (``compare``), and for a layout that can append
+(:attr:`Layout.appends`) ``append.py`` (``merge``: how a staged store of new shots
+joins a store, in the vocabulary of :mod:`layoutkit.merging`). :attr:`Layout.package` names it, and
 the methods below import each module when first used: the registry itself loads no
 writer, reader or Zarr. A layout may instead override the methods.
 
@@ -89,6 +91,11 @@ class Layout(ABC):
     format: ClassVar[str]  # what it writes: "zarr", "hdf5", or the layout's own format
     output: ClassVar[str] = "store"  # "store" (a Zarr key-value target) or "file" (a local path)
     destinations: ClassVar[tuple[str, ...]] = DESTINATION_KINDS  # where it can write (DESTINATION_KINDS)
+    appends: ClassVar[bool] = False
+    """Whether its outputs can be appended to (``convert --append``; a set of many
+    sources is then written in batches): it ships ``append.py``, and the conformance
+    suite (:class:`layoutkit.testing.LayoutTests`) runs its append round trips.
+    :meth:`can_append` says for which options."""
     options_class: ClassVar[type]
     recipe_keys: ClassVar[tuple[RecipeKey, ...]]
     description: ClassVar[str] = ""
@@ -178,13 +185,14 @@ class Layout(ABC):
 
     def can_append(self, options: Any) -> bool:
         """Whether a store this layout writes with ``options`` can be appended to (and so a
-        set of many sources written in batches: :mod:`layoutkit.batches`)."""
+        set of many sources written in batches: :mod:`layoutkit.batches`); never unless
+        :attr:`appends`."""
         return False
 
     def merge(self, old: Any, new: Any, options: Any) -> Any:
         """How a staged store of new shots joins a store of this layout: the package's
-        ``append.merge`` (:class:`layoutkit.append.Merge`; ``old`` and ``new`` are
-        :class:`layoutkit.append.StoreDocs`)."""
+        ``append.merge`` (:class:`layoutkit.merging.Merge`; ``old`` and ``new`` are
+        :class:`layoutkit.merging.StoreDocs`)."""
         return self.part("append").merge(old, new, options)
 
     def needs_shot_archive(self, options: Any) -> bool:

@@ -7,7 +7,7 @@ this module and nowhere else:
    (:meth:`~layoutkit.storage.LocalDestination.check`), before any work;
 2. plan: walk the source once (:func:`~layoutkit.hdf5.inventory.read_inventory`), fingerprint
    its dimension scales when the layout deduplicates them
-   (:func:`~layoutkit.hdf5.scales.read_scale_digests`), and call the layout's pure
+   (:func:`~layoutkit.hdf5.scale_reads.read_scale_digests`), and call the layout's pure
    :meth:`Layout.plan`;
 3. stage the output (:meth:`~layoutkit.storage.LocalDestination.stage`) and let the layout
    create its skeleton there, stamped with the provenance attribute
@@ -49,7 +49,7 @@ from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory
-from layoutkit.hdf5.scales import read_scale_digests
+from layoutkit.hdf5.scale_reads import read_scale_digests
 from layoutkit.layout import Layout, Work
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from layoutkit import pipeline
 from layoutkit.hdf5.inventory import Inventory
-from layoutkit.hdf5.scales import find_duplicate_scales
+from layoutkit.hdf5.scale_reads import find_duplicate_scales
 from layoutkit.layouts import get_layout
 from layoutkit.layouts.hdf5_paged.options import ReorderOptions
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary

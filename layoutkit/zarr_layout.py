@@ -1,5 +1,6 @@
-"""What every Zarr layout shares and the registry needs without Zarr itself: the options
-of ``convert``, their recipe keys, and :class:`ZarrLayout`, the Zarr layouts' base class.
+"""What every Zarr layout shares and the registry needs without Zarr itself:
+:class:`ZarrLayout`, the Zarr layouts' base class (``convert``'s options and their
+recipe keys are in :mod:`layoutkit.zarr_options`).
 
 This module imports neither zarr nor the writers, so that the registry of layouts (and
 with it the CLI's choices, recipes, ``inspect`` and ``advise``) loads in a few
@@ -8,80 +9,17 @@ milliseconds; each layout imports its writer, reader and comparator when first u
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from layoutkit.errors import InvalidOptionError
 from layoutkit.layout import Layout, Work
-from layoutkit.options import (
-    CHUNK_SIZE_KEY,
-    CHUNKS_KEY,
-    COMPRESSOR_KEY,
-    STR_OR_INT,
-    ChunkSpec,
-    CompressorSpec,
-    RecipeKey,
-    ShardSpec,
-    exact_size,
-    parse_bool,
-    parse_chunks,
-    parse_compressor,
-    parse_shards,
-)
-from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
-
-DEFAULT_CHUNK_BYTES = 4 * 1024**2
-DEFAULT_MEMORY_LIMIT = 1024**3
-
-
-@dataclass(frozen=True)
-class ConvertOptions:
-    """Every choice ``convert`` takes, for every Zarr layout (the CLI and recipes build one)."""
-
-    zarr_format: int = 3
-    chunks: ChunkSpec = field(default_factory=lambda: parse_chunks("auto"))
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES
-    compressor: CompressorSpec = field(default_factory=lambda: parse_compressor("zstd:3"))
-    shards: ShardSpec = field(default_factory=lambda: parse_shards("none"))
-    consolidate: bool = True
-    workers: int = 2
-    scheduler: str = "threads"
-    memory_limit: int = DEFAULT_MEMORY_LIMIT
-    batch_files: int = 0  # a set of sources written this many files at a time (0: as many as hold ~100,000 datasets)
-    overwrite: bool = False
-    skip_unsupported: bool = False
-    # which Zarr layout, by its name in the registry (layoutkit.layouts); former spellings work too
-    layout: str = "shot-major"
-    template: str = DEFAULT_TEMPLATE  # where shots and signals are, for the layouts that pack them
-
-
-def _parse_zarr_format(text: Any) -> int:
-    if str(text).strip() not in ("2", "3"):
-        raise InvalidOptionError(f"Expected --zarr-format 2 or 3. Got {text!r}.")
-    return int(str(text).strip())
-
-
-def _show_shards(spec: ShardSpec) -> str | int:
-    return exact_size(spec.target_bytes) if spec.mode == "size" else spec.mode
-
-
-ZARR_RECIPE_KEYS: tuple[RecipeKey, ...] = (
-    RecipeKey("zarr_format", "zarr_format", _parse_zarr_format, int, "2 or 3", STR_OR_INT),
-    TEMPLATE_KEY,
-    CHUNKS_KEY,
-    CHUNK_SIZE_KEY,
-    COMPRESSOR_KEY,
-    RecipeKey("shards", "shards", parse_shards, _show_shards, "none, auto or a size such as \"64MiB\"", STR_OR_INT),
-    RecipeKey("consolidate", "consolidate", parse_bool, bool, "true or false", (bool,)),
-)
-
-
+from layoutkit.zarr_options import ZARR_RECIPE_KEYS, ConvertOptions
 
 class ZarrLayout(Layout):
     """The base of the Zarr layouts ``convert`` writes: their options and recipe keys, and
     the finishing of a store (consolidated metadata, the root document last)."""
 
     command = "convert"
+    appends = True  # Zarr format 3 stores (can_append)
     target = "zarr"
     format = "zarr"
     output = "store"
@@ -99,4 +37,4 @@ class ZarrLayout(Layout):
         work.state["writer"].finish(plan.options.consolidate, keep=work.state.get("keep"))
 
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_MEMORY_LIMIT", "ZARR_RECIPE_KEYS", "ConvertOptions", "ZarrLayout"]
+__all__ = ["ZarrLayout"]

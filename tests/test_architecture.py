@@ -18,10 +18,14 @@ def module_name(path: Path) -> str:
 
 def imports(path: Path) -> list[tuple[str, list[str]]]:
     """Every import of a layoutkit module in ``path`` (lazy ones inside functions
-    included): (module, names imported from it)."""
+    included, those under ``if TYPE_CHECKING:`` not): (module, names imported from it)."""
     name = module_name(path)
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    # ``if TYPE_CHECKING:`` imports name types for annotations and never run: not edges
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and getattr(block.test, "id", None) == "TYPE_CHECKING" for stmt in block.body for n in ast.walk(stmt)}
+    for node in (n for n in ast.walk(tree) if id(n) not in typing_only):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = name.split(".")[: len(name.split(".")) - node.level + (path.name == "__init__.py")]
@@ -69,7 +73,8 @@ def test_the_graph_is_read() -> None:
     lazy ones included, and the closure follows them and the packages they run."""
     assert {"layoutkit.pipeline", "layoutkit.layouts", "layoutkit.layouts.shot_major.plan",
             "layoutkit.verify.equality", "layoutkit.cli"} <= set(MODULES)
-    assert "layoutkit.writers.zarr_convert" in EDGES["layoutkit.layouts.shot_major.plan"]
+    assert "layoutkit.zarr_plan" in EDGES["layoutkit.layouts.shot_major.plan"]
+    assert "layoutkit.writers.zarr_convert" in EDGES["layoutkit.layouts.shot_major.write"]
     assert "layoutkit.layouts.signal_major.plan" in EDGES["layoutkit.layouts.signal_major.write"]
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
@@ -135,9 +140,97 @@ def test_a_layout_imports_only_the_shared_core_and_its_own_package(package: str)
 
 @pytest.mark.parametrize("package", LAYOUT_PACKAGES)
 def test_a_layout_has_every_part(package: str) -> None:
-    """spec, plan, write, read and compare: the format, both directions and the proof."""
+    """spec, plan, write, read and compare: the format, both directions and the proof;
+    and append when the layout says it appends (its capability flag, read from the
+    registry: the conformance suite runs the append round trips of exactly those)."""
+    from layoutkit.layouts import LAYOUTS
+
     parts = {n.rsplit(".", 1)[-1] for n in MODULES if n.startswith(f"layoutkit.layouts.{package}.")}
     assert {"spec", "plan", "write", "read", "compare"} <= parts
+    appends = {layout.appends for layout in LAYOUTS.values() if layout.package == f"layoutkit.layouts.{package}"}
+    assert appends in ({True}, {False}), package
+    assert ("append" in parts) == (appends == {True}), package
+    if "append" in parts:
+        tree = ast.parse(MODULES[f"layoutkit.layouts.{package}.append"].read_text())
+        assert "merge" in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+# the layers, lowest first: a module imports from its own layer or a lower one, never a
+# higher one (lazy imports included). The core (records, maths, storage, the source side,
+# the merge contract) knows no layout; the sides (readers, the proof, the writers' shared
+# machinery) know no layout; the layouts know no command; the commands no CLI.
+LAYERS = (
+    ("core", ("layoutkit.errors", "layoutkit.formats", "layoutkit.options", "layoutkit.stages", "layoutkit.memory",
+              "layoutkit.plan", "layoutkit.merging", "layoutkit.zarr_options", "layoutkit.zarr_plan",
+              "layoutkit.storage", "layoutkit.hdf5", "layoutkit.execute")),
+    ("sides", ("layoutkit.readers", "layoutkit.equality", "layoutkit.writers")),
+    ("layouts", ("layoutkit.layout", "layoutkit.layouts", "layoutkit.zarr_layout")),
+    ("commands", ("layoutkit.pipeline", "layoutkit.batches", "layoutkit.append", "layoutkit.grow",
+                  "layoutkit.archive", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes",
+                  "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect",
+                  "layoutkit.testing", "layoutkit.faulty_bucket")),
+    ("face", ("layoutkit.cli", "layoutkit.__main__", "layoutkit")),
+)
+
+
+def layer_of(module: str) -> int:
+    found = [(len(p), i) for i, (_, prefixes) in enumerate(LAYERS) for p in prefixes
+             if module == p or module.startswith(p + ".")]
+    assert found, f"{module} is in no layer: add it to LAYERS"
+    return max(found)[1]
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for name in MODULES:
+        layer_of(name)
+
+
+def test_no_import_upward_across_the_layers() -> None:
+    up = [f"{m} ({LAYERS[layer_of(m)][0]}) -> {t} ({LAYERS[layer_of(t)][0]})"
+          for m, targets in EDGES.items() for t in targets if layer_of(t) > layer_of(m)]
+    assert up == []
+
+
+def unit_of(module: str) -> str:
+    """A package (``layoutkit.hdf5``; the layouts as one), or a top-level module."""
+    parts = module.split(".")
+    return "layoutkit.layouts" if parts[1:2] == ["layouts"] else ".".join(parts[:2])
+
+
+def test_no_loop_between_packages() -> None:
+    """Module cycles are caught above; this catches loops between packages
+    (``hdf5`` -> ``equality`` -> ``hdf5`` was one, through two modules)."""
+    units: dict[str, set[str]] = {}
+    for m, targets in EDGES.items():
+        units.setdefault(unit_of(m), set()).update(unit_of(t) for t in targets if unit_of(t) != unit_of(m))
+    assert find_cycle(units) is None
+
+
+PLANNING = sorted(n for n in MODULES if n in ("layoutkit.plan", "layoutkit.zarr_plan")
+                  or n.startswith("layoutkit.layouts.") and n.endswith(".plan"))
+
+
+@pytest.mark.parametrize("name", PLANNING)
+def test_planning_imports_nothing_of_the_write_or_read_side(name: str) -> None:
+    """Planning is pure (rechunker's is numpy alone): no writer, no engine, no reader."""
+    own = name.rsplit(".", 1)[0]
+    bad = sorted(m for m in closure(name) if m.startswith((*WRITE_SIDE, *RAW_READ_PATH, "layoutkit.readers"))
+                 or m.startswith("layoutkit.layouts.") and m.rsplit(".", 1)[-1] in ("write", "read", "append")
+                 or m.startswith("layoutkit.layouts.") and m.count(".") >= 3 and not m.startswith(own))
+    assert bad == []
+
+
+def test_planning_loads_numpy_alone() -> None:
+    """Importing every planner loads no zarr, numcodecs, h5py, hdf5plugin or xarray."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, sys\n"
+            f"for m in {PLANNING!r}: importlib.import_module(m)\n"
+            "print(sorted(m for m in ('zarr', 'numcodecs', 'h5py', 'hdf5plugin', 'xarray', 'imagecodecs') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
 
 
 READ_SIDE = sorted(

@@ -20,7 +20,7 @@ from layoutkit.sample import write_sample
 from layoutkit.storage import SourceSet
 from layoutkit.testing import assert_same_values
 from layoutkit.verify.equality import compare_set
-from layoutkit.zarr_layout import ConvertOptions
+from layoutkit.zarr_options import ConvertOptions
 
 ZARR_LAYOUTS = [layout.name for layout in layouts_of("convert")]
 runner = CliRunner()

@@ -13,7 +13,8 @@ from conftest import realdata_files
 from layoutkit.errors import RawReadFallback
 
 from layoutkit.hdf5.inventory import read_inventory
-from layoutkit.hdf5.source import SourceReader, _ChunkIndex, can_read_raw
+from layoutkit.hdf5.filters import can_read_raw
+from layoutkit.hdf5.source import SourceReader, _ChunkIndex
 
 FILTER_FILES = [p for p in realdata_files() if p.name in ("bitshuffle_datasets.hdf5", "lz4_datasets.hdf5")]
 

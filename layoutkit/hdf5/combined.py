@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.equality.values import attrs_difference, equal_values, info_difference
+from layoutkit.hdf5.values import attrs_difference, equal_values, info_difference
 from layoutkit.errors import DifferentDuplicateError, SourcesDoNotCombineError
 from layoutkit.hdf5.concat import RULE as CONCAT_RULE
 from layoutkit.hdf5.concat import concatenate

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.equality.values import same_value
+from layoutkit.hdf5.values import same_value
 from layoutkit.errors import SourcesDoNotCombineError
 from layoutkit.hdf5.model import ArrayInfo, Inventory
 from layoutkit.storage import SourceSet
@@ -167,7 +167,7 @@ def decoded_dtype(info: ArrayInfo) -> np.dtype:
 
 def _check_equal(paths: list[str], order: list[int], inventories: Sequence[Inventory], reader: Any) -> None:
     """Refuse a variable without the record dimension that differs between files."""
-    from layoutkit.equality.values import equal_values, info_difference
+    from layoutkit.hdf5.values import equal_values, info_difference
 
     for path in paths:
         base = _in(inventories[order[0]], path, order[0])

@@ -3,7 +3,8 @@
 The ids are HDF5's own (1-6) and the registered plugins'
 (https://portal.hdfgroup.org/documentation/hdf5-docs/registered_filter_plugins.html).
 The inventory names a dataset's pipeline with :func:`filter_name`, the raw reader
-decodes the ids in :data:`RAW_DECODABLE` itself, ``convert --compressor source`` maps
+decodes the ids in :data:`RAW_DECODABLE` itself (:func:`can_read_raw`: which datasets
+it reads, what planning needs to know), ``convert --compressor source`` maps
 some of them to Zarr codecs, and ``reorder`` compares a source's pipeline with the one it
 would write by :func:`pipeline_levels`.
 """
@@ -12,6 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import IntEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from layoutkit.hdf5.model import ArrayInfo
 
 
 class Filter(IntEnum):
@@ -67,4 +72,25 @@ def pipeline_levels(filters: Iterable[tuple[int, tuple[int, ...]]]) -> tuple[tup
     return tuple((fid, level_of(fid, options)) for fid, options in filters)
 
 
-__all__ = ["FILTER_NAMES", "Filter", "LEVELLED", "RAW_DECODABLE", "filter_name", "level_of", "pipeline_levels"]
+RAW_KINDS = frozenset({"numeric", "bool", "fixed-bytes", "enum", "opaque", "compound"})
+
+
+def can_read_raw(info: ArrayInfo) -> bool:
+    """True when the reader can decode this dataset's chunks itself."""
+    if info.kind not in RAW_KINDS or info.external or info.dtype.hasobject or info.raw_fallback or info.strpad:
+        return False
+    if info.layout == "contiguous":
+        return not info.filters
+    if info.layout != "chunked":
+        return False
+    for f in info.filters:
+        if f.id not in RAW_DECODABLE:
+            return False
+        # bitshuffle: plain, or with LZ4 blocks (4); its zstd mode (3) goes through h5py
+        if f.id == Filter.BITSHUFFLE and len(f.options) > 4 and f.options[4] not in (0, 2):
+            return False
+    return True
+
+
+__all__ = ["FILTER_NAMES", "RAW_KINDS", "Filter", "LEVELLED", "RAW_DECODABLE", "can_read_raw", "filter_name", "level_of",
+           "pipeline_levels"]

@@ -29,7 +29,7 @@ from layoutkit.errors import ChunkDecodeError, RawReadFallback
 from layoutkit.hdf5.chunk_index import chunk_count as chunk_count_of
 from layoutkit.hdf5.chunk_index import entries_in_bucket, index_problem
 from layoutkit.hdf5.files import open_source
-from layoutkit.hdf5.filters import RAW_DECODABLE, Filter
+from layoutkit.hdf5.filters import RAW_DECODABLE, Filter, can_read_raw
 from layoutkit.hdf5.inventory import ArrayInfo
 from layoutkit.hdf5.reference import read_block
 from layoutkit.plan import Region
@@ -37,26 +37,6 @@ from layoutkit.stages import timed
 from layoutkit.storage import ObjectSource, SourceSet
 
 ALL_FILTERS_SKIPPED = 0xFFFFFFFF  # a filter mask: the chunk's bytes are to be decoded by no filter
-RAW_KINDS = frozenset({"numeric", "bool", "fixed-bytes", "enum", "opaque", "compound"})
-
-
-def can_read_raw(info: ArrayInfo) -> bool:
-    """True when the reader can decode this dataset's chunks itself."""
-    if info.kind not in RAW_KINDS or info.external or info.dtype.hasobject or info.raw_fallback or info.strpad:
-        return False
-    if info.layout == "contiguous":
-        return not info.filters
-    if info.layout != "chunked":
-        return False
-    for f in info.filters:
-        if f.id not in RAW_DECODABLE:
-            return False
-        # bitshuffle: plain, or with LZ4 blocks (4); its zstd mode (3) goes through h5py
-        if f.id == Filter.BITSHUFFLE and len(f.options) > 4 and f.options[4] not in (0, 2):
-            return False
-    return True
-
-
 def _unlz4_hdf5(buf: bytes) -> bytes:
     # HDF5 LZ4 filter framing: u64 BE total size, u32 BE block size, then per block a
     # u32 BE compressed size and the block (stored raw when it did not shrink).

@@ -28,7 +28,7 @@ from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
 from zarr.storage import StorePath
 
-from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
+from layoutkit.errors import InvalidOptionError
 from layoutkit.formats import (
     DIMENSIONS_ATTR,
     ENUM_ATTR,
@@ -39,43 +39,12 @@ from layoutkit.formats import (
     json_attrs,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import carried_nowhere
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.stages import timed
 from layoutkit.storage.kv import as_kv
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
-
-
-def target_dtype(info: ArrayInfo) -> np.dtype | type:
-    """The dtype the Zarr array gets for a source dataset."""
-    if (feature := carried_nowhere(info)) is not None:
-        raise UnsupportedFeatureError(info.path, feature)
-    if info.kind in ("string", "reference"):
-        return str
-    if info.dtype.kind in "fc" and info.dtype.itemsize > (8 if info.dtype.kind == "f" else 16):
-        raise UnsupportedFeatureError(info.path, f"long double ({info.dtype}; Zarr's widest float is 64 bits)")
-    if info.kind == "enum":
-        return np.dtype(info.dtype.str)  # the base integer, without h5py's enum metadata
-    if info.kind == "vlen":
-        raise UnsupportedFeatureError(info.path, "variable-length sequences (vlen arrays)")
-    if info.kind == "other":
-        raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")
-    if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
-        base, shape = info.dtype.subdtype
-        raise UnsupportedFeatureError(
-            info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element type)"
-        )
-    if info.dtype.names:
-        for name in info.dtype.names:
-            sub = info.dtype.fields[name][0]
-            if sub.hasobject or sub.names:
-                raise UnsupportedFeatureError(
-                    info.path, f"a compound type with a nested or variable-length member {name!r}"
-                )
-            if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
-                raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
-    return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
+from layoutkit.zarr_plan import target_dtype
 
 
 def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:

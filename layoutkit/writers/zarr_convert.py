@@ -1,16 +1,14 @@
-"""What every Zarr layout's writer shares: the planning of one array, and the tasks that
-copy blocks from the source into a store.
+"""What every Zarr layout's writer shares: the tasks that copy blocks from the source
+into a store, the run's summary and the sidecar.
 
-Each array is planned by :func:`plan_array` (chunks grown from the source's up to
-``--chunk-size``, optionally sharded); the copy tasks (:func:`copy_task`,
-:func:`copy_packed_task`) read their blocks raw, decode them outside h5py's lock and
-encode them on the worker. :class:`ZarrLayout` is the base of the Zarr layouts
-(:mod:`layoutkit.layouts`): their options, recipe keys and the finishing of a store.
+The copy tasks (:func:`copy_task`, :func:`copy_packed_task`) read their blocks raw,
+decode them outside h5py's lock and encode them on the worker. The planning they carry
+out is :mod:`layoutkit.zarr_plan`'s (pure); :class:`~layoutkit.zarr_layout.ZarrLayout`
+is the base of the Zarr layouts.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from dataclasses import asdict, dataclass, fields
@@ -20,44 +18,11 @@ from typing import Any
 import numpy as np
 
 from layoutkit import __version__
-from layoutkit.errors import InvalidOptionError, MissingFilterError, OutputNotWritableError, UnsupportedFeatureError
+from layoutkit.errors import OutputNotWritableError
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.source import SetReader, SourceReader, can_read_raw, open_reader
-from layoutkit.options import (
-    ShardSpec,
-    parse_compressor,
-)
-from layoutkit.plan import (
-    ArrayPlan,
-    CopyTask,
-    plan_chunks,
-    plan_shards,
-)
-from layoutkit.writers.zarr_ import ZarrWriter, target_dtype
-from layoutkit.writers.zarr_raw import SourceEncoding, source_encoding
-from layoutkit.zarr_layout import ConvertOptions
-
-# --compressor source, for an array whose stored chunks cannot be copied as they are:
-# stored plainly when the source stores it plainly, else zstd (read by every Zarr reader)
-SOURCE_FALLBACK = parse_compressor("zstd:3")
-
-
-@dataclass(frozen=True)
-class ConvertPlan:
-    source: str
-    dest: str
-    options: ConvertOptions
-    arrays: tuple[ArrayPlan, ...]
-    skipped: tuple[tuple[str, str], ...]
-    tasks: tuple[CopyTask, ...]
-    task_bytes: int
-    # --compressor source: the arrays decoded and re-encoded, and why
-    reencoded: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.arrays)
-
+from layoutkit.hdf5.source import SetReader, SourceReader, open_reader
+from layoutkit.plan import CopyTask
+from layoutkit.writers.zarr_ import ZarrWriter
 
 @dataclass(frozen=True)
 class ConvertSummary:
@@ -89,91 +54,6 @@ class ConvertSummary:
     @property
     def throughput(self) -> float:
         return self.logical_bytes / self.seconds if self.seconds > 0 else float("nan")
-
-
-def _check_filters(info: ArrayInfo) -> None:
-    for f in info.filters:
-        if not f.available:
-            raise MissingFilterError(info.path, f.id, f.name)
-
-
-def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> ArrayPlan:
-    """Plan one array: raise :class:`UnsupportedFeatureError` when it cannot be carried."""
-    if info.external:
-        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
-    if info.layout == "virtual":
-        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
-    if "\\" in info.path:  # zarr-python takes it for a path separator on reading
-        raise UnsupportedFeatureError(info.path, "a backslash in its name (Zarr stores cannot address it)")
-    _check_filters(info)
-    dtype = target_dtype(info)
-    itemsize = info.dtype.itemsize if dtype is not str else 16
-    target = min(options.chunk_bytes, block_limit)
-    size = math.prod(info.shape) if info.shape else 1
-    compressor, encoding = options.compressor, None
-    if compressor.name == "source":
-        found = source_encoding(info)
-        if isinstance(found, SourceEncoding) and size > 0:
-            encoding = found
-        else:
-            compressor = SOURCE_FALLBACK if info.filters else parse_compressor("none")
-    if encoding is not None:
-        # the HDF5 chunk shape exactly, even past the array's end: the stored chunks are whole
-        assert info.chunks is not None
-        chunks = tuple(info.chunks)
-    else:
-        chunks = plan_chunks(info.shape, itemsize, info.chunks, options.chunks, target)
-    shards = None
-    if options.zarr_format == 3 and dtype is not str:
-        spec = options.shards
-        if spec.mode != "none":
-            spec = ShardSpec(spec.mode, min(spec.target_bytes, block_limit))
-        shards = plan_shards(info.shape, chunks, itemsize, spec)
-    return ArrayPlan(
-        path=info.path,
-        shape=info.shape,
-        dtype=str(info.dtype) if dtype is not str else "str",
-        itemsize=itemsize,
-        chunks=chunks,
-        shards=shards,
-        compressor=compressor,
-        read_mode="none" if size == 0 else ("copy" if encoding else "raw" if can_read_raw(info) else "h5py"),
-        nbytes=size * itemsize,
-        source_encoding=encoding,
-        regions=info.stored_regions,
-    )
-
-
-def reencode_reason(info: ArrayInfo) -> str:
-    """Why ``--compressor source`` decodes and re-encodes ``info`` instead of copying it."""
-    found = source_encoding(info)
-    return found if isinstance(found, str) else "has no stored chunks"
-
-
-def check_source_options(options: ConvertOptions) -> None:
-    """``--compressor source`` copies the source's chunks, so it keeps their shape."""
-    if options.compressor.name == "source" and options.chunks.mode == "shape":
-        raise InvalidOptionError(
-            "Expected --chunks source (or auto) with --compressor source, which copies the source's "
-            f"chunks as they are. Got --chunks {','.join(map(str, options.chunks.shape or ()))}."
-        )
-
-
-def plan_arrays(
-    arrays: list[ArrayInfo], options: ConvertOptions, budget: int
-) -> tuple[list[ArrayPlan | None], list[tuple[str, str]]]:
-    """Plan each array, or (with ``skip_unsupported``) leave it out and say why."""
-    plans: list[ArrayPlan | None] = []
-    skipped: list[tuple[str, str]] = []
-    for info in arrays:
-        try:
-            plans.append(plan_array(info, options, budget))
-        except (UnsupportedFeatureError, MissingFilterError) as exc:
-            if not options.skip_unsupported:
-                raise
-            skipped.append((info.path, str(exc)))
-            plans.append(None)
-    return plans, skipped
 
 
 # ---------------------------------------------------------------------------------
@@ -303,34 +183,5 @@ def not_writable(dest: Path, exc: OSError) -> OutputNotWritableError:
     return OutputNotWritableError(f"Destination {str(dest)!r} cannot be written ({exc.strerror or exc}).")
 
 
-def packable(info: ArrayInfo) -> bool:
-    """Datasets of fixed-size numbers (or booleans) with at least one axis, stored
-    where they are declared: a dataset declared far larger than it is written
-    (:attr:`~layoutkit.hdf5.model.ArrayInfo.stored_regions`) is mirrored, which writes
-    its stored chunks alone, where packing would write every element of it."""
-    return (
-        info.stored_regions is None
-        and info.kind in ("numeric", "bool")
-        and info.dtype.kind in "biufc"
-        and len(info.shape) >= 1
-        and not info.null_space
-        and not info.dim_only
-    )
-
-
-__all__ = [
-    "ConvertPlan",
-    "ConvertSummary",
-    "CopyJob",
-    "adopt_job",
-    "check_source_options",
-    "close_open_files",
-    "copy_packed_task",
-    "copy_task",
-    "not_writable",
-    "packable",
-    "plan_array",
-    "plan_arrays",
-    "reencode_reason",
-    "sidecar",
-]
+__all__ = ["ConvertSummary", "CopyJob", "adopt_job", "close_open_files", "copy_packed_task", "copy_task", "not_writable",
+           "sidecar"]

@@ -6,9 +6,9 @@ zlib (HDF5 writes the zlib format, not gzip), shuffle is numcodecs' byte shuffle
 fletcher32 is numcodecs' Fletcher32 (the same checksum, appended the same way), and the
 hdf5plugin zstd and blosc filters write plain zstd frames and blosc frames. HDF5 stores
 edge chunks whole, as Zarr does, so the chunk grids match when the Zarr chunk shape is
-the HDF5 one. Pipelines with anything else (scale-offset, n-bit, szip, HDF5's own LZ4
-framing, bitshuffle, LZF, unknown ids) have no Zarr spelling: :func:`source_encoding`
-names the reason and those arrays are decoded and re-encoded.
+the HDF5 one. The mapping itself is pure (:mod:`layoutkit.hdf5.encoding`, which planning
+uses); here its stages become zarr's codec objects. Pipelines with anything else have no
+Zarr spelling, and those arrays are decoded and re-encoded.
 
 :func:`encode_shard` assembles a Zarr v3 shard from stored chunks and the shard index
 (little-endian ``(offset, nbytes)`` pairs followed by their CRC32C), so sharded output
@@ -17,7 +17,6 @@ is written at copy speed too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import google_crc32c
@@ -26,79 +25,9 @@ import numpy as np
 import zarr.codecs
 import zarr.codecs.numcodecs
 
-from layoutkit.hdf5.filters import Filter
-from layoutkit.hdf5.inventory import ArrayInfo
+from layoutkit.hdf5.encoding import SourceEncoding
 
-# what has no Zarr codec, said the way the summary says it
-_UNMAPPED = {
-    Filter.SZIP: "szip",
-    Filter.NBIT: "nbit",
-    Filter.SCALEOFFSET: "scaleoffset",
-    Filter.LZF: "lzf",
-    Filter.LZ4: "lz4 (HDF5's LZ4 framing, which no Zarr codec reads)",
-    Filter.BITSHUFFLE: "bitshuffle",
-}
-BLOSC_CNAMES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
-BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
-RAW_COPY_KINDS = frozenset({"numeric", "bool", "enum"})  # same bytes in HDF5 and Zarr
 EMPTY = 2**64 - 1  # a shard index entry of a chunk that is not stored
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One codec of a source encoding: ``zlib``, ``shuffle``, ``fletcher32``, ``zstd`` or
-    ``blosc``, with its configuration."""
-
-    name: str
-    config: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def options(self) -> dict[str, Any]:
-        return dict(self.config)
-
-
-@dataclass(frozen=True)
-class SourceEncoding:
-    """A dataset's HDF5 filter pipeline as Zarr codecs, in the order they encode."""
-
-    stages: tuple[Stage, ...]
-
-    def __str__(self) -> str:
-        return "+".join(s.name for s in self.stages) or "none"
-
-
-def source_encoding(info: ArrayInfo) -> SourceEncoding | str:
-    """The Zarr spelling of ``info``'s filter pipeline, or why its stored chunks cannot be
-    copied as they are (a phrase such as ``"uses scaleoffset"``)."""
-    if info.layout != "chunked" or not info.chunks:
-        return f"has {info.layout} storage, not chunks"
-    if info.kind not in RAW_COPY_KINDS or info.dtype.hasobject:
-        return f"holds {info.kind} values (only numbers are copied as stored)"
-    if info.raw_fallback:
-        return f"is read through HDF5 ({info.raw_fallback})"
-    stages = []
-    for f in info.filters:
-        if f.id in _UNMAPPED:
-            return f"uses {_UNMAPPED[f.id]}"
-        if f.id == Filter.GZIP:
-            stages.append(Stage("zlib", (("level", f.options[0] if f.options else 4),)))
-        elif f.id == Filter.SHUFFLE:
-            stages.append(Stage("shuffle", (("elementsize", f.options[0] if f.options else info.dtype.itemsize),)))
-        elif f.id == Filter.FLETCHER32:
-            stages.append(Stage("fletcher32"))
-        elif f.id == Filter.ZSTD:
-            stages.append(Stage("zstd", (("level", f.options[0] if f.options else 3),)))
-        elif f.id == Filter.BLOSC:
-            opts = tuple(f.options) + (0,) * 7
-            stages.append(Stage("blosc", (
-                ("cname", BLOSC_CNAMES.get(opts[6], "blosclz")),
-                ("clevel", opts[4] if len(f.options) > 4 else 5),
-                ("shuffle", BLOSC_SHUFFLES.get(opts[5] if len(f.options) > 5 else 1, "shuffle")),
-                ("typesize", opts[2] or info.dtype.itemsize),
-            )))
-        else:
-            return f"uses the filter {f.name or 'unknown'} (id {f.id})"
-    return SourceEncoding(tuple(stages))
 
 
 def zarr3_codecs(encoding: SourceEncoding) -> list[Any]:
@@ -171,7 +100,4 @@ def encode_shard(chunks: list[bytes | None], per_shard: tuple[int, ...], shardin
     return b"".join([raw, *body] if at_start else [*body, raw])
 
 
-__all__ = [
-    "RAW_COPY_KINDS", "SourceEncoding", "Stage", "encode_shard", "shard_index_supported", "source_encoding",
-    "zarr2_codecs", "zarr3_codecs",
-]
+__all__ = ["encode_shard", "shard_index_supported", "zarr2_codecs", "zarr3_codecs"]

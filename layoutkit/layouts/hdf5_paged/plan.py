@@ -14,11 +14,10 @@ import math
 from dataclasses import dataclass, replace
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.hdf5.filters import Filter, pipeline_levels
-from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.filters import Filter, can_read_raw, pipeline_levels
+from layoutkit.hdf5.model import ArrayInfo, Inventory
 from layoutkit.hdf5.model import carried_nowhere
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
-from layoutkit.hdf5.source import can_read_raw
 from layoutkit.layouts.hdf5_paged.options import ReorderOptions
 from layoutkit.options import (
     CompressorSpec,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from layoutkit.append import Merge, StoreDocs, merged_sidecar, shot_keys, shots_in
+from layoutkit.merging import Merge, StoreDocs, merged_sidecar, shot_keys, shots_in
 from layoutkit.formats import SIDECAR
 from layoutkit.hdf5.combined import shot_of
 

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from layoutkit.hdf5.inventory import Inventory
+from layoutkit.hdf5.model import Inventory
 from layoutkit.plan import plan_tasks, task_budget
-from layoutkit.writers.zarr_convert import (
-    ConvertOptions,
-    ConvertPlan,
-    check_source_options,
-    plan_arrays,
-    reencode_reason,
-)
+from layoutkit.zarr_options import ConvertOptions
+from layoutkit.zarr_plan import ConvertPlan, check_source_options, plan_arrays, reencode_reason
 
 
 def plan_shot_major(inventory: Inventory, options: ConvertOptions, dest: str = "") -> ConvertPlan:

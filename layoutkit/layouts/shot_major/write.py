@@ -11,8 +11,8 @@ from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layout import Work
 from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter
+from layoutkit.zarr_plan import ConvertPlan
 from layoutkit.writers.zarr_convert import (
-    ConvertPlan,
     ConvertSummary,
     CopyJob,
     adopt_job,

@@ -12,7 +12,8 @@ decoding), :mod:`.plan`, :mod:`.write`, :mod:`.read` and :mod:`.compare`, regist
 from __future__ import annotations
 
 from layoutkit.layouts.shot_packed.spec import ALIASES, LAYOUT_NAME, LAYOUT_VERSION
-from layoutkit.zarr_layout import ConvertOptions, ZarrLayout
+from layoutkit.zarr_layout import ZarrLayout
+from layoutkit.zarr_options import ConvertOptions
 
 
 class ShotPacked(ZarrLayout):

@@ -17,7 +17,8 @@ it is first used (:class:`~layoutkit.layout.Layout`).
 from __future__ import annotations
 
 from layoutkit.layouts.signal_major.spec import ALIASES, LAYOUT_NAME, LAYOUT_VERSION
-from layoutkit.zarr_layout import ConvertOptions, ZarrLayout
+from layoutkit.zarr_layout import ZarrLayout
+from layoutkit.zarr_options import ConvertOptions
 
 
 class SignalMajor(ZarrLayout):

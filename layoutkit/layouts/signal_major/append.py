@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from layoutkit.append import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
+from layoutkit.merging import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
 from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR, SIDECAR
-from layoutkit.grow import copy_rows, grown, new_chunk_keys, next_boundary
+from layoutkit.merging import copy_rows, grown, new_chunk_keys, next_boundary
 from layoutkit.layouts.signal_major.spec import (
     ATTRS,
     DATA,

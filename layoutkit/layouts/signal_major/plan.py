@@ -21,7 +21,7 @@ import numpy as np
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.formats import LAYOUT_ATTR, json_attrs
-from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
+from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
 from layoutkit.layouts.signal_major.spec import (
     ATTRS,
@@ -59,7 +59,8 @@ from layoutkit.plan import (
     plan_tasks,
     task_budget,
 )
-from layoutkit.writers.zarr_convert import ConvertOptions, packable, plan_arrays
+from layoutkit.zarr_options import ConvertOptions
+from layoutkit.zarr_plan import packable, plan_arrays
 
 # -- the arrays of a series, described as source datasets (the writer creates them so)
 

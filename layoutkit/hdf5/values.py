@@ -1,6 +1,10 @@
 """Equality of values and attributes, as the comparators see it: NaN equal to NaN,
 integers bit-exact, structured types by bytes, attributes as JSON with the type rules'
-spellings (NaN and infinities as text, fill values as xarray encodes them)."""
+spellings (NaN and infinities as text, fill values as xarray encodes them).
+
+It lives on the source side, below :mod:`layoutkit.equality` (verify's proof), because
+the source side decides with it too: whether the files of a set hold the same dataset
+(:mod:`layoutkit.hdf5.combined`, :mod:`layoutkit.hdf5.concat`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,181 @@
+"""Planning shared by the Zarr layouts (pure): which Zarr type, chunks, shards and codec
+each source dataset gets, or why it cannot be carried. Imports numpy and the source
+side's records, never zarr, numcodecs, h5py or a writer, as rechunker's planning
+imports numpy alone: a plan is easy to test and to reason about, and ``--dry-run``
+prints the very object the writers consume.
+
+Each array is planned by :func:`plan_array` (chunks grown from the source's up to
+``--chunk-size``, optionally sharded); ``--compressor source`` keeps the stored chunks
+where the filter pipeline has a Zarr spelling (:mod:`layoutkit.hdf5.encoding`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
+from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
+from layoutkit.hdf5.filters import can_read_raw
+from layoutkit.hdf5.model import ArrayInfo, carried_nowhere
+from layoutkit.options import ShardSpec, parse_compressor
+from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards
+from layoutkit.zarr_options import ConvertOptions
+
+# --compressor source, for an array whose stored chunks cannot be copied as they are:
+# stored plainly when the source stores it plainly, else zstd (read by every Zarr reader)
+SOURCE_FALLBACK = parse_compressor("zstd:3")
+
+
+@dataclass(frozen=True)
+class ConvertPlan:
+    source: str
+    dest: str
+    options: ConvertOptions
+    arrays: tuple[ArrayPlan, ...]
+    skipped: tuple[tuple[str, str], ...]
+    tasks: tuple[CopyTask, ...]
+    task_bytes: int
+    # --compressor source: the arrays decoded and re-encoded, and why
+    reencoded: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays)
+
+
+def target_dtype(info: ArrayInfo) -> np.dtype | type:
+    """The dtype the Zarr array gets for a source dataset."""
+    if (feature := carried_nowhere(info)) is not None:
+        raise UnsupportedFeatureError(info.path, feature)
+    if info.kind in ("string", "reference"):
+        return str
+    if info.dtype.kind in "fc" and info.dtype.itemsize > (8 if info.dtype.kind == "f" else 16):
+        raise UnsupportedFeatureError(info.path, f"long double ({info.dtype}; Zarr's widest float is 64 bits)")
+    if info.kind == "enum":
+        return np.dtype(info.dtype.str)  # the base integer, without h5py's enum metadata
+    if info.kind == "vlen":
+        raise UnsupportedFeatureError(info.path, "variable-length sequences (vlen arrays)")
+    if info.kind == "other":
+        raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")
+    if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
+        base, shape = info.dtype.subdtype
+        raise UnsupportedFeatureError(
+            info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element type)"
+        )
+    if info.dtype.names:
+        for name in info.dtype.names:
+            sub = info.dtype.fields[name][0]
+            if sub.hasobject or sub.names:
+                raise UnsupportedFeatureError(
+                    info.path, f"a compound type with a nested or variable-length member {name!r}"
+                )
+            if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
+                raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
+    return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
+
+
+def _check_filters(info: ArrayInfo) -> None:
+    for f in info.filters:
+        if not f.available:
+            raise MissingFilterError(info.path, f.id, f.name)
+
+
+def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> ArrayPlan:
+    """Plan one array: raise :class:`UnsupportedFeatureError` when it cannot be carried."""
+    if info.external:
+        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
+    if info.layout == "virtual":
+        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
+    if "\\" in info.path:  # zarr-python takes it for a path separator on reading
+        raise UnsupportedFeatureError(info.path, "a backslash in its name (Zarr stores cannot address it)")
+    _check_filters(info)
+    dtype = target_dtype(info)
+    itemsize = info.dtype.itemsize if dtype is not str else 16
+    target = min(options.chunk_bytes, block_limit)
+    size = math.prod(info.shape) if info.shape else 1
+    compressor, encoding = options.compressor, None
+    if compressor.name == "source":
+        found = source_encoding(info)
+        if isinstance(found, SourceEncoding) and size > 0:
+            encoding = found
+        else:
+            compressor = SOURCE_FALLBACK if info.filters else parse_compressor("none")
+    if encoding is not None:
+        # the HDF5 chunk shape exactly, even past the array's end: the stored chunks are whole
+        assert info.chunks is not None
+        chunks = tuple(info.chunks)
+    else:
+        chunks = plan_chunks(info.shape, itemsize, info.chunks, options.chunks, target)
+    shards = None
+    if options.zarr_format == 3 and dtype is not str:
+        spec = options.shards
+        if spec.mode != "none":
+            spec = ShardSpec(spec.mode, min(spec.target_bytes, block_limit))
+        shards = plan_shards(info.shape, chunks, itemsize, spec)
+    return ArrayPlan(
+        path=info.path,
+        shape=info.shape,
+        dtype=str(info.dtype) if dtype is not str else "str",
+        itemsize=itemsize,
+        chunks=chunks,
+        shards=shards,
+        compressor=compressor,
+        read_mode="none" if size == 0 else ("copy" if encoding else "raw" if can_read_raw(info) else "h5py"),
+        nbytes=size * itemsize,
+        source_encoding=encoding,
+        regions=info.stored_regions,
+    )
+
+
+def reencode_reason(info: ArrayInfo) -> str:
+    """Why ``--compressor source`` decodes and re-encodes ``info`` instead of copying it."""
+    found = source_encoding(info)
+    return found if isinstance(found, str) else "has no stored chunks"
+
+
+def check_source_options(options: ConvertOptions) -> None:
+    """``--compressor source`` copies the source's chunks, so it keeps their shape."""
+    if options.compressor.name == "source" and options.chunks.mode == "shape":
+        raise InvalidOptionError(
+            "Expected --chunks source (or auto) with --compressor source, which copies the source's "
+            f"chunks as they are. Got --chunks {','.join(map(str, options.chunks.shape or ()))}."
+        )
+
+
+def plan_arrays(
+    arrays: list[ArrayInfo], options: ConvertOptions, budget: int
+) -> tuple[list[ArrayPlan | None], list[tuple[str, str]]]:
+    """Plan each array, or (with ``skip_unsupported``) leave it out and say why."""
+    plans: list[ArrayPlan | None] = []
+    skipped: list[tuple[str, str]] = []
+    for info in arrays:
+        try:
+            plans.append(plan_array(info, options, budget))
+        except (UnsupportedFeatureError, MissingFilterError) as exc:
+            if not options.skip_unsupported:
+                raise
+            skipped.append((info.path, str(exc)))
+            plans.append(None)
+    return plans, skipped
+
+
+def packable(info: ArrayInfo) -> bool:
+    """Datasets of fixed-size numbers (or booleans) with at least one axis, stored
+    where they are declared: a dataset declared far larger than it is written
+    (:attr:`~layoutkit.hdf5.model.ArrayInfo.stored_regions`) is mirrored, which writes
+    its stored chunks alone, where packing would write every element of it."""
+    return (
+        info.stored_regions is None
+        and info.kind in ("numeric", "bool")
+        and info.dtype.kind in "biufc"
+        and len(info.shape) >= 1
+        and not info.null_space
+        and not info.dim_only
+    )
+
+
+__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "check_source_options", "packable", "plan_array", "plan_arrays",
+           "reencode_reason", "target_dtype"]

@@ -32,6 +32,7 @@ the shot layouts meet, and a sample archive from :func:`layoutkit.sample.write_s
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -445,6 +446,113 @@ class LayoutTests:
         with pytest.raises(RuntimeError, match="disk on fire"):
             self.write(sample_source, self.place("local", tmp_path, request))
         assert list(tmp_path.iterdir()) == []
+
+    # -- appending (Layout.appends) ---------------------------------------------------------
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def shot_files(cls, tmp_path_factory: Any) -> list[Path]:
+        """Four shots, a file each (an archive fed one file per shot)."""
+        from layoutkit.sample import write_sample
+
+        folder = tmp_path_factory.mktemp("shot-files") / "files"
+        write_sample(folder, shots=4, signals=4, seed=3, shots_per_file=1)
+        return sorted(folder.glob("*.h5"), key=lambda p: [int(t) if t.isdigit() else t for t in p.stem.split("-")])
+
+    def appends(self) -> bool:
+        """Whether the layout appends with the suite's options (else appending must be refused)."""
+        layout = self.the_layout()
+        return layout.appends and layout.can_append(self.the_options())
+
+    def write_files(self, files: list[Path], place: Place) -> Any:
+        """The files as one archive, in one run (batches where the layout writes in them)."""
+        from layoutkit import batches
+
+        return batches.run(self.the_layout(), [str(f) for f in files], place.destination(), self.the_options())
+
+    def assert_append_refused(self, files: list[Path], place: Place) -> None:
+        """What a layout that does not append must do: refuse in one sentence, its
+        output as it was."""
+        from layoutkit.append import append
+
+        self.write(files[0], place)  # one file: a layout that does not append need not take many
+        before = _files_of(Path(place.location))
+        with pytest.raises(LayoutkitError) as refused:
+            append([str(f) for f in files[1:]], place.location)
+        assert "\n" not in str(refused.value).strip()
+        assert _files_of(Path(place.location)) == before
+
+    def test_two_appends_give_the_archive_of_one_run(self, shot_files: list[Path], tmp_path: Path) -> None:
+        """Two files written, two appended: equal to the four files, and read as the
+        archive of the four written in one run. A layout that does not append refuses,
+        in one sentence, and its output is as it was."""
+        import layoutkit
+        from layoutkit.append import append
+        from layoutkit.verify.equality import compare_set
+
+        grown = self.place("local", tmp_path, None, name="grown")
+        if not self.appends():
+            self.assert_append_refused(shot_files, grown)
+            return
+        self.write_files(shot_files[:2], grown)
+        summary = append([str(f) for f in shot_files[2:]], grown.location)
+        assert (summary.new_sources, summary.new_shots) == (2, 2)
+        mismatches = compare_set([str(f) for f in shot_files], grown.location)
+        assert mismatches == [], "\n".join(map(str, mismatches[:20]))
+        whole = self.place("local", tmp_path, None, name="whole")
+        self.write_files(shot_files, whole)
+        with layoutkit.open(whole.location) as one, layoutkit.open(grown.location) as two:
+            assert two.shots == one.shots
+            assert_same_values(one, two)
+
+    def test_the_same_append_again_writes_nothing(self, shot_files: list[Path], tmp_path: Path) -> None:
+        from layoutkit.append import append
+
+        store = self.place("local", tmp_path, None, name="store")
+        if not self.appends():
+            self.assert_append_refused(shot_files, store)
+            return
+        self.write_files(shot_files[:3], store)
+        append([str(f) for f in shot_files[3:]], store.location)
+        before = _files_of(Path(store.location))
+        again = append([str(f) for f in shot_files], store.location)
+        assert again.wrote_nothing and again.new_sources == 0
+        assert _files_of(Path(store.location)) == before
+
+    def test_a_killed_append_leaves_the_previous_state(self, shot_files: list[Path], tmp_path: Path) -> None:
+        """An append killed just before its commit leaves the store as it was (the next
+        append takes over and cleans up; tests/test_append.py holds that part)."""
+        import layoutkit
+        from layoutkit.append import JOURNAL, PAUSE_ENV
+        from layoutkit.verify.equality import compare_set
+
+        store = self.place("local", tmp_path, None, name="store")
+        if not self.appends():
+            self.assert_append_refused(shot_files, store)
+            return
+        self.write_files(shot_files[:2], store)
+        flag = tmp_path / "pause"
+        proc = subprocess.Popen([sys.executable, "-m", "layoutkit", "--quiet", "convert", *map(str, shot_files[2:]),
+                                 store.location, "--append"], env={**os.environ, PAUSE_ENV: str(flag)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the append never reached its commit"
+            time.sleep(0.05)
+        assert (Path(store.location) / JOURNAL).exists()  # it had written the new shots' objects
+        proc.kill()
+        proc.wait()
+        with layoutkit.open(store.location) as s:
+            assert len(s.shots) == 2
+        assert compare_set([str(f) for f in shot_files[:2]], store.location) == []
+
+
+def _files_of(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (or the file itself), by relative path: its bytes."""
+    if root.is_file():
+        return {root.name: root.read_bytes()}
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _inventory(path: Path) -> Any:

@@ -9,7 +9,7 @@ a time base, and a shot attribute: small signals, so the index is what is measur
 converted locally to signal-major Zarr (``--shards auto``), shot-packed Zarr and, up to
 ``--mirrored-up-to`` shots, shot-major Zarr (the mirrored layout: consolidated
 metadata, the reference, whose root document grows with every array), then uploaded to
-SeaweedFS on 127.0.0.1 (benchmarks/s3local.py). Behind the proxy that adds the latency
+SeaweedFS on 127.0.0.1 (layoutkit/testing/s3.py). Behind the proxy that adds the latency
 to every request, each cell opens the store afresh with ``layoutkit.open`` and reads:
 
 - **open**: the store opened, nothing read;
@@ -35,7 +35,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 from common import HERE
-from s3local import DelayProxy, SeaweedFS, storage_options, upload
+from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options, upload
 
 BUCKET = "index"
 LAYOUTS = {  # name -> ConvertOptions keywords

@@ -9,7 +9,7 @@ Needs the ``bench`` extra (SeaweedFS). Two settings, each command a process of i
 - **local**: the sample on the local disk; ``convert`` into each Zarr layout and
   ``reorder`` with ``--memory-limit``, then ``verify``, ``inspect`` and ``advise``;
 - **bucket, stalling**: a sample of ``--bucket-shots`` shots in SeaweedFS behind a misbehaving proxy
-  (:class:`layoutkit.faulty_bucket.FaultyBucket`) on which every 25th request gets no
+  (:class:`layoutkit.testing.faults.FaultyBucket`) on which every 25th request gets no
   answer (``--storage-option timeout=1s``: each is sent again), so reads pile up behind
   stalls; the same commands with the source in the bucket.
 
@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 from common import HERE, PY, parse_args, sample, timed
-from s3local import SeaweedFS, storage_options, upload
+from layoutkit.testing.s3 import SeaweedFS, storage_options, upload
 
-from layoutkit.faulty_bucket import FaultyBucket
+from layoutkit.testing.faults import FaultyBucket
 from layoutkit.options import parse_size
 
 MiB = 1024**2

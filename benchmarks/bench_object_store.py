@@ -4,7 +4,7 @@
 
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: SeaweedFS, s3fs).
 
-1. A sample shot archive is uploaded to SeaweedFS on 127.0.0.1 (benchmarks/s3local.py),
+1. A sample shot archive is uploaded to SeaweedFS on 127.0.0.1 (layoutkit/testing/s3.py),
    and layoutkit writes every layout **bucket to bucket**: paged HDF5 by shot and by
    signal (``reorder``), shot-major and signal-major Zarr (``convert``). ``verify``
    proves each equal to the source first.
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 from common import HERE, LAYOUTKIT, PY, parse_args, print_timings, sample, timed
-from s3local import DelayProxy, SeaweedFS, storage_options, upload
+from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options, upload
 
 MiB = 1024**2
 BUCKET = "bench"

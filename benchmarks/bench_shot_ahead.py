@@ -4,7 +4,7 @@
 
 Needs the ``bench`` extra (SeaweedFS). The sample and its shot-packed copy (written
 locally) are uploaded to SeaweedFS on 127.0.0.1, behind the proxy that adds the latency
-to every request (benchmarks/s3local.py). Each cell reads the same K=8 random shots as
+to every request (layoutkit/testing/s3.py). Each cell reads the same K=8 random shots as
 verify's ``shot`` pattern does, opening included, with 1 and 2 thread workers: the
 source HDF5 (layoutkit's ranged reader), shot-packed Zarr with ``iter_shots`` fetching
 ahead, and the same with fetching ahead switched off. Cells alternate, ``--repeat``
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import PY, parse_args, sample
-from s3local import DelayProxy, SeaweedFS, storage_options
+from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options
 
 BUCKET = "bench"
 

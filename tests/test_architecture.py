@@ -168,7 +168,7 @@ LAYERS = (
     ("commands", ("layoutkit.pipeline", "layoutkit.batches", "layoutkit.append", "layoutkit.grow",
                   "layoutkit.archive", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes",
                   "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect",
-                  "layoutkit.testing", "layoutkit.faulty_bucket")),
+                  "layoutkit.testing")),
     ("face", ("layoutkit.cli", "layoutkit.__main__", "layoutkit")),
 )
 

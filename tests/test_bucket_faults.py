@@ -3,7 +3,7 @@ retried and the result is right; a fault on every request is one sentence, exit 
 nothing is published.
 
 The bucket is the test S3 endpoint (moto, on loopback) behind
-:class:`faulty_bucket.FaultyBucket`, which answers 500, 503 SlowDown, resets the
+:class:`layoutkit.testing.faults.FaultyBucket`, which answers 500, 503 SlowDown, resets the
 connection, stalls, cuts the body short or sends a wrong ETag on the requests chosen.
 Results are checked against the endpoint directly, not through the proxy.
 """
@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 import layoutkit
 from layoutkit.cli import app
 from layoutkit.errors import LayoutkitError
-from layoutkit.faulty_bucket import FAULTS, FaultyBucket, every, nth
+from layoutkit.testing.faults import FAULTS, FaultyBucket, every, nth
 from layoutkit.sample import write_sample
 from layoutkit.storage.retry import RETRIES
 from layoutkit.testing import S3Endpoint

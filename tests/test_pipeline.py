@@ -59,6 +59,50 @@ def test_registry_names_every_layout_and_refuses_unknown_ones() -> None:
     assert "'parquet'" in str(err.value)
 
 
+def _installed_as_a_plugin(site: Path, value: str) -> dict[str, str]:
+    """What ``pip install`` of a package declaring the example layout under the
+    ``layoutkit.layouts`` entry-point group leaves: its dist-info, on the path."""
+    info = site / "npy_layout_example-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: npy-layout-example\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[layoutkit.layouts]\nnpy-folder = {value}\n")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT / "examples"), str(ROOT)])}
+
+
+def test_a_layout_of_another_package_registers_through_an_entry_point(tmp_path: Path) -> None:
+    """No line in layoutkit: the entry point alone, and the layout is listed, found by
+    name, written by the pipeline and opened by layoutkit.open."""
+    env = _installed_as_a_plugin(tmp_path / "site", "npy_layout:NpyFolder")
+    src = tmp_path / "s.h5"
+    from layoutkit.sample import write_sample
+
+    write_sample(src, shots=2, signals=3, seed=1)
+    code = (
+        "import layoutkit, sys\n"
+        "from layoutkit import pipeline\n"
+        "from layoutkit.layouts import LAYOUTS, get_layout, layouts_of\n"
+        "assert 'npy-folder' in LAYOUTS and [l.name for l in layouts_of('export')] == ['npy-folder']\n"
+        "layout = get_layout('npy-folder')\n"
+        "pipeline.run(layout, sys.argv[1], sys.argv[2], layout.default_options())\n"
+        "with layoutkit.open(sys.argv[2]) as got: print(type(got).__name__, len(got.arrays()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(src), str(tmp_path / "out.npy")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    name, arrays = out.stdout.split()
+    assert name == "NpyArchive" and int(arrays) > 0
+
+
+def test_an_entry_point_that_does_not_load_is_said_and_left_out(tmp_path: Path) -> None:
+    env = _installed_as_a_plugin(tmp_path / "site", "no_such_module:Layout")
+    code = "import warnings\nfrom layoutkit.layouts import LAYOUTS\nprint(sorted(LAYOUTS))"
+    out = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "npy-folder" not in out.stdout and "hdf5-paged" in out.stdout
+    assert "the layout entry point 'npy-folder' (no_such_module:Layout) does not load" in out.stderr
+
+
 @pytest.mark.parametrize(("old", "name"), [
     ("zarr-mirror", "shot-major"), ("shot", "shot-major"), ("zarr-signal", "signal-major"), ("signal", "signal-major"),
     ("zarr-shot-packed", "shot-packed"),

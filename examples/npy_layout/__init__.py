@@ -1,7 +1,9 @@
 """An example layout, whole: every numeric dataset of a source as a ``.npy`` file.
 
-A layout is one package like this one, and one line in the registry. The package's
-modules are the layout's parts, found by :attr:`layoutkit.layout.Layout.package`:
+A layout is one package like this one, registered through the ``layoutkit.layouts``
+entry-point group of the package that ships it (or, in a script, one line in the
+registry). The package's modules are the layout's parts, found by
+:attr:`layoutkit.layout.Layout.package`:
 
 - ``spec.py``: the format (file names, what is carried), which both directions use;
 - ``plan.py``: ``plan``, pure, from the source's inventory;
@@ -15,8 +17,13 @@ publishes, or removes everything on an error or Ctrl-C. Registered, the layout i
 by the conformance suite (:mod:`layoutkit.testing`), opened by ``layoutkit.open`` and
 verified by ``layoutkit verify``::
 
+    # pyproject.toml of the package that ships it
+    [project.entry-points."layoutkit.layouts"]
+    npy-folder = "npy_layout:NpyFolder"
+
+    # or, in a script
     from layoutkit.layouts import LAYOUTS
-    LAYOUTS["npy-folder"] = NpyFolder()      # in layoutkit: one line in layouts/__init__.py
+    LAYOUTS["npy-folder"] = NpyFolder()
 """
 
 from __future__ import annotations

@@ -4,15 +4,25 @@ A layout is a :class:`~layoutkit.layout.Layout`: its names, options and recipe k
 the package whose modules plan, write, read and compare it. Everything that lists
 layouts derives the list from :data:`LAYOUTS`: the commands' choices and help, recipes,
 :func:`layoutkit.open` (which reader a store needs), ``verify`` (which comparator),
-``inspect`` and ``advise``. A new layout is one package and one line below; the
-conformance suite (:mod:`layoutkit.testing`) runs over every registered layout.
+``inspect`` and ``advise``. A new layout of layoutkit's is one package and one line
+below; a layout of another package registers through the entry-point group
+:data:`ENTRY_POINTS`, as zarr-python's codecs and xarray's backends do::
+
+    # the other package's pyproject.toml
+    [project.entry-points."layoutkit.layouts"]
+    npy-folder = "npy_layout:NpyFolder"     # a Layout subclass, or an instance
+
+The conformance suite (:class:`layoutkit.testing.LayoutTests`) runs over every
+registered layout.
 
 Importing this module loads each layout's names and options only: no writer, reader or
-Zarr (each is imported when a layout first uses it).
+Zarr (each is imported when a layout first uses it). The entry points are read when the
+registry is first used (reading them costs ~50 ms, which ``import`` should not).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError
@@ -20,10 +30,92 @@ from layoutkit.layout import Layout
 from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major
 from layoutkit.options import RecipeKey
 
-LAYOUTS: dict[str, Layout] = {
-    layout.name: layout
+ENTRY_POINTS = "layoutkit.layouts"
+"""The entry-point group other packages register their layouts in."""
+
+
+class _Registry(dict[str, Layout]):
+    """The layouts by name: layoutkit's, then those of the entry points, read on first use."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        for name, layout in entry_point_layouts().items():
+            if name in self:
+                warnings.warn(f"the layout {name!r} an entry point registers is layoutkit's own; it is not used",
+                              stacklevel=3)
+            else:
+                super().__setitem__(name, layout)
+
+    def __getitem__(self, key: str) -> Layout:
+        self._load()
+        return super().__getitem__(key)
+
+    def __setitem__(self, key: str, value: Layout) -> None:
+        self._load()
+        super().__setitem__(key, value)
+
+    def __contains__(self, key: object) -> bool:
+        self._load()
+        return super().__contains__(key)
+
+    def __iter__(self) -> Any:
+        self._load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._load()
+        return super().__len__()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._load()
+        return super().get(key, default)
+
+    def keys(self) -> Any:
+        self._load()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._load()
+        return super().values()
+
+    def items(self) -> Any:
+        self._load()
+        return super().items()
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self._load()
+        return super().pop(key, *default)
+
+
+def entry_point_layouts() -> dict[str, Layout]:
+    """The layouts other packages register under :data:`ENTRY_POINTS`, by name. One
+    that does not load, or is no :class:`~layoutkit.layout.Layout`, is left out with a
+    warning naming it: another package's fault does not stop layoutkit."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, Layout] = {}
+    for point in entry_points(group=ENTRY_POINTS):
+        try:
+            obj = point.load()
+            layout = obj() if isinstance(obj, type) and issubclass(obj, Layout) else obj
+        except Exception as exc:  # noqa: BLE001 - any error of another package's code: said, and left out
+            warnings.warn(f"the layout entry point {point.name!r} ({point.value}) does not load: {exc}", stacklevel=2)
+            continue
+        if not isinstance(layout, Layout):
+            warnings.warn(f"the layout entry point {point.name!r} ({point.value}) is no layoutkit Layout", stacklevel=2)
+            continue
+        found[layout.name] = layout
+    return found
+
+
+LAYOUTS: dict[str, Layout] = _Registry(
+    (layout.name, layout)
     for layout in (shot_major.LAYOUT, signal_major.LAYOUT, shot_packed.LAYOUT, hdf5_paged.LAYOUT)
-}
+)
 
 DEFAULT_ZARR_LAYOUT = shot_major.LAYOUT.name
 """The layout of a Zarr store that records none (:data:`~layoutkit.formats.LAYOUT_ATTR`)."""
@@ -123,7 +215,9 @@ def targets() -> dict[str, Layout]:
 
 __all__ = [
     "DEFAULT_ZARR_LAYOUT",
+    "ENTRY_POINTS",
     "LAYOUTS",
+    "entry_point_layouts",
     "find_layout",
     "get_layout",
     "layout_for",

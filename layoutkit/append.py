@@ -236,7 +236,7 @@ def _root(editor: StoreEditor, dst: Any) -> dict[str, Any]:
 def _recorded(root: dict[str, Any], dst: Any) -> tuple[Layout, dict[str, Any]]:
     """The store's layout and provenance; refuses a store layoutkit did not write, and
     one whose layout keeps a document that grows with the shots (written before)."""
-    from layoutkit.layouts import zarr_layout
+    from layoutkit.layouts import detect
 
     attrs = root.get("attributes") or {}
     try:
@@ -246,9 +246,9 @@ def _recorded(root: dict[str, Any], dst: Any) -> tuple[Layout, dict[str, Any]]:
     if not isinstance(provenance, dict) or not isinstance(provenance.get("recipe"), dict):
         raise OutputNotWritableError(f"{dst} was not written by layoutkit convert (its root has no {PROVENANCE_ATTR!r} "
                                      "recipe), so layoutkit cannot append to it.")
-    layout = zarr_layout(attrs.get(LAYOUT_ATTR) or {})
-    if layout is None or not layout.appendable(attrs.get(LAYOUT_ATTR) or {}):
-        said = (attrs.get(LAYOUT_ATTR) or {}).get("name", "shot-major") if layout is None else layout.name
+    layout = detect(dst, attrs.get(LAYOUT_ATTR) or {})
+    if not layout.appendable(attrs.get(LAYOUT_ATTR) or {}):
+        said = layout.name
         raise OutputNotWritableError(
             f"{dst} is a {said} store of a version layoutkit does not append to (it keeps an index that grows with "
             "the shots in its root document); convert all its sources again into a new store."

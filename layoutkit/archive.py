@@ -30,9 +30,9 @@ from typing import Any
 
 import h5py
 
-from layoutkit.errors import LayoutkitError, SourceNotFoundError
+from layoutkit.errors import LayoutkitError, SourceNotFoundError, UnknownLayoutError
 from layoutkit.formats import LAYOUT_ATTR
-from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
+from layoutkit.layouts import detect
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.hdf5 import HDF5Archive, is_paged
@@ -98,12 +98,13 @@ def open_archive(
         return _open_zarr(p, root, template, model, sleep)
     if p.is_file() and h5py.is_hdf5(p):
         return HDF5Archive(p, template, model, page_buffer, sleep)
-    for layout in LAYOUTS.values():
-        if layout.format not in ("zarr", "hdf5") and layout.guess_can_open(p):
-            return layout.open(p, template=template, model=model, sleep=sleep, page_buffer=page_buffer)
-    if p.is_dir():
-        raise NotAnArchiveError(f"{p} is a directory but not a Zarr store (no zarr.json or .zgroup).")
-    raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.")
+    try:
+        layout = detect(p, path=p)  # a layout of another format
+    except UnknownLayoutError:
+        if p.is_dir():
+            raise NotAnArchiveError(f"{p} is a directory but not a Zarr store (no zarr.json or .zgroup).") from None
+        raise NotAnArchiveError(f"{p} is not an HDF5 file or a Zarr store.") from None
+    return layout.open(p, template=template, model=model, sleep=sleep, page_buffer=page_buffer)
 
 
 def _open_set(sources: list[str], template: str, model: LatencyModel | None, page_buffer: int, sleep: Any,
@@ -126,14 +127,10 @@ def _open_set(sources: list[str], template: str, model: LatencyModel | None, pag
 
 def _open_zarr(where: Any, root: Any, template: str, model: LatencyModel | None, sleep: Any) -> Archive:
     """The reader of the layout the Zarr store at ``where`` records in its root."""
-    recorded = root.attrs.get(LAYOUT_ATTR, {}) or {}
-    layout = zarr_layout(recorded)
-    if layout is None:
-        name = recorded.get("name") if isinstance(recorded, dict) else recorded
-        known = ", ".join(sorted(lay.name for lay in layouts_of_format("zarr")))
-        raise NotAnArchiveError(
-            f"{where} holds the Zarr layout {name!r}, which this layoutkit cannot read (it knows {known})."
-        )
+    try:
+        layout = detect(where, root.attrs.get(LAYOUT_ATTR, {}) or {})
+    except UnknownLayoutError as exc:
+        raise NotAnArchiveError(str(exc)) from None
     return layout.open(where, template=template, model=model, sleep=sleep, root=root)
 
 

@@ -113,3 +113,9 @@ class RecipeError(InvalidOptionError):
 
 class RecipeNotFoundError(RecipeError, FileNotFoundError):
     """No recipe file at the path, and no shipped recipe of that name."""
+
+
+class UnknownLayoutError(LayoutkitError):
+    """An output no registered layout wrote, or knows how to read
+    (:func:`layoutkit.layouts.detect`, which ``layoutkit.open``, ``verify`` and
+    ``convert --append`` share)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from layoutkit.convert import ConvertOptions
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.layouts import LAYOUTS, get_layout, layout_for, layouts_of, targets
 from layoutkit.reorder import ReorderOptions
 from layoutkit.storage import LocalDestination
@@ -172,3 +172,32 @@ def test_a_killed_convert_is_cleaned_up_by_the_next_run(tmp_path: Path) -> None:
     assert len(left) == 1 and not dst.exists(), "the run ended before it was killed"
     subprocess.run(cmd, check=True)
     assert dst.is_dir() and list(tmp_path.glob(".out.zarr.layoutkit-*")) == []
+
+
+def test_open_verify_and_append_decide_the_layout_once_with_one_error(tmp_path: Path) -> None:
+    """A store of a layout this layoutkit does not know: layoutkit.open, verify and
+    convert --append all say so in the same sentence (layoutkit.layouts.detect)."""
+    import json
+
+    import zarr
+
+    import layoutkit
+    from layoutkit.append import append
+    from layoutkit.errors import UnknownLayoutError
+    from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.equality import compare_variant
+
+    src = write_sample(tmp_path / "s.h5", shots=1, signals=2, seed=1).path
+    store = tmp_path / "diagonal.zarr"
+    zarr.open_group(store, mode="w", zarr_format=3).attrs.update(
+        {LAYOUT_ATTR: {"name": "diagonal"}, PROVENANCE_ATTR: json.dumps({"command": "convert", "recipe": {}})})
+    said = f"{store} holds the Zarr layout 'diagonal', which this layoutkit does not know (it knows "
+    with pytest.raises(LayoutkitError) as opened:
+        layoutkit.open(store)
+    with pytest.raises(UnknownLayoutError) as verified:
+        compare_variant(src, store)
+    with pytest.raises(UnknownLayoutError) as appended:
+        append([str(src)], store)
+    messages = {str(e.value) for e in (opened, verified, appended)}
+    assert len(messages) == 1 and messages.pop().startswith(said)

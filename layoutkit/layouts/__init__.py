@@ -25,7 +25,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError, UnknownLayoutError
 from layoutkit.layout import Layout
 from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major
 from layoutkit.options import RecipeKey
@@ -167,6 +167,34 @@ def zarr_layout(recorded: Any) -> Layout | None:
     return layout if layout is not None and layout.format == "zarr" else None
 
 
+def detect(where: Any, recorded: Any = None, path: Any = None) -> Layout:
+    """The registered layout that wrote the output at ``where``: decided here once, for
+    ``layoutkit.open``, ``verify`` and ``convert --append`` alike, with one error.
+
+    ``recorded``: a Zarr store's root layout attribute (:data:`~layoutkit.formats.LAYOUT_ATTR`;
+    ``{}`` when the root records none: shot-major), the store's layout by name. Else
+    ``path`` (a local path): the layout of another format whose ``guess_can_open`` knows it.
+
+    Raises
+    ------
+    UnknownLayoutError
+        No registered layout wrote it; the message names what it holds and the layouts
+        this layoutkit knows.
+    """
+    if recorded is not None:
+        layout = zarr_layout(recorded)
+        if layout is not None:
+            return layout
+        name = recorded.get("name") if isinstance(recorded, dict) else recorded
+        known = ", ".join(sorted(lay.name for lay in layouts_of_format("zarr")))
+        raise UnknownLayoutError(f"{where} holds the Zarr layout {name!r}, which this layoutkit does not know "
+                                 f"(it knows {known}).")
+    for layout in LAYOUTS.values():
+        if path is not None and layout.format not in ("zarr", "hdf5") and layout.guess_can_open(path):
+            return layout
+    raise UnknownLayoutError(f"{where} is neither a Zarr store nor an HDF5 file, and no registered layout reads it.")
+
+
 def _either(names: list[str]) -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
 
@@ -217,6 +245,7 @@ __all__ = [
     "DEFAULT_ZARR_LAYOUT",
     "ENTRY_POINTS",
     "LAYOUTS",
+    "detect",
     "entry_point_layouts",
     "find_layout",
     "get_layout",

@@ -24,7 +24,7 @@ from layoutkit.equality.reference import unwalked
 from layoutkit.errors import LayoutkitError
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.inventory import Inventory, read_inventory
-from layoutkit.layouts import LAYOUTS, layouts_of_format, zarr_layout
+from layoutkit.layouts import detect
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import ObjectSource, as_sources, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
@@ -174,18 +174,8 @@ def _layout_of(kind: str, handle: Any, name: str) -> Any:
         No registered layout knows it.
     """
     if kind == "zarr":
-        recorded = zarr.open_group(handle, mode="r").attrs.get(LAYOUT_ATTR) or {}
-        layout = zarr_layout(recorded)
-        if layout is None:
-            said = recorded.get("name") if isinstance(recorded, dict) else recorded
-            known = ", ".join(sorted(lay.name for lay in layouts_of_format("zarr")))
-            raise LayoutkitError(f"{name} holds the Zarr layout {said!r}, which this layoutkit cannot compare "
-                                 f"(it knows {known}).")
-        return layout
-    for layout in LAYOUTS.values():
-        if layout.format not in ("zarr", "hdf5") and layout.guess_can_open(Path(handle)):
-            return layout
-    raise LayoutkitError(f"{name} is neither a Zarr store nor an HDF5 file, and no registered layout reads it.")
+        return detect(name, zarr.open_group(handle, mode="r").attrs.get(LAYOUT_ATTR) or {})
+    return detect(name, path=Path(handle))
 
 
 __all__ = ["DifferentSourceError", "compare_set", "compare_variant", "recorded_skips"]

@@ -734,7 +734,10 @@ def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source
     monkeypatch.setattr(ObjectSource, "read_range", lambda self, o, n: singles.append(n) or real_range(self, o, n))
     monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r, on_get=None: batches.append(len(r)) or real_ranges(self, r, on_get))
     with SourceReader(remote, arrays) as reader, SourceReader(shot_file, arrays) as local:
+        for path, region in reads:  # each index read, and checked: the first of each kind by its bytes
+            reader.allocated(path, region)
         singles.clear()
+        batches.clear()
         reader.prefetch(reads)
         got = [reader.read(p, r) for p, r in reads]
         assert singles == [] and len(batches) == 1 and batches[0] >= 30
@@ -1197,3 +1200,31 @@ def test_files_in_batches_into_a_bucket(endpoint, tmp_path):
                  "--batch-files", 2)
     assert failed.exit_code == 2 and "earlier batches" in " ".join(failed.output.split())
     assert objects(endpoint, "failed.zarr") == {}
+
+
+def test_in_a_bucket_the_first_index_of_each_kind_is_checked_by_its_bytes(endpoint, tmp_path):
+    """A chunk HDF5's query misplaces inside the extent (an extensible array whose
+    unlimited axis is the last) passes the possibility check; from a bucket the first
+    dataset of each kind of index is checked by its bytes against HDF5's own lookup, as
+    locally, so it is read through HDF5 and comes out right."""
+    import numpy as np
+
+    from layoutkit.errors import RawReadFallback
+    from layoutkit.hdf5.inventory import read_inventory
+    from layoutkit.hdf5.source import SourceReader
+    from layoutkit.storage import ObjectSource
+
+    path = tmp_path / "misplaced.h5"
+    with h5py.File(path, "w", libver="latest") as f:
+        ds = f.create_dataset("x", shape=(6, 9), chunks=(2, 3), maxshape=(10, None), dtype="i4", fillvalue=-7)
+        ds[4:6, 0:3] = 9
+        want = ds[...]
+    client(endpoint).upload_file(str(path), BUCKET, "sources/misplaced.h5")
+    opts = (("access_key_id", "test"), ("endpoint_url", endpoint), ("region", "us-east-1"),
+            ("secret_access_key", "test"))
+    info = read_inventory(path).array("/x")
+    assert info.raw_fallback is None  # the misplaced origin lies inside the extent: possible
+    with SourceReader(ObjectSource(f"s3://{BUCKET}/sources/misplaced.h5", opts), {"/x": info}) as reader, \
+            pytest.warns(RawReadFallback):
+        np.testing.assert_array_equal(reader.read("/x", ((0, 6), (0, 9))), want)
+        assert "/x" in reader.untrusted

@@ -259,6 +259,7 @@ class SourceReader:
         self.untrusted: dict[str, str] = {}
         # filter pipeline and type -> why decoding them here is not HDF5's, or None
         self._decoding_checked: dict[tuple[Any, ...], str | None] = {}
+        self._kinds_checked: set[tuple[Any, ...]] = set()  # in a bucket (:meth:`_first_of_its_kind`)
         self._ahead = threading.local()  # per thread: (offset, size) -> bytes fetched by prefetch()
         self.bytes_read = 0
 
@@ -517,15 +518,32 @@ class SourceReader:
         if info.layout != "chunked" or not can_read_raw(info):
             return
         with timed("check"):
-            # in a bucket HDF5's read of a chunk is a request of its own, in series, for
-            # every dataset: there the index is checked for being possible only
-            problem = (self._check(info, index) if self._remote is None
-                       else index_problem(info.shape, info.chunks or (), index.entries))
+            # in a bucket HDF5's read of a chunk is a request of its own, in series: there
+            # every index is checked for being possible, and the bytes of the first dataset
+            # of each kind of index (its maximum shape's pattern) and pipeline as locally
+            if self._remote is None or self._first_of_its_kind(info):
+                problem = self._check(info, index)
+            else:
+                problem = index_problem(info.shape, info.chunks or (), index.entries)
         if problem is not None:
             self.untrusted[info.path] = problem
             warnings.warn(RawReadFallback(
                 f"{info.path} is read through HDF5's own read, not as raw chunks: its chunk index failed "
                 f"the self-check ({problem})"), stacklevel=2)
+
+    def _first_of_its_kind(self, info: ArrayInfo) -> bool:
+        """Whether ``info`` is the first dataset read here of its kind of chunk index
+        (which axes are unlimited, bounded past the extent or fixed: what decides the
+        index HDF5 gave it, and where its chunk queries have erred), filter pipeline and
+        type: what a check of one chunk's bytes vouches for."""
+        maxshape = info.maxshape or info.shape
+        axes = tuple("unlimited" if m is None else "fixed" if m == n else "bounded" for m, n in zip(maxshape, info.shape))
+        kind = (axes, tuple((f.id, f.options) for f in info.filters), info.dtype.str)
+        with self._lock:
+            if kind in self._kinds_checked:
+                return False
+            self._kinds_checked.add(kind)
+            return True
 
     def _pipeline(self, info: ArrayInfo) -> list[tuple[int, Callable[[bytes], bytes]]]:
         pipe = self._pipelines.get(info.path)

@@ -373,7 +373,8 @@ def storage_options(endpoint: str) -> dict[str, str]:
     return {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": "us-east-1"}
 
 
-__all__ = ["BUCKET", "CREDENTIALS", "KEY", "SECRET", "DelayProxy", "S3Endpoint", "SeaweedFS", "storage_options", "upload"]
+__all__ = ["BUCKET", "CREDENTIALS", "KEY", "SECRET", "DelayProxy", "S3Endpoint", "SeaweedFS", "storage_options",
+           "upload"]
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--proxy"]:  # DelayProxy's child process

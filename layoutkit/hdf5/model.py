@@ -132,7 +132,7 @@ class ArrayInfo:
     # "spacepad"): HDF5 converts such strings as it reads them (cut at the first NUL,
     # trailing spaces dropped), so their stored bytes are not their values
     strpad: str | None = None
-    # a dataset declared far larger than it is written (:func:`~layoutkit.hdf5.inventory._sparse`):
+    # a dataset declared far larger than it is written (:func:`~layoutkit.hdf5.chunk_index.sparse_storage`):
     # the regions its stored data lie in, clipped to its extent; everywhere else it reads
     # as its fill value. None: planned over its whole extent
     stored_regions: tuple[tuple[tuple[int, int], ...], ...] | None = None

@@ -23,6 +23,7 @@ registry is first used (reading them costs ~50 ms, which ``import`` should not).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, UnknownLayoutError
@@ -34,61 +35,39 @@ ENTRY_POINTS = "layoutkit.layouts"
 """The entry-point group other packages register their layouts in."""
 
 
-class _Registry(dict[str, Layout]):
-    """The layouts by name: layoutkit's, then those of the entry points, read on first use."""
+class _Registry(MutableMapping[str, Layout]):
+    """The layouts by name: layoutkit's, then those of the entry points, read on first use
+    (every other mapping method goes through these five)."""
 
-    _loaded = False
+    def __init__(self, own: Iterable[tuple[str, Layout]]) -> None:
+        self._layouts = dict(own)
+        self._loaded = False
 
-    def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        for name, layout in entry_point_layouts().items():
-            if name in self:
-                warnings.warn(f"the layout {name!r} an entry point registers is layoutkit's own; it is not used",
-                              stacklevel=3)
-            else:
-                super().__setitem__(name, layout)
+    def _all(self) -> dict[str, Layout]:
+        if not self._loaded:
+            self._loaded = True
+            for name, layout in entry_point_layouts().items():
+                if name in self._layouts:
+                    warnings.warn(f"the layout {name!r} an entry point registers is layoutkit's own; it is not used",
+                                  stacklevel=3)
+                else:
+                    self._layouts[name] = layout
+        return self._layouts
 
     def __getitem__(self, key: str) -> Layout:
-        self._load()
-        return super().__getitem__(key)
+        return self._all()[key]
 
     def __setitem__(self, key: str, value: Layout) -> None:
-        self._load()
-        super().__setitem__(key, value)
+        self._all()[key] = value
 
-    def __contains__(self, key: object) -> bool:
-        self._load()
-        return super().__contains__(key)
+    def __delitem__(self, key: str) -> None:
+        del self._all()[key]
 
-    def __iter__(self) -> Any:
-        self._load()
-        return super().__iter__()
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
 
     def __len__(self) -> int:
-        self._load()
-        return super().__len__()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self._load()
-        return super().get(key, default)
-
-    def keys(self) -> Any:
-        self._load()
-        return super().keys()
-
-    def values(self) -> Any:
-        self._load()
-        return super().values()
-
-    def items(self) -> Any:
-        self._load()
-        return super().items()
-
-    def pop(self, key: str, *default: Any) -> Any:
-        self._load()
-        return super().pop(key, *default)
+        return len(self._all())
 
 
 def entry_point_layouts() -> dict[str, Layout]:
@@ -112,7 +91,7 @@ def entry_point_layouts() -> dict[str, Layout]:
     return found
 
 
-LAYOUTS: dict[str, Layout] = _Registry(
+LAYOUTS: MutableMapping[str, Layout] = _Registry(
     (layout.name, layout)
     for layout in (shot_major.LAYOUT, signal_major.LAYOUT, shot_packed.LAYOUT, hdf5_paged.LAYOUT)
 )

@@ -15,8 +15,7 @@ from dataclasses import dataclass, replace
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.hdf5.filters import Filter, can_read_raw, pipeline_levels
-from layoutkit.hdf5.model import ArrayInfo, Inventory
-from layoutkit.hdf5.model import carried_nowhere
+from layoutkit.hdf5.model import ArrayInfo, Inventory, carried_nowhere
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales
 from layoutkit.layouts.hdf5_paged.options import ReorderOptions
 from layoutkit.options import (

@@ -4,10 +4,11 @@ An archive grows: a tokamak adds shots every run day, a reanalysis a file a mont
 append adds the shots of new source files to a store that layoutkit wrote, in any Zarr
 layout, locally, in a bucket or in Icechunk:
 
-1. The store's root document says its layout and its recipe, and lists the sources it
-   was made from with a content digest (SHA-256 of a local file; the ETag and size of an
-   object in a bucket): :func:`source_records`. Sources already listed are recognised
-   and skipped, so running the same append twice writes nothing and says so.
+1. The store's root document says its layout and its recipe; its log, outside the root,
+   lists the sources it was made from with a content digest (SHA-256 of a local file;
+   the ETag and size of an object in a bucket): :mod:`layoutkit.storage.log`. Sources
+   already listed are recognised and skipped, so running the same append twice writes
+   nothing and says so. The append adds one log entry, its new sources'.
 2. The remaining sources are walked as one archive (:mod:`layoutkit.hdf5.combined`). A
    shot the store already holds is left out when its data are the same and refused by
    name when not; what lies outside the shots must be what the store holds.
@@ -58,6 +59,7 @@ from layoutkit.plan import natural_key
 from layoutkit.stages import Stages
 from layoutkit.storage import SourceSet, as_sources
 from layoutkit.storage.editing import JOURNAL, LOCK, StoreEditor, editor_for
+from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, last_id, new_entry
 from layoutkit.storage.sources import source_record
 
 PAUSE_ENV = "LAYOUTKIT_APPEND_PAUSE"
@@ -132,17 +134,18 @@ def append(
         members = sources.members if isinstance(sources, SourceSet) else (sources,)
         for m in members:
             check_source(m)
-        records = {m: source_record(m, provenance.get("sources", [])) for m in members}
-        known = {s.get("digest") for s in provenance.get("sources", [])}
+        log = editor.read_log(provenance)
+        records = {m: source_record(m, log.records) for m in members}
+        known = log.digests()
         new = [m for m in members if records[m]["digest"] not in known]
-        appends = len(provenance.get("appends", []))
+        appends = log.appends
         if not new:
             editor.discard()
             return AppendSummary(str(dst), len(members), 0, 0, 0, 0, 0, time.perf_counter() - t0, appends)
         fresh = SourceSet(tuple(new), options.template, concat_dim)
         added = _append_new(
-            editor, root, layout, fresh, options, str(dst), storage_options, progress, stages, tmpdir,
-            {**provenance, "sources": [*provenance.get("sources", []), *(records[m] for m in new)]}, shown)
+            editor, root, layout, fresh, options, str(dst), storage_options, progress, stages, tmpdir, provenance,
+            new_entry(log.next_number, "append", [records[m] for m in new]), shown)
         entry = added.entry
         editor.commit(f"layoutkit convert --append: {len(new)} sources, "
                       + (f"{entry['records']} records" if "records" in entry else f"{entry['shots']} shots"))
@@ -167,15 +170,13 @@ class Added:
 
 def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sources: SourceSet, options: Any, dst: str,
                 storage_options: dict[str, str] | None, progress: Any, stages: Stages | None,
-                tmpdir: str | os.PathLike | None, provenance: dict[str, Any],
+                tmpdir: str | os.PathLike | None, provenance: dict[str, Any], entry: dict[str, Any],
                 shown: str | None) -> Added:
     """Walk the new sources, join what they bring to the store, write it: the shots
     they add (staged, then merged), or the rows they add along the record dimension
-    (netCDF files: :mod:`layoutkit.grow`)."""
+    (netCDF files: :mod:`layoutkit.grow`). ``entry``: the append's log entry, which
+    records the new sources and, here, what they added."""
     inventory = walk_sources(sources, options.workers, file_mapper(options.scheduler, options.workers))
-    append_id = uuid.uuid4().hex[:12]
-    entry: dict[str, Any] = {"id": append_id, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             "sources": len(sources.members)}
     added = Added(entry)
     with _staging(dst, tmpdir, options, storage_options) as staged:
         if _count_shots(inventory, options.template) == 0 and any(a.segments for a in inventory.arrays):
@@ -192,9 +193,9 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
                 added.data_bytes, added.skipped = summary.logical_bytes, tuple(summary.skipped)
             else:  # every shot of the new sources is in the store already: only they are recorded
                 merge = Merge(root=root)
-        provenance = {**provenance, "appends": [*provenance.get("appends", []), entry]}
-        merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps(provenance)
-        added.objects, added.bytes_written = _apply(editor, merge, staged, append_id, dst)
+        merge.root.setdefault("attributes", {})[PROVENANCE_ATTR] = json.dumps({**provenance, LOG_KEY: committed(entry)})
+        merge.documents[entry_key(entry["entry"])] = encode(entry)  # a new key: journaled, removed if not committed
+        added.objects, added.bytes_written = _apply(editor, merge, staged, entry["id"], dst)
     return added
 
 
@@ -493,7 +494,7 @@ def recover(editor: StoreEditor) -> bool:
         provenance = json.loads((root.get("attributes") or {}).get(PROVENANCE_ATTR) or "{}")
     except ValueError:
         provenance = {}
-    if any(a.get("id") == journal.get("id") for a in provenance.get("appends", [])):
+    if last_id(provenance) == journal.get("id"):  # appends hold the lock: the last committed is the journal's or not
         _finish(editor, journal)
     else:
         _undo(editor, journal)

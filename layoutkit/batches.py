@@ -19,8 +19,8 @@ the number of files. That takes handing what each batch freed back to the system
 the driver's resident memory grew by 20-50 MiB a batch while the memory Python held
 stayed at 7 MiB (``tracemalloc``; 600 tiny files in batches of 100: 258 -> 388 MiB
 resident after five batches, 172 -> 197 MiB with the release). The store is the one an append of those batches would give: equal
-to the sources, its provenance listing every file (a later ``--append`` of the same
-files writes nothing) and each batch after the first as an append.
+to the sources, its log (:mod:`layoutkit.storage.log`) listing every file (a later
+``--append`` of the same files writes nothing), an entry per batch.
 
 Where the run leaves nothing behind when it fails, as a single run does:
 

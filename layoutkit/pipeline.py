@@ -53,7 +53,8 @@ from layoutkit.hdf5.scale_reads import read_scale_digests
 from layoutkit.layout import Layout, Work
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages
-from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, SourceSet, as_sources, destination
+from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, SourceSet, as_kv, as_sources, destination
+from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, new_entry
 from layoutkit.storage.sources import source_records
 
 Progress = Callable[[int], None]
@@ -75,12 +76,12 @@ def recipe_of(layout: Layout | type[Layout], options: Any) -> dict[str, Any]:
     return out
 
 
-def provenance(layout: Layout | type[Layout], options: Any, sources: list[dict[str, Any]] | None = None) -> str:
+def provenance(layout: Layout | type[Layout], options: Any, log: dict[str, Any] | None = None) -> str:
     """The JSON value of the :data:`PROVENANCE_ATTR` root attribute of a variant; with
-    ``sources``, each source's name, size and content digest
-    (:func:`layoutkit.storage.sources.source_records`: what ``convert --append`` recognises)."""
+    ``log``, the root's part of the log of the sources it was made from
+    (:mod:`layoutkit.storage.log`: what ``convert --append`` recognises)."""
     doc = {"version": __version__, "command": layout.command, "recipe": recipe_of(layout, options)}
-    return json.dumps(doc | ({"sources": sources} if sources is not None else {}))
+    return json.dumps(doc | ({LOG_KEY: log} if log is not None else {}))
 
 
 def commit_message(layout: Layout | type[Layout], options: Any) -> str:
@@ -90,9 +91,9 @@ def commit_message(layout: Layout | type[Layout], options: Any) -> str:
 
 
 def provenance_attrs(layout: Layout | type[Layout], options: Any,
-                     sources: list[dict[str, Any]] | None = None) -> dict[str, str]:
+                     log: dict[str, Any] | None = None) -> dict[str, str]:
     """The root attributes the pipeline stamps on a variant: just :data:`PROVENANCE_ATTR`."""
-    return {PROVENANCE_ATTR: provenance(layout, options, sources)}
+    return {PROVENANCE_ATTR: provenance(layout, options, log)}
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -211,8 +212,11 @@ def run(
     try:
         with stages.active():
             with stages.step("skeleton"):
-                records = source_records(source) if layout.format == "zarr" else None
-                work = layout.begin(staged, source, inventory, the_plan, provenance_attrs(layout, options, records))
+                entry = new_entry(0, "convert", source_records(source)) if layout.format == "zarr" else None
+                work = layout.begin(staged, source, inventory, the_plan,
+                                    provenance_attrs(layout, options, committed(entry) if entry else None))
+                if entry is not None:  # the sources, outside the root (a commit's metadata in Icechunk)
+                    as_kv(staged).put(entry_key(0), encode(entry))
             try:
                 report(work.done_bytes)
                 with stages.step("tasks"):

@@ -23,7 +23,7 @@ from layoutkit.cli import app
 from layoutkit.errors import DifferentDuplicateError, LayoutkitError
 from layoutkit.layouts import layouts_of
 from layoutkit.sample import write_sample
-from layoutkit.storage.editing import LOCK, AppendRunningError, FolderEditor
+from layoutkit.storage.editing import LOCK, AppendRunningError, FolderEditor, store_log
 from layoutkit.testing import assert_same_values
 from layoutkit.verify.equality import compare_set, compare_variant
 
@@ -94,8 +94,8 @@ def test_the_same_append_twice_writes_nothing_the_second_time(archive, tmp_path,
     assert again.exit_code == 0, again.output
     assert "nothing to append" in again.output and "every one of the 5 sources" in " ".join(again.output.split())
     assert files_of(store) == before
-    provenance = json.loads(json.loads((store / "zarr.json").read_text())["attributes"]["layoutkit"])
-    assert len(provenance["sources"]) == 5 and len(provenance["appends"]) == 1
+    log = store_log(str(store))
+    assert len(log.records) == 5 and log.appends == 1 and [len(e["sources"]) for e in log.entries] == [3, 2]
 
 
 def test_a_shot_the_store_holds_is_skipped_when_equal_and_refused_when_not(archive, tmp_path):

@@ -5,7 +5,6 @@ and Icechunk."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import layoutkit
 from layoutkit import batches
 from layoutkit.cli import app
 from layoutkit.hdf5 import combined
+from layoutkit.storage.editing import store_log
 from layoutkit.layouts import get_layout, layouts_of
 from layoutkit.sample import write_sample
 from layoutkit.storage import SourceSet
@@ -38,10 +38,6 @@ def cli(*args: object):  # noqa: ANN201
     return runner.invoke(app, [*map(str, args)])
 
 
-def provenance(store: Path) -> dict:
-    return json.loads(json.loads((store / "zarr.json").read_text())["attributes"]["layoutkit"])
-
-
 def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if "layoutkit-" in p.name)
 
@@ -59,8 +55,8 @@ def test_files_in_batches_make_the_store_of_one_run(files, tmp_path, layout):
     with layoutkit.open(store) as b, layoutkit.open(whole) as w:
         assert b.layout == layout and b.shots == w.shots
         assert_same_values(w, b)
-    recorded = provenance(store)
-    assert len(recorded["sources"]) == 12 and [a["sources"] for a in recorded["appends"]] == [5, 2]
+    log = store_log(str(store))
+    assert len(log.records) == 12 and [len(e["sources"]) for e in log.entries] == [5, 5, 2] and log.appends == 2
     again = cli("convert", *files, store, "--append")
     assert again.exit_code == 0 and "nothing to append" in again.output
     assert leftovers(tmp_path) == []
@@ -162,7 +158,7 @@ def test_batches_on_a_cluster(files, tmp_path):
         result = cli("--quiet", "convert", *files[:6], store, "--layout", "shot-packed", "--batch-files", 2,
                      "--scheduler", cluster.scheduler_address)
     assert result.exit_code == 0, result.output
-    assert compare_set(files[:6], store) == [] and len(provenance(store)["appends"]) == 2
+    assert compare_set(files[:6], store) == [] and store_log(str(store)).appends == 2
 
 
 def test_batches_into_icechunk(files, tmp_path):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from layoutkit.errors import OutputNotWritableError
+from layoutkit.storage.log import Log, read_log
 from layoutkit.storage.retry import retrying
 
 LOCK = "layoutkit.lock"
@@ -58,6 +59,7 @@ class StoreEditor(Protocol):
     def lock(self) -> contextlib.AbstractContextManager[None]: ...
     def zarr_store(self) -> Any: ...
     def commit(self, message: str) -> None: ...
+    def read_log(self, provenance: dict[str, Any]) -> Log: ...
     def discard(self) -> None: ...
 
 
@@ -173,6 +175,10 @@ class FolderEditor:
     def discard(self) -> None:
         pass
 
+    def read_log(self, provenance: dict[str, Any]) -> Log:
+        """The store's committed log of sources (:mod:`layoutkit.storage.log`): its entries' documents."""
+        return read_log(provenance, get=self.get, where=str(self))
+
 
 class BucketEditor:
     """A store under a bucket prefix."""
@@ -260,6 +266,10 @@ class BucketEditor:
     def discard(self) -> None:
         pass
 
+    def read_log(self, provenance: dict[str, Any]) -> Log:
+        """The store's committed log of sources (:mod:`layoutkit.storage.log`): its entries' documents."""
+        return read_log(provenance, get=self.get, where=str(self))
+
 
 class IcechunkEditor:
     """A branch of an Icechunk repository: one writable session, one commit."""
@@ -312,7 +322,7 @@ class IcechunkEditor:
 
     def commit(self, message: str) -> None:
         try:
-            self.snapshot = self.session.commit(message)
+            self.snapshot = self.session.commit(message, metadata=self._kv.commit_metadata())
         except Exception as exc:  # icechunk's ConflictError among them
             conflict = "onflict" in type(exc).__name__ or "conflict" in str(exc).lower()
             raise (AppendRunningError if conflict else OutputNotWritableError)(
@@ -323,6 +333,24 @@ class IcechunkEditor:
     def discard(self) -> None:
         with contextlib.suppress(Exception):
             self.session.discard_changes()
+
+    def read_log(self, provenance: dict[str, Any]) -> Log:
+        """The branch's committed log of sources: its commits' metadata, newest first."""
+        return read_log(provenance, commits=(s.metadata for s in self.repo.ancestry(branch=self.branch)),
+                        where=str(self))
+
+
+def store_log(text: str, storage_options: dict[str, str] | None = None) -> Log:
+    """The log of sources of the store ``text`` names (empty for a store without one)."""
+    from layoutkit.formats import PROVENANCE_ATTR
+
+    editor = editor_for(text, storage_options)
+    try:
+        root = json.loads(editor.get("zarr.json") or b"{}")
+        provenance = json.loads((root.get("attributes") or {}).get(PROVENANCE_ATTR) or "{}")
+        return editor.read_log(provenance if isinstance(provenance, dict) else {})
+    finally:
+        editor.discard()
 
 
 def editor_for(text: str, storage_options: dict[str, str] | None = None) -> StoreEditor:
@@ -337,5 +365,5 @@ def editor_for(text: str, storage_options: dict[str, str] | None = None) -> Stor
     return FolderEditor(text)
 
 
-__all__ = ["JOURNAL", "LOCK", "AppendRunningError", "BucketEditor", "FolderEditor", "IcechunkEditor", "StoreEditor",
+__all__ = ["JOURNAL", "LOCK", "AppendRunningError", "store_log", "BucketEditor", "FolderEditor", "IcechunkEditor", "StoreEditor",
            "editor_for"]

@@ -127,15 +127,23 @@ class IcechunkKV:
 
     Threads of one process share it (an Icechunk session is not shipped to other
     processes here: ``--scheduler threads``). ``layoutkit.json`` is not a Zarr key: it is
-    folded into the root document's provenance attribute (:data:`SIDECAR_KEY`)."""
+    folded into the root document's provenance attribute (:data:`SIDECAR_KEY`); nor is a
+    log entry (:mod:`layoutkit.storage.log`): it becomes the commit's metadata."""
 
     def __init__(self, session: Any, location: str) -> None:
         self.session = session
         self.location = location
         self._sidecar: dict[str, Any] | None = None
+        self.log_entry: dict[str, Any] | None = None  # the run's log entry: its commit's metadata
 
     def __str__(self) -> str:
         return f"{PREFIX}{self.location}"
+
+    def commit_metadata(self) -> dict[str, Any] | None:
+        """The metadata of the run's commit: its log entry (:mod:`layoutkit.storage.log`)."""
+        from layoutkit.storage.log import METADATA_KEY
+
+        return {METADATA_KEY: self.log_entry} if self.log_entry is not None else None
 
     def create(self) -> None:
         pass
@@ -146,6 +154,11 @@ class IcechunkKV:
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
+        from layoutkit.storage.log import is_log_key
+
+        if is_log_key(key):  # not a Zarr key: the log entry rides on the commit
+            self.log_entry = json.loads(data)
+            return
         if key == "layoutkit.json":
             self._sidecar = json.loads(data)
             root = self.get("zarr.json")
@@ -241,7 +254,7 @@ class IcechunkDestination:
         except Exception:  # noqa: BLE001 - a size is a nicety
             self._bytes = 0
         try:
-            self.snapshot = staged.session.commit(note or "layoutkit")
+            self.snapshot = staged.session.commit(note or "layoutkit", metadata=staged.commit_metadata())
         except Exception as exc:
             raise OutputNotWritableError(f"{self}: the commit failed ({str(exc).splitlines()[0][:200]}).") from None
 

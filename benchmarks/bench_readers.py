@@ -123,7 +123,7 @@ def decode_floor(path: Path, pattern: str, item: str) -> float:
 
     import h5py
 
-    from layoutkit.hdf5.source import chunk_entries, decode_chunked, raw_decoders
+    from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders
 
     with h5py.File(path, "r") as f, open(path, "rb") as fh:
         jobs, raw = [], {}
@@ -149,7 +149,7 @@ def page_bytes(path: Path, pattern: str, item: str) -> int:
     read, and those holding their data (a page buffer reads whole pages)."""
     import h5py
 
-    from layoutkit.hdf5.source import stored_ranges
+    from layoutkit.hdf5.raw import stored_ranges
 
     with h5py.File(path, "r") as f:
         page = f.id.get_create_plist().get_file_space_page_size()

@@ -36,7 +36,7 @@ from layoutkit.layouts import detect
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.hdf5 import HDF5Archive, is_paged
-from layoutkit.readers.sources import ArchiveSet, expand_sources, is_source_set
+from layoutkit.readers.combined import CombinedArchive, expand_sources, is_source_set
 from layoutkit.readers.zarr_ import counting_store, open_counted
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
@@ -64,7 +64,7 @@ def open_archive(
         An HDF5 file (source or ``reorder`` output) or a Zarr store directory, local or
         a URL; or several of them (a list, or a shell-style glob such as
         ``"exports/shots-*.h5"``), read as one archive: the union of their shots
-        (:class:`~layoutkit.readers.sources.ArchiveSet`).
+        (:class:`~layoutkit.readers.combined.CombinedArchive`).
     template
         Where signals live, e.g. ``/shots/{shot}/signals/{signal}``.
     model
@@ -109,7 +109,7 @@ def open_archive(
 
 def _open_set(sources: list[str], template: str, model: LatencyModel | None, page_buffer: int, sleep: Any,
               storage_options: dict[str, str] | None) -> Archive:
-    """Several sources as one archive (:class:`~layoutkit.readers.sources.ArchiveSet`);
+    """Several sources as one archive (:class:`~layoutkit.readers.combined.CombinedArchive`);
     one source as itself."""
     members: list[Archive] = []
     try:
@@ -122,7 +122,7 @@ def _open_set(sources: list[str], template: str, model: LatencyModel | None, pag
         raise
     if not members:
         raise SourceNotFoundError("No sources given.")
-    return members[0] if len(members) == 1 else ArchiveSet(members, template)
+    return members[0] if len(members) == 1 else CombinedArchive(members, template)
 
 
 def _open_zarr(where: Any, root: Any, template: str, model: LatencyModel | None, sleep: Any) -> Archive:
@@ -202,7 +202,7 @@ def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyMo
 
 __all__ = [
     "Archive",
-    "ArchiveSet",
+    "CombinedArchive",
     "HDF5Archive",
     "NotAnArchiveError",
     "Selection",

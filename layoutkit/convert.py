@@ -12,7 +12,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from layoutkit import batches, pipeline
+from layoutkit import pipeline
+from layoutkit.archiving import batches
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import layout_for
 from layoutkit.stages import Stages
@@ -27,7 +28,7 @@ def plan_convert(
     """Walk the source and plan the whole conversion (no writing). With
     ``options.layout == "signal-major"`` the plan is a
     :class:`~layoutkit.layouts.signal_major.plan.SignalMajorPlan`. Of sources written in
-    batches (:mod:`layoutkit.batches`), the plan of the first batch."""
+    batches (:mod:`layoutkit.archiving.batches`), the plan of the first batch."""
     if inventory is not None:
         return pipeline.plan(layout_for("convert", options), src, dst, options, inventory)
     _, inventory, the_plan = batches.plan(layout_for("convert", options), src, dst, options)
@@ -48,7 +49,7 @@ def convert(
     ----------
     src, dst
         Source HDF5 path (or several, or a glob: written as one archive, the union of
-        their shots; :mod:`layoutkit.hdf5.combined`; many, in batches: :mod:`layoutkit.batches`)
+        their shots; :mod:`layoutkit.hdf5.combined`; many, in batches: :mod:`layoutkit.archiving.batches`)
         and destination store directory.
     options
         A :class:`ConvertOptions`; defaults to Zarr v3, auto chunks of 4 MiB, zstd:3.

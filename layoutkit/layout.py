@@ -185,7 +185,7 @@ class Layout(ABC):
 
     def can_append(self, options: Any) -> bool:
         """Whether a store this layout writes with ``options`` can be appended to (and so a
-        set of many sources written in batches: :mod:`layoutkit.batches`); never unless
+        set of many sources written in batches: :mod:`layoutkit.archiving.batches`); never unless
         :attr:`appends`."""
         return False
 

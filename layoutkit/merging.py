@@ -5,7 +5,7 @@ A layout that can append (:attr:`layoutkit.layout.Layout.appends`) ships an ``ap
 whose ``merge(old, new, options)`` returns a :class:`Merge`: which staged objects move
 into the store under which keys, which documents are written before the root, the new
 root document (the commit), what is rewritten after it and what it no longer references.
-:mod:`layoutkit.append` (the command) stages the new shots, asks the layout's merge, and
+:mod:`layoutkit.archiving.append` (the command) stages the new shots, asks the layout's merge, and
 applies it with a journal so that a killed append leaves the store as it was. What the
 merges share is here: the store's documents as they read them (:class:`StoreDocs`), the
 shots of a listing, the sidecar and root-level lists joined, and arrays grown by rows

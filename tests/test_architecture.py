@@ -165,7 +165,7 @@ LAYERS = (
               "layoutkit.storage", "layoutkit.hdf5", "layoutkit.execute")),
     ("sides", ("layoutkit.readers", "layoutkit.equality", "layoutkit.writers")),
     ("layouts", ("layoutkit.layout", "layoutkit.layouts", "layoutkit.zarr_layout")),
-    ("commands", ("layoutkit.pipeline", "layoutkit.batches", "layoutkit.append", "layoutkit.grow",
+    ("commands", ("layoutkit.pipeline", "layoutkit.archiving",
                   "layoutkit.archive", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes",
                   "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect",
                   "layoutkit.testing")),
@@ -350,7 +350,7 @@ def test_no_function_runs_over_60_lines_without_saying_why() -> None:
     assert long_functions() == []
 
 
-RAW_READ_PATH = ("layoutkit.hdf5.source", "layoutkit.readers.hdf5")
+RAW_READ_PATH = ("layoutkit.hdf5.raw", "layoutkit.readers.hdf5")
 PROOF = sorted(n for n in MODULES if n.startswith("layoutkit.equality") or n == "layoutkit.hdf5.reference")
 
 

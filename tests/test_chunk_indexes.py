@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from layoutkit.cli import app
 from layoutkit.errors import RawReadFallback
 from layoutkit.hdf5.inventory import read_inventory
-from layoutkit.hdf5.source import SourceReader
+from layoutkit.hdf5.raw import RawReader
 
 # name: (libver, shape, chunks, maxshape, early allocation)
 INDEXES = {
@@ -81,7 +81,7 @@ def test_the_raw_reader_gives_what_hdf5_reads(tmp_path: Path, index: str, fill: 
     src = tmp_path / "s.h5"
     want = build(src, index, fill, compression="gzip")
     info = read_inventory(src).array("/x")
-    with SourceReader(src, {"/x": info}) as reader:
+    with RawReader(src, {"/x": info}) as reader:
         np.testing.assert_array_equal(reader.read("/x", tuple((0, n) for n in info.shape)), want)
         np.testing.assert_array_equal(reader.read("/x", ((1, 4), (2, 6))), want[1:4, 2:6])
 
@@ -157,7 +157,7 @@ def test_a_misplaced_chunk_inside_the_extent_is_caught_by_its_values(tmp_path: P
         ds[4:6, 0:3] = 9
         want = ds[...]
     info = read_inventory(src).array("/x")
-    with SourceReader(src, {"/x": info}) as reader, pytest.warns(RawReadFallback):
+    with RawReader(src, {"/x": info}) as reader, pytest.warns(RawReadFallback):
         np.testing.assert_array_equal(reader.read("/x", ((0, 6), (0, 9))), want)
         assert "/x" in reader.untrusted
         # the stored chunks, for copies that keep them, are found by HDF5's own lookup

@@ -290,7 +290,7 @@ def test_a_set_reader_holds_a_bounded_number_of_files_open(fifty, monkeypatch):
     one of them right, in any order, from many threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import layoutkit.hdf5.source as source_module
+    import layoutkit.hdf5.raw as source_module
 
     one, files = fifty
     monkeypatch.setattr(source_module, "MAX_OPEN_MEMBERS", 3)

@@ -720,7 +720,7 @@ def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source
     import numpy as np
 
     from layoutkit.hdf5.inventory import read_inventory
-    from layoutkit.hdf5.source import SourceReader
+    from layoutkit.hdf5.raw import RawReader
     from layoutkit.storage import ObjectSource
 
     inventory = read_inventory(shot_file)
@@ -733,7 +733,7 @@ def test_a_task_fetches_its_datasets_in_one_batch_from_a_bucket(endpoint, source
     real_range, real_ranges = ObjectSource.read_range, ObjectSource.read_ranges
     monkeypatch.setattr(ObjectSource, "read_range", lambda self, o, n: singles.append(n) or real_range(self, o, n))
     monkeypatch.setattr(ObjectSource, "read_ranges", lambda self, r, on_get=None: batches.append(len(r)) or real_ranges(self, r, on_get))
-    with SourceReader(remote, arrays) as reader, SourceReader(shot_file, arrays) as local:
+    with RawReader(remote, arrays) as reader, RawReader(shot_file, arrays) as local:
         for path, region in reads:  # each index read, and checked: the first of each kind by its bytes
             reader.allocated(path, region)
         singles.clear()
@@ -755,7 +755,7 @@ def test_a_many_chunk_index_in_a_bucket_is_read_a_level_at_a_time(endpoint, tmp_
     import layoutkit.hdf5.chunk_index as chunk_index
     import layoutkit.storage.sources as sources
     from layoutkit.hdf5.inventory import read_inventory
-    from layoutkit.hdf5.source import SourceReader
+    from layoutkit.hdf5.raw import RawReader
     from layoutkit.storage import ObjectSource
 
     path = tmp_path / "many.h5"
@@ -784,7 +784,7 @@ def test_a_many_chunk_index_in_a_bucket_is_read_a_level_at_a_time(endpoint, tmp_
     monkeypatch.setattr(chunk_index, "MAX_CHUNKS_FOR_H5PY", 64)
     arrays = {a.path: a for a in inventory.arrays}
     batches.clear()
-    with SourceReader(remote, arrays) as reader, SourceReader(path, arrays) as here:
+    with RawReader(remote, arrays) as reader, RawReader(path, arrays) as here:
         assert reader._index(arrays["/x"]).entries == here._index(arrays["/x"]).entries
         assert 1 <= len(batches) <= 2 and max(batches) >= 500 // 64
         np.testing.assert_array_equal(reader.read("/x", ((95, 4321), (0, 100))), here.read("/x", ((95, 4321), (0, 100))))
@@ -1064,7 +1064,7 @@ def test_a_glob_over_a_bucket_prefix_reads_its_files_as_one_archive(endpoint, tm
     refused in one sentence."""
     import layoutkit
     from layoutkit.errors import SourceNotFoundError
-    from layoutkit.readers.sources import ArchiveSet
+    from layoutkit.readers.combined import CombinedArchive
     from layoutkit.sample import write_sample
     from layoutkit.testing import assert_same_values
 
@@ -1077,7 +1077,7 @@ def test_a_glob_over_a_bucket_prefix_reads_its_files_as_one_archive(endpoint, tm
     opts = {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
     with layoutkit.open(f"s3://{BUCKET}/exports/shots-*.h5", storage_options=opts) as combined, \
             layoutkit.open(one) as whole:
-        assert isinstance(combined, ArchiveSet) and len(combined.members) == 3
+        assert isinstance(combined, CombinedArchive) and len(combined.members) == 3
         assert_same_values(whole, combined)
     with pytest.raises(SourceNotFoundError, match="No file matches"):
         layoutkit.open(f"s3://{BUCKET}/exports/nothing-*.h5", storage_options=opts)
@@ -1211,7 +1211,7 @@ def test_in_a_bucket_the_first_index_of_each_kind_is_checked_by_its_bytes(endpoi
 
     from layoutkit.errors import RawReadFallback
     from layoutkit.hdf5.inventory import read_inventory
-    from layoutkit.hdf5.source import SourceReader
+    from layoutkit.hdf5.raw import RawReader
     from layoutkit.storage import ObjectSource
 
     path = tmp_path / "misplaced.h5"
@@ -1224,7 +1224,7 @@ def test_in_a_bucket_the_first_index_of_each_kind_is_checked_by_its_bytes(endpoi
             ("secret_access_key", "test"))
     info = read_inventory(path).array("/x")
     assert info.raw_fallback is None  # the misplaced origin lies inside the extent: possible
-    with SourceReader(ObjectSource(f"s3://{BUCKET}/sources/misplaced.h5", opts), {"/x": info}) as reader, \
+    with RawReader(ObjectSource(f"s3://{BUCKET}/sources/misplaced.h5", opts), {"/x": info}) as reader, \
             pytest.warns(RawReadFallback):
         np.testing.assert_array_equal(reader.read("/x", ((0, 6), (0, 9))), want)
         assert "/x" in reader.untrusted

@@ -10,7 +10,7 @@ import numpy as np
 
 from layoutkit.equality import Mismatch, equal_values
 from layoutkit.hdf5.inventory import read_inventory
-from layoutkit.hdf5.source import SourceReader
+from layoutkit.hdf5.raw import RawReader
 from npy_layout.plan import carried_arrays
 from npy_layout.spec import npy_name
 
@@ -21,7 +21,7 @@ def compare(source: Any, variant: Any, *, inventory: Any = None, skipped: frozen
     name = name or str(variant)
     found = []
     arrays = carried_arrays(inventory)
-    with SourceReader(source, {a.path: a for a in arrays}) as reader:
+    with RawReader(source, {a.path: a for a in arrays}) as reader:
         for info in arrays:
             file = Path(variant) / npy_name(info.path)
             if not file.is_file():

@@ -90,7 +90,7 @@ APPEND_HELP = (
 
 def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None, dry_run: bool,  # noqa: PLR0913
             storage_option: list[str] | None, tmpdir: Path | None, icechunk: bool, concat_dim: str | None) -> None:
-    from layoutkit.append import append
+    from layoutkit.archiving.append import append
     from layoutkit.cli.core import fail
     from layoutkit.cli.running import run_options, run_with_bar
     from layoutkit.errors import LayoutkitError

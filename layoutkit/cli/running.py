@@ -50,7 +50,8 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
                  concat_dim=None):
     """Find the layout, plan (print it on --dry-run), then run with a progress bar through
     the pipeline; errors become one line."""
-    from layoutkit import batches, pipeline
+    from layoutkit import pipeline
+    from layoutkit.archiving import batches
     from layoutkit.layouts import layout_for
     from layoutkit.plan import DEFAULT_TEMPLATE
     from layoutkit.stages import Stages

@@ -2,7 +2,7 @@
 variant against.
 
 The converters read raw chunk bytes and decode them themselves
-(:mod:`layoutkit.hdf5.source`): fast, and written by the same hands as the writers. The
+(:mod:`layoutkit.hdf5.raw`): fast, and written by the same hands as the writers. The
 proof must not share those eyes (a wrong chunk index would write wrong data and then
 read the same wrong data back as "equal"), so it reads every block through h5py's
 ``Dataset`` reads: HDF5's own chunk lookup, its own filters, its own type conversion.

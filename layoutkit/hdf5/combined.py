@@ -4,7 +4,7 @@
 are a :class:`~layoutkit.storage.SourceSet`; :func:`walk_sources` walks each once and
 combines the walks into one :class:`~layoutkit.hdf5.model.Inventory`, every dataset
 recording which member holds it (:attr:`ArrayInfo.member`), so that planning is the
-planning of one file and the readers (:func:`~layoutkit.hdf5.source.open_reader`) read
+planning of one file and the readers (:func:`~layoutkit.hdf5.raw.open_reader`) read
 each dataset from its own file.
 
 The rule (what ``--dry-run`` says, and :func:`describe`):

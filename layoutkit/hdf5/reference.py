@@ -2,7 +2,7 @@
 no chunk index of layoutkit's. What decides that data are equal reads through here:
 :mod:`layoutkit.equality` (verify's proof) and the check that two files of a set hold
 the same dataset (:mod:`layoutkit.hdf5.combined`). The converters' fast path is
-:mod:`layoutkit.hdf5.source`, and nothing here imports it."""
+:mod:`layoutkit.hdf5.raw`, and nothing here imports it."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import numpy as np
 from layoutkit.hdf5.filters import can_read_raw
 from layoutkit.hdf5.model import ArrayInfo, Inventory
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales, scale_digest
-from layoutkit.hdf5.source import SourceReader, open_reader
+from layoutkit.hdf5.raw import RawReader, open_reader
 from layoutkit.plan import compile_template
 
 
@@ -24,7 +24,7 @@ def _candidates(inventory: Inventory, template: str) -> list[ArrayInfo]:
 
 
 def read_scale_digests(
-    source: str | os.PathLike, inventory: Inventory, template: str, reader: SourceReader | None = None
+    source: str | os.PathLike, inventory: Inventory, template: str, reader: RawReader | None = None
 ) -> dict[str, ScaleDigest]:
     """Fingerprint every dimension scale that lies inside a shot of ``template``.
 

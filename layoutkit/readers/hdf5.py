@@ -20,7 +20,7 @@ from layoutkit.hdf5.attrs import attr_to_json
 from layoutkit.hdf5.files import close_at_exit, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
 from layoutkit.hdf5.chunk_index import index_problem
-from layoutkit.hdf5.source import chunk_entries, decode_chunked, raw_decoders, stored_ranges
+from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
@@ -238,7 +238,7 @@ class HDF5Archive(Archive):
 
     def _data_ranges(self, key: str, ds: h5py.Dataset) -> list[tuple[int, int]]:
         """Where ``ds`` keeps its data; kept under ``key`` to be decoded here when
-        layoutkit decodes its chunks (:func:`~layoutkit.hdf5.source.raw_decoders`)."""
+        layoutkit decodes its chunks (:func:`~layoutkit.hdf5.raw.raw_decoders`)."""
         decoders = raw_decoders(ds)
         if decoders is None:
             return stored_ranges(ds, self._file)

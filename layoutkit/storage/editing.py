@@ -17,7 +17,7 @@ implementation per place a store lives:
   the commit itself (the second one's commit conflicts), so it needs no lock or journal.
 
 The lock holds who took it (host, process, time), so a lock left by a killed append on
-this host is recognised as stale and taken over (:func:`layoutkit.append.append` then
+this host is recognised as stale and taken over (:func:`layoutkit.archiving.append.append` then
 cleans up what that run left).
 """
 
@@ -40,7 +40,7 @@ from layoutkit.storage.retry import retrying
 LOCK = "layoutkit.lock"
 """The key of an append's lock, beside the store's root document."""
 JOURNAL = "layoutkit-append.json"
-"""What an append is about to write, recorded before it writes (see :mod:`layoutkit.append`)."""
+"""What an append is about to write, recorded before it writes (see :mod:`layoutkit.archiving.append`)."""
 
 
 class AppendRunningError(OutputNotWritableError):

@@ -280,7 +280,7 @@ class IcechunkDestination:
         return None if self._repo is None else self._repo.lookup_branch(self.branch)
 
     def rewind(self, snapshot: str | None) -> None:
-        """Take back a run of several commits (:mod:`layoutkit.batches`): the branch reset to
+        """Take back a run of several commits (:mod:`layoutkit.archiving.batches`): the branch reset to
         ``snapshot``, the one it had before the run, or, when this run created the
         repository, the repository removed. Best effort, as the run is failing already."""
         if self._created:

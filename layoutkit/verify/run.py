@@ -33,7 +33,7 @@ from layoutkit.archive import open_archive
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.files import first_line
 from layoutkit.memory import peak_rss, release_freed_memory, reset_peak_rss
-from layoutkit.readers.sources import expand_sources, is_source_set
+from layoutkit.readers.combined import expand_sources, is_source_set
 from layoutkit.storage import ObjectSource, as_source, is_url
 from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.patterns import ReadPlan, run_reads, split

@@ -20,7 +20,7 @@ import numpy as np
 from layoutkit import __version__
 from layoutkit.errors import OutputNotWritableError
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.source import SetReader, SourceReader, open_reader
+from layoutkit.hdf5.raw import SetReader, RawReader, open_reader
 from layoutkit.plan import CopyTask
 from layoutkit.writers.zarr_ import ZarrWriter
 
@@ -40,7 +40,7 @@ class ConvertSummary:
     shards_requested: bool = False
     copied: int | None = None  # --compressor source: arrays whose stored chunks were copied as they are
     reencoded: tuple[tuple[str, str], ...] = ()
-    batches: int = 1  # a set of many sources written in batches (layoutkit.batches): how many
+    batches: int = 1  # a set of many sources written in batches (layoutkit.archiving.batches): how many
 
     @property
     def stored_throughput(self) -> float:
@@ -72,7 +72,7 @@ class CopyJob:
     copied: frozenset[str] = frozenset()
 
 
-_OPEN: dict[tuple[str, str], tuple[SourceReader | SetReader, ZarrWriter]] = {}
+_OPEN: dict[tuple[str, str], tuple[RawReader | SetReader, ZarrWriter]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
@@ -80,7 +80,7 @@ def _key(job: CopyJob) -> tuple[str, str]:
     return (getattr(job.source, "key", str(job.source)), str(job.dest))
 
 
-def open_job(job: CopyJob) -> tuple[SourceReader | SetReader, ZarrWriter]:
+def open_job(job: CopyJob) -> tuple[RawReader | SetReader, ZarrWriter]:
     """The reader and writer of ``job`` in this process: threads of a worker share them."""
     key = _key(job)
     with _OPEN_LOCK:

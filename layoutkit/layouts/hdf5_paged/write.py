@@ -28,7 +28,7 @@ from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.libhdf5 import to_btree_index
-from layoutkit.hdf5.source import SetReader, SourceReader, open_reader
+from layoutkit.hdf5.raw import SetReader, RawReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
 from layoutkit.options import CompressorSpec
@@ -414,7 +414,7 @@ def _fixed_index_too_large(maxshape: Any, chunks: tuple[int, ...] | None, shape:
 
 @dataclass(frozen=True)
 class PieceJob:
-    reader: SourceReader | SetReader
+    reader: RawReader | SetReader
     plan: ReorderPlan
     infos: dict[str, ArrayInfo]
     encoders: dict[str, ChunkEncoder]
@@ -464,7 +464,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ReorderPlan,
             json.loads(attrs[PROVENANCE_ATTR]) | {"skipped": [{"path": p, "reason": r} for p, r in plan.skipped]})}
     infos = {a.path: a for a in inventory.arrays}
     writer = PagedHDF5Writer(staged, plan.page_size, inventory.userblock_size)
-    reader: SourceReader | SetReader | None = None
+    reader: RawReader | SetReader | None = None
 
     def close() -> None:
         writer.close()

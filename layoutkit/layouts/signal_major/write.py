@@ -17,7 +17,7 @@ import numpy as np
 
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
-from layoutkit.hdf5.source import SourceReader
+from layoutkit.hdf5.raw import RawReader
 from layoutkit.layout import Work
 from layoutkit.layouts.signal_major.plan import SignalMajorPlan, index_values, packed_arrays
 from layoutkit.layouts.signal_major.spec import (
@@ -45,7 +45,7 @@ from layoutkit.writers.zarr_convert import (
 )
 
 
-def assemble_block(reader: SourceReader, rows: tuple[tuple[str, int, int], ...], dtype: np.dtype,
+def assemble_block(reader: RawReader, rows: tuple[tuple[str, int, int], ...], dtype: np.dtype,
                    region: Region) -> np.ndarray:
     """One write block of a packed array, read from the shots' datasets it spans.
 

@@ -8,7 +8,7 @@ shot archives larger than a batch (``--batch-files``; by default as many files a
 :data:`BATCH_DATASETS` datasets, judged by the first file) is written as
 
 1. the first batch, converted by the pipeline as any run (checked, planned, staged, written);
-2. each next batch appended to it (:mod:`layoutkit.append`: walked, its shots checked
+2. each next batch appended to it (:mod:`layoutkit.archiving.append`: walked, its shots checked
    against those already written, written with the store's recipe, joined to the store);
 3. published once at the end.
 
@@ -164,7 +164,7 @@ def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
 def _run_batches(layout: Layout, source: SourceSet, dest: Any, options: Any, progress: Any,
                  planned: tuple[Inventory, Any] | None, stages: Stages, storage_options: dict[str, str] | None,
                  tmpdir: str | os.PathLike | None) -> Any:
-    from layoutkit.append import append
+    from layoutkit.archiving.append import append
 
     batches = parts(source)
     t0 = time.perf_counter()

@@ -17,7 +17,7 @@ layout, locally, in a bucket or in Icechunk:
    prefix beside it in the bucket, copied in by the bucket: :class:`Staged`), and the
    layout's ``append.merge`` says how they join the store (:class:`Merge`): which objects are added under which keys (nothing of the
    store is rewritten but its small shared documents; a signal-major series grows in
-   place, :mod:`layoutkit.grow`), which new documents are written, and the new root
+   place, :mod:`layoutkit.archiving.grow`), which new documents are written, and the new root
    document. netCDF files along a record dimension are not staged: their rows are
    written after the store's through zarr, the new shapes held back until the root.
 4. They are written in an order that keeps the store readable and whole
@@ -105,7 +105,7 @@ def append(
 
     ``typed``: options given on the command line; only those of the run (workers,
     memory limit, scheduler) may differ from the store's recipe. ``shown``: how messages
-    name what the store holds (a run in batches, :mod:`layoutkit.batches`: its earlier
+    name what the store holds (a run in batches, :mod:`layoutkit.archiving.batches`: its earlier
     files); by default ``dst``.
 
     Raises
@@ -174,7 +174,7 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
                 shown: str | None) -> Added:
     """Walk the new sources, join what they bring to the store, write it: the shots
     they add (staged, then merged), or the rows they add along the record dimension
-    (netCDF files: :mod:`layoutkit.grow`). ``entry``: the append's log entry, which
+    (netCDF files: :mod:`layoutkit.archiving.grow`). ``entry``: the append's log entry, which
     records the new sources and, here, what they added."""
     inventory = walk_sources(sources, options.workers, file_mapper(options.scheduler, options.workers))
     added = Added(entry)
@@ -200,11 +200,11 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
 
 
 def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inventory: Inventory, dst: str) -> Merge:
-    """netCDF files appended along the record dimension (:mod:`layoutkit.grow`): they
+    """netCDF files appended along the record dimension (:mod:`layoutkit.archiving.grow`): they
     must continue the store, and what lies outside the dimension must be the store's."""
     import zarr
 
-    from layoutkit.grow import RecordsError, grow, plan_growth
+    from layoutkit.archiving.grow import RecordsError, grow, plan_growth
     from layoutkit.hdf5.combined import read_whole
 
     plans = plan_growth(inventory, root, editor.get, dst)
@@ -306,7 +306,7 @@ def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, ro
     it holds already (equal). Refuses a shot the store holds with other data, and what
     lies outside the shots when it differs from the store's."""
     from layoutkit.archive import open_archive
-    from layoutkit.readers.sources import same_shot
+    from layoutkit.readers.combined import same_shot
 
     shot = shot_of(options.template)
     mine = {s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None}

@@ -14,7 +14,7 @@ from layoutkit.errors import RawReadFallback
 
 from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.filters import can_read_raw
-from layoutkit.hdf5.source import SourceReader, _ChunkIndex
+from layoutkit.hdf5.raw import RawReader, _ChunkIndex
 
 FILTER_FILES = [p for p in realdata_files() if p.name in ("bitshuffle_datasets.hdf5", "lz4_datasets.hdf5")]
 
@@ -22,7 +22,7 @@ FILTER_FILES = [p for p in realdata_files() if p.name in ("bitshuffle_datasets.h
 def check_raw_equals_h5py(path: Path) -> set[str]:
     inv = read_inventory(path)
     used: set[str] = set()
-    with SourceReader(path, {a.path: a for a in inv.arrays}) as reader, h5py.File(path, "r") as f:
+    with RawReader(path, {a.path: a for a in inv.arrays}) as reader, h5py.File(path, "r") as f:
         for a in inv.arrays:
             if not a.shape or not a.filters or not can_read_raw(a):
                 continue
@@ -50,7 +50,7 @@ def test_realdata_filter_variants(path: Path) -> None:
 def test_deflate_decoding_falls_back_to_zlib_when_the_output_is_not_the_chunk() -> None:
     import zlib
 
-    from layoutkit.hdf5.source import _inflater
+    from layoutkit.hdf5.raw import _inflater
 
     data = np.arange(1000, dtype="f8").tobytes()
     stream = zlib.compress(data, 4)
@@ -135,13 +135,13 @@ def test_the_reader_uses_the_index_the_walk_kept(tmp_path: Path, monkeypatch) ->
         raise AssertionError("the index was asked of h5py")
 
     monkeypatch.setattr(_ChunkIndex, "read", no_h5py)
-    with SourceReader(path, arrays) as reader:
+    with RawReader(path, arrays) as reader:
         np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100))
         np.testing.assert_array_equal(reader.read("/b", ((10, 20),)), np.arange(110, 120))
     # a kept index that points elsewhere (a gets b's) fails the self-check: a is read
     # through HDF5, and the reader says so
     swapped = {**arrays, "/a": dataclasses.replace(arrays["/a"], chunk_entries=arrays["/b"].chunk_entries)}
-    with SourceReader(path, swapped) as reader, pytest.warns(RawReadFallback, match="/a .*self-check"):
+    with RawReader(path, swapped) as reader, pytest.warns(RawReadFallback, match="/a .*self-check"):
         np.testing.assert_array_equal(reader.read("/a", ((0, 100),)), np.arange(100))
         assert "/a" in reader.untrusted and "/b" not in reader.untrusted
 

@@ -1,7 +1,7 @@
 """Several shot archives read as one: ``layoutkit.open(["a.h5", "b.h5"])`` or a glob.
 
 The archives users hold are many files (a file per shot, per run day, per campaign).
-:class:`ArchiveSet` reads them as one archive, the union of their shots, with the
+:class:`CombinedArchive` reads them as one archive, the union of their shots, with the
 interface of every other reader, so that the read patterns of ``verify`` measure the
 "before" of a combined store, and a combined store can be proved equal to its sources.
 
@@ -49,7 +49,7 @@ class _Counters:
             m.counter.reset()
 
 
-class ArchiveSet(Archive):
+class CombinedArchive(Archive):
     """Several archives (each opened by :func:`~layoutkit.archive.open_archive`) read as
     one: the union of their shots. See the module docstring for the rules."""
 
@@ -65,7 +65,7 @@ class ArchiveSet(Archive):
         self._shots_parent = self.template[: self.template.index("{shot}")].rstrip("/") or "/"
 
     def __repr__(self) -> str:
-        return f"<ArchiveSet of {len(self.members)}: {', '.join(str(m.path) for m in self.members[:3])}...>"
+        return f"<CombinedArchive of {len(self.members)}: {', '.join(str(m.path) for m in self.members[:3])}...>"
 
     def close(self) -> None:
         for m in self.members:
@@ -169,4 +169,4 @@ def same_shot(shot: str, first: Archive, second: Archive, first_name: str | None
     )
 
 
-__all__ = ["ArchiveSet", "DifferentDuplicateError", "same_shot", "expand_sources", "is_source_set"]
+__all__ = ["CombinedArchive", "DifferentDuplicateError", "same_shot", "expand_sources", "is_source_set"]

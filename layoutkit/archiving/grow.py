@@ -103,7 +103,7 @@ def grow(zarr_store: Any, sources: SourceSet, plans: list[tuple[str, ArrayInfo, 
     """An append along the record dimension: the new shapes put in ``root`` (its listing);
     returns the arrays' own documents with them (written after the root), the chunk keys
     the rows add, and the writing of the rows after the store's (into ``zarr_store``,
-    the store's own zarr store), which :func:`layoutkit.append._apply` runs before the root."""
+    the store's own zarr store), which :func:`layoutkit.archiving.append._apply` runs before the root."""
     listed = (root.get("consolidated_metadata") or {}).get("metadata")
     after: dict[str, bytes] = {}
     added: list[str] = []
@@ -119,7 +119,7 @@ def _write_rows(zarr_store: Any, sources: SourceSet, plans: list[tuple[str, Arra
     """Every variable's new rows after the store's, a bounded slab at a time; the bytes read."""
     import zarr
 
-    from layoutkit.hdf5.source import open_reader
+    from layoutkit.hdf5.raw import open_reader
 
     nbytes = 0
     with open_reader(sources, {info.path: info for _, info, _ in plans}) as reader:

@@ -232,7 +232,7 @@ def stored_ranges(ds: h5py.Dataset, fileobj: Any = None) -> list[tuple[int, int]
     return []
 
 
-class SourceReader:
+class RawReader:
     """Reads regions of one HDF5 source; safe to share between threads.
 
     Parameters
@@ -320,7 +320,7 @@ class SourceReader:
             self._fd = -1
         self._file.close()
 
-    def __enter__(self) -> SourceReader:
+    def __enter__(self) -> RawReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -617,9 +617,9 @@ of files, a process's file descriptors ~1,000); the least recently used idle one
 
 class SetReader:
     """Reads regions of the datasets of a :class:`~layoutkit.storage.SourceSet`, each from
-    the member that holds it (:attr:`ArrayInfo.member`): a :class:`SourceReader` per
+    the member that holds it (:attr:`ArrayInfo.member`): a :class:`RawReader` per
     member, opened when first read, at most :data:`MAX_OPEN_MEMBERS` open at once (one in
-    use is never closed). Safe to share between threads, as a :class:`SourceReader` is."""
+    use is never closed). Safe to share between threads, as a :class:`RawReader` is."""
 
     def __init__(self, sources: SourceSet, arrays: dict[str, ArrayInfo]) -> None:
         self.path = str(sources)
@@ -629,19 +629,19 @@ class SetReader:
         for path, info in arrays.items():
             for part in info.segments or (info,):
                 self._by_member.setdefault(part.member, {})[path] = part
-        self._readers: collections.OrderedDict[int, SourceReader] = collections.OrderedDict()
+        self._readers: collections.OrderedDict[int, RawReader] = collections.OrderedDict()
         self._using: dict[int, int] = {}
         self._closed_bytes = 0
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def _member(self, member: int) -> Iterator[SourceReader]:
+    def _member(self, member: int) -> Iterator[RawReader]:
         """The reader of one member, open while the block runs."""
         with self._lock:
             reader = self._readers.get(member)
             if reader is None:
                 self._evict()
-                reader = self._readers[member] = SourceReader(self.sources.members[member], self._by_member[member])
+                reader = self._readers[member] = RawReader(self.sources.members[member], self._by_member[member])
             self._readers.move_to_end(member)
             self._using[member] = self._using.get(member, 0) + 1
         try:
@@ -659,7 +659,7 @@ class SetReader:
             self._closed_bytes += reader.bytes_read
             reader.close()
 
-    def _of(self, path: str) -> contextlib.AbstractContextManager[SourceReader]:
+    def _of(self, path: str) -> contextlib.AbstractContextManager[RawReader]:
         return self._member(self.arrays[path].member)
 
     def _joined(self, info: ArrayInfo, region: Region) -> np.ndarray:
@@ -708,7 +708,7 @@ class SetReader:
             return reader.read_raw_chunk(path, origin)
 
     def prefetch(self, reads: list[tuple[str, Region]]) -> None:
-        """Each member's reads fetched together (:meth:`SourceReader.prefetch`)."""
+        """Each member's reads fetched together (:meth:`RawReader.prefetch`)."""
         by_member: dict[int, list[tuple[str, Region]]] = {}
         for path, region in reads:
             if path in self.arrays and self.arrays[path].segments is None:
@@ -730,11 +730,11 @@ class SetReader:
 
 
 def open_reader(source: str | os.PathLike | ObjectSource | SourceSet,
-                arrays: dict[str, ArrayInfo]) -> SourceReader | SetReader:
+                arrays: dict[str, ArrayInfo]) -> RawReader | SetReader:
     """The reader of ``arrays`` in ``source``: one file's, or a set's."""
     if isinstance(source, SourceSet):
         return SetReader(source, arrays)
-    return SourceReader(source, arrays)
+    return RawReader(source, arrays)
 
 
 def _short(exc: BaseException) -> str:

@@ -12,7 +12,7 @@ import xarray as xr
 
 import layoutkit
 from layoutkit.errors import SourceNotFoundError
-from layoutkit.readers.sources import ArchiveSet, DifferentDuplicateError
+from layoutkit.readers.combined import CombinedArchive, DifferentDuplicateError
 from layoutkit.sample import write_sample
 from layoutkit.testing import assert_same_values
 
@@ -29,7 +29,7 @@ def split(tmp_path_factory) -> tuple[Path, Path]:
 def test_a_glob_of_files_reads_as_the_one_file(split):
     one, many = split
     with layoutkit.open(str(many / "shots-*.h5")) as combined, layoutkit.open(one) as whole:
-        assert isinstance(combined, ArchiveSet) and len(combined.members) == 3
+        assert isinstance(combined, CombinedArchive) and len(combined.members) == 3
         assert_same_values(whole, combined)  # every signal of every shot, values, attributes, coordinates
         for shot in whole.shots:
             xr.testing.assert_identical(combined.shot(shot), whole.shot(shot))

@@ -95,6 +95,11 @@ class StoreReadError(LayoutkitError, OSError):
     """An object store that failed a read (after its retries): what it answered, in one sentence."""
 
 
+class SourceChangedError(StoreReadError):
+    """A virtual store's reference points into a source file that changed since it was
+    referenced (layoutkit.layouts.virtual): refused, never read as wrong data."""
+
+
 class OutputExistsError(LayoutkitError, FileExistsError):
     """The destination exists and ``--overwrite`` was not given."""
 

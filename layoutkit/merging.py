@@ -117,6 +117,26 @@ def merged_sidecar(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def mirrored_merge(old: StoreDocs, new: StoreDocs, template: str) -> Merge:
+    """How the new shots of a store that mirrors the hierarchy join it: their nodes are
+    objects of their own, moved in at their paths; the root's consolidated metadata (when
+    it has some) lists them too, and the sidecars are joined. The shot-major merge, and
+    the base of any layout that mirrors the shots' nodes."""
+    from layoutkit.formats import SIDECAR
+
+    keys = new.keys()
+    shots = shots_in(keys, template)
+    shot = shot_of(template)
+    root, staged = old.json("zarr.json"), new.json("zarr.json")
+    listed = (root.get("consolidated_metadata") or {}).get("metadata")
+    if listed is not None:
+        added = (staged.get("consolidated_metadata") or {}).get("metadata") or {}
+        listed.update({k: v for k, v in added.items() if shot("/" + k) in shots})
+    sidecar = merged_sidecar(old.json(SIDECAR), new.json(SIDECAR))
+    return Merge(moves={k: k for k in shot_keys(keys, template, shots)},
+                 documents={SIDECAR: json.dumps(sidecar, indent=2).encode()}, root=root)
+
+
 def text_list(name: str, values: list[str], like: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """A root-level list of names (``/_shots``...) written as a new text array ``name``
     with the codecs of ``like`` (the old list's metadata): its metadata and its objects."""
@@ -293,5 +313,6 @@ def copy_rows(source: Any, target: Any, items: list[tuple[str, str, dict[str, An
 
 
 __all__ = ["IN_FLIGHT", "SLAB_BYTES", "Merge", "StoreDocs", "array_keys", "copy_rows", "folder_docs", "grown",
+           "mirrored_merge",
            "held_store", "join_list", "merged_sidecar", "natural", "new_chunk_keys", "next_boundary", "next_name",
            "read_list", "shot_keys", "shots_in", "text_list"]

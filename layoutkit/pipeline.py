@@ -203,7 +203,7 @@ def run(
     if planned is None:
         with stages.step("inventory"):
             check_source(source)
-    dest = dst if isinstance(dst, DESTINATIONS) else destination(dst)
+    dest = dst if isinstance(dst, DESTINATIONS) else destination_for(layout, dst)
     check_destination(dest, options, layout)
     inventory, the_plan = planned or plan(layout, source, str(dest), options, stages=stages)
     report = progress or (lambda n: None)
@@ -248,12 +248,20 @@ def _no_space(exc: BaseException) -> bool:
     return False
 
 
+def destination_for(layout: Layout, dst: str | os.PathLike, storage_options: dict[str, str] | None = None,
+                    tmpdir: str | os.PathLike | None = None, icechunk: bool = False) -> Destination:
+    """The destination ``dst`` names, parsed once (:func:`layoutkit.storage.destination`):
+    an Icechunk repository when it says so, or when the layout writes nowhere else."""
+    only_icechunk = tuple(layout.destinations) == ("icechunk",)
+    return destination(dst, storage_options or {}, tmpdir, icechunk or only_icechunk)
+
+
 def check_destination(dest: Destination, options: Any, layout: Layout | None = None) -> None:
     """Refuse, before any work, a destination that cannot take this run: one of a kind
     the layout does not write to, one that exists (unless ``--overwrite``), cannot be
     written, or cannot be written by ``--scheduler``."""
     kind = getattr(dest, "kind", "local")
-    if layout is not None and kind not in layout.destinations:
+    if layout is not None and kind not in layout.destinations and not (kind == "staging" and layout.appends):
         where = {"local": "a local path", "bucket": "a bucket", "icechunk": "an Icechunk repository"}
         said = " or ".join(where.get(k, k) for k in layout.destinations)
         raise InvalidOptionError(f"The {layout.name} layout writes to {said}, not to {where.get(kind, kind)} "

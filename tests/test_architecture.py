@@ -125,7 +125,7 @@ def closure(name: str) -> set[str]:
 
 
 def test_every_layout_package_is_read() -> None:
-    assert LAYOUT_PACKAGES == ["hdf5_paged", "shot_major", "shot_packed", "signal_major"]
+    assert LAYOUT_PACKAGES == ["hdf5_paged", "shot_major", "shot_packed", "signal_major", "virtual"]
 
 
 @pytest.mark.parametrize("package", LAYOUT_PACKAGES)

@@ -288,8 +288,8 @@ def test_summaries_say_sizes_one_way(good_h5: Path, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("option, value, words", [
     ("--zarr-format", "5", "Expected --zarr-format 2 or 3. Got '5'."),
-    ("--layout", "diagonal", "Expected --layout shot-major, signal-major or shot-packed. Got 'diagonal'."),
-    ("--order", "diagonal", "Expected --layout shot-major, signal-major or shot-packed. Got 'diagonal'."),
+    ("--layout", "diagonal", "Expected --layout shot-major, signal-major, shot-packed or virtual. Got 'diagonal'."),
+    ("--order", "diagonal", "Expected --layout shot-major, signal-major, shot-packed or virtual. Got 'diagonal'."),
 ])
 def test_choices_are_refused_in_one_sentence(good_h5: Path, tmp_path: Path, option: str, value: str, words: str) -> None:
     result = run("convert", good_h5, tmp_path / "out.zarr", option, value)

@@ -55,15 +55,17 @@ def local_files(root: Path) -> dict[str, bytes]:
 
 
 def but_sources(files: dict[str, bytes]) -> dict[str, bytes]:
-    """A store's objects with the root's record of its sources left out: a source in a
-    bucket is recorded by URL and ETag, a local one by name and SHA-256."""
+    """A store's objects with its log of sources left out (layoutkit.storage.log): a
+    source in a bucket is recorded by URL and ETag, a local one by name and SHA-256."""
     import json as json_
 
     root = json_.loads(files["zarr.json"])
     provenance = json_.loads(root["attributes"]["layoutkit"])
-    assert provenance.pop("sources")
+    assert provenance.pop("log")["entries"] == 1
     root["attributes"]["layoutkit"] = json_.dumps(provenance)
-    return {**files, "zarr.json": json_.dumps(root).encode()}
+    logged = [k for k in files if k.startswith("layoutkit.sources/")]
+    assert logged == ["layoutkit.sources/00000000.json"]
+    return {**{k: v for k, v in files.items() if k not in logged}, "zarr.json": json_.dumps(root).encode()}
 
 
 @pytest.mark.parametrize("args", [

@@ -415,7 +415,7 @@ def test_a_file_that_is_not_a_shot_archive_is_refused_with_the_template_and_path
 
 
 def test_bad_input(edge: Path, tmp_path: Path) -> None:
-    with pytest.raises(InvalidOptionError, match="--layout shot-major, signal-major or shot-packed"):
+    with pytest.raises(InvalidOptionError, match="--layout shot-major, signal-major, shot-packed or virtual"):
         convert(edge, tmp_path / "a.zarr", ConvertOptions(layout="diagonal"))
     with pytest.raises(InvalidOptionError, match="before"):
         convert(edge, tmp_path / "a.zarr", ConvertOptions(layout="signal-major", template="/s/{signal}/{shot}"))

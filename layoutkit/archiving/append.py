@@ -347,8 +347,11 @@ class Staged:
 
     def destination(self) -> Any:
         from layoutkit.storage import destination
+        from layoutkit.storage.local import StagingDestination
 
-        return destination(self.where, self.storage_options) if self.in_bucket else self.where
+        if self.in_bucket:
+            return destination(self.where, self.storage_options)
+        return StagingDestination(self.where)
 
     def docs(self) -> StoreDocs:
         if not self.in_bucket:

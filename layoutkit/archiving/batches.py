@@ -55,7 +55,7 @@ from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layout import Layout
 from layoutkit.memory import release_freed_memory
 from layoutkit.stages import Stages
-from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet, destination
+from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet
 
 BATCH_DATASETS = 100_000
 """A batch holds about this many datasets unless ``--batch-files`` says otherwise: ~200 MiB
@@ -151,7 +151,7 @@ def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
         source, walked = decide(layout, src, options)
     if not in_batches(source) and not walked:
         return pipeline.run(layout, source, dst, options, progress, planned, stages)
-    dest = dst if isinstance(dst, DESTINATIONS) else destination(dst, storage_options or {}, tmpdir)
+    dest = dst if isinstance(dst, DESTINATIONS) else pipeline.destination_for(layout, dst, storage_options, tmpdir)
     pipeline.check_destination(dest, options, layout)
     if planned is None:
         planned = _plan_first(layout, source, walked, dest, options, stages)

@@ -153,6 +153,13 @@ def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
         more = f" and {len(s.reencoded) - 5:,} more" if len(s.reencoded) > 5 else ""
         out.print(f"{s.copied:,} arrays copied as stored, {len(s.reencoded):,} re-encoded" +
                   (f": {said}{more}" if said else ""))
+    if hasattr(s, "referenced"):  # a layout of references (the virtual layout's summary)
+        said = "; ".join(f"{path} {reason}" for path, reason in s.written[:5])
+        more = f" and {len(s.written) - 5:,} more" if len(s.written) > 5 else ""
+        out.print(f"{s.referenced:,} arrays referenced where they lie ({format_size(s.referenced_bytes)}), "
+                  f"{len(s.written):,} written ({format_size(s.written_bytes)})" + (f": {said}{more}" if said else "")
+                  + (f"; {s.chunks_written:,} chunks of referenced arrays written (their filters skipped, or "
+                     "never written with another fill value)" if s.chunks_written else ""))
     if s.shards_requested:
         out.print(f"{s.sharded:,} arrays sharded" if s.sharded else
                   "no array large enough to shard: each fits in one chunk, so none was sharded")

@@ -55,14 +55,14 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
     from layoutkit.layouts import layout_for
     from layoutkit.plan import DEFAULT_TEMPLATE
     from layoutkit.stages import Stages
-    from layoutkit.storage import SourceSet, as_sources, destination, parse_storage_options
+    from layoutkit.storage import SourceSet, as_sources, parse_storage_options
 
     stages = Stages()
     try:
         layout = layout_for(command, options)
         storage = parse_storage_options(storage_options)
         src = as_sources(src, getattr(options, "template", DEFAULT_TEMPLATE), storage, concat_dim)
-        dest = destination(dst, storage, tmpdir, icechunk)
+        dest = pipeline.destination_for(layout, dst, storage, tmpdir, icechunk)
         if not dry_run:
             pipeline.check_destination(dest, options, layout)
         with status(f"{command}: reading the source's metadata and planning"):

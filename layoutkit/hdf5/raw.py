@@ -19,6 +19,7 @@ import threading
 import warnings
 import zlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import h5py
@@ -379,6 +380,28 @@ class RawReader:
             out[origin] = (data, entry[2] if entry is not None else 0)
         return out
 
+    def chunk_locations(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[int, int, int]] | None:
+        """Where the allocated chunks of ``path`` that ``region`` touches lie in the file:
+        origin -> (byte offset, stored size, filter mask); a contiguous dataset is one chunk
+        at the origin. Reads the chunk index only. None when the raw path is not trusted
+        with ``path`` (its index failed the self-check, or it is read through HDF5): a
+        reference to its bytes could point at the wrong ones."""
+        info = self.arrays[path]
+        if not info.shape or not can_read_raw(info) or self._distrusted(info):
+            return None
+        if info.layout == "contiguous":
+            if info.offset is None:
+                return {}
+            return {(0,) * len(info.shape): (info.offset, info.nbytes, 0)}
+        assert info.chunks is not None
+        entries = self._index(info).entries
+        origins = itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)))
+        return {o: entries[o] for o in origins if o in entries}
+
+    def source_of(self, path: str) -> str | os.PathLike | ObjectSource:
+        """The file that holds ``path``."""
+        return self._remote if self._remote is not None else Path(self.path)
+
     def read_raw_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes, int]:
         """The stored (still encoded) bytes of the chunk at ``origin`` and its filter mask."""
         info = self.arrays[path]
@@ -706,6 +729,15 @@ class SetReader:
     def read_raw_chunk(self, path: str, origin: tuple[int, ...]) -> tuple[bytes, int]:
         with self._of(path) as reader:
             return reader.read_raw_chunk(path, origin)
+
+    def chunk_locations(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[int, int, int]] | None:
+        if self.arrays[path].segments is not None:
+            return None  # joined from several files: no one file holds its chunks
+        with self._of(path) as reader:
+            return reader.chunk_locations(path, region)
+
+    def source_of(self, path: str) -> str | os.PathLike | ObjectSource:
+        return self.sources.members[self.arrays[path].member]
 
     def prefetch(self, reads: list[tuple[str, Region]]) -> None:
         """Each member's reads fetched together (:meth:`RawReader.prefetch`)."""

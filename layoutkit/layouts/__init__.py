@@ -28,7 +28,7 @@ from typing import Any
 
 from layoutkit.errors import InvalidOptionError, UnknownLayoutError
 from layoutkit.layout import Layout
-from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major
+from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major, virtual
 from layoutkit.options import RecipeKey
 
 ENTRY_POINTS = "layoutkit.layouts"
@@ -93,7 +93,7 @@ def entry_point_layouts() -> dict[str, Layout]:
 
 LAYOUTS: MutableMapping[str, Layout] = _Registry(
     (layout.name, layout)
-    for layout in (shot_major.LAYOUT, signal_major.LAYOUT, shot_packed.LAYOUT, hdf5_paged.LAYOUT)
+    for layout in (shot_major.LAYOUT, signal_major.LAYOUT, shot_packed.LAYOUT, hdf5_paged.LAYOUT, virtual.LAYOUT)
 )
 
 DEFAULT_ZARR_LAYOUT = shot_major.LAYOUT.name

@@ -283,9 +283,10 @@ class IcechunkEditor:
         self.name = f"{PREFIX}{location}"
         self.branch = ref or BRANCH
         self.repo = open_repository(location, storage_options, create=False)
+        self.storage_options = storage_options
         self.session = self.repo.writable_session(self.branch)
         self.snapshot: str | None = None
-        self._kv = IcechunkKV(self.session, location)  # folds layoutkit.json into the root's provenance
+        self._kv = IcechunkKV(self.session, location, self.repo)  # folds layoutkit.json into the root's provenance
 
     def __str__(self) -> str:
         return self.name
@@ -321,6 +322,12 @@ class IcechunkEditor:
         return self.session.store
 
     def commit(self, message: str) -> None:
+        from layoutkit.storage.icechunk_repo import add_containers, needed_containers
+
+        # a store of virtual references (it has containers): those of the new ones in the config first
+        needed = needed_containers(self.session) if self.repo.config.virtual_chunk_containers else set()
+        if needed:
+            self.repo = add_containers(self.repo, needed, self.storage_options)
         try:
             self.snapshot = self.session.commit(message, metadata=self._kv.commit_metadata())
         except Exception as exc:  # icechunk's ConflictError among them

@@ -76,17 +76,132 @@ def storage_for(location: str, storage_options: dict[str, str]) -> Any:
 
 
 def open_repository(location: str, storage_options: dict[str, str], create: bool) -> Any:
+    """The repository at ``location`` (created when missing, with ``create``), with the
+    virtual chunk containers its config names authorised (:func:`authorisation`)."""
     icechunk = _require()
     storage = storage_for(location, storage_options)
     try:
-        if create:
-            return icechunk.Repository.open_or_create(storage)
-        return icechunk.Repository.open(storage)
+        repo = icechunk.Repository.open_or_create(storage) if create else icechunk.Repository.open(storage)
+        granted = authorisation(repo.config, storage_options)
+        return repo.reopen(authorize_virtual_chunk_access=granted) if granted else repo
     except Exception as exc:  # icechunk's own errors: one sentence
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if is_url(location):
             raise OutputNotWritableError(describe_store_error(location, exc)) from None
         raise OutputNotWritableError(f"{location}: not an Icechunk repository ({first[:200]}).") from None
+
+
+# -- virtual references ----------------------------------------------------------------
+#
+# A virtual store's chunks are references into its source files (layoutkit.layouts.virtual).
+# Icechunk reads them through the repository's virtual chunk containers: one per URL prefix
+# (``file:///`` for local files, ``s3://BUCKET/`` for a bucket's), each with the object
+# store that serves it; and a reader must authorise each one when it opens the repository.
+
+
+def source_url(source: Any) -> str:
+    """The URL a reference names its source by: ``file:///abs/path`` or the bucket URL."""
+    url = getattr(source, "url", None)
+    if url is not None:
+        return str(url)
+    from pathlib import Path
+
+    return Path(source).resolve().as_uri()
+
+
+def container_prefix(url: str) -> str:
+    """The virtual chunk container that holds ``url``: its top folder for a local file
+    (``file:///data/``: Icechunk wants a path in the prefix), or ``s3://BUCKET/``."""
+    scheme, _, rest = url.partition("://")
+    if scheme == "file":
+        top = rest.lstrip("/").split("/", 1)[0]
+        return f"file:///{top}/"
+    return f"{scheme}://{rest.split('/', 1)[0]}/"
+
+
+def needed_containers(session: Any) -> set[str]:
+    """The container prefixes the virtual references of ``session`` (its snapshot's and
+    its changes) need: listed by Icechunk, one location per chunk."""
+    return {container_prefix(url) for url in set(session.all_virtual_chunk_locations())}
+
+
+def _container(prefix: str, storage_options: dict[str, str]) -> Any:
+    icechunk = _require()
+    if prefix.startswith("file:///"):
+        return icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(prefix.removeprefix("file://")))
+    if not prefix.startswith("s3://"):
+        raise InvalidOptionError(f"Expected sources in local files or under s3:// for virtual references. Got {prefix}.")
+    opts = dict(storage_options)
+    endpoint = opts.get("endpoint_url") or opts.get("endpoint")
+    return icechunk.VirtualChunkContainer(prefix, icechunk.s3_store(
+        region=opts.get("region") or opts.get("region_name"), endpoint_url=endpoint,
+        allow_http=bool(endpoint and endpoint.startswith("http://")), s3_compatible=bool(endpoint),
+        force_path_style=bool(endpoint)))
+
+
+def add_containers(repo: Any, prefixes: set[str], storage_options: dict[str, str]) -> Any:
+    """``repo`` with a virtual chunk container for each of ``prefixes`` (its config saved
+    when one was missing), authorised; returns the repository to use from now on."""
+    config = repo.config
+    missing = sorted(p for p in prefixes if p not in (config.virtual_chunk_containers or {}))
+    if not missing:
+        return repo
+    for prefix in missing:
+        config.set_virtual_chunk_container(_container(prefix, storage_options))
+    repo = repo.reopen(config=config)
+    repo.save_config()
+    return repo.reopen(authorize_virtual_chunk_access=authorisation(repo.config, storage_options))
+
+
+def authorisation(config: Any, storage_options: dict[str, str]) -> dict[str, Any]:
+    """The credentials that let a reader follow references into each virtual chunk
+    container ``config`` names: local files as they are; a bucket's with the run's
+    storage options (keys, or anonymous), else from the environment."""
+    icechunk = _require()
+    out: dict[str, Any] = {}
+    for prefix in config.virtual_chunk_containers or {}:
+        if prefix.startswith("file://"):
+            out[prefix] = icechunk.credentials.LocalFileSystemAccess
+        elif prefix.startswith("s3://"):
+            opts = dict(storage_options)
+            key = opts.get("key") or opts.get("access_key_id") or opts.get("aws_access_key_id")
+            secret = opts.get("secret") or opts.get("secret_access_key") or opts.get("aws_secret_access_key")
+            anonymous = str(opts.get("anonymous", opts.get("skip_signature", ""))).lower() in ("1", "true", "yes")
+            out[prefix] = (icechunk.s3_credentials(access_key_id=key, secret_access_key=secret) if key and secret
+                           else icechunk.s3_credentials(anonymous=True) if anonymous
+                           else icechunk.s3_credentials(from_env=True))
+    return out
+
+
+def set_refs(store: Any, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
+    """Set virtual references in an Icechunk store (:meth:`IcechunkKV.set_refs`)."""
+    import datetime
+
+    icechunk = _require()
+    specs = []
+    for index, url, offset, length in chunks:
+        version = versions.get(url, {})
+        check: dict[str, Any] = {}
+        if version.get("etag"):
+            check["etag_checksum"] = version["etag"]
+        elif version.get("mtime") is not None:
+            check["last_updated_at_checksum"] = datetime.datetime.fromtimestamp(version["mtime"], tz=datetime.UTC)
+        specs.append(icechunk.VirtualChunkSpec(index=list(index), location=url, offset=int(offset),
+                                               length=int(length), **check))
+    failed = store.set_virtual_refs(path.strip("/"), specs, validate_containers=False)
+    if failed:
+        raise OutputNotWritableError(f"{path}: Icechunk refused the references of {len(failed)} chunks.")
+
+
+def changed_source(exc: BaseException) -> str | None:
+    """The URL of the source a failed read of a virtual chunk found changed since it was
+    referenced (Icechunk checks each reference's recorded modification time or ETag), or
+    None when ``exc`` is another error."""
+    text = str(exc)
+    marker = "the object owning the virtual chunk has changed ("
+    if marker not in text:
+        return None
+    return text.split(marker, 1)[1].split(")", 1)[0]
 
 
 def readonly_store(text: str, storage_options: dict[str, str]) -> Any:
@@ -102,7 +217,44 @@ def readonly_store(text: str, storage_options: dict[str, str]) -> Any:
             session = repo.readonly_session(snapshot_id=ref)
     except Exception as exc:
         raise InvalidOptionError(f"{text}: no branch, tag or snapshot {ref!r} in the repository ({exc}).") from None
+    if repo.config.virtual_chunk_containers:
+        return guarded(session.store)
     return session.store
+
+
+def guarded(store: Any) -> Any:
+    """``store`` (an Icechunk store with virtual references) whose reads of a chunk in a
+    source that changed since it was referenced raise
+    :class:`~layoutkit.errors.SourceChangedError`, naming the source, in one sentence."""
+    from zarr.storage import WrapperStore
+
+    class SourceGuard(WrapperStore):  # type: ignore[type-arg]
+        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+            try:
+                return await self._store.get(key, prototype, byte_range)
+            except Exception as exc:
+                if changed_source(exc):
+                    raise _refusal(exc) from None
+                raise
+
+        async def get_partial_values(self, prototype: Any, key_ranges: Any) -> list[Any]:
+            try:
+                return await self._store.get_partial_values(prototype, key_ranges)
+            except Exception as exc:
+                if changed_source(exc):
+                    raise _refusal(exc) from None
+                raise
+
+    return SourceGuard(store)
+
+
+def _refusal(exc: BaseException) -> Exception:
+    from layoutkit.errors import SourceChangedError
+
+    url = changed_source(exc) or "?"
+    where = url.removeprefix("file://") if url.startswith("file://") else url
+    return SourceChangedError(f"{where} changed since it was referenced (a virtual store reads its chunks where "
+                              "they lie); re-run convert --layout virtual on it.")
 
 
 SIDECAR_KEY = "sidecar"
@@ -130,9 +282,11 @@ class IcechunkKV:
     folded into the root document's provenance attribute (:data:`SIDECAR_KEY`); nor is a
     log entry (:mod:`layoutkit.storage.log`): it becomes the commit's metadata."""
 
-    def __init__(self, session: Any, location: str) -> None:
+    def __init__(self, session: Any, location: str, repo: Any = None) -> None:
         self.session = session
         self.location = location
+        self.repo = repo  # the repository the session belongs to (its virtual chunk containers)
+        self.needed: set[str] = set()  # the container prefixes of the references set
         self._sidecar: dict[str, Any] | None = None
         self.log_entry: dict[str, Any] | None = None  # the run's log entry: its commit's metadata
 
@@ -183,6 +337,13 @@ class IcechunkKV:
 
     def zarr_store(self) -> Any:
         return self.session.store
+
+    def set_refs(self, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
+        """Make the chunks of array ``path`` references: ``[[chunk index, url, offset,
+        length], ...]``, each checked on reading against its file's version in
+        ``versions`` (modification time, or ETag)."""
+        self.needed.update(container_prefix(url) for _, url, _, _ in chunks)
+        set_refs(self.session.store, path, chunks, versions)
 
 
 class IcechunkDestination:
@@ -243,7 +404,7 @@ class IcechunkDestination:
             self._created = True
         session = self._repo.writable_session(self.branch)
         sync(session.store.delete_dir(""))  # --overwrite: the old store goes in the same commit
-        return IcechunkKV(session, self.location)
+        return IcechunkKV(session, self.location, self._repo)
 
     def publish(self, staged: IcechunkKV, note: str = "") -> None:
         """Commit the run (``note`` is the message): the new snapshot appears at once."""
@@ -253,6 +414,9 @@ class IcechunkDestination:
             self._bytes = sync(staged.session.store.getsize_prefix(""))
         except Exception:  # noqa: BLE001 - a size is a nicety
             self._bytes = 0
+        needed = staged.needed
+        if needed:  # the references' containers, in the repository's config, before the commit names them
+            self._repo = add_containers(self._repo, needed, self.storage_options)
         try:
             self.snapshot = staged.session.commit(note or "layoutkit", metadata=staged.commit_metadata())
         except Exception as exc:
@@ -306,5 +470,22 @@ class IcechunkDestination:
     def size(self) -> int:
         return self._bytes
 
+    def repository_bytes(self) -> int:
+        """The repository's own bytes (its snapshots, manifests and chunks, every version
+        kept): what a store of references costs, apart from the files it points into."""
+        try:
+            if is_url(self.location):
+                from layoutkit.storage.buckets import list_keys, object_store
 
-__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "is_icechunk", "parse", "readonly_store", "sidecar_in"]
+                store, key = object_store(self.location, self.storage_options)
+                return sum(size for _, size in list_keys(store, key))
+            from layoutkit.storage.local import disk_usage
+            from pathlib import Path
+
+            return disk_usage(Path(self.location))
+        except Exception:  # noqa: BLE001 - a size is a nicety
+            return 0
+
+
+__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "add_containers", "authorisation", "needed_containers", "set_refs",
+           "changed_source", "container_prefix", "is_icechunk", "parse", "readonly_store", "sidecar_in", "source_url"]

@@ -194,9 +194,18 @@ class LocalDestination:
         return disk_usage(self.path)
 
 
+class StagingDestination(LocalDestination):
+    """The folder an append writes the new shots to before they join the store
+    (:mod:`layoutkit.archiving.append`): a local folder whatever the store's destination,
+    so a layout that appends writes there even when it writes nowhere else locally
+    (the virtual layout's staged references, which its merge sets in the repository)."""
+
+    kind = "staging"
+
+
 def glob_escape(name: str) -> str:
     """``name`` with glob's special characters taken literally."""
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-__all__ = ["Destination", "LocalDestination", "disk_usage", "glob_escape", "remove_path"]
+__all__ = ["StagingDestination", "Destination", "LocalDestination", "disk_usage", "glob_escape", "remove_path"]

@@ -28,6 +28,7 @@ starts the log beside them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -59,11 +60,16 @@ def new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def new_entry(number: int, run: str, records: list[dict[str, Any]], entry_id: str | None = None,
-              **counts: int) -> dict[str, Any]:
-    """The log entry of a run: its number and id, the date, ``run`` ("convert" or
-    "append"), the records of the sources it wrote, and counts (``shots``, ``records``)."""
-    return {"entry": number, "id": entry_id or new_id(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+def new_entry(number: int, run: str, records: list[dict[str, Any]], **counts: int) -> dict[str, Any]:
+    """The log entry of a run: its number and id, ``run`` ("convert" or "append"), the
+    records of the sources it wrote, and counts (``shots``, ``records``). An append's
+    entry has a fresh id and its date; the entry of the run that made the store has
+    neither date nor random id (its id is its records' digest), so that the same sources
+    written twice give the same store, byte for byte."""
+    if number == 0 and run == "convert":
+        digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()[:12]
+        return {"entry": 0, "id": digest, "run": run, "sources": list(records), **counts}
+    return {"entry": number, "id": new_id(), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "run": run, "sources": list(records), **counts}
 
 

@@ -1,0 +1,38 @@
+"""Appending to a virtual store: one Icechunk commit that adds the new files' references.
+
+The new shots are staged as any append stages them (:mod:`layoutkit.archiving.append`),
+in a local folder, where the writer keeps the references it would set
+(:data:`~layoutkit.layouts.virtual.spec.REFS_PREFIX`) and writes the chunks it cannot
+reference. The merge moves the new shots' metadata and written chunks in, as the
+shot-major merge does, and sets the references in the repository's session before the
+commit (:attr:`~layoutkit.merging.Merge.write`): no byte of the new files is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from layoutkit.layouts.virtual.spec import REFS_PREFIX, VERSIONS_KEY
+from layoutkit.merging import Merge, StoreDocs, mirrored_merge
+
+
+def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
+    out = mirrored_merge(old, new, options.template)
+    out.moves = {k: v for k, v in out.moves.items() if not k.startswith(REFS_PREFIX)}
+    documents = [k for k in new.keys() if k.startswith(REFS_PREFIX) and k != VERSIONS_KEY]
+
+    def write() -> int:
+        from layoutkit.storage.icechunk_repo import set_refs
+
+        versions = new.json(VERSIONS_KEY)
+        store = old.zarr_store()
+        for key in documents:
+            for path, chunks in new.json(key).items():
+                set_refs(store, path, chunks, versions)
+        return 0  # references: no byte of data written
+
+    out.write = write if documents else out.write
+    return out
+
+
+__all__ = ["merge"]

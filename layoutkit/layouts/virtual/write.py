@@ -1,0 +1,163 @@
+"""Writing a virtual store: the shot-major skeleton, then tasks that set references to
+the sources' chunks (reading their chunk indexes only) and write what cannot be
+referenced.
+
+A task's references go to an Icechunk session (:meth:`IcechunkKV.set_refs`), or, in the
+folder an append stages its new shots in, to a document the layout's merge sets in the
+repository (:data:`~layoutkit.layouts.virtual.spec.REFS_PREFIX`). A chunk is written
+instead of referenced when its filters were skipped (a filter mask), when the source's
+chunk index failed the self-check (:meth:`~layoutkit.hdf5.raw.RawReader.chunk_locations`),
+or when it was never written and Zarr's fill value is not HDF5's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from layoutkit.formats import LAYOUT_ATTR
+from layoutkit.hdf5.inventory import Inventory
+from layoutkit.layout import Work
+from layoutkit.layouts.virtual.plan import VirtualPlan
+from layoutkit.layouts.virtual.spec import LAYOUT_NAME, LAYOUT_VERSION, REFS_PREFIX, VERSIONS_KEY
+from layoutkit.plan import CopyTask
+from layoutkit.storage import Destination, ObjectSource, SourceSet, as_kv, portable, portable_target
+from layoutkit.storage.icechunk_repo import IcechunkKV, source_url
+from layoutkit.writers.zarr_ import ZarrWriter
+from layoutkit.writers.zarr_convert import (
+    ConvertSummary,
+    CopyJob,
+    adopt_job,
+    close_open_files,
+    copy_task,
+    not_writable,
+    open_job,
+    sidecar,
+)
+
+
+@dataclass(frozen=True)
+class VirtualSummary(ConvertSummary):
+    referenced: int = 0  # arrays whose chunks are references into the sources
+    referenced_bytes: int = 0
+    written: tuple[tuple[str, str], ...] = ()  # arrays written, and why they are not referenced
+    written_bytes: int = 0
+    chunks_written: int = 0  # chunks of referenced arrays written all the same (filter mask, distrusted index, fill)
+
+
+@dataclass(frozen=True)
+class VirtualJob:
+    copy: CopyJob  # the source, the store, every planned array
+    referenced: frozenset[str]
+    versions: dict[str, dict[str, Any]]  # source URL -> {"mtime": epoch seconds} or {"etag": ...}
+
+
+_WRITTEN: dict[str, int] = {}  # store -> chunks of referenced arrays written, this process
+_WRITTEN_LOCK = threading.Lock()
+
+
+def version_of(source: Path | ObjectSource) -> dict[str, Any]:
+    """What identifies the version of a source a reference points into: its ETag in a
+    bucket, else its modification time (whole seconds, rounded up: what a bucket's
+    Last-Modified would say)."""
+    if isinstance(source, ObjectSource):
+        import obstore
+
+        store, key = source._store
+        head = obstore.head(store, key)
+        return {"etag": head.get("e_tag") or "", "size": int(head["size"])}
+    stat = os.stat(source)
+    return {"mtime": math.ceil(stat.st_mtime_ns / 1e9), "size": stat.st_size}
+
+
+def begin(staged: Any, source: Any, inventory: Inventory, plan: VirtualPlan, attrs: dict[str, Any]) -> Work:
+    kv = as_kv(staged)
+    writer = ZarrWriter(staged, 3)
+    try:
+        writer.create(inventory, list(plan.arrays), sidecar(inventory, plan),
+                      {**attrs, LAYOUT_ATTR: {"name": LAYOUT_NAME, "version": LAYOUT_VERSION}})
+    except OSError as exc:
+        raise not_writable(Path(plan.dest or str(staged)), exc) from None
+    members = source.members if isinstance(source, SourceSet) else (source,)
+    versions = {source_url(m): version_of(m) for m in members}
+    if not isinstance(kv, IcechunkKV):  # an append's staging folder: the merge sets the references
+        kv.put(VERSIONS_KEY, json.dumps(versions).encode())
+    infos = {a.path: a for a in inventory.arrays}
+    planned = {a.path: infos[a.path] for a in plan.arrays}
+    copy = CopyJob(portable(source), portable_target(staged), 3, planned, frozenset(writer.fill_matches_source(planned)))
+    adopt_job(copy, writer)
+    job = VirtualJob(copy, frozenset(plan.referenced), versions)
+    with _WRITTEN_LOCK:
+        _WRITTEN[str(copy.dest)] = 0
+    return Work(reference_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
+                state={"writer": writer})
+
+
+def reference_task(job: VirtualJob, task: CopyTask) -> int:
+    """Reference the chunks of ``task``'s referenced arrays, write the rest; the task's
+    logical bytes (the progress of a run counts the data it makes readable)."""
+    others = tuple(item for item in task.items if item[0] not in job.referenced)
+    if others:
+        copy_task(job.copy, replace(task, items=others))
+    reader, writer = open_job(job.copy)
+    refs: dict[str, list[list[Any]]] = {}
+    blocks = []
+    for path, region in task.items:
+        if path not in job.referenced:
+            continue
+        info = job.copy.arrays[path]
+        found = reader.chunk_locations(path, region)
+        if found is None:  # its index is not trusted: the region written, read through HDF5
+            blocks.append((path, region, reader.read(path, region)))
+            continue
+        chunks = info.chunks if info.layout == "chunked" else info.shape
+        url = source_url(reader.source_of(path))
+        for origin in itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, chunks))):
+            entry = found.get(origin)
+            if entry is not None and entry[2] == 0:
+                refs.setdefault(path, []).append([[o // c for o, c in zip(origin, chunks)], url, entry[0], entry[1]])
+            elif entry is not None or path not in job.copy.sparse_ok:
+                block = tuple((o, min(o + c, n)) for o, c, n in zip(origin, chunks, info.shape))
+                blocks.append((path, block, reader.read(path, block)))
+    if blocks:
+        writer.write_many(blocks)
+        with _WRITTEN_LOCK:
+            _WRITTEN[str(job.copy.dest)] = _WRITTEN.get(str(job.copy.dest), 0) + len(blocks)
+    if refs:
+        put_refs(job.copy.dest, task.index, refs, job.versions)
+    return task.nbytes
+
+
+def put_refs(dest: Any, number: int, refs: dict[str, list[list[Any]]], versions: dict[str, dict[str, Any]]) -> None:
+    """Set ``refs`` ({array: [[chunk index, url, offset, length], ...]}) in an Icechunk
+    session, or keep them in a staging folder's document ``number``."""
+    kv = as_kv(dest)
+    if isinstance(kv, IcechunkKV):
+        for path, chunks in refs.items():
+            kv.set_refs(path, chunks, versions)
+        return
+    kv.put(f"{REFS_PREFIX}{number:08d}.json", json.dumps(refs).encode())
+
+
+def summarize(source: Any, dest: Destination, inventory: Inventory, plan: VirtualPlan, work: Work,
+              seconds: float) -> VirtualSummary:
+    members = source.members if isinstance(source, SourceSet) else (source,)
+    sizes = sum(m.size() if isinstance(m, ObjectSource) else os.stat(m).st_size for m in members)
+    with _WRITTEN_LOCK:
+        chunks_written = _WRITTEN.pop(str(work.job.copy.dest), 0)
+    return VirtualSummary(
+        source=str(source), dest=str(dest), arrays=len(plan.arrays), groups=len(inventory.groups),
+        links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes, source_bytes=sizes,
+        dest_bytes=dest.repository_bytes() if hasattr(dest, "repository_bytes") else dest.size(), seconds=seconds, referenced=len(plan.referenced),
+        referenced_bytes=plan.referenced_bytes, written=plan.written,
+        written_bytes=plan.nbytes - plan.referenced_bytes, chunks_written=chunks_written,
+    )
+
+
+__all__ = ["VirtualJob", "VirtualSummary", "begin", "put_refs", "reference_task", "summarize", "version_of"]

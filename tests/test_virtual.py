@@ -1,0 +1,172 @@
+"""The virtual layout: references into the sources, proven and read without a copy."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import layoutkit
+from layoutkit.cli import app
+from layoutkit.errors import SourceChangedError
+from layoutkit.sample import write_sample
+from layoutkit.storage.editing import store_log
+from layoutkit.storage.local import disk_usage
+from layoutkit.verify.equality import compare_set, compare_variant
+
+runner = CliRunner()
+
+
+def cli(*args: object):  # noqa: ANN201
+    return runner.invoke(app, [*map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def shot_files(tmp_path_factory) -> list[Path]:
+    """50 shots, a file each."""
+    folder = tmp_path_factory.mktemp("virtual") / "files"
+    write_sample(folder, shots=50, signals=3, seed=5, shots_per_file=1)
+    return sorted(folder.glob("*.h5"), key=lambda p: int(p.stem.split("-")[1]))
+
+
+def repository(tmp_path: Path, name: str = "repo") -> Path:
+    return tmp_path / name
+
+
+def zarr_alone(repo: Path, prefix: str):  # noqa: ANN201
+    """The repository's store as zarr-python and icechunk alone open it."""
+    import icechunk
+
+    opened = icechunk.Repository.open(icechunk.local_filesystem_storage(str(repo)),
+                                      authorize_virtual_chunk_access={prefix: icechunk.credentials.LocalFileSystemAccess})
+    return opened.readonly_session("main").store
+
+
+def top_folder(path: Path) -> str:
+    return f"file:///{path.resolve().parts[1]}/"
+
+
+def test_fifty_shot_files_are_referenced_equal_and_small(shot_files, tmp_path):
+    import zarr
+
+    repo = repository(tmp_path)
+    result = cli("convert", *shot_files, repo, "--layout", "virtual")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert re.search(r"\d+ arrays referenced where they lie .*, 0 written", said), said
+    assert compare_set(shot_files, f"icechunk:{repo}") == []
+    sources = sum(f.stat().st_size for f in shot_files)
+    assert disk_usage(repo) < 0.1 * sources, (disk_usage(repo), sources)
+    root = zarr.open_group(zarr_alone(repo, top_folder(shot_files[0])), mode="r", zarr_format=3)
+    for f in shot_files[::10]:
+        with h5py.File(f) as h5:
+            for path in ("signals/ip", "signals/ne_bar"):
+                shot = next(iter(h5["shots"]))
+                np.testing.assert_array_equal(root[f"shots/{shot}/{path}"][...], h5[f"shots/{shot}/{path}"][...])
+    assert len(store_log(f"icechunk:{repo}").records) == 50
+
+
+def test_an_append_adds_only_references(shot_files, tmp_path):
+    import icechunk
+
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", *shot_files[:30], repo, "--layout", "virtual").exit_code == 0
+    before = disk_usage(repo)
+    result = cli("convert", *shot_files[30:], f"icechunk:{repo}", "--append")
+    assert result.exit_code == 0, result.output
+    new_bytes = sum(f.stat().st_size for f in shot_files[30:])
+    assert disk_usage(repo) - before < 0.1 * new_bytes
+    assert compare_set(shot_files, f"icechunk:{repo}") == []
+    opened = icechunk.Repository.open(icechunk.local_filesystem_storage(str(repo)))
+    session = opened.readonly_session("main")
+    located = set(session.all_virtual_chunk_locations())
+    assert {f.resolve().as_uri() for f in shot_files} <= located
+    with layoutkit.open(f"icechunk:{repo}") as store:
+        assert len(store.shots) == 50 and store.layout == "virtual"
+    again = cli("convert", *shot_files, f"icechunk:{repo}", "--append")
+    assert again.exit_code == 0 and "nothing to append" in again.output
+
+
+def test_a_source_rewritten_afterwards_is_refused_by_name(shot_files, tmp_path):
+    import shutil
+
+    files = [shutil.copy(f, tmp_path / f.name) for f in shot_files[:3]]
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", *files, repo, "--layout", "virtual").exit_code == 0
+    changed = Path(files[1])
+    with h5py.File(changed, "r+") as h5:
+        shot = next(iter(h5["shots"]))
+        h5[f"shots/{shot}/signals/ip"][0] += 1
+    stat = changed.stat()
+    os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5 * 10**9))  # a rewrite seconds later
+    with layoutkit.open(f"icechunk:{repo}") as store, pytest.raises(SourceChangedError) as refused:
+        store.get(f"/shots/{shot}/signals/ip")
+    assert str(changed) in str(refused.value) and "changed since it was referenced" in str(refused.value)
+    with layoutkit.open(f"icechunk:{repo}") as store:  # the others still read
+        other = next(iter(h5py.File(files[0])["shots"]))
+        assert store.get(f"/shots/{other}/signals/ip").size > 0
+    result = cli("verify", files[1], f"icechunk:{repo}", "--patterns", "shot", "--repeat", "1")
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert f"{changed}changedsinceitwasreferenced" in "".join(result.output.split())  # (wrapped anywhere)
+
+
+def mixed(path: Path) -> Path:
+    """What can be referenced beside what cannot: gzip+shuffle chunks, a contiguous array,
+    a compact one, text, scaleoffset, a chunk whose filters were skipped, unwritten chunks
+    under a fill value."""
+    with h5py.File(path, "w", libver="latest") as f:
+        f.create_dataset("chunked", data=np.arange(10_000, dtype="f8"), chunks=(1000,), compression="gzip",
+                         shuffle=True)
+        f.create_dataset("contiguous", data=np.arange(600, dtype=">i4").reshape(20, 30))
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.COMPACT)
+        f.create_dataset("compact", data=np.arange(10, dtype="i2"), dcpl=dcpl)
+        f.create_dataset("names", data=np.array(["a", "bb", "ccc"], dtype=h5py.string_dtype()))
+        f.create_dataset("scaled", data=np.linspace(0, 1, 500).astype("f4"), chunks=(100,), scaleoffset=3)
+        masked = f.create_dataset("masked", shape=(300,), dtype="i4", chunks=(100,), compression="gzip")
+        masked[:200] = np.arange(200)
+        masked.id.write_direct_chunk((200,), np.arange(100, dtype="i4").tobytes(), filter_mask=1)
+        sparse = f.create_dataset("sparse", shape=(1000,), dtype="f4", chunks=(100,), fillvalue=-1.0)
+        sparse[300:400] = 7.0
+    return path
+
+
+def test_what_cannot_be_referenced_is_written_and_said(tmp_path):
+    import zarr
+
+    source = mixed(tmp_path / "mixed.h5")
+    repo = repository(tmp_path)
+    result = cli("convert", source, repo, "--layout", "virtual")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    referenced = int(re.search(r"(\d+) arrays referenced", said).group(1))
+    written = int(re.search(r"referenced where they lie \([^)]*\), (\d+) written", said).group(1))
+    assert (referenced, written) == (4, 3), said  # chunked, contiguous, masked, sparse; compact, names, scaled
+    assert "/names holds string values" in said and "/scaled uses scaleoffset" in said
+    assert "chunks of referenced arrays written" in said  # the masked chunk
+    assert compare_variant(source, f"icechunk:{repo}") == []
+    root = zarr.open_group(zarr_alone(repo, top_folder(source)), mode="r", zarr_format=3)
+    with h5py.File(source) as f:
+        for name in ("chunked", "contiguous", "masked", "sparse", "scaled", "compact"):
+            np.testing.assert_array_equal(root[name][...], f[name][...], err_msg=name)
+
+
+def test_monthly_netcdf_files_read_as_open_mfdataset(tmp_path):
+    import xarray as xr
+
+    from tests.test_combined import monthly, open_mf
+
+    files = monthly(tmp_path / "era5")
+    repo = repository(tmp_path)
+    result = cli("convert", *files, repo, "--layout", "virtual")
+    assert result.exit_code == 0, result.output
+    assert "joined from several files along a record dimension" in " ".join(result.output.split())
+    got = xr.open_zarr(zarr_alone(repo, top_folder(files[0])), consolidated=False, zarr_format=3).load()
+    got.attrs.pop("layoutkit"), got.attrs.pop("layoutkit_layout")  # what layoutkit records of the run, its layout
+    xr.testing.assert_identical(got, open_mf(files))
+    assert compare_set(files, f"icechunk:{repo}") == []

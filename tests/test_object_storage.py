@@ -1230,3 +1230,45 @@ def test_in_a_bucket_the_first_index_of_each_kind_is_checked_by_its_bytes(endpoi
             pytest.warns(RawReadFallback):
         np.testing.assert_array_equal(reader.read("/x", ((0, 6), (0, 9))), want)
         assert "/x" in reader.untrusted
+
+
+def test_sources_in_a_bucket_are_referenced_by_their_urls(endpoint, tmp_path, monkeypatch):
+    """--layout virtual over files in a bucket: references by bucket URL and ETag, the
+    bucket a virtual chunk container of the repository; equal to the files; an object
+    written again afterwards is refused by its URL."""
+    import re
+
+    import layoutkit
+    from layoutkit.errors import SourceChangedError
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.equality import compare_set
+
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    write_sample(tmp_path / "files", shots=3, signals=3, seed=2, shots_per_file=1)
+    files = sorted((tmp_path / "files").glob("*.h5"))
+    s3 = client(endpoint)
+    for f in files:
+        s3.upload_file(str(f), BUCKET, f"virtual/{f.name}")
+    urls = [f"s3://{BUCKET}/virtual/{f.name}" for f in files]
+    repo = tmp_path / "repo"
+    result = cli(endpoint, "convert", *urls, repo, "--layout", "virtual")
+    assert result.exit_code == 0, result.output
+    options = {"endpoint_url": endpoint}
+    assert compare_set(files, f"icechunk:{repo}", storage_options=options) == []
+    import icechunk
+
+    opened = icechunk.Repository.open(icechunk.local_filesystem_storage(str(repo)))
+    assert set(opened.config.virtual_chunk_containers) == {f"s3://{BUCKET}/"}
+    assert set(opened.readonly_session("main").all_virtual_chunk_locations()) == set(urls)
+    with h5py.File(files[0]) as f:
+        shot = next(iter(f["shots"]))
+        signal = f"/shots/{shot}/signals/ip"
+        data = f[signal][...]
+    data[0] += 1
+    with h5py.File(files[0], "r+") as f:
+        f[signal][...] = data
+    s3.upload_file(str(files[0]), BUCKET, f"virtual/{files[0].name}")  # the object written again: a new ETag
+    with layoutkit.open(f"icechunk:{repo}", storage_options=options) as store, \
+            pytest.raises(SourceChangedError, match=re.escape(urls[0])):
+        store.get(signal)

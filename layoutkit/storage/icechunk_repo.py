@@ -134,7 +134,7 @@ def _container(prefix: str, storage_options: dict[str, str]) -> Any:
     opts = dict(storage_options)
     endpoint = opts.get("endpoint_url") or opts.get("endpoint")
     return icechunk.VirtualChunkContainer(prefix, icechunk.s3_store(
-        region=opts.get("region") or opts.get("region_name"), endpoint_url=endpoint,
+        region=opts.get("region") or opts.get("region_name") or os.environ.get("AWS_REGION"), endpoint_url=endpoint,
         allow_http=bool(endpoint and endpoint.startswith("http://")), s3_compatible=bool(endpoint),
         force_path_style=bool(endpoint)))
 
@@ -167,9 +167,10 @@ def authorisation(config: Any, storage_options: dict[str, str]) -> dict[str, Any
             key = opts.get("key") or opts.get("access_key_id") or opts.get("aws_access_key_id")
             secret = opts.get("secret") or opts.get("secret_access_key") or opts.get("aws_secret_access_key")
             anonymous = str(opts.get("anonymous", opts.get("skip_signature", ""))).lower() in ("1", "true", "yes")
-            out[prefix] = (icechunk.s3_credentials(access_key_id=key, secret_access_key=secret) if key and secret
-                           else icechunk.s3_credentials(anonymous=True) if anonymous
-                           else icechunk.s3_credentials(from_env=True))
+            out[prefix] = icechunk.Credentials.S3(
+                icechunk.s3_credentials(access_key_id=key, secret_access_key=secret) if key and secret
+                else icechunk.s3_credentials(anonymous=True) if anonymous
+                else icechunk.s3_credentials(from_env=True))
     return out
 
 

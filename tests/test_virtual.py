@@ -170,3 +170,15 @@ def test_monthly_netcdf_files_read_as_open_mfdataset(tmp_path):
     got.attrs.pop("layoutkit"), got.attrs.pop("layoutkit_layout")  # what layoutkit records of the run, its layout
     xr.testing.assert_identical(got, open_mf(files))
     assert compare_set(files, f"icechunk:{repo}") == []
+
+
+def test_inspect_reads_the_repository(shot_files, tmp_path):
+    from layoutkit.inspect import inspect_path
+
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", *shot_files[:3], repo, "--layout", "virtual").exit_code == 0
+    report = inspect_path(f"icechunk:{repo}")
+    with layoutkit.open(f"icechunk:{repo}") as store:
+        assert report.arrays == len(store.arrays())
+    assert report.written_by["recipe"]["layout"] == "virtual"
+    assert report.chunks > 0 and report.logical_bytes > 0

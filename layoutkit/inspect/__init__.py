@@ -25,10 +25,11 @@ from pathlib import Path
 from layoutkit.inspect.hdf5 import PARALLEL_MIN_DATASETS, inspect_hdf5
 from layoutkit.inspect.recommend import recommend
 from layoutkit.inspect.report import SMALL_CHUNK_BYTES, CodecUse, FileSpace, HistogramBin, InspectReport, Recommendation
-from layoutkit.inspect.zarr_ import BucketFiles, NotAStoreError, inspect_zarr, inspect_zarr_store
+from layoutkit.inspect.zarr_ import BucketFiles, NotAStoreError, StoreFiles, inspect_zarr, inspect_zarr_store
 from layoutkit.options import parse_workers
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template
-from layoutkit.storage import ObjectSource, is_url, store_at
+from layoutkit.storage import ObjectSource, is_icechunk, is_url, store_at
+from layoutkit.storage.icechunk_repo import readonly_store
 
 
 def inspect_path(
@@ -66,6 +67,10 @@ def inspect_path(
     compile_template(template)  # refuse a malformed template, or a worker count below 1, before any work
     parse_workers(workers)
     t0 = time.perf_counter()
+    if is_icechunk(str(path)):
+        report = inspect_zarr_store(StoreFiles(readonly_store(str(path), storage_options or {})), str(path), template)
+        report = replace(report, recommendations=tuple(recommend(report)))
+        return replace(report, seconds=time.perf_counter() - t0)
     if is_url(str(path)):
         from layoutkit.archive import zarr_format_at
 

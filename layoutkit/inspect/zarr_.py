@@ -116,6 +116,38 @@ class BucketFiles:
 
         return bytes(retrying(lambda: obstore.get_range(self.store, key, start=offset, length=size)))
 
+class StoreFiles:
+    """The objects of a zarr store read through zarr's own interface (an Icechunk
+    repository's session: its keys listed, the sizes of a virtual store's referenced
+    chunks those of the ranges they point to)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def entries(self) -> list[tuple[str, int]]:
+        from zarr.core.sync import sync
+
+        async def listed() -> list[tuple[str, int]]:
+            keys = [k async for k in self.store.list()]
+            return [(k, await self.store.getsize(k)) for k in keys]
+
+        return sync(listed())
+
+    def text(self, key: str) -> str:
+        return self.read(key, 0, -1).decode()
+
+    def read(self, key: str, offset: int, size: int) -> bytes:
+        from zarr.abc.store import OffsetByteRequest, RangeByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        wanted = OffsetByteRequest(offset) if size < 0 else RangeByteRequest(offset, offset + size)
+        buf = sync(self.store.get(key, default_buffer_prototype(), wanted if offset or size >= 0 else None))
+        if buf is None:
+            raise FileNotFoundError(key)
+        return buf.to_bytes()
+
+
 def inspect_zarr(root: Path, template: str) -> InspectReport:
     return inspect_zarr_store(FolderFiles(root), str(root), template)
 

@@ -22,7 +22,7 @@ from layoutkit.sample import write_sample
 from layoutkit.verify import report
 from layoutkit.verify.run import VerifyOptions, verify
 
-OPTIONS = {  # one set of options per layout; the registry says which command writes it
+OPTIONS = {  # options of some layouts (the others write with their defaults); the registry says which command
     "shot-major": ConvertOptions(),
     "signal-major": ConvertOptions(layout="signal-major", shards=parse_shards("auto")),
     "shot-packed": ConvertOptions(layout="shot-packed"),
@@ -34,10 +34,15 @@ def main(work: Path, shots: int) -> None:
     src = Path(write_sample(work / "shots.h5", shots=shots, signals=30).path)
     variants = []
     for name, layout in LAYOUTS.items():
-        dst = work / f"{name}{'.h5' if layout.target == 'hdf5-paged' else '.zarr'}"
-        summary = pipeline.run(layout, src, dst, OPTIONS[name])
+        if "local" in layout.destinations:
+            dst = work / f"{name}{'.h5' if layout.target == 'hdf5-paged' else '.zarr'}"
+            where = str(dst)
+        else:  # a layout that writes an Icechunk repository (virtual: references to the source's chunks)
+            dst = work / f"{name}.icechunk"
+            where = f"icechunk:{dst}"
+        summary = pipeline.run(layout, src, dst, OPTIONS.get(name) or layout.default_options())
         print(f"{name:12} ({layout.command}): {summary.dest_bytes / 1e6:6.1f} MB  {layout.description}")
-        variants.append(dst)
+        variants.append(where)
     result = verify(src, variants, VerifyOptions(patterns="open,shot,signal", latencies=(0.010,), repeat=1, sample=2))
     assert not any(result.mismatches.values()), result.mismatches
     print(f"all {len(variants)} variants hold exactly the data of {src.name}")

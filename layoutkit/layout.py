@@ -96,6 +96,9 @@ class Layout(ABC):
     sources is then written in batches): it ships ``append.py``, and the conformance
     suite (:class:`layoutkit.testing.LayoutTests`) runs its append round trips.
     :meth:`can_append` says for which options."""
+    rewrites: ClassVar[bool] = True
+    """Whether its outputs hold a copy of the data (False: references into the sources,
+    the option ``advise`` weighs against rewriting)."""
     options_class: ClassVar[type]
     recipe_keys: ClassVar[tuple[RecipeKey, ...]]
     description: ClassVar[str] = ""

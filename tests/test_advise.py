@@ -489,7 +489,7 @@ def test_a_file_that_is_not_a_shot_archive_gets_the_array_patterns(hard_cases, t
     doc = json.loads((out / "results.json").read_text())
     assert doc["unit"] == "bytes" and doc["weights"] == {"scan": 1.0, "subset": 1.0}
     status = {c["name"]: c["status"] for c in doc["candidates"]}
-    assert {n for n, s in status.items() if s == "measured"} == {"cloud-netcdf", "local-fast", "shot-major"}
+    assert {n for n, s in status.items() if s == "measured"} == {"cloud-netcdf", "local-fast", "shot-major", "virtual"}
     assert all(s == "not applicable" for n, s in status.items() if n in ("cmod-shot", "signal-major", "shot-packed"))
     assert "order)" not in result.output and load_recipe(out / "recommended.toml").target == "zarr"
 
@@ -525,3 +525,24 @@ def test_samples_that_show_no_growth_are_flagged():
     assert "the time may be low" in text
     flags = {c["name"]: c["patterns"]["signal"]["samples_alike"] for c in to_json(result)["candidates"]}
     assert flags == {"flat": True, "grows": False}
+
+
+def test_advise_weighs_not_rewriting_at_all(tmp_path):
+    """The virtual layout is a candidate like the others (written from the samples as an
+    Icechunk repository, proven equal, measured), and the verdict says whether a rewrite
+    pays, from the same predictions the table shows."""
+    from layoutkit.sample import write_sample
+
+    src = write_sample(tmp_path / "shots.h5", shots=4, signals=6, seed=2).path
+    out = tmp_path / "advice"
+    result = runner.invoke(app, ["advise", str(src), "--patterns", "shot=1,signal=1", "--budget", "2min",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "results.json").read_text())
+    trials = {t["name"]: t for t in doc["candidates"]}
+    assert trials["virtual"]["status"] == "measured", trials["virtual"]
+    assert 0 < trials["virtual"]["stored_bytes_samples"][1] < min(t["stored_bytes_samples"][1] for n, t in trials.items()
+                                                          if n != "virtual" and t["status"] == "measured")
+    verdict = doc["rewrite"]
+    assert verdict and verdict in " ".join(result.output.split())
+    assert ("no rewrite needed" in verdict) != verdict.endswith(": rewrite.")

@@ -513,6 +513,8 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
         {size: f"{where}/{size}{suffix}" for size in ("small", "large")} if where
         else {size: work / f"{size}{suffix}" for size in ("small", "large")}
     )
+    if "local" not in layout_for(candidate.command, candidate.options(options.template)).destinations:
+        written = {size: f"icechunk:{place}".replace(suffix, ".icechunk") for size, place in written.items()}
     storage = dict(options.storage_options)
     samples = {"small": bench.small, "large": bench.large}
     try:
@@ -730,10 +732,41 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         "elapsed_seconds": result.elapsed,
         "budget_seconds": result.options.budget,
         "recommended": ranked[0].name,
+        "rewrite": rewrite_verdict(result),
         "runner_up": ranked[1].name if len(ranked) > 1 else None,
         "not_tried": result.not_tried,
         "candidates": trials,
     }  # fmt: skip
+
+
+NO_REWRITE_WITHIN = 0.2
+"""A layout of references whose weighted time is within this fraction of the best
+rewritten layout's: the rewrite does not pay."""
+
+
+def rewrite_verdict(result: AdviseResult) -> str | None:
+    """Whether rewriting pays, when a layout that does not rewrite (references into the
+    source) was measured beside layouts that do: its weighted time against the best
+    rewritten one's, and the pattern where it loses most. None when not both measured."""
+    def rewrites(trial: Trial) -> bool:
+        layout = get_layout(str(trial.recipe.get("layout"))) if trial.recipe.get("layout") else None
+        return layout is None or layout.rewrites
+
+    ranked = result.ranked
+    kept = next((t for t in ranked if not rewrites(t)), None)
+    copied = next((t for t in ranked if rewrites(t)), None)
+    if kept is None or copied is None:
+        return None
+    if kept.weighted_seconds <= copied.weighted_seconds * (1 + NO_REWRITE_WITHIN):
+        within = kept.weighted_seconds / copied.weighted_seconds - 1
+        how = f"is within {within:.0%} of" if within > 0.005 else "is as fast as, or faster than,"
+        return (f"{kept.name} (no rewrite) {how} the best rewritten layout, {copied.name}, for your patterns: "
+                "no rewrite needed.")
+    worst = max((p for p in kept.patterns if p in copied.patterns),
+                key=lambda p: kept.patterns[p].prediction.seconds / max(copied.patterns[p].prediction.seconds, 1e-12))
+    times = kept.patterns[worst].prediction.seconds / max(copied.patterns[worst].prediction.seconds, 1e-12)
+    return (f"{kept.name} (no rewrite) reads the {worst} pattern {times:.1f}x slower than {copied.name}, "
+            f"{kept.weighted_seconds / copied.weighted_seconds:.1f}x over your patterns: rewrite.")
 
 
 def recommended_toml(result: AdviseResult) -> str:
@@ -765,7 +798,9 @@ def write_command(result: AdviseResult, recipe_path: Path) -> str:
     environment)."""
     src = as_source(result.source)
     best = result.recommended
-    dst = f"{src.stem}-{best.name}" + (".zarr" if best.command == "convert" else ".h5")  # beside, never over, SRC
+    kept = get_layout(best.recipe["layout"]) if best.recipe.get("layout") else None
+    ending = ".h5" if best.command != "convert" else ".icechunk" if kept and "local" not in kept.destinations else ".zarr"
+    dst = f"{src.stem}-{best.name}{ending}"  # beside, never over, SRC
     command = f"layoutkit {best.command} {src} {src.with_name(dst)} --recipe {recipe_path}"
     if isinstance(src, ObjectSource):
         command += "".join(f" --storage-option {k}={v}" for k, v in result.options.storage_options
@@ -825,6 +860,7 @@ __all__ = [
     "parse_budget",
     "parse_weights",
     "recommended_toml",
+    "rewrite_verdict",
     "to_json",
     "write_command",
     "write_outputs",

@@ -40,7 +40,7 @@ def advise(
 ) -> None:
     """Try candidate layouts on samples of SRC, predict each one's read time at full size
     under the given conditions, recommend one and write its recipe."""
-    from layoutkit.advise.run import AdviseOptions, parse_budget, write_command, write_outputs
+    from layoutkit.advise.run import AdviseOptions, parse_budget, rewrite_verdict, write_command, write_outputs
     from layoutkit.advise.run import advise as run_advise
     from layoutkit.errors import InvalidOptionError
     from layoutkit.options import parse_bandwidths, parse_durations
@@ -92,6 +92,9 @@ def advise(
     out.print(f"advise took {result.elapsed:.0f} s of a {options.budget:.0f} s budget; wrote "
               + ", ".join(str(p) for p in written), highlight=False)
     layout = f" ({best.layout})" if best.layout != best.name else ""
+    verdict = rewrite_verdict(result)
+    if verdict:
+        out.print(verdict, highlight=False)
     out.print(f"recommended: {best.name}{layout}, predicted {best.weighted_seconds:.3g} s per weighted "
               "pattern run at full size. Write it with:", highlight=False)
     out.print(write_command(result, written[1]), highlight=False, soft_wrap=True)

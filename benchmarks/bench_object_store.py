@@ -6,8 +6,11 @@ Needs the ``bench`` extra (``pip install -e '.[bench]'``: SeaweedFS, s3fs).
 
 1. A sample shot archive is uploaded to SeaweedFS on 127.0.0.1 (layoutkit/testing/s3.py),
    and layoutkit writes every layout **bucket to bucket**: paged HDF5 by shot and by
-   signal (``reorder``), shot-major and signal-major Zarr (``convert``). ``verify``
-   proves each equal to the source first.
+   signal (``reorder``), shot-major and signal-major Zarr (``convert``), and the virtual
+   layout (an Icechunk repository in the bucket whose chunks are references into
+   ``source.h5``: no rewrite; its references read through the proxy too, the run's
+   endpoint overriding the one the repository recorded). ``verify`` proves each equal
+   to the source first.
 2. Behind a proxy that adds L ms to every request, ``layoutkit verify`` reads K shots
    (all signals) and K signals (all shots) of every layout, the source included, with
    1, 2, 4, 8 workers and, for paged files, page buffers of 0, 64 and 256 MiB (one
@@ -46,7 +49,14 @@ LAYOUTS = {  # name in the bucket -> (how layoutkit writes it, the access it is 
     "shot-major.zarr": (["convert"], "shot"),
     "signal-major.zarr": (["convert", "--layout", "signal-major", "--shards", "auto"], "signal"),
     "shot-packed.zarr": (["convert", "--layout", "shot-packed"], "shot"),
+    # no rewrite: an Icechunk repository in the bucket, of references to source.h5's chunks (no access of its own)
+    "virtual.icechunk": (["convert", "--layout", "virtual"], None),
 }
+
+
+def url_of(name: str) -> str:
+    """Where a layout lies in the bucket: an Icechunk repository is named as one."""
+    return f"icechunk:s3://{BUCKET}/{name}" if name.endswith(".icechunk") else f"s3://{BUCKET}/{name}"
 
 
 def extra(parser) -> None:  # noqa: ANN001
@@ -178,10 +188,10 @@ def main() -> None:
             if command is None:
                 continue
             print(f"writing {name} bucket to bucket ...", flush=True)
-            cmd = [*LAYOUTKIT, command[0], source_url, f"s3://{BUCKET}/{name}", *command[1:],
+            cmd = [*LAYOUTKIT, command[0], source_url, url_of(name), *command[1:],
                    "--workers", str(args.workers), *opts_args(direct)]
             report["writes"][name] = timed(cmd)
-        urls = [f"s3://{BUCKET}/{name}" for name in LAYOUTS]
+        urls = [url_of(name) for name in LAYOUTS]
         phase_peaks: dict[str, int] = {}
         reset_peak_rss()  # the upload above is the benchmark's, not layoutkit's
         if urls:

@@ -83,7 +83,9 @@ def open_repository(location: str, storage_options: dict[str, str], create: bool
     try:
         repo = icechunk.Repository.open_or_create(storage) if create else icechunk.Repository.open(storage)
         granted = authorisation(repo.config, storage_options)
-        return repo.reopen(authorize_virtual_chunk_access=granted) if granted else repo
+        if not granted:
+            return repo
+        return repo.reopen(config=reached(repo.config, storage_options), authorize_virtual_chunk_access=granted)
     except Exception as exc:  # icechunk's own errors: one sentence
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if is_url(location):
@@ -151,6 +153,20 @@ def add_containers(repo: Any, prefixes: set[str], storage_options: dict[str, str
     repo = repo.reopen(config=config)
     repo.save_config()
     return repo.reopen(authorize_virtual_chunk_access=authorisation(repo.config, storage_options))
+
+
+def reached(config: Any, storage_options: dict[str, str]) -> Any:
+    """``config`` with each bucket's virtual chunk container reached at the endpoint the
+    run's storage options name, when they name one (a bucket's endpoint is where this
+    reader finds it: another host, a proxy), for this session only: the saved config
+    keeps the one it was written with."""
+    endpoint = storage_options.get("endpoint_url") or storage_options.get("endpoint")
+    if not endpoint:
+        return config
+    for prefix in list(config.virtual_chunk_containers or {}):
+        if prefix.startswith("s3://"):
+            config.set_virtual_chunk_container(_container(prefix, storage_options))
+    return config
 
 
 def authorisation(config: Any, storage_options: dict[str, str]) -> dict[str, Any]:
@@ -488,5 +504,5 @@ class IcechunkDestination:
             return 0
 
 
-__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "add_containers", "authorisation", "needed_containers", "set_refs",
+__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "add_containers", "authorisation", "needed_containers", "reached", "set_refs",
            "changed_source", "container_prefix", "is_icechunk", "parse", "readonly_store", "sidecar_in", "source_url"]

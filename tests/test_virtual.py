@@ -182,3 +182,35 @@ def test_inspect_reads_the_repository(shot_files, tmp_path):
         assert report.arrays == len(store.arrays())
     assert report.written_by["recipe"]["layout"] == "virtual"
     assert report.chunks > 0 and report.logical_bytes > 0
+
+
+def test_an_index_the_self_check_distrusts_is_never_referenced(tmp_path):
+    """The five lines of issue #48 (libver latest, an unlimited last axis): HDF5's chunk
+    query places chunks where they are not. A reference taken from it would point at the
+    wrong bytes. Outside the extent the walk sees it, and the dataset is planned as
+    written and said; inside it (rows 4-5 placed at (0, 6)) only the self-check's values
+    do, and the writer writes its chunks, read through HDF5, instead of referencing them.
+    Both stores equal the source, for zarr + icechunk alone too."""
+    import warnings
+
+    import zarr
+
+    outside, inside = tmp_path / "outside.h5", tmp_path / "inside.h5"
+    with h5py.File(outside, "w", libver="latest") as f:
+        f.create_dataset("x", shape=(4, 6), chunks=(2, 3), maxshape=(10, None), dtype="i4")[...] = \
+            np.arange(24).reshape(4, 6)
+    with h5py.File(inside, "w", libver="latest") as f:
+        ds = f.create_dataset("x", shape=(6, 9), chunks=(2, 3), maxshape=(10, None), dtype="i4", fillvalue=-7)
+        ds[4:6, 0:3] = 9
+    for src, said in ((outside, "1 written (96 B): /x is read through HDF5"),
+                      (inside, "chunks of referenced arrays written")):
+        repo = repository(tmp_path, src.stem)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the fallback, said on the command line
+            result = cli("convert", src, repo, "--layout", "virtual")
+        assert result.exit_code == 0, result.output
+        assert said in " ".join(result.output.split()), result.output
+        assert compare_variant(src, f"icechunk:{repo}") == []
+        root = zarr.open_group(zarr_alone(repo, top_folder(src)), mode="r", zarr_format=3)
+        with h5py.File(src) as f:
+            np.testing.assert_array_equal(root["x"][...], f["x"][...])

@@ -69,8 +69,10 @@ def version_of(source: Path | ObjectSource) -> dict[str, Any]:
     if isinstance(source, ObjectSource):
         import obstore
 
+        from layoutkit.storage.retry import retrying
+
         store, key = source._store
-        head = obstore.head(store, key)
+        head = retrying(lambda: obstore.head(store, key))
         return {"etag": head.get("e_tag") or "", "size": int(head["size"])}
     stat = os.stat(source)
     return {"mtime": math.ceil(stat.st_mtime_ns / 1e9), "size": stat.st_size}
@@ -108,27 +110,31 @@ def reference_task(job: VirtualJob, task: CopyTask) -> int:
     reader, writer = open_job(job.copy)
     refs: dict[str, list[list[Any]]] = {}
     blocks = []
+    written = 0  # chunks of referenced arrays written instead
     for path, region in task.items:
         if path not in job.referenced:
             continue
         info = job.copy.arrays[path]
+        chunks = info.chunks if info.layout == "chunked" else info.shape
+        origins = list(itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, chunks))))
         found = reader.chunk_locations(path, region)
         if found is None:  # its index is not trusted: the region written, read through HDF5
             blocks.append((path, region, reader.read(path, region)))
+            written += len(origins)
             continue
-        chunks = info.chunks if info.layout == "chunked" else info.shape
         url = source_url(reader.source_of(path))
-        for origin in itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, chunks))):
+        for origin in origins:
             entry = found.get(origin)
             if entry is not None and entry[2] == 0:
                 refs.setdefault(path, []).append([[o // c for o, c in zip(origin, chunks)], url, entry[0], entry[1]])
             elif entry is not None or path not in job.copy.sparse_ok:
                 block = tuple((o, min(o + c, n)) for o, c, n in zip(origin, chunks, info.shape))
                 blocks.append((path, block, reader.read(path, block)))
+                written += 1
     if blocks:
         writer.write_many(blocks)
         with _WRITTEN_LOCK:
-            _WRITTEN[str(job.copy.dest)] = _WRITTEN.get(str(job.copy.dest), 0) + len(blocks)
+            _WRITTEN[str(job.copy.dest)] = _WRITTEN.get(str(job.copy.dest), 0) + written
     if refs:
         put_refs(job.copy.dest, task.index, refs, job.versions)
     return task.nbytes

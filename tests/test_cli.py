@@ -331,3 +331,16 @@ def test_the_walk_before_the_bar_shows_a_spinner_on_a_terminal_only(monkeypatch)
     monkeypatch.setattr(cli.State, "quiet", False)
     monkeypatch.setattr(running, "console", Console(file=io.StringIO(), force_terminal=False))
     assert isinstance(status("convert: reading"), nullcontext)
+
+
+def test_convert_takes_its_sources_from_a_list_alone(good_h5, tmp_path):
+    """`convert --sources-from LIST DST` (as the docs show it): the one argument is the
+    destination; one argument without a list is refused in one sentence."""
+    from layoutkit.verify.equality import compare_variant
+
+    listing = tmp_path / "sources.txt"
+    listing.write_text(f"{good_h5}\n")
+    result = run("convert", "--sources-from", listing, tmp_path / "listed.zarr")
+    assert result.exit_code == 0, result.output
+    assert compare_variant(good_h5, tmp_path / "listed.zarr") == []
+    assert_refused(run("convert", good_h5), "Expected SRC... DST", "Got only")

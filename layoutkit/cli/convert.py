@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from layoutkit.cli.core import SOURCE_SIZE, State, app, out
+from layoutkit.cli.core import SOURCE_SIZE, State, app, fail, out
 from layoutkit.cli.running import (
     CONCAT_DIM_HELP,
     ICECHUNK_HELP,
@@ -31,8 +31,9 @@ LAYOUT_HELP = "Which Zarr layout: " + "; ".join(f"{layout.name}: {layout.descrip
 @app.command()
 def convert(
     ctx: typer.Context,
-    src: Annotated[list[str], typer.Argument(metavar="SRC...", help=SOURCES_HELP)],
-    dst: Annotated[str, typer.Argument(metavar="DST", help="Zarr store to write: a directory, or s3://bucket/key.zarr (gs://, az:// too).")],
+    # both optional to typer, so that `convert --sources-from LIST DST` parses (one argument: DST); checked below
+    src: Annotated[list[str] | None, typer.Argument(metavar="SRC...", help=SOURCES_HELP, show_default=False)] = None,
+    dst: Annotated[str, typer.Argument(metavar="DST", help="Zarr store to write: a directory, or s3://bucket/key.zarr (gs://, az:// too).", show_default=False)] = "",
     recipe: Annotated[str | None, typer.Option(help=RECIPE_HELP)] = None,
     # choices are plain text checked by the layouts' own parsers, so a bad value gets the
     # same one-line "Expected ... Got ..." as every other option (and as a recipe)
@@ -68,6 +69,10 @@ def convert(
     concat_dim: Annotated[str | None, typer.Option("--concat-dim", help=CONCAT_DIM_HELP)] = None,
 ) -> None:
     """Rewrite an HDF5 file (netCDF-4 included), or several as one archive, as a Zarr store."""
+    src = list(src or [])  # one argument is DST: with --sources-from, the list names the sources
+    if not dst or not (src or sources_from):
+        raise fail("Expected SRC... DST: the sources (or --sources-from LIST) and the store to write. "
+                   + (f"Got only {dst!r}." if dst else "Got neither."))
     if append:
         _append(ctx, sources_given(src, sources_from), dst, recipe, dry_run, storage_option, tmpdir, icechunk, concat_dim)
         return

@@ -508,13 +508,14 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
     started = clock.now()
     trial = Trial(candidate.name, candidate.command, candidate.recipe_values(options.template))
     work.mkdir()
-    suffix = ".zarr" if candidate.command == "convert" else ".h5"
+    repository = "local" not in layout_for(candidate.command, candidate.options(options.template)).destinations
+    suffix = ".icechunk" if repository else ".zarr" if candidate.command == "convert" else ".h5"
     written: dict[str, Path | str] = (
         {size: f"{where}/{size}{suffix}" for size in ("small", "large")} if where
         else {size: work / f"{size}{suffix}" for size in ("small", "large")}
     )
-    if "local" not in layout_for(candidate.command, candidate.options(options.template)).destinations:
-        written = {size: f"icechunk:{place}".replace(suffix, ".icechunk") for size, place in written.items()}
+    if repository:  # a layout that writes only Icechunk repositories (virtual)
+        written = {size: f"icechunk:{place}" for size, place in written.items()}
     storage = dict(options.storage_options)
     samples = {"small": bench.small, "large": bench.large}
     try:

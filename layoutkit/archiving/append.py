@@ -135,7 +135,8 @@ def append(
         for m in members:
             check_source(m)
         log = editor.read_log(provenance)
-        records = {m: source_record(m, log.records) for m in members}
+        recorded = log.records  # joined once: a property over every entry
+        records = {m: source_record(m, recorded) for m in members}
         known = log.digests()
         new = [m for m in members if records[m]["digest"] not in known]
         appends = log.appends

@@ -128,8 +128,10 @@ class StoreFiles:
         from zarr.core.sync import sync
 
         async def listed() -> list[tuple[str, int]]:
+            import asyncio
+
             keys = [k async for k in self.store.list()]
-            return [(k, await self.store.getsize(k)) for k in keys]
+            return list(zip(keys, await asyncio.gather(*(self.store.getsize(k) for k in keys))))
 
         return sync(listed())
 

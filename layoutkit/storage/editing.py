@@ -286,7 +286,7 @@ class IcechunkEditor:
         self.storage_options = storage_options
         self.session = self.repo.writable_session(self.branch)
         self.snapshot: str | None = None
-        self._kv = IcechunkKV(self.session, location, self.repo)  # folds layoutkit.json into the root's provenance
+        self._kv = IcechunkKV(self.session, location)  # folds layoutkit.json into the root's provenance
 
     def __str__(self) -> str:
         return self.name

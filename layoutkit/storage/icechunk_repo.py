@@ -53,6 +53,19 @@ def _require() -> Any:
     return icechunk
 
 
+def s3_options(storage_options: dict[str, str]) -> dict[str, Any]:
+    """The S3 settings ``--storage-option`` names, in each of the spellings it takes:
+    endpoint, region, key, secret, anonymous."""
+    opts = dict(storage_options)
+    return {
+        "endpoint": opts.get("endpoint_url") or opts.get("endpoint"),
+        "region": opts.get("region") or opts.get("region_name"),
+        "key": opts.get("key") or opts.get("access_key_id") or opts.get("aws_access_key_id"),
+        "secret": opts.get("secret") or opts.get("secret_access_key") or opts.get("aws_secret_access_key"),
+        "anonymous": str(opts.get("anonymous", opts.get("skip_signature", ""))).lower() in ("1", "true", "yes"),
+    }
+
+
 def storage_for(location: str, storage_options: dict[str, str]) -> Any:
     """The icechunk ``Storage`` of a local folder or an ``s3://bucket/prefix``."""
     icechunk = _require()
@@ -62,14 +75,12 @@ def storage_for(location: str, storage_options: dict[str, str]) -> Any:
     if scheme != "s3":
         raise InvalidOptionError(f"Expected an Icechunk repository in a folder or under s3://. Got {location!r}.")
     bucket, _, prefix = rest.partition("/")
-    opts = dict(storage_options)
-    endpoint = opts.get("endpoint_url") or opts.get("endpoint")
-    anonymous = str(opts.get("anonymous", opts.get("skip_signature", ""))).lower() in ("1", "true", "yes")
+    s3 = s3_options(storage_options)
+    endpoint, anonymous = s3["endpoint"], s3["anonymous"]
     return icechunk.s3_storage(
-        bucket=bucket, prefix=prefix.strip("/") or None, region=opts.get("region") or opts.get("region_name"),
+        bucket=bucket, prefix=prefix.strip("/") or None, region=s3["region"],
         endpoint_url=endpoint, allow_http=bool(endpoint and endpoint.startswith("http://")),
-        access_key_id=opts.get("key") or opts.get("access_key_id") or opts.get("aws_access_key_id"),
-        secret_access_key=opts.get("secret") or opts.get("secret_access_key") or opts.get("aws_secret_access_key"),
+        access_key_id=s3["key"], secret_access_key=s3["secret"],
         anonymous=anonymous or None, from_env=None if (endpoint or anonymous) else True,
         force_path_style=bool(endpoint),
     )
@@ -133,10 +144,10 @@ def _container(prefix: str, storage_options: dict[str, str]) -> Any:
         return icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(prefix.removeprefix("file://")))
     if not prefix.startswith("s3://"):
         raise InvalidOptionError(f"Expected sources in local files or under s3:// for virtual references. Got {prefix}.")
-    opts = dict(storage_options)
-    endpoint = opts.get("endpoint_url") or opts.get("endpoint")
+    s3 = s3_options(storage_options)
+    endpoint = s3["endpoint"]
     return icechunk.VirtualChunkContainer(prefix, icechunk.s3_store(
-        region=opts.get("region") or opts.get("region_name") or os.environ.get("AWS_REGION"), endpoint_url=endpoint,
+        region=s3["region"] or os.environ.get("AWS_REGION"), endpoint_url=endpoint,
         allow_http=bool(endpoint and endpoint.startswith("http://")), s3_compatible=bool(endpoint),
         force_path_style=bool(endpoint)))
 
@@ -160,8 +171,7 @@ def reached(config: Any, storage_options: dict[str, str]) -> Any:
     run's storage options name, when they name one (a bucket's endpoint is where this
     reader finds it: another host, a proxy), for this session only: the saved config
     keeps the one it was written with."""
-    endpoint = storage_options.get("endpoint_url") or storage_options.get("endpoint")
-    if not endpoint:
+    if not s3_options(storage_options)["endpoint"]:
         return config
     for prefix in list(config.virtual_chunk_containers or {}):
         if prefix.startswith("s3://"):
@@ -174,18 +184,16 @@ def authorisation(config: Any, storage_options: dict[str, str]) -> dict[str, Any
     container ``config`` names: local files as they are; a bucket's with the run's
     storage options (keys, or anonymous), else from the environment."""
     icechunk = _require()
+    s3 = s3_options(storage_options)
     out: dict[str, Any] = {}
     for prefix in config.virtual_chunk_containers or {}:
         if prefix.startswith("file://"):
             out[prefix] = icechunk.credentials.LocalFileSystemAccess
         elif prefix.startswith("s3://"):
-            opts = dict(storage_options)
-            key = opts.get("key") or opts.get("access_key_id") or opts.get("aws_access_key_id")
-            secret = opts.get("secret") or opts.get("secret_access_key") or opts.get("aws_secret_access_key")
-            anonymous = str(opts.get("anonymous", opts.get("skip_signature", ""))).lower() in ("1", "true", "yes")
             out[prefix] = icechunk.Credentials.S3(
-                icechunk.s3_credentials(access_key_id=key, secret_access_key=secret) if key and secret
-                else icechunk.s3_credentials(anonymous=True) if anonymous
+                icechunk.s3_credentials(access_key_id=s3["key"], secret_access_key=s3["secret"])
+                if s3["key"] and s3["secret"]
+                else icechunk.s3_credentials(anonymous=True) if s3["anonymous"]
                 else icechunk.s3_credentials(from_env=True))
     return out
 
@@ -299,10 +307,9 @@ class IcechunkKV:
     folded into the root document's provenance attribute (:data:`SIDECAR_KEY`); nor is a
     log entry (:mod:`layoutkit.storage.log`): it becomes the commit's metadata."""
 
-    def __init__(self, session: Any, location: str, repo: Any = None) -> None:
+    def __init__(self, session: Any, location: str) -> None:
         self.session = session
         self.location = location
-        self.repo = repo  # the repository the session belongs to (its virtual chunk containers)
         self.needed: set[str] = set()  # the container prefixes of the references set
         self._sidecar: dict[str, Any] | None = None
         self.log_entry: dict[str, Any] | None = None  # the run's log entry: its commit's metadata
@@ -421,7 +428,7 @@ class IcechunkDestination:
             self._created = True
         session = self._repo.writable_session(self.branch)
         sync(session.store.delete_dir(""))  # --overwrite: the old store goes in the same commit
-        return IcechunkKV(session, self.location, self._repo)
+        return IcechunkKV(session, self.location)
 
     def publish(self, staged: IcechunkKV, note: str = "") -> None:
         """Commit the run (``note`` is the message): the new snapshot appears at once."""

@@ -17,8 +17,7 @@ from layoutkit.merging import Merge, StoreDocs, mirrored_merge
 
 
 def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
-    out = mirrored_merge(old, new, options.template)
-    out.moves = {k: v for k, v in out.moves.items() if not k.startswith(REFS_PREFIX)}
+    out = mirrored_merge(old, new, options.template)  # moves the shots' keys: the staged references are none
     documents = [k for k in new.keys() if k.startswith(REFS_PREFIX) and k != VERSIONS_KEY]
 
     def write() -> int:

@@ -47,10 +47,18 @@ class StoreDocs:
     """JSON documents and objects of a store, read as the merges need them."""
 
     def __init__(self, get: Callable[[str], bytes | None], keys: Callable[[], list[str]] | None = None,
-                 zarr_store: Callable[[], Any] | None = None) -> None:
+                 zarr_store: Callable[[], Any] | None = None, set_refs: Callable[..., None] | None = None) -> None:
         self._get = get
         self._keys = keys
         self._zarr_store = zarr_store
+        self._set_refs = set_refs
+
+    def set_refs(self, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
+        """Make chunks of array ``path`` references into source files (a store that holds
+        them: an Icechunk repository's, :meth:`~layoutkit.storage.editing.IcechunkEditor.set_refs`)."""
+        if self._set_refs is None:
+            raise TypeError("this store holds no references to source files")
+        self._set_refs(path, chunks, versions)
 
     def zarr_store(self) -> Any:
         """The store as a zarr store (to read its arrays, or to write the store's own)."""

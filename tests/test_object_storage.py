@@ -1265,6 +1265,24 @@ def test_sources_in_a_bucket_are_referenced_by_their_urls(endpoint, tmp_path, mo
         shot = next(iter(f["shots"]))
         signal = f"/shots/{shot}/signals/ip"
         data = f[signal][...]
+    in_bucket = f"icechunk:s3://{BUCKET}/virtual-repo"  # the repository in the bucket too: its copy of the references
+    assert cli(endpoint, "--quiet", "convert", *urls, in_bucket, "--layout", "virtual").exit_code == 0
+    assert [k for k in s3.list_objects_v2(Bucket=BUCKET, Prefix="virtual-repo/layoutkit.refindex/")["Contents"]]
+    with layoutkit.open(in_bucket, storage_options=options) as store:
+        store.signal("ne_bar")
+        before = store.counter.requests
+        np.testing.assert_array_equal(store.shot(shot)["ip"].ds["ip"].values, data)
+        assert store.counter.requests - before == 1
+    with layoutkit.open(f"icechunk:{repo}", storage_options=options) as store:  # merged GETs, If-Match the ETag
+        store.shot(shot)
+        for f in files:
+            with h5py.File(f) as h5:
+                one = next(iter(h5["shots"]))
+                before = store.counter.requests
+                tree = store.shot(one)
+                assert store.counter.requests - before == 1  # the file's chunks in one ranged GET
+                for name in h5[f"shots/{one}/signals"]:
+                    np.testing.assert_array_equal(tree[name].ds[name].values, h5[f"shots/{one}/signals/{name}"][...])
     data[0] += 1
     with h5py.File(files[0], "r+") as f:
         f[signal][...] = data
@@ -1272,3 +1290,6 @@ def test_sources_in_a_bucket_are_referenced_by_their_urls(endpoint, tmp_path, mo
     with layoutkit.open(f"icechunk:{repo}", storage_options=options) as store, \
             pytest.raises(SourceChangedError, match=re.escape(urls[0])):
         store.get(signal)
+    with layoutkit.open(f"icechunk:{repo}", storage_options=options) as store, \
+            pytest.raises(SourceChangedError, match=re.escape(urls[0])):
+        store.shot(shot)  # the merged read's If-Match

@@ -214,3 +214,75 @@ def test_an_index_the_self_check_distrusts_is_never_referenced(tmp_path):
         root = zarr.open_group(zarr_alone(repo, top_folder(src)), mode="r", zarr_format=3)
         with h5py.File(src) as f:
             np.testing.assert_array_equal(root["x"][...], f["x"][...])
+
+
+def test_reads_merge_the_references_next_to_each_other(shot_files, tmp_path):
+    """layoutkit.open reads a shot's chunks, which lie next to each other in its file, with
+    one ranged GET (from layoutkit's copy of the references), where Icechunk alone makes
+    one per chunk; a signal of every shot costs a GET per file. The values are the
+    source's, as h5py reads them."""
+    from layoutkit.storage.refindex import PREFIX
+
+    files = shot_files[:6]
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", *files, repo, "--layout", "virtual").exit_code == 0
+    assert len(list((repo / PREFIX).iterdir())) == 1
+    costs = {}
+    for merged in (True, False):
+        with layoutkit.open(f"icechunk:{repo}") as store:
+            store.merged_reads = merged
+            store.signal("ne_bar")  # the first read also fetches the copy of the references
+            shots = {}
+            for f in files:
+                with h5py.File(f) as h5:
+                    shot = next(iter(h5["shots"]))
+                    before = store.counter.requests
+                    tree = store.shot(shot)
+                    shots[shot] = store.counter.requests - before
+                    names = list(h5[f"shots/{shot}/signals"])
+                    for name in names:
+                        np.testing.assert_array_equal(tree[name].ds[name].values, h5[f"shots/{shot}/signals/{name}"][...])
+            before = store.counter.requests
+            series = store.signal("ip")
+            costs[merged] = (shots, store.counter.requests - before, len(names))
+            for f in files:
+                with h5py.File(f) as h5:
+                    shot = next(iter(h5["shots"]))
+                    np.testing.assert_array_equal(series[shot].values, h5[f"shots/{shot}/signals/ip"][...])
+    merged_shots, merged_signal, _ = costs[True]
+    alone_shots, alone_signal, names = costs[False]
+    assert set(merged_shots.values()) == {1}, merged_shots  # one file, one GET
+    assert all(n >= names for n in alone_shots.values()), alone_shots  # a GET per chunk
+    assert merged_signal == len(files) < alone_signal  # a signal and its time base: one GET
+
+
+def test_merged_reads_refuse_a_rewritten_source_and_follow_an_append(shot_files, tmp_path):
+    """The merged read checks the file's version as Icechunk does: a source modified after
+    it was referenced is refused by name. An append writes its own copy of the new
+    references, and its shots read merged too."""
+    import shutil
+
+    from layoutkit.storage.refindex import PREFIX
+
+    files = [Path(shutil.copy(f, tmp_path / f.name)) for f in shot_files[:4]]
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", *files[:2], repo, "--layout", "virtual").exit_code == 0
+    assert cli("--quiet", "convert", *files[2:], f"icechunk:{repo}", "--append").exit_code == 0
+    assert len(list((repo / PREFIX).iterdir())) == 2
+    shots = [next(iter(h5py.File(f)["shots"])) for f in files]
+    with layoutkit.open(f"icechunk:{repo}") as store:
+        for f, shot in zip(files, shots):
+            before = store.counter.requests
+            tree = store.shot(shot)
+            assert store.counter.requests - before <= 3, (f, store.counter.requests - before)  # 1, or 3 with the copies
+            with h5py.File(f) as h5:
+                np.testing.assert_array_equal(tree["ip"].ds["ip"].values, h5[f"shots/{shot}/signals/ip"][...])
+    stat = files[3].stat()
+    with h5py.File(files[3], "r+") as h5:
+        h5[f"shots/{shots[3]}/signals/ip"][0] += 1
+    os.utime(files[3], ns=(stat.st_atime_ns, stat.st_mtime_ns + 5 * 10**9))
+    with layoutkit.open(f"icechunk:{repo}") as store:
+        assert store.shot(shots[0])["ip"].ds["ip"].size > 0
+        with pytest.raises(SourceChangedError) as refused:
+            store.shot(shots[3])
+    assert str(files[3]) in str(refused.value) and "changed since it was referenced" in str(refused.value)

@@ -417,7 +417,8 @@ def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, o
     dest = staged.destination()
     planned = pipeline.plan(layout, sources, str(staged.where), options, inventory=inventory, stages=stages)
     summary = pipeline.run(layout, sources, dest, options, progress, planned, stages=stages)
-    return layout.merge(StoreDocs(editor.get, zarr_store=editor.zarr_store), staged.docs(), options), summary
+    old = StoreDocs(editor.get, zarr_store=editor.zarr_store, set_refs=getattr(editor, "set_refs", None))
+    return layout.merge(old, staged.docs(), options), summary
 
 
 def _apply(editor: StoreEditor, merge: Merge, staged: Staged, append_id: str, name: str) -> tuple[int, int]:

@@ -10,8 +10,9 @@ straight into the result: a shard's inner chunks on a small thread pool (zstd an
 release the GIL), so concurrent readers decode in parallel.
 
 A :class:`DirectRead` is a plan worked out once from an array's metadata document. Only
-plain layouts qualify: numbers, little-endian ``bytes``, then at most ``zstd`` or
-``gzip``; inside a shard, the same, with its index ``bytes`` + ``crc32c`` (checked, as
+plain layouts qualify: numbers, little-endian ``bytes``, then at most numcodecs' byte
+``shuffle``, then at most ``zstd``, ``gzip`` or numcodecs' ``zlib`` (the chain a virtual
+store spells HDF5's shuffle and deflate with); inside a shard, the same, with its index ``bytes`` + ``crc32c`` (checked, as
 zarr checks it) at either end; at most :data:`MAX_OBJECTS` objects. Anything else gets
 ``None`` and zarr reads it.
 """
@@ -60,11 +61,12 @@ class DirectRead:
     dtype: np.dtype
     chunk_shape: tuple[int, ...]  # an object's shape (the chunk, or the shard)
     shape: tuple[int, ...]  # the array's
-    compressor: str | None  # "zstd", "gzip" or None
+    compressor: str | None  # "zstd", "gzip", "zlib" or None
     inner: tuple[int, ...] | None = None
     fill_value: Any = 0
     index_at_end: bool = True
     index_checksum: bool = True
+    shuffle: int = 0  # numcodecs' byte shuffle of this element size, undone after decompressing (0: none)
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -106,7 +108,7 @@ class DirectRead:
                 out[where] = self.fill_value
                 return
             target = out[where]
-            if self.compressor and target.shape == block and target.flags.c_contiguous:
+            if self.compressor and not self.shuffle and target.shape == block and target.flags.c_contiguous:
                 # a whole block that is one run of the result's memory: decoded in place,
                 # no buffer of its own (allocating one per chunk kept two threads from
                 # decoding any faster than one: page faults on fresh memory)
@@ -123,7 +125,8 @@ class DirectRead:
         return out
 
     def _decompress(self, raw: Any) -> Any:
-        return _codec(self.compressor).decode(raw) if self.compressor else raw
+        data = _codec(self.compressor).decode(raw) if self.compressor else raw
+        return _unshuffle(self.shuffle).decode(data) if self.shuffle else data
 
     def decodes(self, raw: list[Any]) -> bool:
         """Whether :meth:`decode` is sure to give an array for these objects' bytes,
@@ -173,7 +176,14 @@ def _codec(name: str) -> Any:
     decode keeps no state between calls."""
     import numcodecs
 
-    return numcodecs.Zstd() if name == "zstd" else numcodecs.GZip()
+    return {"zstd": numcodecs.Zstd, "gzip": numcodecs.GZip, "zlib": numcodecs.Zlib}[name]()
+
+
+@functools.cache
+def _unshuffle(elementsize: int) -> Any:
+    import numcodecs
+
+    return numcodecs.Shuffle(elementsize=elementsize)
 
 
 def _plain_number(value: Any) -> bool:
@@ -196,17 +206,28 @@ def _keys(doc: dict[str, Any], grid: tuple[int, ...]) -> tuple[str, ...] | None:
     return None
 
 
-def _plain_codecs(codecs: list[dict[str, Any]]) -> tuple[bool, str | None]:
-    """Whether a codec chain is little-endian bytes then at most zstd or gzip, and which."""
+def _plain_codecs(codecs: list[dict[str, Any]]) -> tuple[bool, str | None, int]:
+    """Whether a codec chain is little-endian bytes, then at most numcodecs' shuffle, then
+    at most zstd, gzip or numcodecs' zlib; the compressor and the shuffle's element size
+    (0: none)."""
     if not codecs or codecs[0].get("name") != "bytes":
-        return False, None
+        return False, None, 0
     if (codecs[0].get("configuration") or {}).get("endian", "little") != "little":
-        return False, None
-    if len(codecs) == 1:
-        return True, None
-    if len(codecs) == 2 and codecs[1].get("name") in ("zstd", "gzip"):
-        return True, codecs[1]["name"]
-    return False, None
+        return False, None, 0
+    rest, shuffle = codecs[1:], 0
+    if rest and rest[0].get("name") == "numcodecs.shuffle":
+        shuffle = int((rest[0].get("configuration") or {}).get("elementsize") or 0)
+        if shuffle <= 0:
+            return False, None, 0
+        rest = rest[1:]
+    if not rest:
+        return True, None, shuffle
+    if len(rest) == 1 and rest[0].get("name") in _COMPRESSORS:
+        return True, _COMPRESSORS[rest[0]["name"]], shuffle
+    return False, None, 0
+
+
+_COMPRESSORS = {"zstd": "zstd", "gzip": "gzip", "numcodecs.zlib": "zlib"}
 
 
 MAX_OBJECTS = 256  # more objects than this: zarr reads the array, with its own limits
@@ -233,8 +254,8 @@ def plan_direct_read(doc: dict[str, Any], shape: tuple[int, ...], dtype: np.dtyp
     fill_value = doc.get("fill_value", 0)
     if len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed":
         return _plan_shard(codecs[0].get("configuration") or {}, keys, dtype, chunk_shape, shape, fill_value)
-    plain, compressor = _plain_codecs(codecs)
-    return DirectRead(keys, dtype, chunk_shape, shape, compressor, None, fill_value) if plain else None
+    plain, compressor, shuffle = _plain_codecs(codecs)
+    return DirectRead(keys, dtype, chunk_shape, shape, compressor, None, fill_value, shuffle=shuffle) if plain else None
 
 
 def _plan_shard(config: dict[str, Any], keys: tuple[str, ...], dtype: np.dtype, shard: tuple[int, ...], shape: tuple[int, ...],
@@ -242,7 +263,7 @@ def _plan_shard(config: dict[str, Any], keys: tuple[str, ...], dtype: np.dtype, 
     inner = tuple(config.get("chunk_shape") or ())
     if len(inner) != len(shard) or any(c <= 0 or s % c for s, c in zip(shard, inner)):
         return None
-    plain, compressor = _plain_codecs(list(config.get("codecs") or ()))
+    plain, compressor, shuffle = _plain_codecs(list(config.get("codecs") or ()))
     index_codecs = [c.get("name") for c in config.get("index_codecs") or ()]
     index_endian = ((config.get("index_codecs") or [{}])[0].get("configuration") or {}).get("endian", "little")
     if not plain or index_codecs not in (["bytes"], ["bytes", "crc32c"]) or index_endian != "little":
@@ -251,7 +272,7 @@ def _plan_shard(config: dict[str, Any], keys: tuple[str, ...], dtype: np.dtype, 
     if location not in ("start", "end"):
         return None
     return DirectRead(keys, dtype, shard, shape, compressor, inner, fill_value, location == "end",
-                      index_codecs[-1] == "crc32c")
+                      index_codecs[-1] == "crc32c", shuffle)
 
 
 __all__ = ["MAX_OBJECTS", "ChecksumError", "DirectRead", "plan_direct_read"]

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +191,15 @@ class CountingStore(WrapperStore):
         self.counter.add(nbytes, delay)
         if delay:
             await self._sleep(delay)
+
+    async def counted(self, fetch: Callable[[], Awaitable[Any]]) -> Any:
+        """``await fetch()``, a request made outside the store (a virtual store's merged
+        read of a source file), counted and charged as the store's own are, within the
+        same limit of requests in flight."""
+        async with self._slots():
+            body = await fetch()
+            await self._account(len(body))
+        return body
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
         async with self._slots():

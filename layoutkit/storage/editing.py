@@ -321,13 +321,17 @@ class IcechunkEditor:
     def zarr_store(self) -> Any:
         return self.session.store
 
-    def commit(self, message: str) -> None:
-        from layoutkit.storage.icechunk_repo import add_containers, needed_containers
+    def set_refs(self, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
+        """Make chunks of array ``path`` references (:meth:`IcechunkKV.set_refs`)."""
+        self._kv.set_refs(path, chunks, versions)
 
-        # a store of virtual references (it has containers): those of the new ones in the config first
-        needed = needed_containers(self.session) if self.repo.config.virtual_chunk_containers else set()
-        if needed:
-            self.repo = add_containers(self.repo, needed, self.storage_options)
+    def commit(self, message: str) -> None:
+        from layoutkit.storage.icechunk_repo import add_containers
+
+        # the containers of the references this append set, in the config before the commit names them
+        if self._kv.needed:
+            self.repo = add_containers(self.repo, self._kv.needed, self.storage_options)
+        self._kv.keep_refs(self.storage_options)
         try:
             self.snapshot = self.session.commit(message, metadata=self._kv.commit_metadata())
         except Exception as exc:  # icechunk's ConflictError among them

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, OutputExistsError, OutputNotWritableError
 from layoutkit.storage.buckets import describe_store_error, is_url
+from layoutkit.storage.refindex import ENTRY_KEY as REFINDEX_KEY
+from layoutkit.storage.refindex import RefCopy
+from layoutkit.storage.refindex import put as put_refindex
 
 PREFIX = "icechunk:"
 BRANCH = "main"
@@ -132,12 +136,6 @@ def container_prefix(url: str) -> str:
     return f"{scheme}://{rest.split('/', 1)[0]}/"
 
 
-def needed_containers(session: Any) -> set[str]:
-    """The container prefixes the virtual references of ``session`` (its snapshot's and
-    its changes) need: listed by Icechunk, one location per chunk."""
-    return {container_prefix(url) for url in set(session.all_virtual_chunk_locations())}
-
-
 def _container(prefix: str, storage_options: dict[str, str]) -> Any:
     icechunk = _require()
     if prefix.startswith("file:///"):
@@ -243,8 +241,41 @@ def readonly_store(text: str, storage_options: dict[str, str]) -> Any:
     except Exception as exc:
         raise InvalidOptionError(f"{text}: no branch, tag or snapshot {ref!r} in the repository ({exc}).") from None
     if repo.config.virtual_chunk_containers:
-        return guarded(session.store)
+        store = guarded(session.store)
+        store.virtual = VirtualSource(repo, session.snapshot_id, location, storage_options)
+        return store
     return session.store
+
+
+@dataclass(frozen=True)
+class VirtualSource:
+    """A version of a repository of virtual references, as its reader needs it to read
+    the references itself (:mod:`layoutkit.storage.refindex`)."""
+
+    repo: Any
+    snapshot: str
+    location: str
+    storage_options: dict[str, str]
+
+    def refindex_names(self, entries: int) -> list[str]:
+        """The documents of the references set by the runs this snapshot holds (the log's
+        first ``entries`` entries, :mod:`layoutkit.storage.log`), read from its ancestry."""
+        from layoutkit.storage.refindex import names_in
+
+        return names_in((s.metadata for s in self.repo.ancestry(snapshot_id=self.snapshot)), entries)
+
+
+def virtual_source(store: Any) -> VirtualSource | None:
+    """The :class:`VirtualSource` under ``store`` (wrapped by any number of zarr
+    ``WrapperStore``s), or None for a store of no repository of references."""
+    for _ in range(8):
+        found = getattr(store, "virtual", None)
+        if isinstance(found, VirtualSource):
+            return found
+        store = getattr(store, "_store", None)
+        if store is None:
+            return None
+    return None
 
 
 def guarded(store: Any) -> Any:
@@ -274,9 +305,13 @@ def guarded(store: Any) -> Any:
 
 
 def _refusal(exc: BaseException) -> Exception:
+    return source_changed(changed_source(exc) or "?")
+
+
+def source_changed(url: str) -> Exception:
+    """The error of a read that found the source ``url`` changed since it was referenced."""
     from layoutkit.errors import SourceChangedError
 
-    url = changed_source(exc) or "?"
     where = url.removeprefix("file://") if url.startswith("file://") else url
     return SourceChangedError(f"{where} changed since it was referenced (a virtual store reads its chunks where "
                               "they lie); re-run convert --layout virtual on it.")
@@ -313,6 +348,7 @@ class IcechunkKV:
         self.needed: set[str] = set()  # the container prefixes of the references set
         self._sidecar: dict[str, Any] | None = None
         self.log_entry: dict[str, Any] | None = None  # the run's log entry: its commit's metadata
+        self.refs = RefCopy()  # the references set, as layoutkit's own copy keeps them (refindex)
 
     def __str__(self) -> str:
         return f"{PREFIX}{self.location}"
@@ -368,6 +404,16 @@ class IcechunkKV:
         ``versions`` (modification time, or ETag)."""
         self.needed.update(container_prefix(url) for _, url, _, _ in chunks)
         set_refs(self.session.store, path, chunks, versions)
+        self.refs.add(path, chunks, versions)
+
+    def keep_refs(self, storage_options: dict[str, str]) -> None:
+        """Before the commit: write layoutkit's copy of the references this run set, and
+        name it in the run's log entry (:mod:`layoutkit.storage.refindex`)."""
+        if not self.refs or self.log_entry is None:
+            return
+        name, data = self.refs.encode()
+        put_refindex(self.location, storage_options, name, data)
+        self.log_entry[REFINDEX_KEY] = name
 
 
 class IcechunkDestination:
@@ -441,6 +487,7 @@ class IcechunkDestination:
         needed = staged.needed
         if needed:  # the references' containers, in the repository's config, before the commit names them
             self._repo = add_containers(self._repo, needed, self.storage_options)
+        staged.keep_refs(self.storage_options)
         try:
             self.snapshot = staged.session.commit(note or "layoutkit", metadata=staged.commit_metadata())
         except Exception as exc:
@@ -511,5 +558,5 @@ class IcechunkDestination:
             return 0
 
 
-__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "add_containers", "authorisation", "needed_containers", "reached", "set_refs",
-           "changed_source", "container_prefix", "is_icechunk", "parse", "readonly_store", "sidecar_in", "source_url"]
+__all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "add_containers", "authorisation", "reached", "set_refs",
+           "VirtualSource", "changed_source", "source_changed", "virtual_source", "container_prefix", "is_icechunk", "parse", "readonly_store", "sidecar_in", "source_url"]

@@ -21,13 +21,10 @@ def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
     documents = [k for k in new.keys() if k.startswith(REFS_PREFIX) and k != VERSIONS_KEY]
 
     def write() -> int:
-        from layoutkit.storage.icechunk_repo import set_refs
-
         versions = new.json(VERSIONS_KEY)
-        store = old.zarr_store()
         for key in documents:
             for path, chunks in new.json(key).items():
-                set_refs(store, path, chunks, versions)
+                old.set_refs(path, chunks, versions)  # in the repository, and in layoutkit's copy (refindex)
         return 0  # references: no byte of data written
 
     out.write = write if documents else out.write

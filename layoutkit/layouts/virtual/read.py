@@ -3,20 +3,162 @@ which follows each chunk's reference into its source file (the repository's virt
 chunk containers authorised when it is opened,
 :func:`~layoutkit.storage.icechunk_repo.open_repository`). A chunk of a source that
 changed since it was referenced is refused by name
-(:class:`~layoutkit.errors.SourceChangedError`)."""
+(:class:`~layoutkit.errors.SourceChangedError`).
+
+Icechunk fetches each referenced chunk with a GET of its own. Archival files have small
+chunks, and a shot's chunks lie next to each other in its file, so this reader reads the
+references itself (layoutkit's copy of them, :mod:`layoutkit.storage.refindex`) and
+fetches the chunks of one read that lie near each other in one file with one ranged GET
+(:func:`~layoutkit.storage.buckets.coalesce`: gaps up to 1 MiB, GETs up to 16 MiB), the
+GETs of different files and ranges concurrently. Each GET checks the file's version as
+Icechunk would (its ETag, with ``If-Match``; a local file's size and modification time).
+Chunks without a copied reference (written chunks, a repository written before the copy)
+are read through Icechunk.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import json
+import math
+import os
 from typing import Any
 
+import numpy as np
+
+from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME
 from layoutkit.readers.zarr_ import ZarrArchive
+from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
+from layoutkit.storage.icechunk_repo import VirtualSource, source_changed, virtual_source
+from layoutkit.storage.refindex import RefIndex
 
 
 class VirtualArchive(ZarrArchive):
     """An Icechunk repository of references to the sources' chunks."""
 
     layout = LAYOUT_NAME
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._index: asyncio.Future[RefIndex | None] | None = None
+        self.merged_reads = True  # False: every chunk through Icechunk (what zarr-python alone does)
+
+    async def _fetch_async(self, keys: list[str]) -> list[np.ndarray | None]:
+        index = await self._refs() if self.merged_reads else None
+        if not index:
+            return await super()._fetch_async(keys)
+        out: list[np.ndarray | None] = [None] * len(keys)
+        by_file: dict[str, list[tuple[int, int, int]]] = {}
+        rest = []
+        for i, key in enumerate(keys):
+            ref = index.get(key)
+            if ref is None or not _readable(ref[0]):
+                rest.append(i)
+            else:
+                by_file.setdefault(ref[0], []).append((ref[1], ref[2], i))
+
+        async def through_icechunk() -> None:
+            for i, got in zip(rest, await super(VirtualArchive, self)._fetch_async([keys[i] for i in rest])):
+                out[i] = got
+
+        async def one_file(url: str, items: list[tuple[int, int, int]]) -> None:
+            source = _File(url, index.versions.get(url, {}), self._virtual)
+            merged = coalesce([(offset, length) for offset, length, _ in items], COALESCE_GAP, COALESCE_MAX)
+            bodies = await asyncio.gather(*(self.store.counted(lambda o=o, n=n: source.read(o, n)) for o, n in merged))
+            starts = [o for o, _ in merged]
+            for offset, length, i in items:
+                k = bisect.bisect_right(starts, offset) - 1
+                body = np.frombuffer(bodies[k], dtype=np.uint8)
+                out[i] = body[offset - starts[k] : offset - starts[k] + length]
+
+        await asyncio.gather(through_icechunk(), *(one_file(url, items) for url, items in by_file.items()))
+        return out
+
+    async def _refs(self) -> RefIndex | None:
+        """The repository's copy of its references (read once, on the first read)."""
+        loop = asyncio.get_running_loop()
+        if self._index is None or (not self._index.done() and self._index.get_loop() is not loop):
+            self._index = loop.create_task(self._load_refs())  # a forked worker's loop is not its parent's
+        return await self._index if not self._index.done() else self._index.result()
+
+    @property
+    def _virtual(self) -> VirtualSource | None:
+        return virtual_source(self.store)
+
+    async def _load_refs(self) -> RefIndex | None:
+        from layoutkit.storage import refindex
+        from layoutkit.storage.log import root_part
+
+        source = self._virtual
+        if source is None:
+            return None
+        try:
+            provenance = json.loads(self.root.attrs.get(PROVENANCE_ATTR) or "{}")
+        except (TypeError, ValueError):
+            return None
+        entries = int(root_part(provenance if isinstance(provenance, dict) else {}).get("entries", 0))
+        names = await asyncio.to_thread(source.refindex_names, entries) if entries else []
+        docs = await asyncio.gather(*(self.store.counted(
+            lambda name=name: _body(refindex.get(source.location, source.storage_options, name))) for name in names))
+        return RefIndex(d for d in docs if d)
+
+
+async def _body(got: Any) -> bytes:
+    return (await got) or b""
+
+
+def _readable(url: str) -> bool:
+    return url.startswith(("file://", "s3://"))
+
+
+class _File:
+    """A source file a virtual store references, read by range, its version checked."""
+
+    def __init__(self, url: str, version: dict[str, Any], virtual: VirtualSource | None) -> None:
+        self.url = url
+        self.version = version
+        self.storage_options = virtual.storage_options if virtual is not None else {}
+        self._checked = False
+
+    async def read(self, offset: int, length: int) -> bytes:
+        if self.url.startswith("file://"):
+            return await asyncio.to_thread(self._read_local, offset, length)
+        import obstore
+
+        from layoutkit.storage.buckets import object_store
+        from layoutkit.storage.retry import aretrying
+
+        store, key = object_store(self.url, self.storage_options)
+        options: dict[str, Any] = {"range": (offset, offset + length)}
+        if self.version.get("etag"):
+            options["if_match"] = self.version["etag"]
+        try:
+            result = await aretrying(lambda: obstore.get_async(store, key, options=options))
+            return bytes(await result.bytes_async())
+        except Exception as exc:
+            if type(exc).__name__ in ("PreconditionError", "NotFoundError") or isinstance(exc, FileNotFoundError):
+                raise source_changed(self.url) from None
+            raise
+
+    def _read_local(self, offset: int, length: int) -> bytes:
+        path = self.url.removeprefix("file://")
+        try:
+            with open(path, "rb") as f:
+                if not self._checked:  # as Icechunk checks: not modified after it was referenced
+                    stat = os.fstat(f.fileno())
+                    mtime, size = self.version.get("mtime"), self.version.get("size")
+                    if (mtime is not None and math.ceil(stat.st_mtime_ns / 1e9) > mtime) or (
+                            size is not None and stat.st_size != size):
+                        raise source_changed(self.url)
+                    self._checked = True
+                data = os.pread(f.fileno(), length, offset)
+        except FileNotFoundError:
+            raise source_changed(self.url) from None
+        if len(data) != length:
+            raise source_changed(self.url)
+        return data
 
 
 def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,

@@ -1,0 +1,168 @@
+"""layoutkit's own copy of a virtual store's references, so that its reader can merge them.
+
+Icechunk keeps each reference (file URL, offset, length) in its manifests and follows
+them one chunk at a time: a shot of a source with small chunks costs one GET per chunk
+(429 GETs for one shot of 70 signals, measured). Icechunk 2.3 gives no way to read a
+reference back (only to set them), so a reader cannot merge the ranges that lie next to
+each other in one file into one GET. Each run that sets references therefore also writes
+them here, in one document:
+
+- the document ``layoutkit.refindex/<digest>.json.zst`` beside the repository's own
+  objects (in its folder, or under its bucket prefix), its name the SHA-256 of its bytes,
+  so it never changes once written and a failed run's document names nothing;
+- its name in the run's log entry (the commit's metadata, :mod:`layoutkit.storage.log`),
+  set before the commit: a reader takes the names from the commits of the snapshot it
+  reads, so it never follows a document of another snapshot.
+
+A document is zstd-compressed JSON: ``{"format": 1, "urls": [...], "versions": {url:
+version}, "arrays": {path: [[chunk index, url number, offset, length], ...]}}``, with
+each source's version as its references record it (modification time, or ETag). A
+reader that finds none (a repository written before the copy, a document removed) reads
+through Icechunk, one GET per chunk: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+PREFIX = "layoutkit.refindex/"
+"""Where a repository's copies of its references are, beside its own objects."""
+
+ENTRY_KEY = "refindex"
+"""The key of a run's log entry that names its document."""
+
+FORMAT = 1
+
+
+class RefCopy:
+    """The references a run sets, kept as they are set (by the run's threads)."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, list[list[Any]]] = {}
+        self._versions: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._arrays)
+
+    def add(self, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
+        """Keep ``chunks`` (``[[chunk index, url, offset, length], ...]``) of array ``path``."""
+        with self._lock:
+            self._arrays.setdefault(path.strip("/"), []).extend(chunks)
+            for _, url, _, _ in chunks:
+                if url in versions:
+                    self._versions[url] = versions[url]
+
+    def encode(self) -> tuple[str, bytes]:
+        """The document's name and bytes; the same references give the same bytes."""
+        import numcodecs
+
+        with self._lock:
+            urls = sorted({url for chunks in self._arrays.values() for _, url, _, _ in chunks})
+            number = {url: i for i, url in enumerate(urls)}
+            arrays = {path: sorted([list(index), number[url], int(offset), int(length)]
+                                   for index, url, offset, length in chunks)
+                      for path, chunks in sorted(self._arrays.items())}
+            doc = {"format": FORMAT, "urls": urls, "versions": {u: self._versions.get(u, {}) for u in urls},
+                   "arrays": arrays}
+        data = bytes(numcodecs.Zstd(level=3).encode(json.dumps(doc, separators=(",", ":")).encode()))
+        return f"{PREFIX}{hashlib.sha256(data).hexdigest()[:32]}.json.zst", data
+
+
+class RefIndex:
+    """The references of a snapshot, looked up by chunk key (``path/c/i/j``)."""
+
+    def __init__(self, docs: Iterable[bytes]) -> None:
+        import numcodecs
+
+        self.refs: dict[str, tuple[str, int, int]] = {}
+        self.versions: dict[str, dict[str, Any]] = {}
+        for data in docs:
+            doc = json.loads(bytes(numcodecs.Zstd().decode(data)))
+            if doc.get("format") != FORMAT:
+                continue
+            urls = doc["urls"]
+            self.versions.update(doc.get("versions") or {})
+            for path, chunks in doc["arrays"].items():
+                for index, url, offset, length in chunks:
+                    self.refs[f"{path}/c/" + "/".join(str(i) for i in index)] = (urls[url], offset, length)
+
+    def __bool__(self) -> bool:
+        return bool(self.refs)
+
+    def get(self, key: str) -> tuple[str, int, int] | None:
+        """The reference of the chunk stored under ``key``: (URL, offset, length)."""
+        return self.refs.get(key)
+
+
+def names_in(commits: Iterable[dict[str, Any] | None], count: int) -> list[str]:
+    """The documents named by the log entries numbered below ``count`` in ``commits``
+    (an Icechunk snapshot's ancestry's metadata, newest first), as the log reads them."""
+    from layoutkit.storage.log import METADATA_KEY
+
+    found: dict[int, str | None] = {}
+    for meta in commits:
+        entry = (meta or {}).get(METADATA_KEY)
+        if isinstance(entry, dict) and isinstance(entry.get("entry"), int) and entry["entry"] < count:
+            found.setdefault(entry["entry"], entry.get(ENTRY_KEY))
+            if entry["entry"] == 0:
+                break
+    return [name for name in found.values() if isinstance(name, str) and name.startswith(PREFIX)]
+
+
+def put(location: str, storage_options: dict[str, str], name: str, data: bytes) -> None:
+    """Write a document beside the repository at ``location`` (a folder or an s3:// prefix)."""
+    from layoutkit.storage.buckets import is_url
+
+    if is_url(location):
+        import obstore
+
+        from layoutkit.storage.buckets import object_store
+        from layoutkit.storage.retry import retrying
+
+        store, key = object_store(location.rstrip("/") + "/" + name, storage_options)
+        retrying(lambda: obstore.put(store, key, data))
+        return
+    path = os.path.join(os.path.abspath(location.removeprefix("file://")), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+
+
+async def get(location: str, storage_options: dict[str, str], name: str) -> bytes | None:
+    """A document beside the repository at ``location``, or None when it is missing."""
+    import asyncio
+
+    from layoutkit.storage.buckets import is_url
+
+    if is_url(location):
+        import obstore
+
+        from layoutkit.storage.buckets import object_store
+        from layoutkit.storage.retry import aretrying
+
+        store, key = object_store(location.rstrip("/") + "/" + name, storage_options)
+        try:
+            result = await aretrying(lambda: obstore.get_async(store, key))
+            return bytes(await result.bytes_async())
+        except FileNotFoundError:
+            return None
+    path = os.path.join(os.path.abspath(location.removeprefix("file://")), name)
+    try:
+        return await asyncio.to_thread(_read, path)
+    except FileNotFoundError:
+        return None
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+__all__ = ["ENTRY_KEY", "FORMAT", "PREFIX", "RefCopy", "RefIndex", "get", "names_in", "put"]

@@ -17,6 +17,12 @@ to every request, each cell in a fresh process, by:
 - **layoutkit**: ``layoutkit.open(url, storage_options=..., page_buffer=64 MiB)`` (on
   paged files): the signals as DataArrays, their time bases as coordinates.
 
+The virtual layout (``virtual.icechunk``: no rewrite, an Icechunk repository in the
+bucket of references to ``source.h5``'s chunks, written bucket to bucket once the source
+is uploaded) is read by zarr-python + icechunk as its standard reader, by
+``layoutkit.open`` (references next to each other merged into one GET), and compared
+with h5py over s3fs on ``source.h5`` itself, which it points into.
+
 Each cell times the open and the reads, after the imports (layoutkit's readers, xarray,
 zarr and obstore, which ``layoutkit.open`` imports when it is first called, and dask,
 which xarray imports when it makes its first array, take 1 s: once per script).
@@ -64,7 +70,9 @@ else:  # and what it imports when it first reads (1 s): a script pays it once, n
     import layoutkit, layoutkit.archive  # layoutkit.open imports its readers when first called
 t0 = time.perf_counter()  # imports excluded
 done = True
-if kind == "standard" and url.endswith(".zarr"):
+if kind == "standard" and url.startswith("icechunk:"):
+    done = standard_readers.icechunk_store(url, endpoint, pattern, item)
+elif kind == "standard" and url.endswith(".zarr"):
     done = standard_readers.zarr_store(url, endpoint, pattern, item)
 elif kind == "standard":
     standard_readers.hdf5(url, endpoint, pattern, item, paged == "1")
@@ -175,11 +183,16 @@ def main() -> None:  # long: the benchmark's one run, step by step
         parser.add_argument("--latency", default="10ms")
         parser.add_argument("--repeat", type=int, default=3)
         parser.add_argument("--out-name", default="readers")
+        parser.add_argument("--variants", default=",".join([*VARIANTS, "virtual.icechunk"]),
+                            help="comma-separated variants read beside source.h5")
 
     args = parse_args(__doc__, extra)
     src, _ = sample(args.workdir, args.shots, args.signals, args.rate_factor)
     files = {"source.h5": (src, False)}
+    args.variants = args.variants.split(",")
     for name, cmd in VARIANTS.items():
+        if name not in args.variants:
+            continue
         out = args.workdir / f"{src.stem}-{name}"
         if not out.exists():
             print(f"writing {out.name} ...", flush=True)
@@ -202,6 +215,13 @@ def main() -> None:  # long: the benchmark's one run, step by step
         for name, (path, _) in files.items():
             print(f"uploading {name} ...", flush=True)
             upload(store, path, name)
+        if "virtual.icechunk" in args.variants:  # references to source.h5 by its bucket URL: written in the bucket
+            print("writing virtual.icechunk ...", flush=True)
+            direct = storage_options(server.endpoint)
+            subprocess.run([PY, "-m", "layoutkit", "-q", "convert", f"s3://{BUCKET}/source.h5",
+                            f"icechunk:s3://{BUCKET}/virtual.icechunk", "--layout", "virtual",
+                            *[a for k, v in direct.items() for a in ("--storage-option", f"{k}={v}")]], check=True)
+            files["virtual.icechunk"] = (src, False)
         endpoint = storage_options(proxy.endpoint)["endpoint_url"]
         through_proxy = S3Store(BUCKET, endpoint=endpoint, access_key_id="test", secret_access_key="test",
                                 region="us-east-1", client_options={"allow_http": True})
@@ -211,7 +231,8 @@ def main() -> None:  # long: the benchmark's one run, step by step
             paged = name.endswith(".h5") and name != "source.h5"
             for pattern, item in (("signal", signal), ("shot", shot)):
                 for kind in ("standard", "layoutkit"):
-                    runs = [run_cell(kind, f"s3://{BUCKET}/{name}", endpoint, pattern, item, paged, proxy)
+                    url = f"icechunk:s3://{BUCKET}/{name}" if name.endswith(".icechunk") else f"s3://{BUCKET}/{name}"
+                    runs = [run_cell(kind, url, endpoint, pattern, item, paged, proxy)
                             for _ in range(args.repeat)]
                     if runs[0]["seconds"] is None:
                         continue  # no such reader

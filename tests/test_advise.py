@@ -543,6 +543,12 @@ def test_advise_weighs_not_rewriting_at_all(tmp_path):
     assert trials["virtual"]["status"] == "measured", trials["virtual"]
     assert 0 < trials["virtual"]["stored_bytes_samples"][1] < min(t["stored_bytes_samples"][1] for n, t in trials.items()
                                                           if n != "virtual" and t["status"] == "measured")
+    measured = [t for t in trials.values() if t["status"] == "measured"]
+    for t in measured:  # the seconds to build it, measured on both samples, extended to the whole source
+        assert 0 < t["build_seconds_samples"][0] and 0 < t["build_seconds_samples"][1] <= t["build_seconds_predicted"]
     verdict = doc["rewrite"]
-    assert verdict and verdict in " ".join(result.output.split())
-    assert ("no rewrite needed" in verdict) != verdict.endswith(": rewrite.")
+    said = " ".join(result.output.split())
+    assert verdict and verdict in said
+    assert ("no rewrite needed" in verdict) != (": rewrite (" in verdict)
+    assert "(building it: about" in verdict and "to rewrite)" in verdict
+    assert " build " in said or "│ build" in result.output

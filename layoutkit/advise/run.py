@@ -178,6 +178,8 @@ class Trial:
     patterns: dict[str, PatternFit] = field(default_factory=dict)
     stored_bytes: tuple[int, int] = (0, 0)  # the candidate written from each sample
     predicted_bytes: float = 0.0
+    build_seconds: tuple[float, float] = (0.0, 0.0)  # writing it from each sample
+    predicted_build_seconds: float = 0.0  # writing it from the whole source, extended from the samples
     seconds_spent: float = 0.0
     weighted_seconds: float = float("inf")
 
@@ -519,15 +521,18 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
     storage = dict(options.storage_options)
     samples = {"small": bench.small, "large": bench.large}
     try:
-        stored = {}
+        stored, build = {}, {}
         for size in ("small", "large"):
+            t0 = clock.now()
             stored[size] = _write(candidate, samples[size], written[size], options.template, storage, str(work))
+            build[size] = clock.now() - t0
             clock.check()
         mismatches = compare_variant(bench.large, written["large"], workers=2, storage_options=storage)
         if mismatches:
             trial.status, trial.reason = "different", f"{len(mismatches)} mismatches, e.g. {mismatches[0]}"
             return trial
         trial.stored_bytes = (stored["small"], stored["large"])
+        trial.build_seconds = (build["small"], build["large"])
         # the full page buffer on the samples too: shrunk with them, it thrashes on metadata pages the full
         # file keeps (measured: 206 GETs predicted for a shot read that takes 18)
         page_buffer = options.page_buffer if candidate.command == "reorder" else None
@@ -545,6 +550,7 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
                 trial.patterns[plan.pattern] = _fit(plan, bench, observed, at_latency, page_buffer, paged, resharded,
                                                     page_seconds)
         trial.predicted_bytes = _extend_bytes(bench.scales, trial.stored_bytes)
+        trial.predicted_build_seconds = _extend_build(bench.scales, trial.build_seconds)
     except _OverBudget:
         trial.status, trial.reason, trial.patterns = "over budget", "the budget ran out while it was measured", {}
     except LayoutkitError as exc:
@@ -695,6 +701,14 @@ def _extend_bytes(scales: tuple[float, float, float], stored: tuple[int, int]) -
     return extend(scales[0], stored[0], scales[1], stored[1], scales[2])
 
 
+def _extend_build(scales: tuple[float, float, float], seconds: tuple[float, float]) -> float:
+    """Seconds to write the whole source: the samples' times on the line through them,
+    never below the larger sample's time scaled by size alone at half its rate (a small
+    sample's fixed costs, start-up and the root, can make the line fall)."""
+    line = extend(scales[0], seconds[0], scales[1], seconds[1], scales[2])
+    return max(line, 0.5 * seconds[1] * scales[2] / max(scales[1], 1e-12), seconds[1])
+
+
 # -- outputs ------------------------------------------------------------------------------
 
 
@@ -707,6 +721,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
             "name": t.name, "command": t.command, "recipe": t.recipe, "status": t.status, "reason": t.reason,
             "seconds_spent": t.seconds_spent,
             "stored_bytes_samples": list(t.stored_bytes), "stored_bytes_predicted": t.predicted_bytes,
+            "build_seconds_samples": list(t.build_seconds), "build_seconds_predicted": t.predicted_build_seconds,
             "weighted_seconds": None if t.status != "measured" else t.weighted_seconds,
             "patterns": {
                 p: {
@@ -758,16 +773,24 @@ def rewrite_verdict(result: AdviseResult) -> str | None:
     copied = next((t for t in ranked if rewrites(t)), None)
     if kept is None or copied is None:
         return None
+    cost = (f" (building it: about {_duration(kept.predicted_build_seconds)} against "
+            f"{_duration(copied.predicted_build_seconds)} to rewrite)") if copied.predicted_build_seconds else ""
     if kept.weighted_seconds <= copied.weighted_seconds * (1 + NO_REWRITE_WITHIN):
         within = kept.weighted_seconds / copied.weighted_seconds - 1
         how = f"is within {within:.0%} of" if within > 0.005 else "is as fast as, or faster than,"
         return (f"{kept.name} (no rewrite) {how} the best rewritten layout, {copied.name}, for your patterns: "
-                "no rewrite needed.")
+                f"no rewrite needed{cost}.")
     worst = max((p for p in kept.patterns if p in copied.patterns),
                 key=lambda p: kept.patterns[p].prediction.seconds / max(copied.patterns[p].prediction.seconds, 1e-12))
     times = kept.patterns[worst].prediction.seconds / max(copied.patterns[worst].prediction.seconds, 1e-12)
     return (f"{kept.name} (no rewrite) reads the {worst} pattern {times:.1f}x slower than {copied.name}, "
-            f"{kept.weighted_seconds / copied.weighted_seconds:.1f}x over your patterns: rewrite.")
+            f"{kept.weighted_seconds / copied.weighted_seconds:.1f}x over your patterns: rewrite{cost}.")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def recommended_toml(result: AdviseResult) -> str:

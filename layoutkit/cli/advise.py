@@ -129,6 +129,7 @@ def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazi
         t.add_column(f"{p} GETs", justify="right")
     t.add_column("weighted s", justify="right")
     t.add_column("size", justify="right")
+    t.add_column("build", justify="right")
     t.add_column(f"$ per 1000 runs (at ${o.price_per_1000_get:g}/1000 GET)", justify="right")
     alike = False
     for i, trial in enumerate(result.ranked, 1):
@@ -142,7 +143,8 @@ def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazi
             cells += [f"{pred.seconds:.3g}{mark}", f"{pred.requests:,.0f}"]
             cost += pred.requests * w / sum(result.weights.values())
         t.add_row(str(i), trial.name, trial.command, *cells, f"{trial.weighted_seconds:.3g}",
-                  format_size(trial.predicted_bytes), f"{cost * o.price_per_1000_get:.4f}")
+                  format_size(trial.predicted_bytes), f"{trial.predicted_build_seconds:.3g} s",
+                  f"{cost * o.price_per_1000_get:.4f}")
     if alike:
         t.caption = ("* both samples made the same requests for a read that grows with the archive (they fit the "
                      "same objects, and no geometry counted its pages): no growth is predicted, and the time may "

@@ -89,6 +89,7 @@ def icechunk_store(url: str, endpoint: str, pattern: str, item: str) -> bool:
     for name in list(config.virtual_chunk_containers or {}):  # reached at this run's endpoint (the proxy)
         config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(name, icechunk.s3_store(**s3)))
         containers[name] = icechunk.s3_credentials(**keys)
+    containers = icechunk.containers_credentials(containers)
     repo = icechunk.Repository.open(storage, config=config, authorize_virtual_chunk_access=containers)
     _mirror(zarr.open_group(repo.readonly_session("main").store, mode="r", zarr_format=3), pattern, item)
     return True

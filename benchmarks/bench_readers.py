@@ -242,6 +242,8 @@ def main() -> None:  # long: the benchmark's one run, step by step
                     print(f"{name:>18} {pattern:>6} {kind:>9} {cell['seconds']:7.2f} s {cell['gets']:>5} GETs", flush=True)
     report["model"], report["decode_floor"] = {}, {}
     for (name, pattern), steps in STEPS.items():
+        if name not in files:
+            continue
         item = signal if pattern == "signal" else shot
         hdf5 = name.endswith(".h5")
         nbytes = page_bytes(files[name][0], pattern, item) if hdf5 else needs[pattern]

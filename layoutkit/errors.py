@@ -124,3 +124,55 @@ class UnknownLayoutError(LayoutkitError):
     """An output no registered layout wrote, or knows how to read
     (:func:`layoutkit.layouts.detect`, which ``layoutkit.open``, ``verify`` and
     ``convert --append`` share)."""
+
+
+# -- the caller's words ------------------------------------------------------------------
+#
+# A message names options the way the command line spells them ("Expected --chunks
+# source, auto, ...", "pass --overwrite"). Called from Python, the same error names the
+# keyword arguments instead ("Expected chunks source, auto, ...", "pass overwrite=True"):
+# the public functions and options classes hand their errors through
+# :func:`in_callers_words`, and the command line says once that it is the caller
+# (:func:`command_line`).
+
+import contextlib as _contextlib  # noqa: E402
+import re as _re  # noqa: E402
+from collections.abc import Iterator as _Iterator  # noqa: E402
+from contextvars import ContextVar as _ContextVar  # noqa: E402
+
+_CALLER: _ContextVar[str] = _ContextVar("layoutkit_caller", default="python")
+
+PYTHON_NAMES = {"chunk-size": "chunk_bytes", "storage-option": "storage_options", "no-consolidate": "consolidate=False",
+                "no-dedupe": "dedupe=False", "overwrite": "overwrite=True", "append": "append=True"}
+"""Command-line options whose keyword argument is not their name with ``_`` for ``-``."""
+
+
+@_contextlib.contextmanager
+def command_line() -> _Iterator[None]:
+    """Within it, errors keep the command line's words (``layoutkit.cli`` runs every
+    command in it)."""
+    token = _CALLER.set("cli")
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
+
+def python_words(text: str) -> str:
+    """``text`` with each ``--option`` spelled as the keyword argument it is in Python."""
+
+    def one(match: _re.Match[str]) -> str:
+        name = match.group(1)
+        return PYTHON_NAMES.get(name, name.replace("-", "_"))
+
+    return _re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", one, text)
+
+
+def in_callers_words(exc: LayoutkitError) -> LayoutkitError:
+    """``exc``, its message in the words of whoever called (unchanged on the command line)."""
+    if _CALLER.get() == "cli" or not exc.args or not isinstance(exc.args[0], str):
+        return exc
+    words = python_words(exc.args[0])
+    if words != exc.args[0]:
+        exc.args = (words, *exc.args[1:])
+    return exc

@@ -24,6 +24,7 @@ from layoutkit.verify.equality import compare_variant
 
 runner = CliRunner()
 BUCKET = "layoutkit-test"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
 
 
@@ -1273,6 +1274,15 @@ def test_sources_in_a_bucket_are_referenced_by_their_urls(endpoint, tmp_path, mo
         before = store.counter.requests
         np.testing.assert_array_equal(store.shot(shot)["ip"].ds["ip"].values, data)
         assert store.counter.requests - before == 1
+    block = re.search(r"For sources in a bucket.*?```py\n(.*?)```", DOCS.joinpath("formats/virtual.md").read_text(),
+                      re.S).group(1)  # the docs' lines for zarr + icechunk alone, run as they are shown
+    block = (block.replace('bucket="archive", prefix="virtual.icechunk"', f'bucket="{BUCKET}", prefix="virtual-repo"')
+             .replace('"s3://raw-shots/"', f'"s3://{BUCKET}/"')
+             .replace("from_env=True),", f'from_env=True, endpoint_url="{endpoint}", allow_http=True, '
+                                        'force_path_style=True),', 1))
+    shown: dict = {}
+    exec(block, shown)  # noqa: S102 - the documentation's own code
+    np.testing.assert_array_equal(shown["tree"][f"shots/{shot}/signals"]["ip"].values, data)
     with layoutkit.open(f"icechunk:{repo}", storage_options=options) as store:  # merged GETs, If-Match the ETag
         store.shot(shot)
         for f in files:

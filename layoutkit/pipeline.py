@@ -212,7 +212,7 @@ def run(
     try:
         with stages.active():
             with stages.step("skeleton"):
-                entry = new_entry(0, "convert", source_records(source)) if layout.format == "zarr" else None
+                entry = new_entry(0, "convert", source_records(source, read=layout.rewrites)) if layout.format == "zarr" else None
                 work = layout.begin(staged, source, inventory, the_plan,
                                     provenance_attrs(layout, options, committed(entry) if entry else None))
                 if entry is not None:  # the sources, outside the root (a commit's metadata in Icechunk)

@@ -286,3 +286,22 @@ def test_merged_reads_refuse_a_rewritten_source_and_follow_an_append(shot_files,
         with pytest.raises(SourceChangedError) as refused:
             store.shot(shots[3])
     assert str(files[3]) in str(refused.value) and "changed since it was referenced" in str(refused.value)
+
+
+def test_no_source_is_read_whole_to_be_recorded(shot_files, tmp_path, monkeypatch):
+    """A rewriting layout records each source's SHA-256 (append knows a file by its
+    content); the virtual layout reads no byte of data at conversion, so it records each
+    local file by its version (size and modification time) and hashes none."""
+    import hashlib
+
+    def refused(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a source was read whole to be recorded")
+
+    monkeypatch.setattr(hashlib, "file_digest", refused)
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", *shot_files[:3], repo, "--layout", "virtual").exit_code == 0
+    assert cli("--quiet", "convert", *shot_files[3:5], f"icechunk:{repo}", "--append").exit_code == 0
+    again = cli("convert", *shot_files[:5], f"icechunk:{repo}", "--append")
+    assert again.exit_code == 0 and "nothing to append" in again.output
+    records = store_log(f"icechunk:{repo}").records
+    assert len(records) == 5 and all(r["digest"].startswith("version:") for r in records), records

@@ -136,7 +136,7 @@ def append(
             check_source(m)
         log = editor.read_log(provenance)
         recorded = log.records  # joined once: a property over every entry
-        records = {m: source_record(m, recorded) for m in members}
+        records = {m: source_record(m, recorded, read=layout.rewrites) for m in members}  # virtual: no byte read
         known = log.digests()
         new = [m for m in members if records[m]["digest"] not in known]
         appends = log.appends

@@ -546,18 +546,21 @@ def as_sources(given: str | os.PathLike | Sequence[str | os.PathLike], template:
     return SourceSet(tuple(as_source(m, storage_options) for m in members), template, concat_dim)
 
 
-def source_records(source: Path | ObjectSource | SourceSet) -> list[dict[str, Any]]:
+def source_records(source: Path | ObjectSource | SourceSet, read: bool = True) -> list[dict[str, Any]]:
     """Each source's name, size and content digest, as a store's provenance lists them."""
     members = source.members if isinstance(source, SourceSet) else (source,)
-    return [source_record(m) for m in members]
+    return [source_record(m, read=read) for m in members]
 
 
-def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
+def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] = (), read: bool = True) -> dict[str, Any]:
     """``{"name", "size", "digest"}`` (and ``"mtime"`` locally): SHA-256 of a local file's
     bytes (1.8 GB/s here), the ETag of an object in a bucket (no read: an object's ETag
     changes with its content). A local file whose name, size and modification time are
     those of a record in ``known`` takes that record's digest without being read again
-    (an append over a glob of 500 files re-reads none it has seen)."""
+    (an append over a glob of 500 files re-reads none it has seen). Without ``read`` (a
+    layout that references the files where they lie, and reads none of their data), a
+    local file's digest is its version, ``version:SIZE:MTIME_NS``: the same file seen
+    again is known, a copy of it elsewhere is another file."""
     if isinstance(source, ObjectSource):
         import obstore
 
@@ -571,6 +574,8 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
     for record in known:
         if all(record.get(k) == v for k, v in mine.items()) and record.get("digest"):
             return {**mine, "digest": record["digest"]}
+    if not read:
+        return {**mine, "digest": f"version:{stat.st_size}:{stat.st_mtime_ns}"}
     with open(source, "rb") as fh:
         digest = hashlib.file_digest(fh, "sha256").hexdigest()
     return {**mine, "digest": f"sha256:{digest}"}

@@ -30,6 +30,7 @@ from typing import Any
 
 import h5py
 
+from layoutkit.errors import says_it_in_python
 from layoutkit.errors import LayoutkitError, SourceNotFoundError, UnknownLayoutError
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts import detect
@@ -47,6 +48,7 @@ HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
 """Object names read as HDF5 files first in a bucket (anything else is asked for a Zarr root first)."""
 
 
+@says_it_in_python
 def open_archive(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     *,

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from layoutkit.errors import says_it_in_python
 from layoutkit import pipeline
 from layoutkit.archiving import batches
 from layoutkit.hdf5.inventory import Inventory
@@ -22,6 +23,7 @@ from layoutkit.zarr_plan import ConvertPlan
 from layoutkit.zarr_options import ConvertOptions
 
 
+@says_it_in_python
 def plan_convert(
     src: str | os.PathLike, dst: str | os.PathLike, options: ConvertOptions, inventory: Inventory | None = None
 ) -> tuple[Inventory, ConvertPlan]:
@@ -35,6 +37,7 @@ def plan_convert(
     return inventory, the_plan
 
 
+@says_it_in_python
 def convert(
     src: str | os.PathLike | Sequence[str | os.PathLike],
     dst: str | os.PathLike,

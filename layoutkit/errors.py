@@ -137,9 +137,12 @@ class UnknownLayoutError(LayoutkitError):
 
 import contextlib as _contextlib  # noqa: E402
 import re as _re  # noqa: E402
+from collections.abc import Callable as _Callable  # noqa: E402
 from collections.abc import Iterator as _Iterator  # noqa: E402
+from typing import TypeVar as _TypeVar  # noqa: E402
 from contextvars import ContextVar as _ContextVar  # noqa: E402
 
+_T = _TypeVar("_T")
 _CALLER: _ContextVar[str] = _ContextVar("layoutkit_caller", default="python")
 
 PYTHON_NAMES = {"chunk-size": "chunk_bytes", "storage-option": "storage_options", "no-consolidate": "consolidate=False",
@@ -176,3 +179,19 @@ def in_callers_words(exc: LayoutkitError) -> LayoutkitError:
     if words != exc.args[0]:
         exc.args = (words, *exc.args[1:])
     return exc
+
+
+def says_it_in_python(fn: _Callable[..., _T]) -> _Callable[..., _T]:
+    """A public function whose errors name keyword arguments, not options, when Python
+    called it (:func:`in_callers_words`)."""
+    import functools
+
+    @functools.wraps(fn)
+    def call(*args: object, **kwargs: object) -> _T:
+        try:
+            return fn(*args, **kwargs)
+        except LayoutkitError as exc:
+            in_callers_words(exc)
+            raise
+
+    return call

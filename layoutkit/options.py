@@ -304,7 +304,7 @@ class RecipeKey:
 
 STR_OR_INT = (str, int)
 CHUNKS_KEY = RecipeKey("chunks", "chunks", parse_chunks, str, "source, auto or a shape such as \"1000,8\"", (str, list))
-CHUNK_SIZE_KEY = RecipeKey("chunk_size", "chunk_bytes", size_parser("chunk size"), exact_size, "a size such as \"4MiB\"",
+CHUNK_SIZE_KEY = RecipeKey("chunk_size", "chunk_bytes", size_parser("--chunk-size"), exact_size, "a size such as \"4MiB\"",
                            STR_OR_INT)
 COMPRESSOR_KEY = RecipeKey("compressor", "compressor", parse_compressor, str, "a compressor such as \"zstd:3\"")
 
@@ -381,3 +381,49 @@ def parse_choices(text: str, allowed: Sequence[str], what: str) -> tuple[str, ..
     return names
 
 
+
+
+def _count(parse: Callable[[int], int], option: str) -> Callable[[Any], int]:
+    def parsed(value: Any) -> int:
+        try:
+            number = int(str(value).strip()) if not isinstance(value, bool) else None
+        except ValueError:
+            number = None
+        if number is None:
+            raise InvalidOptionError(f"Expected {option} as a whole number. Got {value!r}.")
+        return parse(number)
+
+    return parsed
+
+
+RUN_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "workers": _count(parse_workers, "--workers"),
+    "memory_limit": size_parser("--memory-limit"),
+    "batch_files": _count(parse_batch_files, "--batch-files"),
+}
+"""The machine's options (not a recipe's) that take the command line's values in Python too."""
+
+
+def take_typed_values(options: Any, keys: Sequence[RecipeKey]) -> None:
+    """Parse the fields of a frozen options dataclass given as the command line types
+    them (``compressor="lz4"``, ``chunks="auto"``, ``memory_limit="1GiB"``, ``shards=
+    "auto"``, ``workers="2"``) with the very parsers the command line and recipes use;
+    values already parsed (a :class:`CompressorSpec`, ``None`` for auto) are kept. Called
+    by the options classes' ``__post_init__``: an invalid value fails there, in the
+    caller's words (``Expected compressor ... Got 'lz5'``), not deep inside a run."""
+    from dataclasses import fields
+
+    from layoutkit.errors import in_callers_words
+
+    have = {f.name for f in fields(options)}
+    parsers: dict[str, Callable[[Any], Any]] = {k.field: k.value for k in keys if k.field in have}
+    parsers.update({name: parse for name, parse in RUN_PARSERS.items() if name in have})
+    for name, parse in parsers.items():
+        value = getattr(options, name)
+        if not isinstance(value, (str, int, list, tuple)):
+            continue
+        try:
+            parsed = parse(list(value) if isinstance(value, tuple) else value)
+        except InvalidOptionError as exc:
+            raise in_callers_words(exc) from None
+        object.__setattr__(options, name, parsed)

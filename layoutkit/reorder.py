@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from layoutkit.errors import says_it_in_python
 from layoutkit import pipeline
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.hdf5.scale_reads import find_duplicate_scales
@@ -26,6 +27,7 @@ def plan_reorder(
     return pipeline.plan(get_layout("hdf5-paged"), src, dst, options, inventory)
 
 
+@says_it_in_python
 def reorder(
     src: str | os.PathLike,
     dst: str | os.PathLike,

@@ -22,6 +22,7 @@ from layoutkit.options import (
     parse_chunks,
     parse_compressor,
     parse_shards,
+    take_typed_values,
 )
 from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
@@ -48,6 +49,14 @@ class ConvertOptions:
     # which Zarr layout, by its name in the registry (layoutkit.layouts); former spellings work too
     layout: str = "shot-major"
     template: str = DEFAULT_TEMPLATE  # where shots and signals are, for the layouts that pack them
+
+    def __post_init__(self) -> None:
+        from layoutkit.errors import in_callers_words
+
+        take_typed_values(self, ZARR_RECIPE_KEYS)  # compressor="lz4", chunks="auto", memory_limit="1GiB"...
+        if self.zarr_format == 2 and self.shards.mode != "none":  # it would shard nothing, and say nothing
+            raise in_callers_words(InvalidOptionError(
+                f"Zarr format 2 has no shards: leave out --shards {self.shards}, or write --zarr-format 3."))
 
 
 def _parse_zarr_format(text: Any) -> int:

@@ -184,7 +184,7 @@ def test_interrupt_mid_way_leaves_nothing(good_h5: Path, tmp_path: Path, monkeyp
         ("--compressor", "zstd:99", "level from 1 to 22"),
         ("--compressor", "snappy", "Expected a compressor"),
         ("--chunks", "0,3", "Expected --chunks"),
-        ("--chunk-size", "4 parsecs", "Expected a chunk size"),
+        ("--chunk-size", "4 parsecs", "Expected a --chunk-size"),
         ("--shards", "many", "Expected --shards"),
         ("--workers", "0", "1 or more"),
         ("--scheduler", "mpi", "Expected --scheduler"),

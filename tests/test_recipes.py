@@ -176,7 +176,7 @@ def write(tmp_path: Path, text: str) -> Path:
                      id="unknown-key-lists-valid-keys"),
         pytest.param('target = "zarr"\ncompressor = "zstd:99"\n', ["key 'compressor'", "Expected a zstd compression level", "Got 99"],
                      id="bad-level"),
-        pytest.param('target = "zarr"\nchunk_size = "4 lightyears"\n', ["key 'chunk_size'", "Expected a chunk size", "Got"],
+        pytest.param('target = "zarr"\nchunk_size = "4 lightyears"\n', ["key 'chunk_size'", "Expected a --chunk-size", "Got"],
                      id="bad-size"),
         pytest.param('target = "zarr"\ncompressor = true\n', ["key 'compressor'", "Expected a compressor", "Got True"],
                      id="bool-for-text"),

@@ -160,6 +160,9 @@ def main(
     from layoutkit.storage.retry import RETRIES
     from layoutkit.storage.sources import forget_stores
 
+    from layoutkit.errors import command_line
+
+    ctx.with_resource(command_line())  # errors name options as --options, not keyword arguments
     State.quiet = quiet
     State.timings = timings
     State.failed = False

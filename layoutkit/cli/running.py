@@ -121,14 +121,22 @@ def _said(exc: BaseException, given: tuple[Any, ...], outcome: str) -> BaseExcep
 
 
 def run_options(ctx: typer.Context) -> dict[str, Any]:
-    """The options typed on the command line (not typer's defaults), by name."""
-    return {
+    """The options typed on the command line (not typer's defaults), by name; a former
+    spelling as its present one (``--order signal`` is ``--layout signal-major``)."""
+    typed = {
         name: value
         for name, value in ctx.params.items()
         if name not in NOT_LAYOUT_OPTIONS
         # by name: typer >= 0.20 ships its own copy of click, with its own enum
         and getattr(ctx.get_parameter_source(name), "name", "") in ("COMMANDLINE", "ENVIRONMENT")
     }
+    for former, name in FORMER_OPTIONS.items():
+        if former in typed:
+            value = typed.pop(former)
+            if name in typed:
+                raise fail(f"--{former} is the former spelling of --{name}; give one of them.")
+            typed[name] = value
+    return typed
 
 
 def print_timings(stages: Any, options: Any) -> None:
@@ -188,12 +196,6 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
     from layoutkit.recipes import build_options
 
     typed = run_options(ctx)
-    for former, name in FORMER_OPTIONS.items():  # --order signal still means --layout signal-major
-        if former in typed:
-            value = typed.pop(former)
-            if name in typed:
-                raise fail(f"--{former} is the former spelling of --{name}; give one of them.")
-            typed[name] = value
     try:
         return build_options(command, recipe, typed)
     except LayoutkitError as exc:

@@ -27,7 +27,7 @@ def recommend(r: InspectReport) -> list[Recommendation]:
     if r.chunks and r.small_chunks >= 10 and r.small_chunks * 4 >= r.chunks:
         add(f"{r.small_chunks:,} of {r.chunks:,} chunks ({pct(r.small_chunks, r.chunks)}) are under 16 KiB: "
             "each costs a request, mostly latency, on object storage.",
-            "`layoutkit convert --chunks auto` grows them to ~4 MiB (recipes zarr-shot, cloud-netcdf)"
+            "`layoutkit convert --chunks auto` grows them to ~4 MiB (recipes shot-major, cloud-netcdf)"
             + ("; re-convert from the HDF5 source." if zarr_store else "; for HDF5, `layoutkit reorder --chunks auto`."))
     if r.large_chunks:
         add(f"{r.large_chunks:,} chunk(s) are 16 MiB or larger: reading one value reads the whole chunk.",

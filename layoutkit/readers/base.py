@@ -39,6 +39,12 @@ class Archive:
     format: ClassVar[str] = ""
     layout: str = ""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("shot", "signal"):  # every layout's own reads say so when the name is unknown
+            if name in cls.__dict__:
+                setattr(cls, name, _refusing_unknown(cls.__dict__[name], name))
+
     def __init__(self, path: Path, template: str) -> None:
         self.path = path
         self.counter = Counter()
@@ -165,7 +171,12 @@ class Archive:
     def shot(self, shot: str | int) -> xr.DataTree:
         """Every signal of one shot: a DataTree with one node per signal (signals keep
         their own time bases, so they are not forced onto shared dimensions) and the
-        shot group's attributes."""
+        shot group's attributes.
+
+        Raises
+        ------
+        KeyError
+            When the archive has no such shot, naming the nearest it has."""
         shot = str(shot)
         attrs = self._group_attrs(self.shot_path(shot))  # metadata, before the data is fetched
         found: list[tuple[str, str, str]] = []
@@ -173,7 +184,12 @@ class Archive:
         return shot_tree(shot, [(sig, a) for (_, sig, _), a in zip(found, arrays)], attrs)
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
-        """One signal for every shot that has it: shot -> DataArray."""
+        """One signal for every shot that has it: shot -> DataArray.
+
+        Raises
+        ------
+        KeyError
+            When no shot has such a signal, naming the nearest signals there are."""
         found: list[tuple[str, str, str]] = []
         arrays = self._variables(_paths(self._expand({"signal": signal}), found))
         return {shot: a.rename(signal) for (shot, _, _), a in zip(found, arrays)}
@@ -193,6 +209,34 @@ class Archive:
         one shot's stored bytes ahead."""
         for shot in shots:
             yield str(shot), self.shot(shot)
+
+
+def _refusing_unknown(read: Any, kind: str) -> Any:
+    """``read`` (an archive's ``shot`` or ``signal``), raising KeyError, with the nearest
+    names it has, when it finds nothing and the archive has no such shot or signal."""
+    import functools
+
+    @functools.wraps(read)
+    def checked(self: Archive, name: Any) -> Any:
+        found = read(self, name)
+        empty = not (found.children if isinstance(found, xr.DataTree) else found)
+        if empty:
+            known = self.shots if kind == "shot" else self.signals
+            if str(name) not in known:
+                raise KeyError(unknown_name(kind, str(name), known, self.path))
+        return found
+
+    return checked
+
+
+def unknown_name(kind: str, name: str, known: list[str], where: Any) -> str:
+    """``no shot '999' in shots.h5; the nearest: '99', '989'`` (or the first few names)."""
+    import difflib
+
+    near = difflib.get_close_matches(name, known, n=3, cutoff=0.5) or known[:3]
+    listed = ", ".join(repr(n) for n in near)
+    hint = f"; the nearest: {listed}" if near else f"; it has no {kind}s"
+    return f"no {kind} {name!r} in {where} ({len(known)} {kind}s){hint}"
 
 
 def _paths(expanded: Iterable[tuple[str, str, str]], found: list[tuple[str, str, str]]) -> Iterator[str]:
@@ -355,4 +399,7 @@ def selections(shape: tuple[int, ...], grid: tuple[int, ...]) -> Iterator[Select
         yield tuple(slice(a, b) for a, b in region)
 
 
-__all__ = ["Archive", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "with_coords"]
+Archive.shot = _refusing_unknown(Archive.shot, "shot")  # type: ignore[method-assign]
+Archive.signal = _refusing_unknown(Archive.signal, "signal")  # type: ignore[method-assign]
+
+__all__ = ["Archive", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]

@@ -23,6 +23,7 @@ from layoutkit.options import (
     parse_compressor,
     parse_size,
     size_parser,
+    take_typed_values,
 )
 from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
@@ -41,6 +42,9 @@ class ReorderOptions:
     memory_limit: int = 1024**3
     overwrite: bool = False
     skip_unsupported: bool = False  # leave out (and list) datasets no HDF5 file can carry over
+
+    def __post_init__(self) -> None:
+        take_typed_values(self, REORDER_RECIPE_KEYS)  # page_size="8MiB", compressor="gzip:4", by="signal"...
 
 
 def _parse_page_size(text: Any) -> int | None:

@@ -102,3 +102,13 @@ def test_the_former_spelling_of_layout_works_with_append(tmp_path):
     other = runner.invoke(app, ["convert", str(more), str(dst), "--order", "signal", "--append"])
     assert other.exit_code == 2 and "Traceback" not in other.output
     assert "leave out --layout" in " ".join(other.output.split())
+
+
+def test_a_destination_named_as_the_other_format_is_refused(tmp_path):
+    src = write_sample(tmp_path / "shots.h5", shots=2, signals=2, seed=1).path
+    said = runner.invoke(app, ["convert", str(src), str(tmp_path / "out.h5")])
+    assert said.exit_code == 2 and "named as an HDF5 file: name it" in " ".join(said.output.split())
+    said = runner.invoke(app, ["reorder", str(src), str(tmp_path / "out.zarr")])
+    assert said.exit_code == 2 and "named as a Zarr store: name it" in " ".join(said.output.split())
+    assert not (tmp_path / "out.h5").exists() and not (tmp_path / "out.zarr").exists()
+    assert runner.invoke(app, ["-q", "convert", str(src), f"icechunk:{tmp_path / 'repo.h5'}"]).exit_code == 0

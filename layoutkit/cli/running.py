@@ -60,6 +60,7 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
     stages = Stages()
     try:
         layout = layout_for(command, options)
+        check_name(command, layout.format, str(dst), icechunk)
         storage = parse_storage_options(storage_options)
         src = as_sources(src, getattr(options, "template", DEFAULT_TEMPLATE), storage, concat_dim)
         dest = pipeline.destination_for(layout, dst, storage, tmpdir, icechunk)
@@ -118,6 +119,28 @@ def _said(exc: BaseException, given: tuple[Any, ...], outcome: str) -> BaseExcep
     if (store := store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
         return fail(store_failure(store, tuple(map(str, given))) + f" {outcome[0].upper()}{outcome[1:]}.")
     return ended_by_interrupt(exc, f"interrupted; {outcome}.")
+
+
+ZARR_NAMES = (".zarr", ".zarr/")
+HDF5_NAMES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4")
+
+
+def check_name(command: str, fmt: str, dst: str, icechunk: bool) -> None:
+    """Refuse a destination whose name says the other format: ``convert ... out.h5``
+    would write a Zarr directory named like a file, ``reorder ... out.zarr`` an HDF5 file
+    named like a store."""
+    from layoutkit.errors import InvalidOptionError
+    from layoutkit.storage.icechunk_repo import is_icechunk
+
+    name = dst.rstrip("/").lower()
+    if icechunk or is_icechunk(dst):
+        return
+    if fmt == "zarr" and name.endswith(HDF5_NAMES):
+        raise InvalidOptionError(f"{command} writes a Zarr store, and {dst!r} is named as an HDF5 file: name it "
+                                 f"{dst.rstrip('/').rsplit('.', 1)[0]}.zarr (reorder writes paged HDF5 files).")
+    if fmt == "hdf5" and name.endswith(ZARR_NAMES):
+        raise InvalidOptionError(f"{command} writes a paged HDF5 file, and {dst!r} is named as a Zarr store: name it "
+                                 f"{dst.rstrip('/').rsplit('.', 1)[0]}.h5 (convert writes Zarr stores).")
 
 
 def run_options(ctx: typer.Context) -> dict[str, Any]:
@@ -205,5 +228,5 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
 
 
 __all__ = ["CONCAT_DIM_HELP", "FORMER_OPTIONS", "ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "SOURCES_FROM_HELP", "SOURCES_HELP",
-           "STORAGE_HELP", "TMPDIR_HELP", "options_from", "plan_and_run", "print_timings", "progress_bar",
+           "STORAGE_HELP", "TMPDIR_HELP", "check_name", "options_from", "plan_and_run", "print_timings", "progress_bar",
            "run_options", "run_with_bar", "sources_given", "status"]

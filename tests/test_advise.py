@@ -552,3 +552,32 @@ def test_advise_weighs_not_rewriting_at_all(tmp_path):
     assert ("no rewrite needed" in verdict) != (": rewrite (" in verdict)
     assert "(building it: about" in verdict and "to rewrite)" in verdict
     assert " build " in said or "│ build" in result.output
+
+
+def test_candidates_within_the_uncertainty_are_ranked_by_requests_then_bytes():
+    """The finding of #51: shot-major 0.0863 s and 76 GETs against signal-major 0.0913 s,
+    27 GETs and 35% smaller, inside the noise: signal-major first, and the text says why.
+    Apart by more than the uncertainty, time decides."""
+    from layoutkit.advise.model import Prediction
+    from layoutkit.advise.run import AdviseOptions, AdviseResult, PatternFit, Trial
+
+    def trial(name: str, seconds: float, spread: float, requests: float, nbytes: float) -> Trial:
+        obs = Observation(10, requests, 1e6, 0.05, 0.01, 0.05 * (1 - spread / 2), 0.05 * (1 + spread / 2))
+        fit = PatternFit(obs, obs, 0.05, 0.05, Prediction(requests, 1e6, seconds, 0.0, 0.01, 1.0))
+        return Trial(name, "convert", {}, patterns={"signal": fit}, predicted_bytes=nbytes, weighted_seconds=seconds,
+                     weighted_uncertainty=fit.uncertainty, weighted_requests=requests)
+
+    def result(*trials: Trial) -> AdviseResult:
+        return AdviseResult("shots.h5", AdviseOptions(), {"signal": 1.0}, "shots", (6, 12, 12), 3, list(trials), 1.0)
+
+    shot_major = trial("shot-major", 0.0863, 0.15, 76, 3.0e6)
+    signal_major = trial("signal-major", 0.0913, 0.15, 27, 1.95e6)
+    tied = result(shot_major, signal_major)
+    assert [t.name for t in tied.ranked] == ["signal-major", "shot-major"]
+    assert abs(shot_major.weighted_uncertainty - 0.0863 * 0.15) < 1e-9
+    note = tied.tie_note()
+    assert note and "ranked by requests, then by bytes stored" in note and "signal-major (27 GETs" in note
+    apart = result(trial("shot-major", 0.0863, 0.02, 76, 3.0e6), trial("signal-major", 0.0913, 0.02, 27, 1.95e6))
+    assert [t.name for t in apart.ranked] == ["shot-major", "signal-major"] and apart.tie_note() is None
+    same_requests = result(trial("a", 0.0863, 0.15, 27, 3.0e6), trial("b", 0.0900, 0.15, 27, 1.0e6))
+    assert same_requests.recommended.name == "b"  # then fewer bytes

@@ -193,7 +193,8 @@ def assert_refused(result, *words: str) -> None:
     [
         pytest.param(["--workers", "0"], ["--workers", "1 or more", "'0'"], id="workers-0"),
         pytest.param(["--latency", "-1"], ["latencies of 0 or more", "'-1'"], id="latency-negative"),
-        pytest.param(["--patterns", "shot,everything"], ["open, shot, signal, scan, subset, axis", "everything"], id="pattern"),
+        pytest.param(["--patterns", "shot,everything"], ["open, list, shot, signal, scan, subset, axis", "everything"],
+                     id="pattern"),
         pytest.param(["--engine", "gpu"], ["serial, threads, processes, distributed", "gpu"], id="engine"),
         pytest.param(["--cache", "lukewarm"], ["cold, warm"], id="cache"),
         pytest.param(["--bandwidth", "fast"], ["100MB/s", "fast"], id="bandwidth"),
@@ -452,6 +453,39 @@ def test_the_answer_names_the_fastest_layout_and_what_it_beats():
     md = report.answer_markdown(rows, "src.h5")
     assert "| shot | 10 ms | paged.h5 | 0.500 s | 8 | **8.0x** (400 requests) | 16.0x (mirror.zarr, 900 requests) |" in md
     assert md.startswith("Conditions: engine threads, 1 worker, cold cache.")
+    assert report.too_small_to_matter(rows) is None  # 0.2 s against 0.4 s: well over the noise
+
+
+def test_no_variant_slower_than_the_source_is_called_fastest():
+    from layoutkit.verify import report
+
+    rows = [_result("src.h5", "signal", 0.30, 9), _result("a.zarr", "signal", 0.50, 40),
+            _result("b.h5", "signal", 0.45, 12), _result("src.h5", "shot", 0.30, 9), _result("a.zarr", "shot", 0.10, 4)]
+    answers = {a.pattern: a for a in report.answers(rows, "src.h5")}
+    assert answers["signal"].best == "src.h5" and answers["signal"].vs_source == 1.0
+    assert answers["shot"].best == "a.zarr"
+    md = report.answer_markdown(rows, "src.h5")
+    assert "| signal | src.h5 (the source: no variant reads it faster) |" in md
+
+
+def test_an_archive_too_small_for_its_layout_to_matter_is_said_so():
+    """Every layout within the noise of every other (the spread of the repeats, at least
+    5 ms): the summary says the archive is too small, and from about what size a read
+    would show the differences; a difference over the noise says nothing."""
+    from dataclasses import replace
+
+    from layoutkit.verify import report
+
+    def near(variant, pattern, seconds):
+        return replace(_result(variant, pattern, seconds, 10), seconds_min=seconds - 0.002, seconds_max=seconds + 0.002,
+                       logical_bytes=1_000_000)
+
+    rows = [near("src.h5", "shot", 0.010), near("a.zarr", "shot", 0.012), near("src.h5", "signal", 0.020),
+            near("a.zarr", "signal", 0.021)]
+    said = report.too_small_to_matter(rows)
+    assert said and "too small for its layout to matter" in said
+    assert "at about 2.4 MiB per read (this one reads at most 976.6 KiB)" in said, said  # 5 ms / 2 ms x 1 MB
+    assert report.too_small_to_matter([*rows[:3], near("a.zarr", "signal", 0.060)]) is None
 
 
 @pytest.mark.parametrize("vary, plots", [
@@ -731,3 +765,27 @@ def test_a_failed_worker_on_a_shared_file_leaves_it_open_for_the_others(variants
     (row,) = vrun.measure([paged], [plan], lambda _: [Condition("threads", 3, 0, "warm", 0.0, 0.0)], 1)
     assert seen_open and all(seen_open), seen_open
     assert row.error == "ValueError: a damaged dataset"
+
+
+def test_open_is_opening_and_list_lists(tmp_path):
+    """``open`` costs what opening costs (a signal-major store: its root document, one
+    GET, as its format page says); listing every array is the ``list`` pattern, asked by
+    name (on signal-major it reads the series' indexes)."""
+    import layoutkit
+    from layoutkit.plan import DEFAULT_TEMPLATE
+    from layoutkit.sample import write_sample
+
+    src = write_sample(tmp_path / "shots.h5", shots=4, signals=4, seed=3).path
+    store = tmp_path / "signal-major.zarr"
+    layoutkit.convert(src, store, layoutkit.ConvertOptions(layout="signal-major"))
+    opened = read_share(str(store), DEFAULT_TEMPLATE, "open", [None], 0, 0, 0)
+    listed = read_share(str(store), DEFAULT_TEMPLATE, "list", [None], 0, 0, 0)
+    assert opened["requests"] == 1 and opened["logical"] == 0
+    assert listed["requests"] > 1 and listed["logical"] > 0
+    result = cli("verify", src, store, *FAST, "--patterns", "open,list", "--out", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(open(tmp_path / "r" / "results.csv")))
+    assert {r["pattern"] for r in rows} == {"open", "list"}
+    default = cli("verify", src, store, *FAST, "--out", tmp_path / "d")
+    assert "list" not in {r["pattern"] for r in csv.DictReader(open(tmp_path / "d" / "results.csv"))}
+    assert default.exit_code == 0

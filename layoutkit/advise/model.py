@@ -137,7 +137,7 @@ def extend_log(x1: float, y1: float, x2: float, y2: float, x: float) -> float:
     return extend(math.log(x1), y1, math.log(x2), y2, math.log(x))
 
 
-GROWING = frozenset({"signal", "scan", "open"})  # patterns whose reads grow with the archive
+GROWING = frozenset({"signal", "scan", "list"})  # patterns whose reads grow with the archive
 
 
 def samples_alike(small: Observation, large: Observation, pattern: str) -> bool:

@@ -57,7 +57,7 @@ from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.hdf5.files import check_source, first_line
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layouts import get_layout, layout_for
-from layoutkit.options import parse_duration
+from layoutkit.options import format_size, parse_duration
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import (
     ObjectSource,
@@ -160,6 +160,14 @@ class PatternFit:
     prediction: Prediction
     extra_pages: int | None = None  # a paged file's data pages beyond the larger sample's (None: not counted)
 
+    @property
+    def uncertainty(self) -> float:
+        """Seconds either side of the prediction: the spread of the repeated runs on the
+        samples (fastest to slowest, relative to their median), carried to full size."""
+        spreads = [(o.slowest - o.fastest) / o.seconds for o in (self.small, self.large)
+                   if o.fastest is not None and o.slowest is not None and o.seconds > 0]
+        return self.prediction.seconds * max(spreads, default=0.0)
+
     def may_be_low(self, pattern: str) -> bool:
         """Both samples made the same requests for a read that grows, and nothing else
         counted its growth: the prediction may be low."""
@@ -180,6 +188,8 @@ class Trial:
     predicted_bytes: float = 0.0
     build_seconds: tuple[float, float] = (0.0, 0.0)  # writing it from each sample
     predicted_build_seconds: float = 0.0  # writing it from the whole source, extended from the samples
+    weighted_uncertainty: float = 0.0  # seconds either side of weighted_seconds
+    weighted_requests: float = 0.0
     seconds_spent: float = 0.0
     weighted_seconds: float = float("inf")
 
@@ -205,7 +215,37 @@ class AdviseResult:
 
     @property
     def ranked(self) -> list[Trial]:
-        return sorted((t for t in self.trials if t.status == "measured"), key=lambda t: t.weighted_seconds)
+        """Fastest first; but the candidates whose predictions are within the fastest's
+        uncertainty (:attr:`tied`) come first among themselves by requests, then bytes
+        stored: a difference inside the noise decides nothing."""
+        by_time = sorted((t for t in self.trials if t.status == "measured"), key=lambda t: t.weighted_seconds)
+        tied = self.tied
+        return [*sorted(tied, key=lambda t: (t.weighted_requests, t.predicted_bytes, t.weighted_seconds)),
+                *(t for t in by_time if t not in tied)]
+
+    @property
+    def tied(self) -> list[Trial]:
+        """The fastest candidate and those whose predicted time is within the uncertainty
+        of it (either one's: the spread of their repeated runs, carried to full size)."""
+        by_time = sorted((t for t in self.trials if t.status == "measured"), key=lambda t: t.weighted_seconds)
+        if not by_time:
+            return []
+        first = by_time[0]
+        return [t for t in by_time if t.weighted_seconds - first.weighted_seconds
+                <= max(first.weighted_uncertainty, t.weighted_uncertainty)]
+
+    def tie_note(self) -> str | None:
+        """What the ranking did with the candidates it could not tell apart by time."""
+        tied = self.tied
+        if len(tied) < 2:
+            return None
+        ranked = self.ranked[: len(tied)]
+        first, runner = ranked[0], ranked[1]
+        return (f"{len(tied)} candidates are predicted within the uncertainty of the fastest "
+                f"({', '.join(f'{t.name} {t.weighted_seconds:.3g} ± {t.weighted_uncertainty:.2g} s' for t in tied[:4])}"
+                f"{', ...' if len(tied) > 4 else ''}): they are ranked by requests, then by bytes stored, so "
+                f"{first.name} ({first.weighted_requests:,.0f} GETs, {format_size(first.predicted_bytes)}) comes before "
+                f"{runner.name} ({runner.weighted_requests:,.0f} GETs, {format_size(runner.predicted_bytes)}).")
 
     @property
     def recommended(self) -> Trial:
@@ -347,6 +387,8 @@ def advise(
             raise LayoutkitError(f"No candidate layout could be written from {src.name}: {reasons}.")
         for t in measured:
             t.weighted_seconds = weighted({p: f.prediction.seconds for p, f in t.patterns.items()}, weights)
+            t.weighted_uncertainty = weighted({p: f.uncertainty for p, f in t.patterns.items()}, weights)
+            t.weighted_requests = weighted({p: f.prediction.requests for p, f in t.patterns.items()}, weights)
         items = {p.pattern: [str(i) for i in p.items] for p in bench.plans if p.pattern in ("shot", "signal")}
         return AdviseResult(str(src), options, weights, bench.unit, bench.scales, bench.reads, done,
                             clock.now() - clock.start, not_tried, items)
@@ -723,10 +765,12 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
             "stored_bytes_samples": list(t.stored_bytes), "stored_bytes_predicted": t.predicted_bytes,
             "build_seconds_samples": list(t.build_seconds), "build_seconds_predicted": t.predicted_build_seconds,
             "weighted_seconds": None if t.status != "measured" else t.weighted_seconds,
+            "weighted_uncertainty": None if t.status != "measured" else t.weighted_uncertainty,
+            "weighted_requests": None if t.status != "measured" else t.weighted_requests,
             "patterns": {
                 p: {
                     "predicted": {**asdict(f.prediction), "seconds": f.prediction.seconds,
-                                  "get_cost": f.prediction.requests * price},
+                                  "uncertainty": f.uncertainty, "get_cost": f.prediction.requests * price},
                     "small": asdict(f.small), "large": asdict(f.large),
                     "samples_alike": f.may_be_low(p),  # no growth seen: may predict low
                     "extra_pages": f.extra_pages,
@@ -749,6 +793,8 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         "budget_seconds": result.options.budget,
         "recommended": ranked[0].name,
         "rewrite": rewrite_verdict(result),
+        "tied": [t.name for t in result.tied] if len(result.tied) > 1 else [],
+        "tie_note": result.tie_note(),
         "runner_up": ranked[1].name if len(ranked) > 1 else None,
         "not_tried": result.not_tried,
         "candidates": trials,

@@ -92,6 +92,9 @@ def advise(
     out.print(f"advise took {result.elapsed:.0f} s of a {options.budget:.0f} s budget; wrote "
               + ", ".join(str(p) for p in written), highlight=False)
     layout = f" ({best.layout})" if best.layout != best.name else ""
+    tie = result.tie_note()
+    if tie:
+        out.print(tie, highlight=False)
     verdict = rewrite_verdict(result)
     if verdict:
         out.print(verdict, highlight=False)
@@ -118,7 +121,7 @@ def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazi
     title = (
         f"advise: {Path(result.source).name}, predicted at full size ({scale(result.scales[2])} {unit}; samples of "
         f"{scale(result.scales[0])} and {scale(result.scales[1])}), {o.latency * 1e3:g} ms latency, {o.workers} "
-        f"workers, K={result.reads}; best first"
+        f"workers, K={result.reads}; best first (within the uncertainty of the fastest: fewest requests first, then fewest bytes)"
     )
     t = Table(title=title, title_justify="left")
     t.add_column("#", justify="right")
@@ -140,9 +143,10 @@ def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazi
             pred = fit.prediction
             mark = "*" if fit.may_be_low(p) else ""
             alike = alike or bool(mark)
-            cells += [f"{pred.seconds:.3g}{mark}", f"{pred.requests:,.0f}"]
+            cells += [f"{pred.seconds:.3g} ± {fit.uncertainty:.1g}{mark}", f"{pred.requests:,.0f}"]
             cost += pred.requests * w / sum(result.weights.values())
-        t.add_row(str(i), trial.name, trial.command, *cells, f"{trial.weighted_seconds:.3g}",
+        t.add_row(str(i), trial.name, trial.command, *cells,
+                  f"{trial.weighted_seconds:.3g} ± {trial.weighted_uncertainty:.1g}",
                   format_size(trial.predicted_bytes), f"{trial.predicted_build_seconds:.3g} s",
                   f"{cost * o.price_per_1000_get:.4f}")
     if alike:

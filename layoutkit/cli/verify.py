@@ -22,7 +22,7 @@ def verify(
     src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 source the variants were made from: a path, or s3://bucket/key.h5; or a quoted glob of files ('exports/shots-*.h5'), read as one archive.")],
     variants: Annotated[list[str] | None, typer.Argument(metavar="VARIANT...", help="Zarr stores and HDF5 files to check and measure: paths, or s3://bucket/key URLs (their requests are real, counted as GETs).")] = None,
     check: Annotated[bool, typer.Option("--check/--no-check", help="Prove every variant equal to the source first.")] = True,
-    patterns: Annotated[str, typer.Option(help="Comma-separated: open, shot, signal, scan, subset, axis; or all (those that apply).")] = "all",
+    patterns: Annotated[str, typer.Option(help="Comma-separated: open, list, shot, signal, scan, subset, axis; or all (those that apply; list only by name).")] = "all",
     sample: Annotated[int, typer.Option(help="K: shots, signals or arrays drawn per pattern subset draws 4K hyperslabs of at most 4 MiB each, together at most the data's size (what scan reads).")] = 10,
     seed: Annotated[int, typer.Option(help="Random seed of the reads drawn.")] = 0,
     engine: Annotated[str, typer.Option(help="Comma-separated sweep of serial, threads, processes, distributed.")] = "threads",
@@ -111,6 +111,9 @@ def verify(
     # a log or a pipe gets the whole table rather than columns cut to 80 characters
     wide = out if out.is_terminal else Console(width=200)
     wide.print(rep.answer_table(result.results, result.variants[0].name))
+    note = rep.too_small_to_matter(result.results)
+    if note:
+        out.print(note, highlight=False)
     wide.print(rep.table(result.results, f"every measurement: read patterns on {src_name} and its variants"))
     failed = rep.failures(result.results)
     for line in failed:

@@ -2,7 +2,9 @@
 variant is asked for the same data, and the code that performs the reads.
 
 =========  ============================================================================
-open       open the variant and list every array with shape and dtype
+open       open the variant, as ``layoutkit.open`` does before a first read (its
+           root document, a paged file's first page), and read nothing more
+list       open it and list every array with shape and dtype
 shot       every signal of K random shots, with their dimension scales (through
            ``iter_shots``, so a layout may fetch the next shot while one is built)
 signal     K random signals for every shot, with their dimension scales
@@ -16,7 +18,7 @@ axis       for K random arrays of 2 or more dimensions, a line along each axis a
 =========  ============================================================================
 
 Shot archives default to open, shot, signal, scan and subset; other files to open,
-scan, subset and axis. The plans are plain tuples, so they travel to worker processes.
+scan, subset and axis (``all``: those that apply); ``list`` runs when asked by name. The plans are plain tuples, so they travel to worker processes.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ import xarray as xr
 from layoutkit.archive import Archive, Selection
 from layoutkit.errors import InvalidOptionError
 
-PATTERNS = ("open", "shot", "signal", "scan", "subset", "axis")
+PATTERNS = ("open", "list", "shot", "signal", "scan", "subset", "axis")
 OPEN_ONLY = "opening"
 """Not a user's pattern: each worker opens the variant and reads nothing (``advise``
 measures what opening costs each pattern, one open per worker as the pattern makes)."""
+ASKED_BY_NAME = ("list",)  # not run unless asked by name: every source has them
 SHOT_ARCHIVE_PATTERNS = ("open", "shot", "signal", "scan", "subset")
 ARRAY_PATTERNS = ("open", "scan", "subset", "axis")
 SUBSETS_PER_SAMPLE = 4
@@ -61,7 +64,7 @@ def parse_patterns(text: str, available: Sequence[str]) -> tuple[str, ...]:
     for name in names:
         if name not in PATTERNS:
             raise InvalidOptionError(f"Expected patterns from {', '.join(PATTERNS)} (or all). Got {name!r}.")
-        if name not in available:
+        if name not in available and name not in ASKED_BY_NAME:
             raise InvalidOptionError(
                 f"The pattern {name!r} does not apply to this source; it has {', '.join(available)}."
             )
@@ -94,7 +97,7 @@ def plan_reads(pattern: str, source: Archive, sample: int, seed: int, exclude: f
         Arrays not to draw: those a variant left out on purpose (``--skip-unsupported``).
     """
     rng = random.Random(f"{seed}:{pattern}")
-    if pattern == "open":
+    if pattern in ("open", "list"):
         return ReadPlan(pattern, (None,))
     if pattern == "scan":
         return ReadPlan(pattern, (), per_variant=True)
@@ -175,9 +178,9 @@ def run_reads(archive: Archive, pattern: str, items: Sequence[Any]) -> int:
     """Perform one share of a pattern on an open archive; returns the logical bytes
     delivered (data and coordinates, uncompressed)."""
     total = 0
-    if pattern == OPEN_ONLY:
+    if pattern in (OPEN_ONLY, "open"):  # opened already (every share opens its archive)
         return 0
-    if pattern == "open":
+    if pattern == "list":
         return sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in archive.arrays().values())
     if pattern == "shot":  # as a user reads several shots: the layout may fetch the next one ahead
         return sum(_nbytes(tree) for _, tree in archive.iter_shots(items))

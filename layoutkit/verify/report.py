@@ -102,7 +102,8 @@ def write(results: Sequence[Result], out: Path, meta: dict[str, Any]) -> list[tu
             w.writerow(r.row())
     (out / "results.json").write_text(json.dumps({**meta, "results": [r.row() for r in results]}, indent=1))
     source = results[0].variant if results else ""
-    (out / "summary.md").write_text(answer_markdown(results, source))
+    note = too_small_to_matter(results)
+    (out / "summary.md").write_text(answer_markdown(results, source) + (f"\n{note}\n" if note else ""))
     return [(out / "results.csv", "results.csv: one row per variant, pattern and condition"),
             (out / "results.json", "results.json: the same rows, with the options and the mismatches"),
             (out / "summary.md", "summary.md: the answer as a markdown table"), *plot(results, out)]
@@ -182,13 +183,47 @@ def answers(results: Sequence[Result], source: str) -> list[Answer]:
         rows = {v: r for (p, c, v), r in best.items() if (p, c) == (pattern, cond)}
         if source not in rows or len(rows) < 2:
             continue
-        layouts = {v: r for v, r in rows.items() if v != source}
-        win = min(layouts.values(), key=lambda r: r.seconds)
+        # the source among them: a variant slower than the source is never called the fastest
+        win = min(rows.values(), key=lambda r: (r.seconds, r.variant != source))
         lose = max(rows.values(), key=lambda r: r.seconds)
         src = rows[source]
         out.append(Answer(pattern, cond, win.variant, win.seconds, win.requests, src.seconds, src.requests,
                           lose.variant, lose.seconds, lose.requests))
     return out
+
+
+NOISE_FLOOR = 0.005
+"""Seconds under which two reads are not told apart, whatever their repeats said: the
+timer, the scheduler and the page cache move single reads by a few milliseconds."""
+
+
+def too_small_to_matter(results: Sequence[Result]) -> str | None:
+    """When every layout reads every pattern within the measurement's noise of every
+    other (the spread of each row's repeats, at least :data:`NOISE_FLOOR`): one sentence
+    saying that the archive is too small for its layout to matter, and from about what
+    size it would (the differences grow with the data a read takes). None otherwise."""
+    rows = [r for r in results if not r.error]
+    patterns = list(dict.fromkeys(r.pattern for r in rows if r.pattern not in ("open", "list")))
+    if not patterns or len({r.variant for r in rows}) < 2:
+        return None
+    noise, widest, scale = NOISE_FLOOR, 0.0, math.inf
+    for pattern in patterns:
+        mine = [r for r in rows if r.pattern == pattern]
+        spread = max(r.seconds for r in mine) - min(r.seconds for r in mine)
+        here = max(NOISE_FLOOR, *(r.seconds_max - r.seconds_min for r in mine))
+        if spread > here:
+            return None
+        noise, widest = max(noise, here), max(widest, spread)
+        logical = max(r.logical_bytes for r in mine)
+        if spread > 0 and logical:
+            scale = min(scale, here / spread * logical)
+    largest = max(r.logical_bytes for r in rows)
+    when = (f"the differences grow with the data a read takes: at about {format_size(scale)} per read (this one "
+            f"reads at most {format_size(largest)}) they would show" if math.isfinite(scale) and scale > largest
+            else "no difference between the layouts was measured at all")
+    return (f"Every layout reads every pattern within the measurement's noise ({noise * 1e3:.0f} ms) of the others: "
+            f"this archive is too small for its layout to matter; {when}. Try a larger sample (layoutkit sample "
+            "--shots, --rate-factor) or simulated latency (--latency 10ms).")
 
 
 def answer_table(results: Sequence[Result], source: str) -> Table:
@@ -202,11 +237,15 @@ def answer_table(results: Sequence[Result], source: str) -> Table:
         t.add_column(name, justify=justify)  # type: ignore[arg-type]
     for a in rows:
         t.add_row(
-            a.pattern, *((a.condition,) if varying else ()), a.best, f"{a.seconds:.3f}", f"{a.requests:,}",
+            a.pattern, *((a.condition,) if varying else ()), _named(a.best, source), f"{a.seconds:.3f}", f"{a.requests:,}",
             f"{a.vs_source:.1f}x ({_requests(a.source_requests)})",
             f"{a.vs_worst:.1f}x ({a.worst}: {_requests(a.worst_requests)})" if a.worst != a.best else "-",
         )
     return t
+
+
+def _named(variant: str, source: str) -> str:
+    return f"{variant} (the source: no variant reads it faster)" if variant == source else variant
 
 
 def _requests(n: int) -> str:
@@ -222,7 +261,8 @@ def answer_markdown(results: Sequence[Result], source: str) -> str:
     lines = [f"Conditions: {conditions_text(results)}.", "", "| " + " | ".join(head) + " |",
              "|" + "|".join("---" if i < 2 + varying else "---:" for i in range(len(head))) + "|"]
     for a in rows:
-        cells = [a.pattern, *([a.condition] if varying else []), a.best, f"{a.seconds:.3f} s", f"{a.requests:,}",
+        cells = [a.pattern, *([a.condition] if varying else []), _named(a.best, source), f"{a.seconds:.3f} s",
+                 f"{a.requests:,}",
                  f"**{a.vs_source:.1f}x** ({_requests(a.source_requests)})",
                  f"{a.vs_worst:.1f}x ({a.worst}, {_requests(a.worst_requests)})" if a.worst != a.best else "-"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -337,5 +377,5 @@ def _pb_short(pb: int | None) -> str:
     return format_size(pb).replace(".0 ", "").replace(" ", "") if pb else "0"
 
 
-__all__ = ["Answer", "answer_markdown", "answer_table", "answers", "conditions_text", "failures", "plot", "table",
+__all__ = ["Answer", "NOISE_FLOOR", "answer_markdown", "answer_table", "answers", "conditions_text", "failures", "plot", "table", "too_small_to_matter",
            "write"]

@@ -99,6 +99,17 @@ class Archive:
         """The attributes of the group at ``path`` ({} when there is none)."""
         return {}
 
+    def lazy_variable(self, path: str) -> xr.DataArray:
+        """The array at ``path`` as :meth:`_variable` gives it, its values read only when
+        asked for (xarray's engine, :mod:`layoutkit.xarray_engine`); its dimension scales,
+        the coordinates, are read now, as xarray reads index coordinates. A layout that
+        cannot tell an array's dimensions without reading it reads it now."""
+        return self._variable(path)
+
+    def group_attrs(self, path: str) -> dict[str, Any]:
+        """The attributes of the group at ``path`` ({} when there is none)."""
+        return self._group_attrs(path)
+
     def page_buffer_stats(self) -> dict[str, float] | None:
         """Hit rates of the HDF5 page buffer, when there is one."""
         return None
@@ -209,6 +220,52 @@ class Archive:
         one shot's stored bytes ahead."""
         for shot in shots:
             yield str(shot), self.shot(shot)
+
+
+class ArchiveArray:
+    """One array of an archive as xarray's lazy indexing wants it: a shape, a dtype, and
+    basic indexing that reads only the selection (:meth:`Archive.get`)."""
+
+    def __init__(self, archive: Archive, path: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.archive, self.path, self.shape, self.dtype = archive, path, shape, np.dtype(dtype)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        from xarray.core import indexing
+
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._read)
+
+    def _read(self, key: tuple[Any, ...]) -> np.ndarray:
+        spans, picks, dropped, lengths = [], [], [], []
+        for axis, (k, n) in enumerate(zip(key, self.shape)):
+            if isinstance(k, slice):
+                idx = range(*k.indices(n))
+                lengths.append(len(idx))
+                lo, hi = (min(idx), max(idx) + 1) if len(idx) else (0, 0)
+                spans.append(slice(lo, hi))
+                picks.append(None if len(idx) == hi - lo else np.asarray(idx) - lo)
+            else:
+                i = int(k) + (n if int(k) < 0 else 0)
+                spans.append(slice(i, i + 1))
+                picks.append(None)
+                dropped.append(axis)
+        if 0 in lengths:
+            return np.empty(tuple(lengths), dtype=self.dtype)
+        block = np.asarray(self.archive.get(self.path, tuple(spans)))
+        for axis, pick in enumerate(picks):
+            if pick is not None:
+                block = np.take(block, pick, axis=axis)
+        return block.squeeze(axis=tuple(dropped)) if dropped else block
+
+
+def lazy_data(archive: Archive, path: str, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """:class:`ArchiveArray` wrapped as xarray wraps a backend's arrays."""
+    from xarray.backends.common import BackendArray
+    from xarray.core import indexing
+
+    class _Backend(ArchiveArray, BackendArray):
+        pass
+
+    return indexing.LazilyIndexedArray(_Backend(archive, path, shape, dtype))
 
 
 def _refusing_unknown(read: Any, kind: str) -> Any:
@@ -402,4 +459,4 @@ def selections(shape: tuple[int, ...], grid: tuple[int, ...]) -> Iterator[Select
 Archive.shot = _refusing_unknown(Archive.shot, "shot")  # type: ignore[method-assign]
 Archive.signal = _refusing_unknown(Archive.signal, "signal")  # type: ignore[method-assign]
 
-__all__ = ["Archive", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]
+__all__ = ["Archive", "ArchiveArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]

@@ -27,6 +27,7 @@ from layoutkit.readers.base import (
     NotAnArchiveError,
     Selection,
     bytes_back,
+    lazy_data,
     scale_coordinate,
     scan_grid,
     selections,
@@ -247,6 +248,22 @@ class HDF5Archive(Archive):
             return [(offset, size) for offset, size, _ in entries.values() if size]  # HDF5 reads it
         self._raw[key] = (ds, entries, decoders)
         return [(offset, size) for offset, size, _ in entries.values() if size]
+
+    def lazy_variable(self, path: str) -> xr.DataArray:
+        ds = self.f[path]
+        dims, coords = [], {}
+        for axis, dim in enumerate(ds.dims):
+            scales = dim.values()
+            if scales:
+                where = self._scale_path(path, scales[0])
+                name = where.rsplit("/", 1)[-1]
+                coords[name] = scale_coordinate(name, np.asarray(scales[0][()]), self._attrs(scales[0], True))
+                dims.append(name)
+            else:
+                dims.append(f"dim_{axis}")
+        if ds.dtype.kind == "O" or h5py.check_string_dtype(ds.dtype) is not None:
+            return self._variable(path)  # text: read as the reader reads it
+        return with_coords(lazy_data(self, path, tuple(ds.shape), ds.dtype), dims, coords, self._attrs(ds, False))
 
     def _variable(self, path: str) -> xr.DataArray:
         ds = self.f[path]

@@ -33,6 +33,8 @@ class PackedArchive(ZarrArchive):
     shot, or absolute).
     """
 
+    mirrors_source = False  # its arrays are rows of packed series, not the source's arrays
+
     # -- what a packing layout says ------------------------------------------------------
 
     def _locate(self, path: str) -> Any | None:

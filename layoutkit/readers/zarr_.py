@@ -27,6 +27,7 @@ from layoutkit.readers.base import (
     ScaleCoordinate,
     Selection,
     bytes_back,
+    lazy_data,
     plain_attrs,
     scale_coordinate,
     selections,
@@ -398,6 +399,29 @@ class ZarrArchive(Archive):
 
     def _variable(self, path: str) -> xr.DataArray:
         return self._variables([path])[0]
+
+    mirrors_source: bool = True
+    """Whether the store keeps each array at the source's path (the mirrored layouts):
+    then an array's dimensions are known from its metadata, without reading it."""
+
+    def lazy_variable(self, path: str) -> xr.DataArray:
+        if not self.mirrors_source:
+            return super().lazy_variable(path)
+        axes, needed = self._axes([path])
+        scales = [n for n in needed if n != path]
+        values = dict(zip(scales, self._read_many([(n, ()) for n in scales])))
+        dims, coords = [], {}
+        for axis, found in enumerate(axes[path]):
+            if found:
+                name = found[0].rsplit("/", 1)[-1]
+                attrs = bytes_back(plain_attrs(self._attrs_of(found[0]), self.hidden_attrs))
+                coords[name] = scale_coordinate(name, values[found[0]], attrs)
+                dims.append(name)
+            else:
+                dims.append(f"dim_{axis}")
+        node = self._nodes[path]
+        attrs = bytes_back(plain_attrs(self._attrs_of(path), self.hidden_attrs))
+        return with_coords(lazy_data(self, path, tuple(node.shape), _zarr_dtype(node)), dims, coords, attrs)
 
     def shot(self, shot: str | int) -> xr.DataTree:
         """Every signal of one shot (as :meth:`Archive.shot`), fetched concurrently."""

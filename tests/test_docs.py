@@ -58,3 +58,44 @@ def test_the_readme_is_a_front_door() -> None:
     assert len(readme.splitlines()) <= 250
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).exists(), link
+
+
+@pytest.mark.parametrize("page", sorted((DOCS / "commands").glob("*.md")), ids=lambda p: p.stem)
+def test_a_command_page_lists_the_options_the_command_has(page: Path) -> None:
+    """Each command page's option table is the one the command's own parameters make
+    (python -m layoutkit.cli.reference docs/commands/*.md writes them again), and every
+    option the page names in backticks is one the command (or another command) has."""
+    import typer
+
+    from layoutkit.cli import app
+    from layoutkit.cli.reference import MARK, refresh
+
+    assert MARK.search(page.read_text()), f"{page.name} has no <!-- options: ... --> table"
+    assert refresh(page, write=False) == [], f"{page.name}: run python -m layoutkit.cli.reference {page}"
+    group = typer.main.get_command(app)
+    ctx = typer.Context(group)
+    known = {"--help", "--version", "--quiet", "--timings", "--order", "--json"}
+    for name in group.commands:
+        command = group.get_command(ctx, name)
+        for sub in getattr(command, "commands", {}).values():
+            known |= {o for p in sub.params for o in [*p.opts, *p.secondary_opts]}
+        known |= {o for p in command.params for o in [*getattr(p, "opts", []), *getattr(p, "secondary_opts", [])]}
+    named = set(re.findall(r"`(--[a-z][a-z0-9-]*)", page.read_text()))
+    assert named <= known, f"{page.name} names options no command has: {sorted(named - known)}"
+
+
+def test_help_is_readable_at_80_columns() -> None:
+    """Every command's --help fits 80 columns, with real value names (no typer <str>)."""
+    import typer
+
+    from layoutkit.cli import app
+
+    commands = list(typer.main.get_command(app).commands)
+    for name in commands:
+        done = subprocess.run([sys.executable, "-m", "layoutkit", *name.split(), "--help"], capture_output=True,
+                              text=True, env={**os.environ, "COLUMNS": "80"}, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(map(len, lines)) <= 80, (name, max(lines, key=len))
+        assert not re.search(r"<(str|bool|int|path|list\[str\])>", done.stdout), (name, done.stdout)
+        assert len(lines) <= 110, (name, len(lines))

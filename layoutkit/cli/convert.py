@@ -44,6 +44,7 @@ def convert(
     order: Annotated[
         str | None, typer.Option(hidden=True, help="Former spelling of --layout (shot, signal, shot-packed).")
     ] = None,
+    template: Annotated[str, typer.Option(help="Where shots and signals are, for the layouts that pack them; {shot} and {signal} match one path component each.")] = "/shots/{shot}/signals/{signal}",
     chunks: Annotated[
         str,
         typer.Option(help="source (keep source chunks), auto (grow source chunks to --chunk-size), or a shape such as 1000,8 (-1 = whole axis)."),

@@ -8,7 +8,7 @@ import re
 import signal
 import sys
 import threading
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,6 +26,44 @@ class _Commands(typer.core.TyperGroup):
     def list_commands(self, ctx: typer.Context) -> list[str]:
         names = super().list_commands(ctx)
         return sorted(names, key=lambda n: self.ORDER.index(n) if n in self.ORDER else len(self.ORDER))
+
+    def get_command(self, ctx: typer.Context, name: str) -> Any:
+        command = super().get_command(ctx, name)
+        if command is not None:
+            plain_metavars(command)
+        return command
+
+
+METAVARS = {
+    "src": "SRC...", "dst": "DST", "variants": "VARIANT...", "variant": "VARIANT", "recipe": "NAME|FILE",
+    "chunks": "auto|source|SHAPE", "chunk_size": "SIZE", "compressor": "CODEC", "shards": "none|auto|SIZE",
+    "workers": "N", "scheduler": "threads|processes|serial|ADDRESS", "memory_limit": "SIZE", "batch_files": "N",
+    "storage_option": "KEY=VALUE", "tmpdir": "DIR", "sources_from": "FILE", "concat_dim": "DIM", "template": "TEMPLATE",
+    "page_size": "auto|SIZE", "compress_threshold": "SIZE", "by": "shot|signal|group", "latency": "DURATIONS",
+    "bandwidth": "RATES", "page_buffer": "SIZES", "patterns": "PATTERNS", "engine": "ENGINES", "cache": "cold,warm",
+    "repeat": "N", "sample": "K", "seed": "N", "budget": "DURATION", "candidates": "NAMES", "target": "S3_PREFIX",
+    "out_dir": "DIR", "out_path": "DIR", "shots": "N", "signals": "N", "rate_factor": "N", "shots_per_file": "N",
+    "sample_shots": "N", "zarr_format": "2|3", "name": "NAME",
+}
+"""What an option's value looks like in ``--help`` (typer would print ``<str>``)."""
+
+
+def plain_metavars(command: Any) -> None:
+    """Give each of ``command``'s options and arguments the metavar of :data:`METAVARS`
+    (its name in capitals otherwise): help reads ``--chunk-size SIZE``, not ``<str>``,
+    and a flag shows no type."""
+    for param in getattr(command, "params", ()):
+        if getattr(param, "is_flag", False) or getattr(param, "_layoutkit_metavar", False):
+            continue
+        if getattr(param, "param_type_name", "") == "argument":  # its name says it: "SRC...", not "SRC... SRC..."
+            param.display_type_rich = lambda ctx=None: ""  # type: ignore[method-assign]
+            param._layoutkit_metavar = True
+            continue
+        label = param.metavar or METAVARS.get(param.name or "", (param.name or "value").upper())
+        if getattr(param, "type", None) is not None and getattr(param.type, "choices", None):
+            label = "|".join(map(str, param.type.choices))
+        param.display_type_rich = lambda ctx=None, label=label: label  # type: ignore[method-assign]
+        param._layoutkit_metavar = True
 
     def invoke(self, ctx: typer.Context) -> object:
         import click
@@ -49,6 +87,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: at 80 columns, a description column of 46, not 17
 )
 console = Console(stderr=True)
 out = Console()

@@ -14,6 +14,7 @@ from layoutkit.errors import LayoutkitError
 recipes_app = typer.Typer(
     help="Named layouts for convert and reorder: list them, show one, or read one back from a variant.",
     add_completion=False,
+    rich_markup_mode=None,
 )
 app.add_typer(recipes_app, name="recipes")
 

@@ -32,7 +32,54 @@ DEFAULT_MEMORY_LIMIT = 1024**3
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """Every choice ``convert`` takes, for every Zarr layout (the CLI and recipes build one)."""
+    """Every choice ``convert`` takes, for every Zarr layout (the CLI and recipes build one).
+
+    Each field takes the values the command line takes, as text or already parsed
+    (``ConvertOptions(compressor="lz4", chunks="auto", memory_limit="1GiB")``); a bad
+    value raises :class:`~layoutkit.errors.InvalidOptionError` at once, naming the field.
+
+    Attributes
+    ----------
+    zarr_format : int
+        ``3`` (default) or ``2`` (``--zarr-format``). Format 2 has no shards.
+    chunks : ChunkSpec or str
+        ``"auto"`` (default: the source's chunks grown to ``chunk_bytes``), ``"source"``
+        (the source's chunks as they are) or a shape such as ``"1000,8"`` or ``(1000, 8)``
+        (``-1``: the whole axis) (``--chunks``).
+    chunk_bytes : int or str
+        The uncompressed chunk size ``chunks="auto"`` aims at: 4 MiB, or ``"8MiB"``
+        (``--chunk-size``).
+    compressor : CompressorSpec or str
+        ``"zstd:3"`` (default), ``"none"``, ``"gzip:4"``, ``"lz4"``,
+        ``"blosc:lz4:5:shuffle"``, with an optional ``"shuffle+"`` prefix, or ``"source"``:
+        each chunk copied as stored, its HDF5 filters spelled as Zarr codecs
+        (``--compressor``).
+    shards : ShardSpec or str or int
+        ``"none"`` (default), ``"auto"`` (64 MiB shards) or a target shard size such as
+        ``"128MiB"`` (``--shards``; Zarr format 3 only).
+    consolidate : bool
+        Write consolidated metadata (default True; ``--no-consolidate``).
+    workers : int or str
+        Parallel workers (default 2; ``--workers``).
+    scheduler : str
+        ``"threads"`` (default), ``"processes"`` (a local dask cluster), ``"serial"``, or
+        a dask scheduler address such as ``"tcp://host:8786"`` (``--scheduler``).
+    memory_limit : int or str
+        The budget for data in flight: 1 GiB, or ``"2GiB"`` (``--memory-limit``).
+    batch_files : int
+        Many sources: write this many files at a time (0, default: as many as hold
+        ~100,000 datasets; ``--batch-files``).
+    overwrite : bool
+        Replace the destination if it exists (``--overwrite``).
+    skip_unsupported : bool
+        Leave out, and list, datasets the layout cannot carry (``--skip-unsupported``).
+    layout : str
+        ``"shot-major"`` (default), ``"signal-major"``, ``"shot-packed"`` or
+        ``"virtual"`` (``--layout``; the former spellings work too).
+    template : str
+        Where shots and signals are, for the layouts that pack them:
+        ``"/shots/{shot}/signals/{signal}"`` (``--template``).
+    """
 
     zarr_format: int = 3
     chunks: ChunkSpec = field(default_factory=lambda: parse_chunks("auto"))

@@ -30,6 +30,44 @@ from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
 @dataclass(frozen=True)
 class ReorderOptions:
+    """Every choice ``reorder`` takes (the CLI and recipes build one).
+
+    Each field takes the values the command line takes, as text or already parsed
+    (``ReorderOptions(by="signal", page_size="8MiB", compressor="gzip:4")``); a bad
+    value raises :class:`~layoutkit.errors.InvalidOptionError` at once, naming the field.
+
+    Attributes
+    ----------
+    by : str
+        The byte order: ``"shot"`` (default: all signals of a shot together),
+        ``"signal"`` (one signal of every shot together) or ``"group"`` (``--by``).
+    template : str
+        Where shots and signals are: ``"/shots/{shot}/signals/{signal}"`` (``--template``).
+    page_size : int or str or None
+        The file space page: None or ``"auto"`` (default: chosen for the file), or a
+        power of two of at least 512 B such as ``"8MiB"`` (``--page-size``).
+    compressor : CompressorSpec or str
+        ``"gzip:4"`` (default), ``"none"``, ``"lz4"``, ``"zstd:3"``, ``"source"`` (the
+        chunks as stored)... (``--compressor``).
+    compress_threshold : int or str
+        Datasets smaller than this are stored uncompressed: 8 KiB, or ``"16KiB"``
+        (``--compress-threshold``).
+    chunks : ChunkSpec or str
+        ``"source"`` (default), ``"auto"`` or a shape such as ``"1000,8"`` (``--chunks``).
+    chunk_bytes : int or str
+        The chunk size ``chunks="auto"`` aims at: 4 MiB (``--chunk-size``).
+    dedupe : bool
+        Store a time base shared by several signals once (default True; ``--no-dedupe``).
+    workers : int or str
+        Parallel workers (default 2; ``--workers``).
+    memory_limit : int or str
+        The budget for data in flight: 1 GiB, or ``"2GiB"`` (``--memory-limit``).
+    overwrite : bool
+        Replace the destination if it exists (``--overwrite``).
+    skip_unsupported : bool
+        Leave out, and list, datasets no HDF5 file can carry (``--skip-unsupported``).
+    """
+
     by: str = "shot"
     template: str = DEFAULT_TEMPLATE
     page_size: int | None = None  # None: auto

@@ -789,3 +789,18 @@ def test_open_is_opening_and_list_lists(tmp_path):
     default = cli("verify", src, store, *FAST, "--out", tmp_path / "d")
     assert "list" not in {r["pattern"] for r in csv.DictReader(open(tmp_path / "d" / "results.csv"))}
     assert default.exit_code == 0
+
+
+def test_conditions_of_reads_from_a_bucket_say_the_requests_are_real():
+    """The demo's picture said "no simulated latency" under a caption of 10 ms per
+    request: the reads were real requests through a proxy that held each 10 ms."""
+    from dataclasses import replace
+
+    from layoutkit.verify import report
+
+    local = [_result("a.h5", "shot", 0.1, 1), _result("b.zarr", "shot", 0.2, 1)]
+    remote = [replace(r, remote=True) for r in local]
+    assert "no simulated latency" in report.conditions_text(local)
+    assert "real requests to a bucket, no latency simulated" in report.conditions_text(remote)
+    simulated = [replace(r, latency=0.01) for r in remote]
+    assert "10 ms per request simulated, over real requests" in report.conditions_text(simulated)

@@ -159,7 +159,10 @@ def conditions_text(results: Sequence[Result]) -> str:
     if "cache" not in varying:
         parts.append(f"{r.cache} cache")
     if "latency" not in varying:
-        parts.append(f"{r.latency * 1e3:g} ms per request" if r.latency else "no simulated latency")
+        real = all(x.remote for x in results)
+        parts.append(f"{r.latency * 1e3:g} ms per request{' simulated, over real requests' if real else ''}"
+                     if r.latency else "real requests to a bucket, no latency simulated" if real
+                     else "no simulated latency")
     if "bandwidth" not in varying and r.bandwidth:
         parts.append(f"{format_size(r.bandwidth)}/s")
     return ", ".join(parts)
@@ -319,7 +322,9 @@ def plot(results: Sequence[Result], out: Path) -> list[tuple[Path, str]]:
             ax.set_xticks([k + 0.4 - width / 2 for k in range(len(patterns))], patterns)
             ax.set_yscale("log")
             ax.set_ylabel(ylabel)
-            ax.set_title(f"{lat * 1e3:g} ms per request" if lat else "no simulated latency")
+            real = all(r.remote for r in results)
+            ax.set_title(f"{lat * 1e3:g} ms per request" if lat else
+                         "real requests to a bucket, no latency simulated" if real else "no simulated latency")
         handles, labels = axes[0][0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=min(5, len(variants)), fontsize="small", frameon=False)
         what = "time" if metric == "seconds" else "read requests"

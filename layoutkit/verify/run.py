@@ -280,6 +280,7 @@ class Result:
     times: list[float] = field(default_factory=list)
     peak_rss: int | None = None  # bytes, this process's peak over the row's runs (threads, serial; Linux)
     cpu: float | None = None  # this process's CPU seconds per timed run, the mean (all of it for threads, serial)
+    remote: bool = False  # read from a bucket: its requests are real, whatever latency is simulated
 
     def row(self) -> dict[str, Any]:
         return asdict(self)
@@ -332,7 +333,10 @@ class _Row:
         median = statistics.median(times)
         logical = sum(o["logical"] for o in outs)
         meta_rate, raw_rate = _hit_rates([o["page_buffer"] for o in outs])
+        from layoutkit.storage.buckets import is_url
+
         return Result(
+            remote=is_url(str(v.path)) or str(v.path).startswith("icechunk:s3://"),
             variant=v.name,
             format=v.format,
             layout=v.layout,

@@ -6,7 +6,7 @@ BENCH_STAMP := $(VENV)/.layoutkit-bench-installed
 DEMO    ?= demo
 SHOTS   ?= 6
 
-.PHONY: demo test bench clean
+.PHONY: demo demo-figures test bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || "$$(./scripts/find-python)" -m venv $(VENV)
@@ -39,6 +39,10 @@ demo: $(BENCH_STAMP)
 	@# which layout to write for reading whole shots and single signals at 10 ms per request
 	$(VENV)/bin/layoutkit advise $(DEMO)/shots.h5 --patterns shot=1,signal=1 --latency 10ms --budget 1min \
 	    --out $(DEMO)/advice
+
+# after make demo: its figures into the README and the docs (scripts/demo_figures.py)
+demo-figures:
+	$(PY) scripts/demo_figures.py $(DEMO)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 -q

@@ -112,3 +112,21 @@ def test_help_is_readable_at_80_columns() -> None:
         assert max(map(len, lines)) <= 80, (name, max(lines, key=len))
         assert not re.search(r"<(str|bool|int|path|list\[str\])>", done.stdout), (name, done.stdout)
         assert len(lines) <= 110, (name, len(lines))
+
+
+def test_the_demo_figures_are_the_demo_s_own_output() -> None:
+    """The README's and getting-started's demo table and sentence are what
+    scripts/demo_figures.py makes of docs/demo-summary.md (make demo's summary, stored):
+    the range the sentence says is the table's."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import demo_figures
+
+    stored = (DOCS / "demo-summary.md").read_text()
+    found = demo_figures.rows(stored)
+    assert len(found) >= 4, stored
+    for page in demo_figures.PAGES:
+        match = demo_figures.BLOCK.search(page.read_text())
+        assert match, page
+        assert match.group(2) == demo_figures.page_block(page, stored), f"{page.name}: run make demo-figures"
+    low, high = min(r[4] for r in found), max(r[4] for r in found)
+    assert f"{low:.1f}x to {high:.1f}x faster" in demo_figures.block(stored)

@@ -130,3 +130,15 @@ def test_the_demo_figures_are_the_demo_s_own_output() -> None:
         assert match.group(2) == demo_figures.page_block(page, stored), f"{page.name}: run make demo-figures"
     low, high = min(r[4] for r in found), max(r[4] for r in found)
     assert f"{low:.1f}x to {high:.1f}x faster" in demo_figures.block(stored)
+
+
+def test_every_example_is_listed_and_the_words_are_defined() -> None:
+    listed = (DOCS / "examples.md").read_text()
+    for script in (ROOT / "examples").glob("*.py"):
+        assert f"examples/{script.name}" in listed, script.name
+    glossary = (DOCS / "glossary.md").read_text()
+    for word in ("shot", "signal", "time base", "template", "variant", "layout", "recipe", "source"):
+        assert re.search(rf"^\*\*{word}", glossary, re.M), word
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for page in ("install.md", "glossary.md", "faq.md", "changelog.md", "netcdf.md", "examples.md"):
+        assert page in nav, page

@@ -41,9 +41,9 @@ class Archive:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name in ("shot", "signal"):  # every layout's own reads say so when the name is unknown
-            if name in cls.__dict__:
-                setattr(cls, name, _refusing_unknown(cls.__dict__[name], name))
+        for name, kind in (("shot", "shot"), ("signal", "signal"), ("signal_packed", "signal")):
+            if name in cls.__dict__:  # every layout's own reads say so when the name is unknown
+                setattr(cls, name, _refusing_unknown(cls.__dict__[name], kind))
 
     def __init__(self, path: Path, template: str) -> None:
         self.path = path
@@ -205,6 +205,24 @@ class Archive:
         arrays = self._variables(_paths(self._expand({"signal": signal}), found))
         return {shot: a.rename(signal) for (shot, _, _), a in zip(found, arrays)}
 
+    def signal_packed(self, signal: str) -> xr.Dataset:
+        """One signal of every shot as one packed dataset, not one DataArray per shot: the
+        shots' values end to end along ``sample`` (the variable named as the signal), the
+        time base of each value along it too (named as the time base, or ``time`` when the
+        shots use several, with ``time_base`` naming each shot's), and per shot (``shot``
+        dimension) its name, ``start`` and ``length``. Shot ``k`` is
+        ``ds[signal][start[k] : start[k] + length[k]]``. Attributes: the first shot's
+        (per-shot attributes: :meth:`signal`). For all-shot reads of large archives: the
+        signal-major layout gives it from its packed arrays without building an array per
+        shot (:meth:`signal` builds 50,000 for 50,000 shots).
+
+        Raises
+        ------
+        KeyError
+            When no shot has such a signal, naming the nearest signals there are.
+        """
+        return pack_signal(signal, self.signal(signal))
+
     def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
         """The variables at ``paths``, in order (as :meth:`_variable`; a reader may fetch
         their bytes together first). ``paths`` is taken one at a time as it is found, so
@@ -268,6 +286,37 @@ def lazy_data(archive: Archive, path: str, shape: tuple[int, ...], dtype: np.dty
     return indexing.LazilyIndexedArray(_Backend(archive, path, shape, dtype))
 
 
+def pack_signal(signal: str, arrays: dict[str, xr.DataArray]) -> xr.Dataset:
+    """:meth:`Archive.signal_packed` made from one DataArray per shot."""
+    shots = list(arrays)
+    values = [np.atleast_1d(a.values) for a in arrays.values()]
+    times = [a.coords[a.dims[0]].values if a.ndim and a.dims[0] in a.coords else None for a in arrays.values()]
+    bases = [str(a.dims[0]) if a.ndim and a.dims[0] in a.coords else "" for a in arrays.values()]
+    first = next(iter(arrays.values()), None)
+    return packed_dataset(signal, shots, values, times, bases, dict(first.attrs) if first is not None else {})
+
+
+def packed_dataset(signal: str, shots: list[str], values: list[np.ndarray], times: list[Any], bases: list[str],
+                   attrs: dict[str, Any]) -> xr.Dataset:
+    """The packed dataset of :meth:`Archive.signal_packed`, from each shot's values and
+    time base (None: none) in shot order."""
+    lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
+    starts = np.zeros_like(lengths)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    data = np.concatenate(values) if values else np.empty(0)
+    rest = tuple(f"dim_{i}" for i in range(1, data.ndim))
+    ds = xr.Dataset({signal: (("sample", *rest), data, attrs)},
+                    coords={"shot": ("shot", np.asarray(shots, dtype=str)), "start": ("shot", starts),
+                            "length": ("shot", lengths)})
+    if values and all(t is not None for t in times):
+        names = sorted(set(bases))
+        name = names[0] if len(names) == 1 else "time"
+        ds[name] = ("sample", np.concatenate(times))
+        if len(names) > 1:
+            ds.coords["time_base"] = ("shot", np.asarray(bases, dtype=str))
+    return ds
+
+
 def _refusing_unknown(read: Any, kind: str) -> Any:
     """``read`` (an archive's ``shot`` or ``signal``), raising KeyError, with the nearest
     names it has, when it finds nothing and the archive has no such shot or signal."""
@@ -276,7 +325,8 @@ def _refusing_unknown(read: Any, kind: str) -> Any:
     @functools.wraps(read)
     def checked(self: Archive, name: Any) -> Any:
         found = read(self, name)
-        empty = not (found.children if isinstance(found, xr.DataTree) else found)
+        empty = (not found.children if isinstance(found, xr.DataTree)
+                 else found.sizes.get("shot", 0) == 0 if isinstance(found, xr.Dataset) else not found)
         if empty:
             known = self.shots if kind == "shot" else self.signals
             if str(name) not in known:
@@ -458,5 +508,6 @@ def selections(shape: tuple[int, ...], grid: tuple[int, ...]) -> Iterator[Select
 
 Archive.shot = _refusing_unknown(Archive.shot, "shot")  # type: ignore[method-assign]
 Archive.signal = _refusing_unknown(Archive.signal, "signal")  # type: ignore[method-assign]
+Archive.signal_packed = _refusing_unknown(Archive.signal_packed, "signal")  # type: ignore[method-assign]
 
-__all__ = ["Archive", "ArchiveArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]
+__all__ = ["Archive", "ArchiveArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "pack_signal", "packed_dataset", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]

@@ -804,3 +804,18 @@ def test_conditions_of_reads_from_a_bucket_say_the_requests_are_real():
     assert "real requests to a bucket, no latency simulated" in report.conditions_text(remote)
     simulated = [replace(r, latency=0.01) for r in remote]
     assert "10 ms per request simulated, over real requests" in report.conditions_text(simulated)
+
+
+def test_repeats_scale_with_the_data():
+    """A row stops repeating once its runs add up to ROW_SECONDS (a run of seconds is its
+    own median); short rows still get every repetition asked for."""
+    from layoutkit.verify.run import ROW_SECONDS, _Row
+
+    def row(times):  # noqa: ANN001, ANN202
+        r = _Row.__new__(_Row)
+        r.times = list(times)
+        return r
+
+    assert row([ROW_SECONDS + 0.5]).done(3, 0.0)
+    assert not row([0.2, 0.3]).done(3, 0.0) and row([0.2, 0.3, 0.2]).done(3, 0.0)
+    assert not row([ROW_SECONDS + 0.5]).done(3, 10.0)  # min_seconds asked: advise's rows repeat as asked

@@ -31,7 +31,7 @@ def verify(
     cache: Annotated[str, typer.Option(help="cold (evict the files from the OS page cache before each run), warm, or cold,warm.")] = "cold",
     latency: Annotated[str, typer.Option(help="Simulated latency per request, e.g. 0,10ms.")] = "0",
     bandwidth: Annotated[str, typer.Option(help="Simulated bandwidth, e.g. 100MB/s (0 = unlimited).")] = "0",
-    repeat: Annotated[int, typer.Option(help="Repetitions per row (the table shows the median and the spread).")] = 3,
+    repeat: Annotated[int, typer.Option(help="Repetitions per row (the table shows the median and the spread); a row whose runs add up to 3 s stops repeating there.")] = 3,
     template: Annotated[str, typer.Option(help="Where signals live in the hierarchy.")] = "/shots/{shot}/signals/{signal}",
     scheduler: Annotated[str | None, typer.Option(help="A dask scheduler address for --engine distributed.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write results.csv, results.json and plots here.")] = None,

@@ -40,6 +40,10 @@ from layoutkit.verify.patterns import ReadPlan, run_reads, split
 
 ENGINES = ("serial", "threads", "processes", "distributed")
 MAX_REPEAT_FACTOR = 5  # measure(min_seconds=...): at most this many times the repetitions asked for
+ROW_SECONDS = 3.0
+"""A row stops repeating once its runs add up to this many seconds (at least one run):
+a read of seconds varies by a few percent from run to run, and repeating it is what made
+verify's sweep of a 64 MB sample at 10 ms take a quarter of an hour."""
 CACHES = ("cold", "warm")
 
 
@@ -326,6 +330,8 @@ class _Row:
 
     def done(self, repeat: int, min_seconds: float) -> bool:
         times = self.times
+        if times and min_seconds == 0.0 and sum(times) >= ROW_SECONDS:
+            return True  # runs of seconds are their own median: more of them buy little (repeats scale with the data)
         return len(times) >= repeat and (sum(times) >= min_seconds or len(times) >= MAX_REPEAT_FACTOR * repeat)
 
     def result(self, peak: int | None) -> Result:
@@ -393,6 +399,9 @@ def _time_rows(rows: list[_Row], repeat: int, warmup: int, min_seconds: float,
                 row.times.append(seconds)
                 row.cpu.append(cpu)
                 progress(f"{row.variant.name} {row.plan.pattern}")
+                if row.done(repeat, min_seconds):
+                    for _ in range(repeat - len(row.times)):  # the repetitions it no longer needs: the bar moves on
+                        progress(f"{row.variant.name} {row.plan.pattern}")
     finally:
         gc.unfreeze()
     peak = peak_rss() if in_process else None

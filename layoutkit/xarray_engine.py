@@ -12,8 +12,8 @@ signals, each signal a one-variable dataset with its time bases as coordinates (
 ``archive.shot(shot)`` gives); any other file is its groups and arrays, at their paths.
 The values are read when asked for (``.values``, ``.load()``, a selection: only that
 selection is read); the coordinates are read at opening, as xarray reads index
-coordinates. On the packing layouts (signal-major, shot-packed) an array's dimensions
-are known only by reading its row, so opening reads the arrays too.
+coordinates. On shot-packed Zarr a shot's arrays are bytes in one packed row, whose
+types are known only by reading it, so opening reads them too.
 
 Registered as the ``xarray.backends`` entry point ``layoutkit``; nothing is guessed from
 a file's name (``guess_can_open`` is False): the engine is named.

@@ -50,10 +50,11 @@ def test_the_engine_opens_every_layout_as_layoutkit_reads_it(variants):
 
 
 def test_the_engine_reads_values_only_when_asked(variants):
-    """On the mirrored layouts and HDF5 files the values are read when asked for, and a
-    selection reads only that selection."""
+    """The values are read when asked for, and a selection reads only that selection
+    (signal-major: a row's dimensions are in its index; shot-packed reads a shot's bytes
+    at opening)."""
     src, found = variants
-    for name in ("source", "shot-major", "virtual", "hdf5-paged by signal"):
+    for name in ("source", "shot-major", "virtual", "hdf5-paged by signal", "signal-major"):
         tree = xr.open_datatree(found[name], engine="layoutkit")
         shot = sorted(tree.children)[1]
         var = tree[f"{shot}/ip"]["ip"]

@@ -157,7 +157,7 @@ class ZarrArchive(Archive):
         out = {}
         for p, m in self._nodes.items():
             if getattr(m, "node_type", None) == "array" or hasattr(m, "shape"):
-                out[p] = (tuple(m.shape), _zarr_dtype(m))
+                out[p] = (tuple(m.shape), zarr_dtype(m))
         return out
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
@@ -421,7 +421,7 @@ class ZarrArchive(Archive):
                 dims.append(f"dim_{axis}")
         node = self._nodes[path]
         attrs = bytes_back(plain_attrs(self._attrs_of(path), self.hidden_attrs))
-        return with_coords(lazy_data(self, path, tuple(node.shape), _zarr_dtype(node)), dims, coords, attrs)
+        return with_coords(lazy_data(self, path, tuple(node.shape), zarr_dtype(node)), dims, coords, attrs)
 
     def shot(self, shot: str | int) -> xr.DataTree:
         """Every signal of one shot (as :meth:`Archive.shot`), fetched concurrently."""
@@ -646,7 +646,7 @@ def open_counted(
     return store, zarr.open_group(store, mode="r", zarr_format=zarr_format)
 
 
-def _zarr_dtype(meta: Any) -> np.dtype:
+def zarr_dtype(meta: Any) -> np.dtype:
     if isinstance(meta, _ArrayDoc):
         return meta.native_dtype
     dt = getattr(meta, "data_type", None) or getattr(meta, "dtype", None)
@@ -667,4 +667,4 @@ def tree_of(paths: Iterator[str]) -> dict[str, set[str]]:
     return tree
 
 
-__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "open_counted", "tree_of"]
+__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "open_counted", "tree_of", "zarr_dtype"]

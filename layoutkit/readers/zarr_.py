@@ -373,11 +373,14 @@ class ZarrArchive(Archive):
                 self._local.fetched = None
             yield shot, tree
 
-    def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+    def _variables(self, paths: Iterable[str], lazy: bool = False) -> list[xr.DataArray]:
         """Several arrays with their dimension scales as coordinates, read together
-        (each scale once, however many arrays it serves)."""
+        (each scale once, however many arrays it serves); with ``lazy``, the scales only,
+        the arrays' values when asked for (:meth:`lazy_variables`)."""
         paths = list(paths)
         axes, needed = self._axes(paths)
+        if lazy:
+            needed = list(dict.fromkeys(s[0] for p in paths for s in axes[p] if s))
         values = dict(zip(needed, self._read_many([(n, ()) for n in needed])))
         index: dict[str, ScaleCoordinate] = {}  # scale path -> its coordinate, built once
         out = []
@@ -394,34 +397,16 @@ class ZarrArchive(Archive):
                 else:
                     dims.append(f"dim_{axis}")
             attrs = bytes_back(plain_attrs(self._attrs_of(p), self.hidden_attrs))
-            out.append(with_coords(values[p], dims, coords, attrs))
+            node = self._nodes[p] if lazy else None
+            data = values[p] if node is None else lazy_data(self, p, tuple(node.shape), zarr_dtype(node))
+            out.append(with_coords(data, dims, coords, attrs))
         return out
 
     def _variable(self, path: str) -> xr.DataArray:
         return self._variables([path])[0]
 
-    mirrors_source: bool = True
-    """Whether the store keeps each array at the source's path (the mirrored layouts):
-    then an array's dimensions are known from its metadata, without reading it."""
-
-    def lazy_variable(self, path: str) -> xr.DataArray:
-        if not self.mirrors_source:
-            return super().lazy_variable(path)
-        axes, needed = self._axes([path])
-        scales = [n for n in needed if n != path]
-        values = dict(zip(scales, self._read_many([(n, ()) for n in scales])))
-        dims, coords = [], {}
-        for axis, found in enumerate(axes[path]):
-            if found:
-                name = found[0].rsplit("/", 1)[-1]
-                attrs = bytes_back(plain_attrs(self._attrs_of(found[0]), self.hidden_attrs))
-                coords[name] = scale_coordinate(name, values[found[0]], attrs)
-                dims.append(name)
-            else:
-                dims.append(f"dim_{axis}")
-        node = self._nodes[path]
-        attrs = bytes_back(plain_attrs(self._attrs_of(path), self.hidden_attrs))
-        return with_coords(lazy_data(self, path, tuple(node.shape), zarr_dtype(node)), dims, coords, attrs)
+    def lazy_variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+        return self._variables(paths, lazy=True)
 
     def shot(self, shot: str | int) -> xr.DataTree:
         """Every signal of one shot (as :meth:`Archive.shot`), fetched concurrently."""

@@ -342,9 +342,10 @@ class ShotPackedArchive(PackedArchive):
         rows = list(self._rows_of(self._shot_paths(shot)[1]).values())
         return [(p, (slice(lo, hi),)) for p, lo, hi in self._spans(rows)]
 
-    def _variables(self, paths: list[str]) -> list[xr.DataArray]:
+    def _variables(self, paths: list[str], lazy: bool = False) -> list[xr.DataArray]:
         """As signal-major's, but the datasets and their time bases, which share the
-        shot's packed arrays, are read together: each packed array once."""
+        shot's packed arrays, are read together: each packed array once (``lazy`` too: a
+        row is bytes, its type known only once it is read)."""
         rows = self._rows_of(paths)
         self._local.ahead = dict(zip(rows, self._read_rows(list(rows.values()))))
         try:

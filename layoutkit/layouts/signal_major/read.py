@@ -37,14 +37,11 @@ from layoutkit.readers.base import (
     NotAnArchiveError,
     Selection,
     bytes_back,
-    lazy_data,
     packed_dataset,
     plain_attrs,
-    scale_coordinate,
-    with_coords,
 )
 from layoutkit.readers.packed import PackedArchive
-from layoutkit.readers.zarr_ import tree_of, zarr_dtype
+from layoutkit.readers.zarr_ import tree_of
 
 
 @dataclass(frozen=True)
@@ -85,6 +82,7 @@ class SignalMajorArchive(PackedArchive):
 
     layout = LAYOUT_NAME
     hidden_attrs = PackedArchive.hidden_attrs | {SHOT_ATTR}
+    element_rows = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:  # the parameters of ZarrArchive
         super().__init__(*args, **kwargs)
@@ -359,35 +357,6 @@ class SignalMajorArchive(PackedArchive):
         arrays = self._variables([self.path_of(shot, signal) for shot in ordered])
         return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}
 
-
-    def lazy_variable(self, path: str) -> xr.DataArray:
-        """A packed dataset's row, its values read when asked for (:meth:`get` reads a
-        row's selection): its dimensions and attributes are in the index, its scales' rows
-        are read now, as coordinates are. One stored at its own path is read now."""
-        if self._v2 and (m := self._prefix.match(path)):
-            self._load_shot_docs([m.group("shot")])
-        row = self._locate(path)
-        match = self._prefix.match(path)
-        if row is None or match is None or row.data not in self._nodes:
-            return self._variable(path)
-        shot = match.group("shot")
-        scales = [self._scale_source(shot, axis[0]) if axis else None for axis in row.dims]
-        located = {s: self._locate(s) for s in scales if s}
-        if any(r is None for r in located.values()):  # a scale stored at its own path
-            return self._variable(path)
-        values = dict(zip(located, self._read_rows(list(located.values()))))
-        node = self._nodes[row.data]
-        shape = (row.length, *tuple(node.shape)[1:])
-        dims, coords = [], {}
-        for axis in range(len(shape)):
-            scale = scales[axis] if axis < len(scales) else None
-            if scale is None:
-                dims.append(f"dim_{axis}")
-                continue
-            name = scale.rsplit("/", 1)[-1]
-            coords[name] = scale_coordinate(name, values[scale], bytes_back(dict(located[scale].attrs)))
-            dims.append(name)
-        return with_coords(lazy_data(self, path, shape, zarr_dtype(node)), dims, coords, bytes_back(dict(row.attrs)))
 
     def signal_packed(self, signal: str) -> xr.Dataset:
         """One signal of every shot from its packed arrays (:meth:`Archive.signal_packed`):

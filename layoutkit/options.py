@@ -315,6 +315,16 @@ _DURATION = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+)\s*(us|ms|s|sec|min|m|h)?\s*$")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 
 
+def duration_text(seconds: float) -> str:
+    """Seconds as a person says them: "45 s", "3 min 20 s", "25 min", "2.5 h"."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 600:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
 def parse_duration(text: str | float, *, what: str = "a duration", example: str = "10ms, 90s or 2min",
                    positive: bool = False) -> float:
     """A duration such as ``10ms``, ``0.05s``, ``90s``, ``2min`` or ``1h`` (a bare number

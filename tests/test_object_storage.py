@@ -561,6 +561,32 @@ def test_layoutkit_open_reads_a_bucket_with_real_requests(endpoint, shot_file, b
                 assert remote.counter.requests > 0 and remote.counter.bytes > 0, name
 
 
+def test_a_local_hdf5_file_at_simulated_latency_is_charged_the_gets_of_the_bucket_reader(endpoint, tmp_path):
+    """verify's simulated object storage reads a local HDF5 file as the reader of one in
+    a bucket does: the same GETs, of the same bytes (not h5py's own reads, thousands of a
+    few bytes each); a round of GETs sent together is waited for once."""
+    from layoutkit.verify.run import read_share
+
+    path = tmp_path / "big.h5"
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:  # 29 MB: several 8 MiB blocks, none of them compressible
+        for shot in ("1", "2", "3"):
+            for signal in ("a", "b"):
+                f.create_dataset(f"shots/{shot}/signals/{signal}", data=rng.random(600_000))
+    client(endpoint).upload_file(str(path), BUCKET, "sources/big.h5")
+    storage = tuple(sorted({"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test",
+                            "region": "us-east-1"}.items()))
+    template = "/shots/{shot}/signals/{signal}"
+    for pattern, items in (("signal", ["a"]), ("shot", ["2"]), ("open", [None])):
+        local = read_share(str(path), template, pattern, items, 1e-4, 0, 0)
+        remote = read_share(f"s3://{BUCKET}/sources/big.h5", template, pattern, items, 0, 0, 0, storage)
+        assert local["error"] is None and remote["error"] is None
+        assert (local["requests"], local["bytes"]) == (remote["requests"], remote["bytes"]), pattern
+    assert read_share(str(path), template, "signal", ["a"], 1e-4, 0, 0)["requests"] >= 2  # the first block, then a round
+    h5py_reads = read_share(str(path), template, "signal", ["a"], 0, 0, 0)["requests"]  # no latency: h5py's own
+    assert h5py_reads > read_share(str(path), template, "signal", ["a"], 1e-4, 0, 0)["requests"]
+
+
 def test_verify_checks_and_measures_variants_in_a_bucket(endpoint, shot_file, bucket_variants, tmp_path):
     out = tmp_path / "report"
     # moto answers a ranged GET by copying the whole object: few, small reads keep this quick

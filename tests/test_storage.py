@@ -25,6 +25,17 @@ def test_latency_model():
         LatencyModel(latency=-1)
 
 
+def test_requests_sent_together_overlap_up_to_the_limit_in_flight():
+    from layoutkit.storage.counting import overlapped
+
+    assert overlapped([]) == 0
+    assert overlapped([0.01, 0.03, 0.02]) == 0.03  # all in flight at once: the slowest
+    assert overlapped([1, 1, 1], in_flight=2) == 2  # the third waits for a free slot
+    assert overlapped([3, 1, 1, 1], in_flight=2) == 3  # the short ones follow each other beside the long one
+    assert LatencyModel(latency=0.01).round_trip([0] * 200, in_flight=128) == pytest.approx(0.02)
+    assert LatencyModel(latency=0.01, bandwidth=1e6).round_trip([1000, 10_000]) == pytest.approx(0.02)
+
+
 def test_zarr_requests_match_a_hand_count(tmp_path: Path) -> None:
     """A (4, 6) array in (2, 3) chunks has 4 chunk objects; reading it all is 4 requests,
     a slice within one chunk is 1, and each request is delayed once."""

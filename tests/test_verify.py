@@ -242,6 +242,33 @@ def test_request_counts_match_a_hand_count(tmp_path):
     assert out["logical"] == 160
 
 
+def test_the_probe_counts_rounds_of_requests_and_the_estimate_charges_them(tmp_path):
+    """verify's expected duration: a probe read counts rounds (requests in flight
+    together wait together), not requests, and each row is costed at its latency."""
+    from layoutkit.verify.run import PROBE_LATENCY, Variant, _union, expected_seconds, probe
+
+    assert _union([(0, 1), (0.5, 2), (3, 4)]) == 3 and _union([]) == 0
+    store = tmp_path / "tiny.zarr"
+    root = zarr.open_group(store, mode="w")
+    a = root.create_array("x", shape=(40,), chunks=(10,), dtype="i4", compressors=None)
+    a[:] = np.arange(40)
+    zarr.consolidate_metadata(store)
+    v = Variant("tiny.zarr", store, "zarr", "zarr", "zarr", None)
+    blocks = [("/x", (slice(i, i + 10),)) for i in range(0, 40, 10)]
+    _, one_by_one = probe(v, "scan", blocks, "/{shot}/{signal}")  # the root document, then a chunk per block
+    _, together = probe(v, "subset", [("/x", (slice(0, 40),))], "/{shot}/{signal}")  # its 4 chunks in one round
+    assert one_by_one >= 4.5 and together < one_by_one - 1.5
+    plan = ReadPlan("scan", tuple(blocks))
+
+    def at(latency: float):  # noqa: ANN202
+        return lambda _: [Condition("threads", 1, None, "warm", latency, 0)]
+
+    base = expected_seconds([v], [plan], at(0), 3, "/{shot}/{signal}")
+    slow = expected_seconds([v], [plan], at(0.5), 3, "/{shot}/{signal}")  # >= 2.5 s a run: runs until 3 s, 2 runs
+    assert 0 <= base < 1 and 2 * 4.5 * 0.5 <= slow - base <= 2 * 0.5 * one_by_one * 3
+    assert PROBE_LATENCY <= 0.002
+
+
 def test_latency_is_charged_per_request_and_byte(shot_file, variants):
     slept: list[float] = []
     model = LatencyModel(latency=0.010, bandwidth=1e6)
@@ -255,8 +282,13 @@ def test_latency_is_charged_per_request_and_byte(shot_file, variants):
         with open_archive(path, model=model, sleep=sleep, page_buffer=0) as archive:
             run_reads(archive, "signal", ["ip"])
             requests, nbytes = archive.counter.requests, archive.counter.bytes
-        assert len(slept) == requests > 3
-        assert sum(slept) == pytest.approx(requests * 0.010 + nbytes / 1e6)
+        assert archive.counter.delayed == pytest.approx(requests * 0.010 + nbytes / 1e6)
+        if path.is_dir():  # zarr's requests each wait in their own task: they overlap as the tasks do
+            assert len(slept) == requests > 3
+            assert sum(slept) == pytest.approx(requests * 0.010 + nbytes / 1e6)
+        else:  # HDF5 is read in GETs of whole blocks, a round of them waited for once
+            assert 1 <= len(slept) <= requests and all(s >= 0.010 for s in slept)
+            assert sum(slept) <= requests * 0.010 + nbytes / 1e6 + 1e-9
 
 
 def test_plans_are_the_same_for_the_same_seed_and_stay_in_bounds(shot_file):

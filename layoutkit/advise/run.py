@@ -57,7 +57,7 @@ from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.hdf5.files import check_source, first_line
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layouts import get_layout, layout_for
-from layoutkit.options import format_size, parse_duration
+from layoutkit.options import duration_text, format_size, parse_duration
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import (
     ObjectSource,
@@ -819,8 +819,8 @@ def rewrite_verdict(result: AdviseResult) -> str | None:
     copied = next((t for t in ranked if rewrites(t)), None)
     if kept is None or copied is None:
         return None
-    cost = (f" (building it: about {_duration(kept.predicted_build_seconds)} against "
-            f"{_duration(copied.predicted_build_seconds)} to rewrite)") if copied.predicted_build_seconds else ""
+    cost = (f" (building it: about {duration_text(kept.predicted_build_seconds)} against "
+            f"{duration_text(copied.predicted_build_seconds)} to rewrite)") if copied.predicted_build_seconds else ""
     if kept.weighted_seconds <= copied.weighted_seconds * (1 + NO_REWRITE_WITHIN):
         within = kept.weighted_seconds / copied.weighted_seconds - 1
         how = f"is within {within:.0%} of" if within > 0.005 else "is as fast as, or faster than,"
@@ -831,12 +831,6 @@ def rewrite_verdict(result: AdviseResult) -> str | None:
     times = kept.patterns[worst].prediction.seconds / max(copied.patterns[worst].prediction.seconds, 1e-12)
     return (f"{kept.name} (no rewrite) reads the {worst} pattern {times:.1f}x slower than {copied.name}, "
             f"{kept.weighted_seconds / copied.weighted_seconds:.1f}x over your patterns: rewrite{cost}.")
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def recommended_toml(result: AdviseResult) -> str:

@@ -70,6 +70,12 @@ def verify(
             bar.start()
         return bar
 
+    def expected(seconds: float) -> None:
+        from layoutkit.options import duration_text
+
+        shown().console.print(f"the read patterns: expected to take about {duration_text(seconds)} "
+                              "(from a probe read of each pattern on each file)", highlight=False)
+
     try:
         options = VerifyOptions(
             patterns=patterns, sample=sample, seed=seed,
@@ -85,6 +91,7 @@ def verify(
                 on_start=shown,
                 on_check=lambda _: shown().advance(checking),
                 on_total=lambda n: shown().update(timing, total=n),
+                on_expected=None if State.quiet else expected,
                 on_run=lambda label: shown().update(timing, advance=1, description=f"read patterns: {label}"),
             )  # fmt: skip
         finally:

@@ -35,7 +35,7 @@ from layoutkit.readers.base import (
 )
 from layoutkit.storage import ObjectSource, RangeFile
 from layoutkit.storage.counting import CountingFile, LatencyModel
-from layoutkit.storage.sources import READER_BLOCK_BYTES, READER_CACHE_BLOCKS, READER_READAHEAD
+from layoutkit.storage.sources import READER_BLOCK_BYTES, READER_CACHE_BLOCKS, READER_READAHEAD, LocalObject
 
 # HDF5 bookkeeping attributes a reader does not show as data attributes
 _HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})
@@ -63,11 +63,15 @@ class HDF5Archive(Archive):
         sleep: Any = None,
     ) -> None:
         super().__init__(path, template)
-        if isinstance(path, ObjectSource):  # every GET is a request (h5py's reads come from its blocks)
-            self._model, self._sleep = model, sleep or time.sleep
-            self._file = open_checked(path, on_get=self._charge, block_bytes=READER_BLOCK_BYTES, keep=READER_CACHE_BLOCKS)
+        # with simulated latency, a local file is read as one in a bucket is (blocks, rounds of GETs) and
+        # charged for those GETs: h5py's own reads (thousands of a few bytes each) are not what a bucket costs
+        source = LocalObject(str(path)) if model is not None and not isinstance(path, ObjectSource) else path
+        self._model, self._sleep = model, sleep or time.sleep
+        if isinstance(source, ObjectSource):  # every GET is a request (h5py's reads come from its blocks)
+            self._file = open_checked(source, on_get=self._charge, block_bytes=READER_BLOCK_BYTES,
+                                      keep=READER_CACHE_BLOCKS)
         else:
-            self._file = CountingFile(path, model, **({"sleep": sleep} if sleep else {}))
+            self._file = CountingFile(path)
             self._file.counter = self.counter
         self.page_buffer = page_buffer
         self._scale_paths: dict[Any, str] = {}  # header address -> path
@@ -80,7 +84,7 @@ class HDF5Archive(Archive):
             self.f = close_at_exit(h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {})))
         except OSError as exc:
             self._file.close()
-            if page_buffer and not isinstance(path, ObjectSource) and not is_paged(path):
+            if page_buffer and not isinstance(source, ObjectSource) and not is_paged(path):
                 raise InvalidOptionError(
                     f"{path} was not written with paged aggregation, so it cannot have a page buffer."
                 ) from None
@@ -88,9 +92,9 @@ class HDF5Archive(Archive):
         fcpl = self.f.id.get_create_plist()
         strategy = fcpl.get_file_space_strategy()[0]
         self._storage = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
-        if self._storage == "hdf5-paged" and isinstance(path, ObjectSource) and self.f.userblock_size == 0:
+        if self._storage == "hdf5-paged" and isinstance(source, ObjectSource) and self.f.userblock_size == 0:
             self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
-        if isinstance(path, ObjectSource):
+        if isinstance(source, ObjectSource):
             self._file.readahead = READER_READAHEAD
 
     @cached_property
@@ -100,9 +104,11 @@ class HDF5Archive(Archive):
         reading a shot or a signal never needs."""
         return _recorded_layout(self.f.attrs.get("layoutkit")) or self._storage
 
-    def _charge(self, nbytes: int) -> None:
-        delay = self._model.cost(nbytes) if self._model else 0.0
-        self.counter.add(nbytes, delay)
+    def _charge(self, *sizes: int) -> None:
+        """A round of GETs (sent together): each counted, the round waited for once."""
+        for nbytes in sizes:
+            self.counter.add(nbytes, self._model.cost(nbytes) if self._model else 0.0)
+        delay = self._model.round_trip(sizes) if self._model else 0.0
         if delay:
             self._sleep(delay)
 

@@ -8,8 +8,9 @@ One model for both formats, so HDF5 and Zarr variants are measured alike:
   and every range of a ``get_partial_values`` is one request.
 
 Each request costs ``latency + bytes / bandwidth`` seconds when a :class:`LatencyModel`
-is given, the way a ranged GET does on object storage. Requests and bytes are counted
-whether or not there is a delay.
+is given, the way a ranged GET does on object storage; requests in flight together
+overlap (:func:`overlapped`), as they do on S3. Requests and bytes are counted whether or
+not there is a delay.
 """
 
 from __future__ import annotations
@@ -47,6 +48,24 @@ class LatencyModel:
 
     def cost(self, nbytes: int) -> float:
         return self.latency + (nbytes / self.bandwidth if self.bandwidth else 0.0)
+
+    def round_trip(self, sizes: Sequence[int], in_flight: int = MAX_IN_FLIGHT) -> float:
+        """Seconds a round of requests sent together takes: they overlap, as on S3, at
+        most ``in_flight`` at a time, each next one taking the first free slot."""
+        return overlapped([self.cost(n) for n in sizes], in_flight)
+
+
+def overlapped(costs: Sequence[float], in_flight: int = MAX_IN_FLIGHT) -> float:
+    """The wall time of requests costing ``costs`` seconds, sent together, at most
+    ``in_flight`` at a time, each taken up by the first slot free (in the order sent)."""
+    if len(costs) <= in_flight:
+        return max(costs, default=0.0)
+    import heapq
+
+    slots = [0.0] * in_flight
+    for cost in costs:
+        heapq.heappush(slots, heapq.heappop(slots) + cost)
+    return max(slots)
 
 
 @dataclass

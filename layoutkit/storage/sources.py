@@ -159,9 +159,8 @@ class ObjectSource:
             return await asyncio.gather(*(one(o, n) for o, n in merged))
 
         bodies = _run(fetch())
-        if on_get is not None:
-            for body in bodies:
-                on_get(len(body))
+        if on_get is not None:  # one call for the round: its GETs were in flight together
+            on_get(*(len(body) for body in bodies))
         starts = [o for o, _ in merged]
         out = []
         for offset, size in ranges:
@@ -172,7 +171,8 @@ class ObjectSource:
 
     def open_file(self, on_get: Any = None, block_bytes: int = 0, size: int | None = None,
                   keep: int = 0) -> RangeFile:
-        """A file object over the source; ``on_get(nbytes)`` is told of every GET;
+        """A file object over the source; ``on_get(*sizes)`` is told of every round of
+        GETs (the sizes of those sent together, one for a GET alone);
         blocks of ``block_bytes`` (default :data:`READ_BLOCK_BYTES`); ``size``: the
         object's, when known (else a HEAD asks); ``keep``: blocks cached at least."""
         f = RangeFile(self, self.size() if size is None else size, on_get)
@@ -181,6 +181,45 @@ class ObjectSource:
         if keep:
             f._blocks.keep(keep)
         return f
+
+
+@dataclass(frozen=True)
+class LocalObject(ObjectSource):
+    """A local file read as an :class:`ObjectSource` is, in ranged reads of the same
+    blocks and rounds: what verify's simulated object storage reads an HDF5 file
+    through, so that it is charged the GETs the bucket reader would send, not one
+    request per h5py read (4,856 for a scan of a 64 MB source, against 5 blocks of
+    8 MiB)."""
+
+    def size(self) -> int:
+        return os.path.getsize(self.url)
+
+    def stat(self) -> Any:
+        return os.stat(self.url)
+
+    def read_range(self, offset: int, size: int) -> bytes:
+        if not size:
+            return b""
+        fd = os.open(self.url, os.O_RDONLY)
+        try:
+            return os.pread(fd, size, offset)
+        finally:
+            os.close(fd)
+
+    def first_block(self, length: int) -> tuple[bytes, int]:
+        return self.read_range(0, length), self.size()
+
+    def read_ranges(self, ranges: list[tuple[int, int]], on_get: Any = None) -> list[bytes]:
+        merged = coalesce(ranges, *self.coalescing()) if ranges else []
+        bodies = [self.read_range(o, n) for o, n in merged]
+        if on_get is not None and bodies:  # one round, as the GETs of a bucket's are sent together
+            on_get(*(len(body) for body in bodies))
+        starts = [o for o, _ in merged]
+        out = []
+        for offset, size in ranges:
+            i = bisect.bisect_right(starts, offset) - 1
+            out.append(bodies[i][offset - starts[i] : offset - starts[i] + size])
+        return out
 
 
 _STORES: dict[ObjectSource, tuple[Any, str]] = {}
@@ -400,10 +439,11 @@ class RangeFile(io.RawIOBase):
         """How many blocks the cache keeps."""
         return self._blocks.limit
 
-    def _got(self, nbytes: int) -> None:
-        self.requests += 1
-        if self._on_get is not None:
-            self._on_get(nbytes)
+    def _got(self, *sizes: int) -> None:
+        """GETs made together (one round, in flight at once), of these sizes."""
+        self.requests += len(sizes)
+        if self._on_get is not None and sizes:
+            self._on_get(*sizes)
 
     @contextlib.contextmanager
     def prefetched(self, ranges: list[tuple[int, int]]) -> Iterator[None]:
@@ -623,4 +663,4 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
         return fh.read(size)
 
 
-__all__ = ["GLOB_CHARACTERS", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "KnownFiles", "source_record", "source_records", "portable", "read_head"]
+__all__ = ["GLOB_CHARACTERS", "LocalObject", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "KnownFiles", "source_record", "source_records", "portable", "read_head"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import math
 import os
 import statistics
 import time
@@ -306,6 +307,18 @@ def scan_plan(variant: Path | str, template: str, storage: tuple[tuple[str, str]
         return tuple(a.blocks())
 
 
+def _plan_items(v: Variant, plans: Sequence[ReadPlan], template: str) -> Iterator[tuple[ReadPlan, tuple[Any, ...]]]:
+    """Each plan with what it reads on ``v``: the scan planned from ``v``'s own storage
+    (once, for every plan that asks)."""
+    scan_items: tuple[Any, ...] | None = None
+    for plan in plans:
+        items = plan.items
+        if plan.per_variant:
+            scan_items = scan_items if scan_items is not None else scan_plan(v.path, template, v.storage)
+            items = scan_items
+        yield plan, items
+
+
 @dataclass
 class _Row:
     """One variant x pattern x condition, ready to time."""
@@ -456,12 +469,7 @@ def measure(
     rows: list[_Row] = []
     try:
         for v in variants:
-            scan_items: tuple[Any, ...] | None = None
-            for plan in plans:
-                items = plan.items
-                if plan.per_variant:
-                    scan_items = scan_items if scan_items is not None else scan_plan(v.path, template, v.storage)
-                    items = scan_items
+            for plan, items in _plan_items(v, plans, template):
                 for c in conditions(v):
                     key = (c.engine, c.workers)
                     if key not in engines:
@@ -478,6 +486,77 @@ def measure(
     finally:
         for e in engines.values():
             e.close()
+
+
+PROBE_LATENCY = 0.001
+"""The latency of :func:`expected_seconds`'s probe reads: long enough to tell the rounds
+of requests apart, short enough that a scan of a thousand rounds probes in a second."""
+
+
+def _union(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by the ``(start, end)`` spans, overlaps counted once."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def probe(variant: Variant, pattern: str, items: list[Any], template: str, page_buffer: int = 0) -> tuple[float, float]:
+    """One read of ``items`` by one worker, in this process, every request waiting
+    :data:`PROBE_LATENCY`: its seconds without the waits, and its rounds (the waits'
+    span over the probe latency: requests in flight together wait together)."""
+    import asyncio
+
+    spans: list[tuple[float, float]] = []
+
+    def wait(_: float) -> None:
+        t = time.perf_counter()
+        time.sleep(PROBE_LATENCY)
+        spans.append((t, time.perf_counter()))
+
+    async def await_(_: float) -> None:
+        t = time.perf_counter()
+        await asyncio.sleep(PROBE_LATENCY)
+        spans.append((t, time.perf_counter()))
+
+    path = variant.path if isinstance(variant.path, tuple) else str(variant.path)
+    t0 = time.perf_counter()
+    with open_archive(path, template=template, model=LatencyModel(PROBE_LATENCY), page_buffer=page_buffer,
+                      sleep=wait if variant.format == "hdf5" else await_,
+                      storage_options=dict(variant.storage)) as archive:
+        try:
+            run_reads(archive, pattern, items)
+        except READ_ERRORS:
+            pass  # the row will say what failed
+    waited = _union(spans)
+    return max(0.0, time.perf_counter() - t0 - waited), waited / PROBE_LATENCY
+
+
+def expected_seconds(
+    variants: Sequence[Variant],
+    plans: Sequence[ReadPlan],
+    conditions: Callable[[Variant], list[Condition]],
+    repeat: int,
+    template: str,
+) -> float:
+    """About how long :func:`measure` will take: each pattern read once per variant by
+    one worker at :data:`PROBE_LATENCY` (:func:`probe`), its rounds charged at each
+    condition's latency, times the runs the row will make (``repeat``, fewer once they
+    add up to :data:`ROW_SECONDS`). Worker counts and engines are taken to cost what one
+    worker does; bandwidth is left out."""
+    total = 0.0
+    for v in variants:
+        for plan, items in _plan_items(v, plans, template):
+            if not items:
+                continue
+            own, rounds = probe(v, plan.pattern, list(items), template)
+            for c in conditions(v):
+                seconds = own + rounds * c.latency
+                runs = min(repeat, max(1, math.ceil(ROW_SECONDS / seconds))) if seconds > 0 else repeat
+                total += runs * seconds
+    return total
 
 
 def count_runs(
@@ -539,6 +618,7 @@ def verify(
     on_total: Callable[[int], None] = lambda _: None,
     on_run: Callable[[str], None] = lambda _: None,
     on_start: Callable[[], None] = lambda: None,
+    on_expected: Callable[[float], None] | None = None,
 ) -> VerifyReport:
     """Prove every variant equal to the source, then measure the read patterns.
 
@@ -558,6 +638,10 @@ def verify(
     on_check, on_total, on_run, on_start
         Progress: a variant compared; the number of timed runs; a run done; the input
         is valid and the work begins.
+    on_expected
+        Told, after the equality proof and before the timed runs, about how many seconds
+        they will take (:func:`expected_seconds`: a probe read of each pattern on each
+        variant); None: no probe.
 
     Raises
     ------
@@ -614,6 +698,8 @@ def verify(
             options.latencies, options.bandwidths,
         )  # fmt: skip
 
+    if on_expected is not None:
+        on_expected(expected_seconds(measured, plans, conditions, options.repeat, options.template))
     on_total(count_runs(measured, plans, conditions, options.repeat))
     results = measure(measured, plans, conditions, options.repeat, options.template, options.scheduler, on_run,
                       min_seconds=options.min_seconds)
@@ -634,6 +720,7 @@ __all__ = [
     "count_runs",
     "describe",
     "evict",
+    "expected_seconds",
     "measure",
     "read_share",
     "read_shared",

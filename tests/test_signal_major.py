@@ -279,38 +279,67 @@ def test_one_signal_of_every_shot_is_a_handful_of_requests(hundred_shots: tuple[
 
 def test_a_signal_and_its_time_bases_are_fetched_in_one_round(hundred_shots: tuple[Path, Path, Path],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """The data rows and the scale rows go out together: on object storage a second round
-    waited one more round trip per read, for the time bases."""
+    """The index, the data rows and the scale rows go out together: on object storage a
+    round waited one more round trip per read (the time bases once; the data after the
+    index, though a read of every shot takes the packed arrays whole)."""
     from layoutkit.layouts.signal_major.read import SignalMajorArchive
 
-    rounds: list[list[str]] = []
+    rounds: list[list[str]] = []  # per read the reader makes: the paths it reads
+    fetched: list[list[str]] = []  # per read: the objects fetched from the store during it
     real = SignalMajorArchive._iter_many
 
     def spy(self, reads):  # noqa: ANN001, ANN202
         rounds.append([path for path, _ in reads])
+        fetched.append([])
         return real(self, reads)
 
     monkeypatch.setattr(SignalMajorArchive, "_iter_many", spy)
     _, _, signal_major = hundred_shots
     with layoutkit.open(signal_major) as archive:
-        rounds.clear()
+        get = archive.store.get
+
+        async def counted(key, prototype, byte_range=None):  # noqa: ANN001, ANN202
+            fetched[-1].append(key)
+            return await get(key, prototype, byte_range)
+
+        archive.store.get = counted
+        rounds.clear(), fetched.clear()
         got = archive.signal("ip")
-        # version 2: the index of the signal and of its time base, in one round; then their data, in one
+        # version 2: the index of the signal and of its time base; then their rows, from the data fetched with it
         assert len(rounds) == 2, rounds
         assert all(p.rsplit("/", 1)[-1] in ("shot", "start", "length") for p in rounds[0]), rounds
         assert any(p.startswith("/scales/") for p in rounds[0]), rounds  # the time base's index with it
         assert any(p.startswith("/signals/ip/data") for p in rounds[1]), rounds
-        assert any(p.startswith("/scales/") for p in rounds[1]), rounds  # the time base, in the same round
+        assert any(p.startswith("/scales/") for p in rounds[1]), rounds  # the time base, in the same read
+        assert any(k.startswith("signals/ip/data/") for k in fetched[0]), fetched  # the data, with the index
+        assert any(k.startswith("scales/") and "/data/" in k for k in fetched[0]), fetched
+        assert fetched[1] == [], fetched  # nothing left to wait for
+        assert archive._kept() == {}  # nothing held after the read
         rounds.clear()
         archive.shot(archive.shots[0])
         assert len(rounds) == 1, rounds  # its data (after the shot's own document, its rows in every series)
     assert len(got) == 100 and all(a.dims and a.dims[0] in a.coords for a in got.values())
+    with layoutkit.open(signal_major) as archive:
+        packed = archive.signal_packed("ip")
+    np.testing.assert_array_equal(packed["ip"].values, np.concatenate([got[s].values for s in packed.shot.values]))
 
 
-def test_a_signal_with_per_shot_attributes_is_two_rounds(edge: Path, tmp_path: Path) -> None:
-    """The index arrays of a signal (its per-shot attributes' text array too) and of its
-    time bases go out in one round, then the data: the text array, which zarr decodes,
-    waited for a round of its own after the others."""
+def test_one_signal_of_every_shot_is_one_round_after_opening(hundred_shots: tuple[Path, Path, Path]) -> None:
+    """Simulated latency, requests in flight together counted as one round: opening is
+    one (the root), one signal of every shot one more, in either form."""
+    _, _, signal_major = hundred_shots
+    for method in ("signal", "signal_packed"):
+        rounds = Rounds()
+        with layoutkit.open(signal_major, model=LatencyModel(latency=0.02), sleep=rounds.sleep) as archive:
+            rounds.rounds = 0
+            getattr(archive, method)("ip")
+        assert rounds.rounds == 1, method
+
+
+def test_a_signal_with_per_shot_attributes_is_one_round(edge: Path, tmp_path: Path) -> None:
+    """The index arrays of a signal (its per-shot attributes' text array too, which zarr
+    decodes) and of its time bases go out in one round, and the data with them: the text
+    array once waited for a round of its own, and the data for another."""
     dst = tmp_path / "edge.zarr"
     convert(edge, dst, SHARDED)
     assert "attrs" in zarr.open_group(dst, mode="r")["signals/ip"]
@@ -318,7 +347,7 @@ def test_a_signal_with_per_shot_attributes_is_two_rounds(edge: Path, tmp_path: P
     with layoutkit.open(dst, model=LatencyModel(latency=0.02), sleep=rounds.sleep) as archive:
         rounds.rounds = 0
         got = archive.signal("ip")
-    assert rounds.rounds == 2
+    assert rounds.rounds == 1
     assert got["3"].attrs["offset"] == 2.0 and "t" in got["3"].coords
 
 

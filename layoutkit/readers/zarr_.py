@@ -10,6 +10,7 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,7 +223,13 @@ class ZarrArchive(Archive):
         arrays = {i: self._array(p) for i, (p, _) in enumerate(reads) if i not in plans}  # zarr opens with sync()
         batches = _batches(list(arrays), [_working_bytes(arrays[i], reads[i][1]) for i in arrays], ZARR_BATCH_BYTES)
         batch = next(batches, [])
-        raw, got = sync(self._first_round(keys if fetched is None else [], reads, arrays, batch))
+        own = keys if fetched is None else []
+        also = [k for k in getattr(self._local, "also", ()) if k not in own]  # a later read's objects, this round
+        self._local.also = ()
+        raw, got = sync(self._first_round(own + also, reads, arrays, batch))
+        if also:
+            self._kept().update(zip(also, raw[len(own):]))
+            raw = raw[: len(own)]
         by_zarr = dict(zip(batch, got))
         raw, done = fetched.result() if fetched is not None else (raw, {})
 
@@ -285,11 +292,41 @@ class ZarrArchive(Archive):
 
         prototype = default_buffer_prototype()
 
+        kept = self._kept()
+
         async def read_one(key: str) -> np.ndarray | None:  # the store holds at most MAX_IN_FLIGHT in flight
+            if key in kept:  # fetched in an earlier round (fetch_with_next_read)
+                return kept.pop(key)
             buf = await self.store.get(key, prototype)
             return None if buf is None else buf.as_numpy_array()
 
         return list(await asyncio.gather(*(read_one(key) for key in keys)))
+
+    def _kept(self) -> dict[str, Any]:
+        """Objects fetched for a read still to come (:meth:`_fetch_with_next_read`), by key:
+        one dict for every thread, as the fetches run on zarr's event loop thread."""
+        kept = self.__dict__.get("_kept_objects")
+        if kept is None:
+            kept = self._kept_objects = {}
+        return kept
+
+    @contextmanager
+    def _fetch_with_next_read(self, paths: Iterable[str]) -> Iterator[None]:
+        """While the caller reads: the whole arrays at ``paths`` (those read direct) are
+        fetched in the same round of requests as the next read this thread makes, and
+        a later read of them takes them from there. A read whose next step depends on its
+        first (a signal-major signal: its index, then its data) then costs one round of
+        requests, not two, when the second step's objects are known before the first.
+        Objects nobody takes are let go at the end."""
+        keys = [f"{p.strip('/')}/{k}" for p in paths if (plan := self._direct(p, ())) is not None for k in plan.keys]
+        self._local.also = tuple(keys)
+        try:
+            yield
+        finally:
+            self._local.also = ()
+            kept = self._kept()
+            for key in keys:
+                kept.pop(key, None)
 
     def _fetch_ahead(self, reads: list[tuple[str, Any]]) -> _Ahead | None:
         """Start fetching the objects of ``reads`` in the background, and decoding them

@@ -334,27 +334,40 @@ class SignalMajorArchive(PackedArchive):
         blocks = {p: (lo, v) for (p, (lo, _)), v in zip(spans.items(), values)}
         return [blocks[r.data][1][r.start - blocks[r.data][0] : r.start - blocks[r.data][0] + r.length] for r in rows]
 
+    def _with_scales(self, series: _Series) -> list[_Series]:
+        """A signal's series, and the series of every scale its parts name (and of the
+        scales those repeat)."""
+        scales = {axis[0] for part in series.doc["parts"] for axis in part["dims"] if axis}
+        wanted = [series, *(self._series[s] for s in sorted(scales) if s in self._series)]
+        return wanted + [self._series[o] for s in wanted[1:] for o in s.doc["same_as"].get("sources", ())
+                         if o in self._series]
+
     def _prepare_signal(self, series: _Series | None, mirrored: list[str]) -> None:
-        """Version 2: the index of a signal's series and of every scale series its parts
-        name (and of the scales those repeat), in one round; the documents of the shots
-        where the signal is stored unpacked."""
+        """Version 2: the index of a signal's series and of its scales' series
+        (:meth:`_with_scales`), in one round; the documents of the shots where the
+        signal is stored unpacked."""
         if series is not None:
-            scales = {axis[0] for part in series.doc["parts"] for axis in part["dims"] if axis}
-            wanted = [series, *(self._series[s] for s in sorted(scales) if s in self._series)]
-            wanted += [self._series[o] for s in wanted[1:] for o in s.doc["same_as"].get("sources", ())
-                       if o in self._series]
-            self._load_index(wanted)
+            self._load_index(self._with_scales(series))
         self._load_shot_docs(mirrored)
+
+    def _whole_series(self, series: _Series | None) -> list[str]:
+        """The packed arrays of a signal's series and of its scales' (version 2): what a
+        read of the signal in every shot reads whole, known before the index is read, so
+        fetched in the index's round (:meth:`~ZarrArchive._fetch_with_next_read`)."""
+        if not self._v2 or series is None or series.complete:
+            return []
+        return [f"{s.group}/{DATA}{part['suffix']}" for s in self._with_scales(series) for part in s.doc["parts"]]
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         series = self._signal_series.get(signal)
         unpacked = not self._v2 or signal in self._meta.get("unpacked_signals", ())
         mirrored = [shot for shot, sig in self._mirrored_signals.values() if sig == signal] if unpacked else []
-        if self._v2:
-            self._prepare_signal(series, mirrored)
-        shots = (set(series.rows) if series else set()) | set(mirrored)
-        ordered = sorted(shots, key=natural_key)
-        arrays = self._variables([self.path_of(shot, signal) for shot in ordered])
+        with self._fetch_with_next_read(self._whole_series(series)):  # the data with the index: one round
+            if self._v2:
+                self._prepare_signal(series, mirrored)
+            shots = (set(series.rows) if series else set()) | set(mirrored)
+            ordered = sorted(shots, key=natural_key)
+            arrays = self._variables([self.path_of(shot, signal) for shot in ordered])
         return {shot: a.rename(signal) for shot, a in zip(ordered, arrays)}
 
 
@@ -367,15 +380,16 @@ class SignalMajorArchive(PackedArchive):
         unpacked = not self._v2 or signal in self._meta.get("unpacked_signals", ())
         if series is None or (unpacked and any(sig == signal for _, sig in self._mirrored_signals.values())):
             return super().signal_packed(signal)
-        if self._v2:
-            self._prepare_signal(series, [])
-        shots = sorted(series.rows, key=natural_key)
-        rows = [series.rows[shot] for shot in shots]
-        refs = [r.dims[0][0] if r.dims and r.dims[0] else None for r in rows]
-        scale_rows = [self._locate(self._scale_source(shot, ref)) if ref else None for shot, ref in zip(shots, refs)]
-        if any(ref and row is None for ref, row in zip(refs, scale_rows)):  # a scale stored at its own path
-            return super().signal_packed(signal)
-        values = self._read_rows([*rows, *(r for r in scale_rows if r is not None)])
+        with self._fetch_with_next_read(self._whole_series(series)):  # the data with the index: one round
+            if self._v2:
+                self._prepare_signal(series, [])
+            shots = sorted(series.rows, key=natural_key)
+            rows = [series.rows[shot] for shot in shots]
+            refs = [r.dims[0][0] if r.dims and r.dims[0] else None for r in rows]
+            scale_rows = [self._locate(self._scale_source(shot, ref)) if ref else None for shot, ref in zip(shots, refs)]
+            if any(ref and row is None for ref, row in zip(refs, scale_rows)):  # a scale stored at its own path
+                return super().signal_packed(signal)
+            values = self._read_rows([*rows, *(r for r in scale_rows if r is not None)])
         found = iter(values[len(rows):])
         times = [next(found) if r is not None else None for r in scale_rows]
         bases = [ref.rsplit("/", 1)[-1] if ref else "" for ref in refs]

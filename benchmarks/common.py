@@ -102,11 +102,18 @@ def timings_of(stdout: str) -> list[str]:
     return []
 
 
-def run_all(runs: dict[str, tuple[list[str], Path]], logical: int) -> dict[str, dict]:
-    """Measure every ``method: (command, output)`` in turn, each in a fresh process."""
+def run_all(runs: dict[str, tuple[list[str], Path]], logical: int, before=None) -> dict[str, dict]:  # noqa: ANN001
+    """Measure every ``method: (command, output)`` in turn, each in a fresh process
+    (``before()``, untimed, before each: e.g. evict the source from the page cache)."""
     results = {}
     for method, (cmd, target) in runs.items():
         print(f"running {method} ...", flush=True)
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+        if before is not None:
+            before()
         results[method] = measure(cmd, target, logical)
     return results
 

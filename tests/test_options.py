@@ -79,3 +79,10 @@ def test_parse_chunks_and_shards():
 def test_format_size():
     assert format_size(512) == "512 B"
     assert format_size(8 << 20) == "8.0 MiB"
+
+
+def test_durations_are_said_as_a_person_says_them():
+    from layoutkit.options import duration_text
+
+    assert [duration_text(s) for s in (0.4, 45, 119.6, 180, 200, 1500, 9000)] == [
+        "0 s", "45 s", "120 s", "3 min", "3 min 20 s", "25 min", "2.5 h"]

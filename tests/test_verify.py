@@ -851,3 +851,16 @@ def test_repeats_scale_with_the_data():
     assert row([ROW_SECONDS + 0.5]).done(3, 0.0)
     assert not row([0.2, 0.3]).done(3, 0.0) and row([0.2, 0.3, 0.2]).done(3, 0.0)
     assert not row([ROW_SECONDS + 0.5]).done(3, 10.0)  # min_seconds asked: advise's rows repeat as asked
+
+
+def test_verify_says_up_front_how_long_the_timed_runs_will_take(shot_file, variants):
+    """Not quiet: one line before the timed runs, from the probe; quiet: no probe, no line."""
+    args = ["verify", str(shot_file), str(variants["zarr"]), "--repeat", "1", "--sample", "1",
+            "--patterns", "open,signal", "--latency", "5ms"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "the read patterns: expected to take about" in said
+    assert said.index("expected to take about") < said.index("The answer")
+    quiet = runner.invoke(app, ["--quiet", *args])
+    assert quiet.exit_code == 0 and "expected to take" not in quiet.output

@@ -193,8 +193,8 @@ def zarr_decode_floor(path: Path, pattern: str, item: str) -> float:
             n = math.prod(-(-a // b) for a, b in zip(doc["chunk_grid"]["configuration"]["chunk_shape"], inner))
             if not any(c["name"] == "zstd" for c in conf["codecs"]):
                 continue
-            end = len(body) - 4 if conf.get("index_location", "end") == "end" else 16 * n
-            index = np.frombuffer(body[end - 16 * n : end] if end == len(body) - 4 else body[:16 * n], "<u8").reshape(n, 2)
+            at_end = conf.get("index_location", "end") == "end"  # n (offset, size) pairs, then a crc32c
+            index = np.frombuffer(body[-(16 * n + 4) : -4] if at_end else body[: 16 * n], "<u8").reshape(n, 2)
             jobs += [(memoryview(body)[int(o) : int(o) + int(ln)], math.prod(inner) * itemsize)
                      for o, ln in index if int(o) != 2**64 - 1]
         elif any(c["name"] == "zstd" for c in codecs):

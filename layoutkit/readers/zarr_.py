@@ -88,6 +88,7 @@ class ZarrArchive(Archive):
         self._scales: dict[str, list[list[str]]] | None = None
         self._chunk_plans: dict[str, DirectRead | None] = {}
         self._local = threading.local()  # per thread: the objects fetched ahead for its next read
+        self._kept_objects: dict[str, Any] = {}  # objects fetched for a later read (_fetch_with_next_read)
 
     def _list_nodes(self) -> dict[str, Any]:
         """Every node below the root: path -> metadata."""
@@ -305,10 +306,7 @@ class ZarrArchive(Archive):
     def _kept(self) -> dict[str, Any]:
         """Objects fetched for a read still to come (:meth:`_fetch_with_next_read`), by key:
         one dict for every thread, as the fetches run on zarr's event loop thread."""
-        kept = self.__dict__.get("_kept_objects")
-        if kept is None:
-            kept = self._kept_objects = {}
-        return kept
+        return self._kept_objects
 
     @contextmanager
     def _fetch_with_next_read(self, paths: Iterable[str]) -> Iterator[None]:

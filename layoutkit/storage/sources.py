@@ -138,27 +138,12 @@ class ObjectSource:
     def read_ranges(self, ranges: list[tuple[int, int]], on_get: Any = None) -> list[bytes]:
         """Several ``(offset, size)`` ranges at once: neighbours are merged into one GET
         (:func:`~layoutkit.storage.buckets.coalesce`, with :meth:`coalescing`'s limits) and
-        the GETs run concurrently; each range's bytes are cut out of its GET.
-        ``on_get(nbytes)`` is told of every GET made."""
-        import asyncio
-
-        import obstore
-
+        the GETs run concurrently (:meth:`_get_merged`); each range's bytes are cut out of
+        its GET. ``on_get(*sizes)`` is told of the round of GETs made."""
         if not ranges:
             return []
-        store, key = self._store
         merged = coalesce(ranges, *self.coalescing())
-
-        slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-
-        async def one(offset: int, size: int) -> Any:
-            async with slots:
-                return await aretrying(lambda: obstore.get_range_async(store, key, start=offset, length=size))
-
-        async def fetch() -> list[Any]:
-            return await asyncio.gather(*(one(o, n) for o, n in merged))
-
-        bodies = _run(fetch())
+        bodies = self._get_merged(merged)
         if on_get is not None:  # one call for the round: its GETs were in flight together
             on_get(*(len(body) for body in bodies))
         starts = [o for o, _ in merged]
@@ -168,6 +153,24 @@ class ObjectSource:
             view = memoryview(bodies[i])
             out.append(bytes(view[offset - starts[i] : offset - starts[i] + size]))
         return out
+
+    def _get_merged(self, merged: list[tuple[int, int]]) -> list[Any]:
+        """The bytes of each ``(offset, size)`` range, one concurrent GET each."""
+        import asyncio
+
+        import obstore
+
+        store, key = self._store
+        slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+
+        async def one(offset: int, size: int) -> Any:
+            async with slots:
+                return await aretrying(lambda: obstore.get_range_async(store, key, start=offset, length=size))
+
+        async def fetch() -> list[Any]:
+            return await asyncio.gather(*(one(o, n) for o, n in merged))
+
+        return _run(fetch())
 
     def open_file(self, on_get: Any = None, block_bytes: int = 0, size: int | None = None,
                   keep: int = 0) -> RangeFile:
@@ -209,17 +212,8 @@ class LocalObject(ObjectSource):
     def first_block(self, length: int) -> tuple[bytes, int]:
         return self.read_range(0, length), self.size()
 
-    def read_ranges(self, ranges: list[tuple[int, int]], on_get: Any = None) -> list[bytes]:
-        merged = coalesce(ranges, *self.coalescing()) if ranges else []
-        bodies = [self.read_range(o, n) for o, n in merged]
-        if on_get is not None and bodies:  # one round, as the GETs of a bucket's are sent together
-            on_get(*(len(body) for body in bodies))
-        starts = [o for o, _ in merged]
-        out = []
-        for offset, size in ranges:
-            i = bisect.bisect_right(starts, offset) - 1
-            out.append(bodies[i][offset - starts[i] : offset - starts[i] + size])
-        return out
+    def _get_merged(self, merged: list[tuple[int, int]]) -> list[Any]:
+        return [self.read_range(o, n) for o, n in merged]  # read one after another, charged as one round
 
 
 _STORES: dict[ObjectSource, tuple[Any, str]] = {}

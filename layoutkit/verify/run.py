@@ -503,7 +503,7 @@ def _union(spans: list[tuple[float, float]]) -> float:
     return total
 
 
-def probe(variant: Variant, pattern: str, items: list[Any], template: str, page_buffer: int = 0) -> tuple[float, float]:
+def probe(variant: Variant, pattern: str, items: list[Any], template: str) -> tuple[float, float]:
     """One read of ``items`` by one worker, in this process, every request waiting
     :data:`PROBE_LATENCY`: its seconds without the waits, and its rounds (the waits'
     span over the probe latency: requests in flight together wait together)."""
@@ -523,7 +523,7 @@ def probe(variant: Variant, pattern: str, items: list[Any], template: str, page_
 
     path = variant.path if isinstance(variant.path, tuple) else str(variant.path)
     t0 = time.perf_counter()
-    with open_archive(path, template=template, model=LatencyModel(PROBE_LATENCY), page_buffer=page_buffer,
+    with open_archive(path, template=template, model=LatencyModel(PROBE_LATENCY),
                       sleep=wait if variant.format == "hdf5" else await_,
                       storage_options=dict(variant.storage)) as archive:
         try:

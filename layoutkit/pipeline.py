@@ -51,6 +51,7 @@ from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.hdf5.scale_reads import read_scale_digests
 from layoutkit.layout import Layout, Work
+from layoutkit.memory import settled_heap
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages
 from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, SourceSet, as_kv, as_sources, destination
@@ -219,7 +220,7 @@ def run(
                     as_kv(staged).put(entry_key(0), encode(entry))
             try:
                 report(work.done_bytes)
-                with stages.step("tasks"):
+                with stages.step("tasks"), settled_heap():
                     _execute(work, options, report)
                 with stages.step("finish"):
                     layout.finish(work, staged, the_plan)

@@ -99,3 +99,15 @@ def test_a_freed_chunk_is_reused_not_faulted_in_again() -> None:
 
     assert faults("tuned") < 2_000
     assert faults("glibc") > 25_000  # about 100 x 512
+
+
+def test_the_runs_long_lived_objects_are_left_out_of_the_collectors_passes() -> None:
+    import gc
+
+    from layoutkit.memory import settled_heap
+
+    kept = [[i] for i in range(1000)]
+    before = gc.get_freeze_count()
+    with settled_heap():
+        assert gc.get_freeze_count() >= before + len(kept)
+    assert gc.get_freeze_count() == before

@@ -166,3 +166,35 @@ def test_a_bucket_source_is_recognised_in_one_read(shot_file) -> None:
     source = Object()
     assert _check_object_source(source) is source  # type: ignore[arg-type]
     assert source.reads == [(0, 8)]
+
+
+def test_the_bytes_the_self_check_read_serve_the_copy(tmp_path: Path, monkeypatch) -> None:
+    """The self-check reads a dataset's first and last chunks from the file to hold them
+    against HDF5's own read; the copy that set it off takes those bytes instead of reading
+    them again: a dataset of two chunks is read from the file once."""
+    path = tmp_path / "two.h5"
+    with h5py.File(path, "w") as f:
+        for name in ("a", "b"):  # b: its kind's decoding already checked on a
+            f.create_dataset(name, data=np.arange(200, dtype="i4"), chunks=(100,), compression="gzip")
+    arrays = {a.path: a for a in read_inventory(path).arrays}
+    import layoutkit.hdf5.raw as raw
+
+    reads: list[tuple[int, int]] = []
+    real_pread = raw.os.pread
+
+    def counted(fd: int, size: int, offset: int) -> bytes:
+        reads.append((offset, size))
+        return real_pread(fd, size, offset)
+
+    monkeypatch.setattr(raw.os, "pread", counted)
+    with RawReader(path, arrays) as reader, h5py.File(path, "r") as f:
+        reader.stored_chunks("/a", ((0, 200),))
+        reads.clear()
+        stored = reader.stored_chunks("/b", ((0, 200),))  # the check of b's index, then its chunks
+        chunks = sorted((o, n) for o, n, _ in reader._index(arrays["/b"]).entries.values())  # noqa: SLF001
+        assert sorted(reads) == chunks
+        for origin, (data, mask) in stored.items():  # and they are the chunks
+            assert (mask, data) == tuple(f["b"].id.read_direct_chunk(origin))
+        reads.clear()  # held once: a second read of them goes to the file
+        np.testing.assert_array_equal(reader.read("/b", ((0, 200),)), np.arange(200))
+        assert sorted(reads) == chunks

@@ -120,3 +120,42 @@ def test_icechunk_keeps_the_entries_in_its_commits(files, tmp_path):
     assert [s.metadata.get("layoutkit", {}).get("entry") for s in history][:2] == [1, 0]
     again = runner.invoke(app, ["convert", *map(str, files[:5]), f"icechunk:{repo}", "--append"])
     assert again.exit_code == 0 and "nothing to append" in again.output
+
+
+def test_the_digests_are_computed_while_the_store_is_planned_and_written(files, tmp_path, monkeypatch):
+    """The SHA-256 a new store records of each source is computed in the background while
+    the run walks and copies it (storage.sources.digests_ahead), not read again in series
+    after the walk: with the in-series hashing taken away the records are still each
+    file's digest."""
+    import hashlib
+
+    import layoutkit.storage.sources as sources
+
+    def in_series(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a source was hashed in series")
+
+    monkeypatch.setattr(hashlib, "file_digest", in_series)
+    store = tmp_path / "three.zarr"
+    assert cli("convert", *files[:3], store, "--compressor", "source").exit_code == 0
+    records = store_log(str(store)).records
+    assert [r["digest"] for r in records] == [f"sha256:{hashlib.sha256(f.read_bytes()).hexdigest()}" for f in files[:3]]
+    assert not sources._AHEAD  # noqa: SLF001 - nothing left computing once the run is over
+
+
+def test_a_digest_computed_ahead_is_not_taken_for_a_file_that_changed_since(tmp_path):
+    import hashlib
+    import threading
+
+    import layoutkit.storage.sources as sources
+
+    path = tmp_path / "f.h5"
+    path.write_bytes(b"before" * 1000)
+    with sources.digests_ahead(sources.as_source(str(path))):
+        with open(path, "ab") as fh:
+            fh.write(b"after")
+        record = sources.source_record(path)
+    assert record["digest"] == f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(sources._Stopped):  # noqa: SLF001 - a digest no longer wanted stops reading
+        sources._sha256(path, stop)  # noqa: SLF001

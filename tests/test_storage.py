@@ -258,3 +258,25 @@ def test_reading_on_fetches_the_blocks_ahead_in_the_same_get(monkeypatch) -> Non
         assert f.pread(55 * 1024, 1024) == bytes(1024) and f.requests == 5
     finally:
         f.close()
+
+
+def test_an_object_given_in_parts_is_written_whole_in_order(tmp_path: Path, monkeypatch) -> None:
+    """A shard is handed to the store as its parts (chunks and index, never joined); the
+    file holds them in order, also when the system writes fewer bytes than asked."""
+    import os
+
+    import layoutkit.storage.kv as kv
+
+    parts = [b"index", b"", bytes(range(256)) * 40, memoryview(b"tail")]
+    kv.FolderKV(tmp_path / "s").put("a/c/0", parts)
+    assert (tmp_path / "s" / "a" / "c" / "0").read_bytes() == b"".join(bytes(p) for p in parts)
+    real = os.writev
+
+    def short(fd: int, buffers) -> int:  # noqa: ANN001 - at most 7 bytes a call
+        first = bytes(buffers[0])[:7]
+        return real(fd, [first])
+
+    monkeypatch.setattr(kv.os, "writev", short)
+    kv.FolderKV(tmp_path / "s").put("b/c/0", parts)
+    assert (tmp_path / "s" / "b" / "c" / "0").read_bytes() == b"".join(bytes(p) for p in parts)
+    assert kv.joined(parts) == b"".join(bytes(p) for p in parts) and kv.joined(b"one") == b"one"

@@ -55,7 +55,7 @@ from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layout import Layout
 from layoutkit.memory import release_freed_memory
 from layoutkit.stages import Stages
-from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet
+from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet, digests_ahead
 
 BATCH_DATASETS = 100_000
 """A batch holds about this many datasets unless ``--batch-files`` says otherwise: ~200 MiB
@@ -147,6 +147,13 @@ def run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any = None,
     docstring). ``planned``: the first batch's, from :func:`plan`. Returns the layout's
     summary (of a run in batches: the whole run's, its ``batches`` set)."""
     stages = stages or Stages()
+    source = pipeline.sources_of(src, options)
+    with digests_ahead(source, layout.format == "zarr" and layout.rewrites):  # the digests the store records, meanwhile
+        return _run(layout, source, dst, options, progress, planned, stages, storage_options, tmpdir)
+
+
+def _run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any, planned: tuple[Inventory, Any] | None,
+         stages: Stages, storage_options: dict[str, str] | None, tmpdir: str | os.PathLike | None) -> Any:
     with stages.active(), stages.step("inventory"):
         source, walked = decide(layout, src, options)
     if not in_batches(source) and not walked:

@@ -49,13 +49,14 @@ def status(text: str) -> AbstractContextManager[Any]:
 def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None, icechunk=False,  # noqa: ANN001, ANN202
                  concat_dim=None):
     """Find the layout, plan (print it on --dry-run), then run with a progress bar through
-    the pipeline; errors become one line."""
+    the pipeline; errors become one line. The sources' digests, which a new store
+    records, are computed meanwhile (:func:`~layoutkit.storage.sources.digests_ahead`)."""
     from layoutkit import pipeline
     from layoutkit.archiving import batches
     from layoutkit.layouts import layout_for
     from layoutkit.plan import DEFAULT_TEMPLATE
     from layoutkit.stages import Stages
-    from layoutkit.storage import SourceSet, as_sources, parse_storage_options
+    from layoutkit.storage import SourceSet, as_sources, digests_ahead, parse_storage_options
 
     stages = Stages()
     try:
@@ -66,23 +67,24 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
         dest = pipeline.destination_for(layout, dst, storage, tmpdir, icechunk)
         if not dry_run:
             pipeline.check_destination(dest, options, layout)
-        with status(f"{command}: reading the source's metadata and planning"):
-            src, inventory, plan = batches.plan(layout, src, dst, options, stages=stages)
-        parts = batches.parts(src) if batches.in_batches(src) else None
-        if dry_run:
-            print_plan(plan)
-            if isinstance(src, SourceSet):
-                from layoutkit.hdf5.combined import describe
+        with digests_ahead(src, not dry_run and layout.format == "zarr" and layout.rewrites):
+            with status(f"{command}: reading the source's metadata and planning"):
+                src, inventory, plan = batches.plan(layout, src, dst, options, stages=stages)
+            parts = batches.parts(src) if batches.in_batches(src) else None
+            if dry_run:
+                print_plan(plan)
+                if isinstance(src, SourceSet):
+                    from layoutkit.hdf5.combined import describe
 
-                out.print(describe(parts[0] if parts else src, inventory), highlight=False)
-            if parts:
-                out.print(f"written in {len(parts)} batches of at most {src.batch:,} files (--batch-files): the "
-                          "first as planned above, each next appended to it; the driver holds one batch's "
-                          "inventory at a time", highlight=False)
-            return None
-        return run_with_bar(command, lambda advance, stages: batches.run(
-            layout, src, dest, options, advance, (inventory, plan), stages, storage, tmpdir), (src, dst),
-            None if parts else plan.nbytes, stages, options, "the destination was not written")
+                    out.print(describe(parts[0] if parts else src, inventory), highlight=False)
+                if parts:
+                    out.print(f"written in {len(parts)} batches of at most {src.batch:,} files (--batch-files): the "
+                              "first as planned above, each next appended to it; the driver holds one batch's "
+                              "inventory at a time", highlight=False)
+                return None
+            return run_with_bar(command, lambda advance, stages: batches.run(
+                layout, src, dest, options, advance, (inventory, plan), stages, storage, tmpdir), (src, dst),
+                None if parts else plan.nbytes, stages, options, "the destination was not written")
     except LayoutkitError as exc:
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:

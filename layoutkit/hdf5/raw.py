@@ -262,9 +262,15 @@ class RawReader:
         self._decoding_checked: dict[tuple[Any, ...], str | None] = {}
         self._kinds_checked: set[tuple[Any, ...]] = set()  # in a bucket (:meth:`_first_of_its_kind`)
         self._ahead = threading.local()  # per thread: (offset, size) -> bytes fetched by prefetch()
+        # per thread: (offset, size) -> bytes of the chunks the last self-check read, which
+        # the copy that set it off reads next (a dataset of one or two chunks: all of it)
+        self._checked = threading.local()
         self.bytes_read = 0
 
     def _pread(self, size: int, offset: int) -> bytes:
+        checked = getattr(self._checked, "data", None)
+        if checked and (offset, size) in checked:
+            return checked.pop((offset, size))
         if self._remote is not None:
             ahead = getattr(self._ahead, "data", None)
             if ahead and (offset, size) in ahead:
@@ -442,11 +448,13 @@ class RawReader:
         if (problem := index_problem(info.shape, info.chunks, index.entries)) is not None:
             return problem
         origins = list(index.entries)
+        read = {}
         for origin in dict.fromkeys(origins[:1] + origins[-1:]):
             offset, size, mask = index.entries[origin]
             theirs, their_mask = self._direct_chunk(info.path, origin)
-            if theirs is None or their_mask != mask or theirs != self._pread(size, offset):
+            if theirs is None or their_mask != mask or theirs != (ours := self._pread(size, offset)):
                 return f"the chunk it places at {origin} is not the one HDF5 finds there"
+            read[(offset, size)] = ours
         if len(index.entries) < chunk_count_of(info.shape, info.chunks):
             unwritten = _first_unwritten(info.shape, info.chunks, index.entries)
             if self._direct_chunk(info.path, unwritten)[0] is not None:
@@ -456,6 +464,7 @@ class RawReader:
         key = (info.dtype.str, info.dtype.descr.__repr__(), tuple((f.id, f.options) for f in info.filters))
         if key not in self._decoding_checked:
             self._decoding_checked[key] = self._check_decoding(info, index, origins[-1])
+        self._checked.data = read  # the last check's only: at most two chunks held
         return self._decoding_checked[key]
 
     def _check_decoding(self, info: ArrayInfo, index: _ChunkIndex, origin: tuple[int, ...]) -> str | None:

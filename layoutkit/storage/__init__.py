@@ -25,7 +25,7 @@ from layoutkit.storage.icechunk_repo import IcechunkDestination, is_icechunk
 from layoutkit.storage.kv import BucketKV, FolderKV, KeyValue, as_kv, portable_target
 from layoutkit.storage.local import Destination, LocalDestination, disk_usage, remove_path
 from layoutkit.storage.objects import ObjectDestination
-from layoutkit.storage.sources import ObjectSource, RangeFile, SourceSet, as_source, as_sources, portable, read_head
+from layoutkit.storage.sources import ObjectSource, RangeFile, SourceSet, as_source, as_sources, digests_ahead, portable, read_head
 
 DESTINATIONS = (LocalDestination, ObjectDestination, IcechunkDestination)
 
@@ -47,6 +47,7 @@ def destination(
 __all__ = [
     "DESTINATIONS", "BucketKV", "Destination", "FolderKV", "IcechunkDestination", "KeyValue", "LocalDestination",
     "ObjectDestination", "ObjectSource", "RangeFile", "SourceSet", "as_kv", "as_source", "as_sources", "describe_store_error", "destination",
+    "digests_ahead",
     "disk_usage", "is_icechunk", "is_url", "object_store", "parse_storage_options", "portable", "portable_target",
     "read_head", "remove_path", "store_at",
 ]

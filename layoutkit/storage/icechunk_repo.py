@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -362,13 +363,16 @@ class IcechunkKV:
     def create(self) -> None:
         pass
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes | Sequence[bytes]) -> None:
         import json
 
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
+        from layoutkit.storage.kv import joined
         from layoutkit.storage.log import is_log_key
+
+        data = joined(data)
 
         if is_log_key(key):  # not a Zarr key: the log entry rides on the commit
             self.log_entry = json.loads(data)

@@ -596,6 +596,80 @@ class KnownFiles(dict):  # type: ignore[type-arg]
                          for r in records if r.get("digest") and r.get("mtime") is not None)
 
 
+_AHEAD: dict[tuple[str, int, int], Any] = {}  # (real path, size, mtime) -> Future of its SHA-256
+_AHEAD_LOCK = threading.Lock()
+
+
+class _Stopped(Exception):
+    """A digest computed ahead was no longer wanted."""
+
+
+def _identity(path: str | os.PathLike) -> tuple[str, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None  # the run says what is wrong with it
+    return os.path.realpath(path), stat.st_size, stat.st_mtime_ns
+
+
+def _sha256(path: str | os.PathLike, stop: threading.Event) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as fh:  # readinto and update both release the GIL
+        while n := fh.readinto(buffer):
+            if stop.is_set():
+                raise _Stopped
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def digests_ahead(source: Path | ObjectSource | SourceSet, read: bool = True) -> Iterator[None]:
+    """Compute the SHA-256 of each local file of ``source`` in a background thread while
+    the caller walks, plans and copies it; :func:`source_record` takes a digest from here
+    instead of reading the file in series once the walk is done (1.4-1.8 s for a 1.9 GB
+    source here, 1.8 GB/s, of a raw copy of about 9 s). Files whose digests are already being computed
+    (an enclosing call) are left to it; on leaving, the digests not yet done are
+    stopped, so a run that fails does not go on reading its source. ``read`` False (a
+    layout that reads no data) computes nothing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    members = source.members if isinstance(source, SourceSet) else (source,)
+    stop = threading.Event()
+    mine = {}
+    if read:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="layoutkit-digest")
+        with _AHEAD_LOCK:
+            for member in members:
+                key = None if isinstance(member, ObjectSource) else _identity(member)
+                if key is not None and key not in _AHEAD:
+                    mine[key] = _AHEAD[key] = pool.submit(_sha256, member, stop)
+        pool.shutdown(wait=False)
+    try:
+        yield
+    finally:
+        stop.set()
+        with _AHEAD_LOCK:
+            for key, future in mine.items():
+                if _AHEAD.get(key) is future:
+                    del _AHEAD[key]
+
+
+def _digest_ahead(path: str | os.PathLike, size: int, mtime_ns: int) -> str | None:
+    """The digest :func:`digests_ahead` computed of ``path`` as it is now, or None."""
+    with _AHEAD_LOCK:
+        future = _AHEAD.get((os.path.realpath(path), size, mtime_ns))
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except (OSError, _Stopped):
+        return None  # read it here, and fail here if it must
+
+
 def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] = (), read: bool = True) -> dict[str, Any]:
     """``{"name", "size", "digest"}`` (and ``"mtime"`` locally): SHA-256 of a local file's
     bytes (1.8 GB/s here), the ETag of an object in a bucket (no read: an object's ETag
@@ -621,8 +695,10 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
         return {**mine, "digest": digest}
     if not read:
         return {**mine, "digest": f"version:{stat.st_size}:{stat.st_mtime_ns}"}
-    with open(source, "rb") as fh:
-        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    digest = _digest_ahead(source, stat.st_size, stat.st_mtime_ns)
+    if digest is None:
+        with open(source, "rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
     return {**mine, "digest": f"sha256:{digest}"}
 
 
@@ -657,4 +733,4 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
         return fh.read(size)
 
 
-__all__ = ["GLOB_CHARACTERS", "LocalObject", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "KnownFiles", "source_record", "source_records", "portable", "read_head"]
+__all__ = ["GLOB_CHARACTERS", "LocalObject", "digests_ahead", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "KnownFiles", "source_record", "source_records", "portable", "read_head"]

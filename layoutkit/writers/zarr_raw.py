@@ -77,9 +77,11 @@ def shard_index_supported(sharding: dict[str, Any]) -> bool:
         sharding.get("index_location", "end") in ("start", "end")
 
 
-def encode_shard(chunks: list[bytes | None], per_shard: tuple[int, ...], sharding: dict[str, Any]) -> bytes | None:
+def encode_shard(chunks: list[bytes | None], per_shard: tuple[int, ...], sharding: dict[str, Any]) -> list[bytes] | None:
     """One shard object from its inner chunks' stored bytes (C order over ``per_shard``;
-    ``None``: not stored), or None when none is stored (the shard is left out)."""
+    ``None``: not stored), as the parts it is made of, in order (written one after the
+    other, not joined: a shard is up to the memory budget, and its chunks are already in
+    memory), or None when no chunk is stored (the shard is left out)."""
     if not any(c is not None for c in chunks):
         return None
     index = np.full((len(chunks), 2), EMPTY, dtype="<u8")
@@ -97,7 +99,7 @@ def encode_shard(chunks: list[bytes | None], per_shard: tuple[int, ...], shardin
     raw = index.reshape(*per_shard, 2).tobytes()
     if crc:
         raw += np.uint32(google_crc32c.value(raw)).astype("<u4").tobytes()
-    return b"".join([raw, *body] if at_start else [*body, raw])
+    return [raw, *body] if at_start else [*body, raw]
 
 
 __all__ = ["encode_shard", "shard_index_supported", "zarr2_codecs", "zarr3_codecs"]

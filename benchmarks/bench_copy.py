@@ -100,8 +100,8 @@ def main() -> None:
                 os.close(fd)
 
     def remove_outputs() -> bool:
-        found = [p for pattern in ("copy-*.zarr", "copy-sharded-*.zarr", "zstd-*.zarr", "repack-*.h5", "copy.zarr",
-                                   "copy-sharded.zarr", "zstd.zarr", "repack.h5") for p in work.glob(pattern)]
+        # this version's outputs (NAME-ROUND) and the earlier versions' (NAME)
+        found = [p for pattern in ("copy*.zarr", "zstd*.zarr", "repack*.h5") for p in work.glob(pattern)]
         for target in found:
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
         return bool(found)

@@ -263,7 +263,10 @@ class RawReader:
         self._kinds_checked: set[tuple[Any, ...]] = set()  # in a bucket (:meth:`_first_of_its_kind`)
         self._ahead = threading.local()  # per thread: (offset, size) -> bytes fetched by prefetch()
         # per thread: (offset, size) -> bytes of the chunks the last self-check read, which
-        # the copy that set it off reads next (a dataset of one or two chunks: all of it)
+        # the copy that set it off reads next (a dataset of one or two chunks: all of it).
+        # Not kept in _ahead: a check replaces what the last check held (a chunk another
+        # thread's task copies is never taken here), where a prefetch's bytes stay until
+        # the next prefetch, and the check runs between a prefetch and its reads
         self._checked = threading.local()
         self.bytes_read = 0
 

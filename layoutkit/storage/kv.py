@@ -39,9 +39,15 @@ class KeyValue(Protocol):
     def zarr_store(self) -> Any: ...
 
 
+def parts_of(data: bytes | Sequence[bytes]) -> Sequence[bytes]:
+    """The parts an object was given as (one buffer: itself)."""
+    return [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+
+
 def joined(data: bytes | Sequence[bytes]) -> bytes:
     """An object given as its parts, as one buffer (for stores that take one)."""
-    return data if isinstance(data, (bytes, bytearray, memoryview)) else b"".join(data)
+    parts = parts_of(data)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _write_all(fd: int, parts: Sequence[bytes]) -> None:
@@ -85,7 +91,7 @@ class FolderKV:
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 fd = os.open(target, _NEW_FILE, 0o666)
             try:
-                _write_all(fd, [data] if isinstance(data, (bytes, bytearray, memoryview)) else data)
+                _write_all(fd, parts_of(data))
             finally:
                 os.close(fd)
 
@@ -256,4 +262,5 @@ def portable_target(target: Any) -> Any:
     return target
 
 
-__all__ = ["BucketKV", "bucket_zarr_store", "FolderKV", "KeyValue", "as_kv", "is_root_document", "portable_target", "single_put_store"]
+__all__ = ["BucketKV", "bucket_zarr_store", "FolderKV", "KeyValue", "as_kv", "is_root_document", "joined", "parts_of",
+           "portable_target", "single_put_store"]

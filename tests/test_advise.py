@@ -582,3 +582,30 @@ def test_candidates_within_the_uncertainty_are_ranked_by_requests_then_bytes():
     assert [t.name for t in apart.ranked] == ["shot-major", "signal-major"] and apart.tie_note() is None
     same_requests = result(trial("a", 0.0863, 0.15, 27, 3.0e6), trial("b", 0.0900, 0.15, 27, 1.0e6))
     assert same_requests.recommended.name == "b"  # then fewer bytes
+
+
+def test_the_verdict_agrees_with_the_ranking_inside_the_uncertainty():
+    """The demo's finding: virtual 0.0795 ± 0.03 s and 8 GETs ranked first among layouts
+    it cannot be told from (the fastest 0.0634 ± 0.04 s), while the verdict compared the
+    bare times (1.2x) and said "rewrite". Inside the uncertainty it says no rewrite is
+    needed; apart by more than it, the rewrite still wins."""
+    from layoutkit.advise.model import Prediction
+    from layoutkit.advise.run import AdviseOptions, AdviseResult, PatternFit, Trial, rewrite_verdict
+
+    def trial(name: str, seconds: float, spread: float, requests: float) -> Trial:
+        obs = Observation(10, requests, 1e6, 0.05, 0.01, seconds * (1 - spread / 2), seconds * (1 + spread / 2))
+        fit = PatternFit(obs, obs, 0.05, 0.05, Prediction(requests, 1e6, seconds, 0.0, 0.01, 1.0))
+        return Trial(name, "convert", {"layout": name}, patterns={"shot": fit}, predicted_bytes=1e6,
+                     weighted_seconds=seconds, weighted_uncertainty=seconds * spread, weighted_requests=requests)
+
+    def result(*trials: Trial) -> AdviseResult:
+        return AdviseResult("shots.h5", AdviseOptions(), {"shot": 1.0}, "shots", (6, 12, 12), 3, list(trials), 1.0)
+
+    tied = result(trial("virtual", 0.0795, 0.4, 8), trial("shot-packed", 0.0656, 0.6, 18),
+                  trial("shot-major", 0.0634, 0.6, 97))
+    assert tied.recommended.name == "virtual"
+    verdict = rewrite_verdict(tied)
+    assert verdict and "no rewrite needed" in verdict and "shot-major" in verdict and "1.3x" in verdict
+    apart = result(trial("virtual", 0.0795, 0.05, 8), trial("shot-packed", 0.0656, 0.05, 18))
+    assert apart.recommended.name == "shot-packed"
+    assert ": rewrite" in (rewrite_verdict(apart) or "")

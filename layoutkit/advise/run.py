@@ -809,7 +809,9 @@ rewritten layout's: the rewrite does not pay."""
 def rewrite_verdict(result: AdviseResult) -> str | None:
     """Whether rewriting pays, when a layout that does not rewrite (references into the
     source) was measured beside layouts that do: its weighted time against the best
-    rewritten one's, and the pattern where it loses most. None when not both measured."""
+    rewritten one's, and the pattern where it loses most. None when not both measured.
+    One the ranking cannot tell from the fastest (:attr:`AdviseResult.tied`) needs no
+    rewrite either: the verdict never contradicts the recommendation."""
     def rewrites(trial: Trial) -> bool:
         layout = get_layout(str(trial.recipe.get("layout"))) if trial.recipe.get("layout") else None
         return layout is None or layout.rewrites
@@ -826,6 +828,11 @@ def rewrite_verdict(result: AdviseResult) -> str | None:
         how = f"is within {within:.0%} of" if within > 0.005 else "is as fast as, or faster than,"
         return (f"{kept.name} (no rewrite) {how} the best rewritten layout, {copied.name}, for your patterns: "
                 f"no rewrite needed{cost}.")
+    if kept in result.tied:  # the ranking cannot tell it from the fastest: neither can the verdict
+        fastest = result.tied[0]
+        return (f"{kept.name} (no rewrite) is predicted {kept.weighted_seconds / fastest.weighted_seconds:.1f}x "
+                f"the time of the fastest, {fastest.name}, over your patterns, within the uncertainty of the "
+                f"predictions: no rewrite needed{cost}.")
     worst = max((p for p in kept.patterns if p in copied.patterns),
                 key=lambda p: kept.patterns[p].prediction.seconds / max(copied.patterns[p].prediction.seconds, 1e-12))
     times = kept.patterns[worst].prediction.seconds / max(copied.patterns[worst].prediction.seconds, 1e-12)

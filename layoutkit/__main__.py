@@ -1,6 +1,14 @@
 """``python -m layoutkit`` and the ``layoutkit`` command."""
 
-from layoutkit.cli import app
+import os
+
+# layoutkit does no linear algebra worth a thread: numpy's OpenBLAS otherwise starts one
+# per core in each process and they spin as it starts, 0.1 s of CPU a process here (a
+# convert of a large file runs three: itself and two walkers, which inherit this). A
+# value the user set stays.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from layoutkit.cli import app  # noqa: E402 - after the environment its imports read
 
 
 def main() -> None:

@@ -344,3 +344,20 @@ def test_convert_takes_its_sources_from_a_list_alone(good_h5, tmp_path):
     assert result.exit_code == 0, result.output
     assert compare_variant(good_h5, tmp_path / "listed.zarr") == []
     assert_refused(run("convert", good_h5), "Expected SRC... DST", "Got only")
+
+
+def test_the_command_starts_numpy_without_blas_threads() -> None:
+    """The command's processes (and the walkers they spawn, which inherit it) start
+    OpenBLAS with one thread, unless the user chose a number."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import layoutkit.__main__, numpy, os; "
+             "print(os.environ['OPENBLAS_NUM_THREADS'], numpy.__config__.CONFIG is not None)")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    ours = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert ours.stdout.split() == ["1", "True"]
+    theirs = subprocess.run([sys.executable, "-c", probe], env={**env, "OPENBLAS_NUM_THREADS": "3"},
+                            capture_output=True, text=True, check=True)
+    assert theirs.stdout.split() == ["3", "True"]

@@ -280,3 +280,26 @@ def test_an_object_given_in_parts_is_written_whole_in_order(tmp_path: Path, monk
     kv.FolderKV(tmp_path / "s").put("b/c/0", parts)
     assert (tmp_path / "s" / "b" / "c" / "0").read_bytes() == b"".join(bytes(p) for p in parts)
     assert kv.joined(parts) == b"".join(bytes(p) for p in parts) and kv.joined(b"one") == b"one"
+
+
+def test_an_object_is_written_at_most_write_max_bytes_a_call(tmp_path: Path, monkeypatch) -> None:
+    """A shard of megabytes is written in calls of at most ``WRITE_MAX`` bytes (larger
+    writes get page-cache folios the host of a virtual machine faults in page by page),
+    and the file is still its parts in order."""
+    import os
+
+    import layoutkit.storage.kv as kv
+
+    rng = np.random.default_rng(0)
+    parts = [rng.bytes(100), rng.bytes(3 * kv.WRITE_MAX + 5), rng.bytes(kv.WRITE_MAX - 1), b"tail"]
+    sizes = []
+    real = os.writev
+
+    def counted(fd: int, buffers) -> int:  # noqa: ANN001
+        sizes.append(sum(len(b) for b in buffers))
+        return real(fd, buffers)
+
+    monkeypatch.setattr(kv.os, "writev", counted)
+    kv.FolderKV(tmp_path / "s").put("a/c/0", parts)
+    assert (tmp_path / "s" / "a" / "c" / "0").read_bytes() == b"".join(parts)
+    assert max(sizes) == kv.WRITE_MAX and len(sizes) == -(-sum(map(len, parts)) // kv.WRITE_MAX)

@@ -220,3 +220,42 @@ def test_verify_finds_a_dataset_the_shared_walk_missed(tmp_path: Path) -> None:
                    groups=inventory.groups[:1])
     found = [(m.path, m.what) for m in compare_variant(src, tmp_path / "o.zarr", inventory=lost)]
     assert ("/g/b", "missing") in found and ("/", "missing") in found
+
+
+def test_the_walker_processes_check_the_indexes_they_record(tmp_path: Path, monkeypatch) -> None:
+    """A file walked by walker processes has each recorded index held against HDF5's own
+    reads there (``index_checked``), and the raw reader takes that verdict instead of
+    reading through h5py again: the same datasets distrusted as when it checks them
+    itself (a chunk HDF5's query misplaces inside the extent among them), the same
+    values read, and no chunk read through HDF5 for a dataset the walk vouched for."""
+    import layoutkit.hdf5.inventory as inventory_module
+    import layoutkit.hdf5.raw as raw_module
+
+    src = tmp_path / "s.h5"
+    want = {f"/{i}/x": build(src, i, f, root=f"/{i}") for i, f in [("btree-v1", "partial"), ("fixed-array", "full"),
+                                                                     ("btree-v2", "partial"), ("single-chunk", "full")]}
+    with h5py.File(src, "a", libver="latest") as f:  # HDF5's query places its one chunk at (0, 6)
+        ds = f.create_dataset("misplaced", shape=(6, 9), chunks=(2, 3), maxshape=(10, None), dtype="i4", fillvalue=-7)
+        ds[4:6, 0:3] = 9
+        want["/misplaced"] = ds[...]
+    alone = read_inventory(src, workers=1)
+    monkeypatch.setattr(inventory_module, "PARALLEL_MIN_DATASETS", 2)
+    walked = read_inventory(src, workers=2)
+    assert {a.path: a.index_checked for a in alone.arrays} == dict.fromkeys(want)  # not checked in one process
+    verdicts = {a.path: a.index_checked for a in walked.arrays}
+    assert verdicts["/misplaced"].startswith("the chunk it places at (0, 6)")
+    assert all(verdicts[p] == "" for p in want if p != "/misplaced")
+
+    def untrusted(inventory) -> set[str]:  # noqa: ANN001
+        with RawReader(src, {a.path: a for a in inventory.arrays}) as reader, pytest.warns(RawReadFallback):
+            for path, values in want.items():
+                np.testing.assert_array_equal(reader.read(path, tuple((0, n) for n in values.shape)), values)
+            return set(reader.untrusted)
+
+    reads: list[str] = []
+    real = raw_module.direct_chunk
+    monkeypatch.setattr(raw_module, "direct_chunk", lambda ds, origin: (reads.append(ds.name), real(ds, origin))[1])
+    assert untrusted(alone) == {"/misplaced"} and {"/fixed-array/x", "/misplaced"} <= set(reads)
+    reads.clear()
+    assert untrusted(walked) == {"/misplaced"}
+    assert set(reads) <= {"/misplaced"}  # read through HDF5 as a distrusted dataset, never to check one

@@ -306,6 +306,59 @@ def index_problem(shape: tuple[int, ...], chunks: tuple[int, ...], origins: Any)
     return None
 
 
+def first_unwritten(shape: tuple[int, ...], chunks: tuple[int, ...], entries: Any) -> tuple[int, ...]:
+    """The first origin of the chunk grid, in C order, that ``entries`` lack (there is
+    one). Counted through the grid, not built: ``itertools.product`` holds each axis's
+    origins, 4 GB of them for one axis of 10^8 chunks."""
+    import numpy as np
+
+    grid = tuple(-(-n // c) for n, c in zip(shape, chunks))
+    k = 0
+    while True:
+        origin = tuple(int(i) * c for i, c in zip(np.unravel_index(k, grid), chunks))
+        if origin not in entries:
+            return origin
+        k += 1
+
+
+def direct_chunk(ds: Any, origin: tuple[int, ...]) -> tuple[bytes | None, int]:
+    """A chunk's stored bytes and filter mask as HDF5 finds them (``H5Dread_chunk``,
+    its own lookup, which stays right where its chunk queries are not); None when the
+    chunk was never written."""
+    try:
+        mask, data = ds.id.read_direct_chunk(origin)
+    except (OSError, RuntimeError, ValueError, MemoryError):
+        # "chunk storage is not allocated" (h5py sizes its buffer first: for a chunk never
+        # written some indexes answer a size no buffer can have)
+        return None, 0
+    return bytes(data), int(mask)
+
+
+def index_disagreement(
+    shape: tuple[int, ...], chunks: tuple[int, ...], entries: dict[tuple[int, ...], tuple[int, int, int]],
+    direct: Callable[[tuple[int, ...]], tuple[bytes | None, int]], pread: Callable[[int, int], bytes],
+) -> tuple[str | None, dict[tuple[int, int], bytes]]:
+    """Where a chunk index (origin -> offset, size, filter mask) disagrees with HDF5's own
+    lookup, ``direct`` (:func:`direct_chunk`): its first and last chunks must be the bytes
+    HDF5 finds at their origins, with their filter masks (``pread(size, offset)`` reads
+    them from the file), and a chunk it says was never written must be unwritten for
+    HDF5 too. A wrong index is caught without decoding anything. Returns the reason (None:
+    they agree) and the bytes read of the chunks that agreed, by (offset, size)."""
+    origins = list(entries)
+    read: dict[tuple[int, int], bytes] = {}
+    for origin in dict.fromkeys(origins[:1] + origins[-1:]):
+        offset, size, mask = entries[origin]
+        theirs, their_mask = direct(origin)
+        if theirs is None or their_mask != mask or theirs != (ours := pread(size, offset)):
+            return f"the chunk it places at {origin} is not the one HDF5 finds there", read
+        read[(offset, size)] = ours
+    if len(entries) < chunk_count(shape, chunks):
+        unwritten = first_unwritten(shape, chunks, entries)
+        if direct(unwritten)[0] is not None:
+            return f"HDF5 holds a chunk at {unwritten}, which the index says was never written", read
+    return None, read
+
+
 def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
     """The chunk index of ``ds`` (an h5py dataset of a file read through ``fileobj``, a
     :class:`~layoutkit.storage.RangeFile`) read here, level by level; None when h5py
@@ -328,4 +381,4 @@ def entries_in_bucket(ds: Any, fileobj: Any) -> Entries | None:
         return None
 
 
-__all__ = ["SPARSE_MAX_REGIONS", "SPARSE_MIN_BYTES", "Entries", "NotRecognised", "btree_address", "chunk_count", "entries_in_bucket", "index_problem", "node_bytes", "read_entries", "sparse_candidate", "sparse_storage", "stored_regions", "superblock_sizes"]
+__all__ = ["SPARSE_MAX_REGIONS", "SPARSE_MIN_BYTES", "Entries", "NotRecognised", "btree_address", "chunk_count", "direct_chunk", "entries_in_bucket", "first_unwritten", "index_disagreement", "index_problem", "node_bytes", "read_entries", "sparse_candidate", "sparse_storage", "stored_regions", "superblock_sizes"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,9 @@ from layoutkit.hdf5.attrs import attr_text, convert_attrs, read_attrs
 from layoutkit.hdf5.chunk_index import (
     MAX_CHUNKS_FOR_H5PY,
     chunk_count,
+    direct_chunk,
     entries_in_bucket,
+    index_disagreement,
     index_problem,
     sparse_candidate,
     sparse_storage,
@@ -164,7 +167,8 @@ class _Record:
     attached: tuple[tuple[int, ...], ...]  # object addresses of the scales on each axis
 
 
-def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netcdf4: bool) -> _Record:
+def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netcdf4: bool,
+            pread: Callable[[int, int], bytes] | None = None) -> _Record:
     dsid = ds.id
     plist = dsid.get_create_plist()
     layout = plist.get_layout()
@@ -190,7 +194,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         filters=_filters(plist),
         fill_value=_fill_value(ds),
         is_scale=is_scale,
-        **_storage(ds, f, layout, ds_shape, ds_chunks, dtype.itemsize),
+        **_storage(ds, f, layout, ds_shape, ds_chunks, dtype.itemsize, pread),
         enum_mapping=h5py.check_enum_dtype(dtype),
         external=_is_external(plist),
         null_space=ds_shape is None,
@@ -210,10 +214,14 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
 
 
 def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...] | None,
-             chunks: tuple[int, ...] | None, itemsize: int) -> dict[str, Any]:
+             chunks: tuple[int, ...] | None, itemsize: int,
+             pread: Callable[[int, int], bytes] | None = None) -> dict[str, Any]:
     """Bytes the dataset stores (``storage_bytes``), and the index of a chunked dataset
     of at most :data:`~layoutkit.hdf5.chunk_index.MAX_CHUNKS_FOR_H5PY` chunks
-    (``chunk_entries``). HDF5 walks a chunked dataset's index for its storage size, one
+    (``chunk_entries``), with ``pread`` (a walker process's read of the file) also held
+    against HDF5's reads of its chunks (``index_checked``: the raw reader's self-check,
+    done where the dataset is open already and no thread of the copy waits on h5py's
+    lock for it). HDF5 walks a chunked dataset's index for its storage size, one
     node at a time; for few chunks the walk here also keeps what it finds, so that the
     readers of the copy need not ask h5py again (in a bucket that was most of a shot
     archive's convert: every thread waiting on h5py's lock for one index after another).
@@ -237,6 +245,11 @@ def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...]
             if (problem := index_problem(shape, chunks, (origin for origin, _, _, _ in found))) is not None:
                 return {"storage_bytes": storage, "raw_fallback": f"HDF5's chunk index is inconsistent: {problem}"}
             out = {"storage_bytes": storage, "chunk_entries": tuple(found)}
+            if pread is not None:
+                entries = {origin: (offset, size, mask) for origin, offset, size, mask in found}
+                problem, _ = index_disagreement(tuple(shape), tuple(chunks), entries,
+                                                lambda origin: direct_chunk(ds, origin), pread)
+                out["index_checked"] = problem or ""
             return out | (sparse_storage(ds, [o for o, _, _, _ in found]) if big else {})
     return {"storage_bytes": int(ds.id.get_storage_size())} | (sparse_storage(ds) if big else {})
 
@@ -253,10 +266,15 @@ def _records(source: str, paths: list[str], is_netcdf4: bool) -> list[tuple[_Rec
     """Records of ``paths``, in order, each with the notes reading it made; read in this
     process (a walker's whole job)."""
     out = []
-    with open_h5(source) as f:
-        for p in paths:
-            notes: list[str] = []
-            out.append((_record(f[p], p, f, notes, is_netcdf4), notes))
+    fd = os.open(source, os.O_RDONLY)  # the self-check's reads of stored chunks (:func:`_storage`)
+    try:
+        with open_h5(source) as f:
+            for p in paths:
+                notes: list[str] = []
+                out.append((_record(f[p], p, f, notes, is_netcdf4, lambda size, offset: os.pread(fd, size, offset)),
+                            notes))
+    finally:
+        os.close(fd)
     return out
 
 

@@ -117,6 +117,10 @@ class ArrayInfo:
     # size, filter mask) of each allocated chunk, read with its storage size; None: not
     # recorded (many chunks), readers ask the file
     chunk_entries: tuple[tuple[tuple[int, ...], int, int, int], ...] | None = None
+    # those entries held against HDF5's own reads by the walker process that recorded them
+    # (:func:`~layoutkit.hdf5.chunk_index.index_disagreement`): "" they agree, else where
+    # they do not; None: not checked there (the raw reader checks them on first use)
+    index_checked: str | None = None
     address: int | None = None  # the object's address in the source file (None: not walked)
     member: int = 0  # which source of a set holds it (:class:`~layoutkit.storage.SourceSet`); 0 for one file
     # a set's array concatenated along its first axis from the datasets of several

@@ -28,7 +28,7 @@ import numpy as np
 
 from layoutkit.errors import ChunkDecodeError, RawReadFallback
 from layoutkit.hdf5.chunk_index import chunk_count as chunk_count_of
-from layoutkit.hdf5.chunk_index import entries_in_bucket, index_problem
+from layoutkit.hdf5.chunk_index import direct_chunk, entries_in_bucket, index_disagreement, index_problem
 from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import RAW_DECODABLE, Filter, can_read_raw
 from layoutkit.hdf5.inventory import ArrayInfo
@@ -136,14 +136,15 @@ class _ChunkIndex:
     """Byte offset, size and filter mask of every allocated chunk of one dataset, by the
     chunk's origin."""
 
-    def __init__(self, entries: dict[tuple[int, ...], tuple[int, int, int]]) -> None:
+    def __init__(self, entries: dict[tuple[int, ...], tuple[int, int, int]], recorded_from_walk: bool = False) -> None:
         self.entries = entries
+        self.recorded_from_walk = recorded_from_walk  # the walk's own: its verdict (``index_checked``) is on it
 
     @classmethod
     def recorded(cls, info: ArrayInfo) -> _ChunkIndex:
         """The index the inventory's walk kept (no call into h5py)."""
         assert info.chunk_entries is not None
-        return cls({origin: (offset, size, mask) for origin, offset, size, mask in info.chunk_entries})
+        return cls({origin: (offset, size, mask) for origin, offset, size, mask in info.chunk_entries}, True)
 
     @classmethod
     def read(cls, ds: h5py.Dataset, fileobj: Any = None) -> _ChunkIndex:
@@ -443,7 +444,9 @@ class RawReader:
         its first and last chunks must be the bytes HDF5's own lookup finds at their
         origins (``H5Dread_chunk``, with their filter masks), and a chunk it says was
         never written must be unwritten for HDF5 too: a wrong index is caught without
-        decoding anything. The decoding is checked once per filter pipeline and type
+        decoding anything (:func:`~layoutkit.hdf5.chunk_index.index_disagreement`; for
+        an index the walker processes recorded, they did it as they read it:
+        ``index_checked``). The decoding is checked once per filter pipeline and type
         (the first dataset of each: a chunk decoded here against HDF5's read of it),
         since it depends on those alone: a check per dataset decoded every small
         dataset twice, and convert took 24% longer."""
@@ -451,18 +454,15 @@ class RawReader:
         if (problem := index_problem(info.shape, info.chunks, index.entries)) is not None:
             return problem
         origins = list(index.entries)
-        read = {}
-        ds = self._dataset(info.path)  # opened once for the reads below
-        for origin in dict.fromkeys(origins[:1] + origins[-1:]):
-            offset, size, mask = index.entries[origin]
-            theirs, their_mask = self._direct_chunk(info.path, origin, ds)
-            if theirs is None or their_mask != mask or theirs != (ours := self._pread(size, offset)):
-                return f"the chunk it places at {origin} is not the one HDF5 finds there"
-            read[(offset, size)] = ours
-        if len(index.entries) < chunk_count_of(info.shape, info.chunks):
-            unwritten = _first_unwritten(info.shape, info.chunks, index.entries)
-            if self._direct_chunk(info.path, unwritten, ds)[0] is not None:
-                return f"HDF5 holds a chunk at {unwritten}, which the index says was never written"
+        if info.index_checked is not None and index.recorded_from_walk:
+            # the walker that recorded this index held it against HDF5's reads already
+            problem, read = info.index_checked or None, {}
+        else:
+            ds = self._dataset(info.path)  # opened once for the reads of the check
+            problem, read = index_disagreement(info.shape, info.chunks, index.entries,
+                                               lambda origin: self._direct_chunk(info.path, origin, ds), self._pread)
+        if problem is not None:
+            return problem
         if not origins:
             return None
         key = (info.dtype.str, info.dtype.descr.__repr__(), tuple((f.id, f.options) for f in info.filters))
@@ -486,20 +486,14 @@ class RawReader:
         return None
 
     def _direct_chunk(self, path: str, origin: tuple[int, ...], ds: h5py.Dataset | None = None) -> tuple[bytes | None, int]:
-        """A chunk's stored bytes and filter mask as HDF5 finds them (``H5Dread_chunk``,
-        its own lookup, which stays right where its chunk queries are not); None when
-        the chunk was never written. ``ds``: the dataset, when the caller opened it (an
-        open by path is 120 us here, more than the read of a chunk)."""
+        """A chunk's stored bytes and filter mask as HDF5 finds them
+        (:func:`~layoutkit.hdf5.chunk_index.direct_chunk`). ``ds``: the dataset, when the
+        caller opened it (an open by path is 120 us here, more than the read of a chunk)."""
         ds = ds if ds is not None else self._dataset(path)
-        try:
-            with timed("h5py"):
-                mask, data = ds.id.read_direct_chunk(origin)
-        except (OSError, RuntimeError, ValueError, MemoryError):
-            # "chunk storage is not allocated" (h5py sizes its buffer first: for a chunk never
-            # written some indexes answer a size no buffer can have)
-            return None, 0
-        self.bytes_read += len(data)
-        return bytes(data), int(mask)
+        with timed("h5py"):
+            data, mask = direct_chunk(ds, origin)
+        self.bytes_read += len(data or b"")
+        return data, mask
 
     # -- paths --------------------------------------------------------------------
 
@@ -622,19 +616,6 @@ class RawReader:
                 raise ChunkDecodeError(info.path, origin, _short(exc)) from None
             out[dst] = chunk[src]
         return out
-
-
-def _first_unwritten(shape: tuple[int, ...], chunks: tuple[int, ...], entries: Any) -> tuple[int, ...]:
-    """The first origin of the chunk grid, in C order, that ``entries`` lack (there is
-    one). Counted through the grid, not built: ``itertools.product`` holds each axis's
-    origins, 4 GB of them for one axis of 10^8 chunks."""
-    grid = tuple(-(-n // c) for n, c in zip(shape, chunks))
-    k = 0
-    while True:
-        origin = tuple(int(i) * c for i, c in zip(np.unravel_index(k, grid), chunks))
-        if origin not in entries:
-            return origin
-        k += 1
 
 
 def _same_values(a: np.ndarray, b: np.ndarray) -> bool:

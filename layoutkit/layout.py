@@ -65,6 +65,10 @@ class Work:
     window: int | None = None
     cleanup: Callable[[], None] | None = None  # in every worker process, after the last task
     close: Callable[[], None] = lambda: None  # always, on success or failure
+    ready: Callable[[], None] = lambda: None
+    """Waits for the skeleton's writes still in flight (raising their error): the pipeline
+    calls it before tasks that run in other processes (they read the skeleton from the
+    destination) and before finishing; ``close`` must stop them."""
     done_bytes: int = 0  # bytes the layout already wrote while creating the skeleton
     state: dict[str, Any] = field(default_factory=dict)  # the layout's own, e.g. its writer
 

@@ -12,7 +12,8 @@ this module and nowhere else:
 3. stage the output (:meth:`~layoutkit.storage.LocalDestination.stage`) and let the layout
    create its skeleton there, stamped with the provenance attribute
    (:func:`provenance_attrs`), which hands back the :class:`Work` to do;
-4. run the work's tasks on the engine (:func:`~layoutkit.execute.run_tasks`: serial,
+4. run the work's tasks (while the layout may still be writing its skeleton: the
+   tasks of this process need none of it, those of other processes wait for it) on the engine (:func:`~layoutkit.execute.run_tasks`: serial,
    threads or dask.distributed; or :func:`~layoutkit.execute.map_ordered` when the
    results must be written in order on one thread, as HDF5 wants);
 5. let the layout finish (consolidate metadata, close files), then publish; on any error
@@ -59,6 +60,9 @@ from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, new_ent
 from layoutkit.storage.sources import source_records
 
 Progress = Callable[[int], None]
+
+IN_PROCESS = ("serial", "threads")
+"""The schedulers that run the tasks in this process (the others: in worker processes)."""
 
 REMOTE_THREADS = 16
 """Threads that read a source in a bucket, at least: its requests wait on the network,
@@ -220,8 +224,13 @@ def run(
                     as_kv(staged).put(entry_key(0), encode(entry))
             try:
                 report(work.done_bytes)
+                if getattr(options, "scheduler", "threads") not in IN_PROCESS:
+                    with stages.step("skeleton"):
+                        work.ready()  # the workers read the skeleton from the destination
                 with stages.step("tasks"), settled_heap():
                     _execute(work, options, report)
+                with stages.step("skeleton"):
+                    work.ready()  # what of it was written meanwhile
                 with stages.step("finish"):
                     layout.finish(work, staged, the_plan)
             finally:
@@ -301,4 +310,4 @@ def _execute(work: Work, options: Any, report: Progress) -> None:
         report(work.sink(result))
 
 
-__all__ = ["PROVENANCE_ATTR", "REMOTE_THREADS", "Layout", "Work", "check_destination", "io_options", "plan", "provenance", "provenance_attrs", "recipe_of", "run"]
+__all__ = ["IN_PROCESS", "PROVENANCE_ATTR", "REMOTE_THREADS", "Layout", "Work", "check_destination", "io_options", "plan", "provenance", "provenance_attrs", "recipe_of", "run"]

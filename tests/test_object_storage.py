@@ -57,7 +57,7 @@ def local_files(root: Path) -> dict[str, bytes]:
 
 def but_sources(files: dict[str, bytes]) -> dict[str, bytes]:
     """A store's objects with its log of sources left out (layoutkit.storage.log): a
-    source in a bucket is recorded by URL and ETag, a local one by name and SHA-256."""
+    source in a bucket is recorded by URL and ETag, a local one by name and content digest."""
     import json as json_
 
     root = json_.loads(files["zarr.json"])

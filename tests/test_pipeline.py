@@ -201,3 +201,109 @@ def test_open_verify_and_append_decide_the_layout_once_with_one_error(tmp_path: 
         append([str(src)], store)
     messages = {str(e.value) for e in (opened, verified, appended)}
     assert len(messages) == 1 and messages.pop().startswith(said)
+
+
+# -- the skeleton written while the tasks run ------------------------------------------
+
+
+@pytest.fixture
+def small_source(tmp_path: Path) -> Path:
+    from layoutkit.sample import write_sample
+
+    return Path(write_sample(tmp_path / "s.h5", shots=2, signals=6, seed=3).path)
+
+
+def test_the_copy_runs_while_the_skeleton_is_written_and_the_store_is_whole(small_source: Path, tmp_path: Path,
+                                                                              monkeypatch) -> None:
+    """convert's tasks start before the skeleton's documents are all written (they run
+    in this process, from the documents the writer holds), and the published store has
+    every document and equals the source."""
+    import threading
+
+    from layoutkit.convert import convert
+    from layoutkit.layouts.shot_major import write as shot_major_write
+    from layoutkit.verify.equality import compare_variant
+    from layoutkit.writers.zarr_ import ZarrWriter
+
+    copied = threading.Event()
+    waited: list[bool] = []
+    real_node, real_task = ZarrWriter._write_node, shot_major_write.copy_task
+
+    def late_node(self, node, files):  # noqa: ANN001, ANN202
+        if node.count("/") >= 3:  # an array's documents: only once a task has copied
+            waited.append(copied.wait(timeout=30))
+        real_node(self, node, files)
+
+    def copying(job, task):  # noqa: ANN001, ANN202
+        done = real_task(job, task)
+        copied.set()
+        return done
+
+    monkeypatch.setattr(ZarrWriter, "_write_node", late_node)
+    monkeypatch.setattr(shot_major_write, "copy_task", copying)
+    dst = tmp_path / "out.zarr"
+    convert(small_source, dst, ConvertOptions(workers=2))
+    assert waited and all(waited)  # the documents waited for a copied task, which did not wait for them
+    import zarr
+
+    group = zarr.open_group(dst, mode="r")
+    assert len(list(group["shots"].group_keys())) == 2
+    assert compare_variant(small_source, dst) == []
+
+
+def test_a_failed_copy_stops_the_skeleton_before_the_store_is_removed(small_source: Path, tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    """A task that fails while the skeleton's documents are still being written: the run
+    stops them, then removes what it wrote, so no document appears afterwards in a
+    removed store and nothing is left beside the destination."""
+    import threading
+
+    from layoutkit.convert import convert
+    from layoutkit.layouts.shot_major import write as shot_major_write
+    from layoutkit.writers.zarr_ import ZarrWriter
+
+    failed = threading.Event()
+    real_node = ZarrWriter._write_node
+    written: list[str] = []
+
+    def slow_node(self, node, files):  # noqa: ANN001, ANN202
+        failed.wait(timeout=30)
+        time.sleep(0.01)
+        stopped = self._stop.is_set()
+        real_node(self, node, files)
+        if not stopped:
+            written.append(node)
+
+    def failing(job, task):  # noqa: ANN001, ANN202
+        failed.set()
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ZarrWriter, "_write_node", slow_node)
+    monkeypatch.setattr(shot_major_write, "copy_task", failing)
+    dst = tmp_path / "out.zarr"
+    with pytest.raises(LayoutkitError, match="no space left"):
+        convert(small_source, dst, ConvertOptions(workers=2))
+    time.sleep(0.3)  # a writer still running would create folders again now
+    assert len(written) < 20  # of 31 nodes: the rest were not written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]
+
+
+def test_a_skeleton_that_cannot_be_written_is_one_sentence(small_source: Path, tmp_path: Path, monkeypatch) -> None:
+    """An error of the file system met by the skeleton's writer in the background ends
+    the run as the same sentence it would have met in front, and nothing is left."""
+    from layoutkit.convert import convert
+    from layoutkit.errors import OutputNotWritableError
+    from layoutkit.writers.zarr_ import ZarrWriter
+
+    real_node = ZarrWriter._write_node
+
+    def refused(self, node, files):  # noqa: ANN001, ANN202
+        if node.count("/") >= 3:
+            raise PermissionError(13, "Permission denied")
+        real_node(self, node, files)
+
+    monkeypatch.setattr(ZarrWriter, "_write_node", refused)
+    dst = tmp_path / "out.zarr"
+    with pytest.raises(OutputNotWritableError, match=r"cannot be written \(Permission denied\)"):
+        convert(small_source, dst, ConvertOptions(workers=2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]

@@ -123,28 +123,36 @@ def test_icechunk_keeps_the_entries_in_its_commits(files, tmp_path):
 
 
 def test_the_digests_are_computed_while_the_store_is_planned_and_written(files, tmp_path, monkeypatch):
-    """The SHA-256 a new store records of each source is computed in the background while
+    """The BLAKE3 a new store records of each source is computed in the background while
     the run walks and copies it (storage.sources.digests_ahead), not read again in series
     after the walk: with the in-series hashing taken away the records are still each
-    file's digest."""
-    import hashlib
+    file's digest, as the blake3 package computes it at once."""
+    import blake3
 
     import layoutkit.storage.sources as sources
 
-    def in_series(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        raise AssertionError("a source was hashed in series")
+    real = sources.content_digest
+    ahead = {"n": 0}
 
-    monkeypatch.setattr(hashlib, "file_digest", in_series)
+    def only_ahead(path, algorithm=sources.DIGEST, stop=None):  # noqa: ANN001, ANN202
+        if stop is None:
+            raise AssertionError("a source was hashed in series")
+        ahead["n"] += 1
+        return real(path, algorithm, stop)
+
+    monkeypatch.setattr(sources, "content_digest", only_ahead)
     store = tmp_path / "three.zarr"
     assert cli("convert", *files[:3], store, "--compressor", "source").exit_code == 0
     records = store_log(str(store)).records
-    assert [r["digest"] for r in records] == [f"sha256:{hashlib.sha256(f.read_bytes()).hexdigest()}" for f in files[:3]]
+    assert [r["digest"] for r in records] == [f"blake3:{blake3.blake3(f.read_bytes()).hexdigest()}" for f in files[:3]]
+    assert ahead["n"] == 3
     assert not sources._AHEAD  # noqa: SLF001 - nothing left computing once the run is over
 
 
 def test_a_digest_computed_ahead_is_not_taken_for_a_file_that_changed_since(tmp_path):
-    import hashlib
     import threading
+
+    import blake3
 
     import layoutkit.storage.sources as sources
 
@@ -154,8 +162,33 @@ def test_a_digest_computed_ahead_is_not_taken_for_a_file_that_changed_since(tmp_
         with open(path, "ab") as fh:
             fh.write(b"after")
         record = sources.source_record(path)
-    assert record["digest"] == f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}"
+    assert record["digest"] == f"blake3:{blake3.blake3(path.read_bytes()).hexdigest()}"
     stop = threading.Event()
     stop.set()
     with pytest.raises(sources._Stopped):  # noqa: SLF001 - a digest no longer wanted stops reading
-        sources._sha256(path, stop)  # noqa: SLF001
+        sources.content_digest(path, "blake3", stop)
+
+
+def test_a_store_begun_with_sha256_goes_on_with_it(files, tmp_path):
+    """A store written before BLAKE3 records SHA-256 digests: an append to it computes
+    SHA-256, so a copy of a recorded file (another modification time) is still known by
+    its content, and the files it adds are recorded as the others are."""
+    import hashlib
+
+    store = tmp_path / "old.zarr"
+    assert cli("convert", *files[:3], store).exit_code == 0
+    entry = json.loads((store / entry_key(0)).read_text())
+    by_name = {f.name: f for f in files}
+    for record in entry["sources"]:
+        assert record["digest"].startswith("blake3:")
+        record["digest"] = "sha256:" + hashlib.sha256(by_name[record["name"]].read_bytes()).hexdigest()
+    (store / entry_key(0)).write_text(json.dumps(entry))
+    copy = tmp_path / "copies" / files[1].name
+    copy.parent.mkdir()
+    shutil.copyfile(files[1], copy)  # the same bytes, a new modification time
+    result = cli("convert", copy, files[3], store, "--append")
+    assert result.exit_code == 0, result.output
+    records = store_log(str(store)).records
+    assert [r["name"] for r in records] == [f.name for f in files[:4]]
+    assert records[3]["digest"] == "sha256:" + hashlib.sha256(files[3].read_bytes()).hexdigest()
+    assert compare_set(files[:4], store) == []

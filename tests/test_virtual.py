@@ -289,15 +289,15 @@ def test_merged_reads_refuse_a_rewritten_source_and_follow_an_append(shot_files,
 
 
 def test_no_source_is_read_whole_to_be_recorded(shot_files, tmp_path, monkeypatch):
-    """A rewriting layout records each source's SHA-256 (append knows a file by its
-    content); the virtual layout reads no byte of data at conversion, so it records each
-    local file by its version (size and modification time) and hashes none."""
-    import hashlib
+    """A rewriting layout records each source's content digest (append knows a file by
+    its content); the virtual layout reads no byte of data at conversion, so it records
+    each local file by its version (size and modification time) and hashes none."""
+    import layoutkit.storage.sources as sources
 
     def refused(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("a source was read whole to be recorded")
 
-    monkeypatch.setattr(hashlib, "file_digest", refused)
+    monkeypatch.setattr(sources, "content_digest", refused)
     repo = repository(tmp_path)
     assert cli("--quiet", "convert", *shot_files[:3], repo, "--layout", "virtual").exit_code == 0
     assert cli("--quiet", "convert", *shot_files[3:5], f"icechunk:{repo}", "--append").exit_code == 0

@@ -60,7 +60,7 @@ from layoutkit.stages import Stages
 from layoutkit.storage import SourceSet, as_sources
 from layoutkit.storage.editing import JOURNAL, LOCK, StoreEditor, editor_for
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, last_id, new_entry
-from layoutkit.storage.sources import KnownFiles, source_record
+from layoutkit.storage.sources import KnownFiles, digest_algorithm, source_record
 
 PAUSE_ENV = "LAYOUTKIT_APPEND_PAUSE"
 """Tests only: a path. Before its commit an append creates that file and waits while it
@@ -137,7 +137,8 @@ def append(
         log = editor.read_log(provenance)
         recorded = log.records  # joined once: a property over every entry
         seen = KnownFiles(recorded)
-        records = {m: source_record(m, seen, read=layout.rewrites) for m in members}  # virtual: no byte read
+        algorithm = digest_algorithm(recorded)  # the store's own: SHA-256 in stores begun before BLAKE3
+        records = {m: source_record(m, seen, read=layout.rewrites, algorithm=algorithm) for m in members}  # virtual: no byte read
         known = log.digests()
         new = [m for m in members if records[m]["digest"] not in known]
         appends = log.appends

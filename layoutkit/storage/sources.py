@@ -596,7 +596,15 @@ class KnownFiles(dict):  # type: ignore[type-arg]
                          for r in records if r.get("digest") and r.get("mtime") is not None)
 
 
-_AHEAD: dict[tuple[str, int, int], Any] = {}  # (real path, size, mtime) -> Future of its SHA-256
+DIGEST = "blake3"
+"""The content digest a new store records of each local source: BLAKE3 (the ``blake3``
+package), 2.6x less CPU than SHA-256 with the CPU's SHA extensions (1.9 GB: 0.3 s
+against 1.1 s of a raw copy that runs in about 6 s on 2 cores), and as cryptographic. A
+store keeps the algorithm it was begun with (:func:`digest_algorithm`): those written
+before BLAKE3 went on recording SHA-256."""
+_HASHES = {"blake3": "blake3", "sha256": "sha256"}  # a record's prefix -> the hash computing it
+
+_AHEAD: dict[tuple[str, int, int], Any] = {}  # (real path, size, mtime) -> Future of its DIGEST
 _AHEAD_LOCK = threading.Lock()
 
 
@@ -612,26 +620,43 @@ def _identity(path: str | os.PathLike) -> tuple[str, int, int] | None:
     return os.path.realpath(path), stat.st_size, stat.st_mtime_ns
 
 
-def _sha256(path: str | os.PathLike, stop: threading.Event) -> str:
-    import hashlib
+def digest_algorithm(records: Iterable[dict[str, Any]]) -> str:
+    """The algorithm of the content digests ``records`` (a store's sources) hold: the
+    one the store goes on with; :data:`DIGEST` for a store that has none."""
+    for record in records:
+        prefix = str(record.get("digest", "")).partition(":")[0]
+        if prefix in _HASHES:
+            return prefix
+    return DIGEST
 
-    digest = hashlib.sha256()
+
+def content_digest(path: str | os.PathLike, algorithm: str = DIGEST, stop: threading.Event | None = None) -> str:
+    """``ALGORITHM:HEX`` of a local file's bytes (``blake3`` or ``sha256``), read in 1 MiB
+    reads; ``stop``, once set, ends the reading (:class:`_Stopped`)."""
+    if algorithm == "blake3":
+        import blake3
+
+        digest: Any = blake3.blake3()  # one thread: the copy has the other cores
+    else:
+        import hashlib
+
+        digest = hashlib.new(_HASHES[algorithm])
     buffer = bytearray(1 << 20)
     view = memoryview(buffer)
     with open(path, "rb", buffering=0) as fh:  # readinto and update both release the GIL
         while n := fh.readinto(buffer):
-            if stop.is_set():
+            if stop is not None and stop.is_set():
                 raise _Stopped
             digest.update(view[:n])
-    return digest.hexdigest()
+    return f"{algorithm}:{digest.hexdigest()}"
 
 
 @contextlib.contextmanager
 def digests_ahead(source: Path | ObjectSource | SourceSet, read: bool = True) -> Iterator[None]:
-    """Compute the SHA-256 of each local file of ``source`` in a background thread while
-    the caller walks, plans and copies it; :func:`source_record` takes a digest from here
-    instead of reading the file in series once the walk is done (1.4-1.8 s for a 1.9 GB
-    source here, of a raw copy of about 9 s). Files whose digests are already being
+    """Compute the :data:`DIGEST` of each local file of ``source`` in a background thread
+    while the caller walks, plans and copies it; :func:`source_record` takes a digest from
+    here instead of reading the file in series once the walk is done (SHA-256 took
+    1.4-1.8 s for a 1.9 GB source here, of a raw copy of about 9 s). Files whose digests are already being
     computed (an enclosing call) are left to it; on leaving, the digests not yet done
     are stopped, so a run that fails does not go on reading its source. ``read`` False
     (a layout that reads no data) computes nothing."""
@@ -646,7 +671,7 @@ def digests_ahead(source: Path | ObjectSource | SourceSet, read: bool = True) ->
             for member in members:
                 key = None if isinstance(member, ObjectSource) else _identity(member)
                 if key is not None and key not in _AHEAD:
-                    mine[key] = _AHEAD[key] = pool.submit(_sha256, member, stop)
+                    mine[key] = _AHEAD[key] = pool.submit(content_digest, member, DIGEST, stop)
         pool.shutdown(wait=False)
     try:
         yield
@@ -670,10 +695,12 @@ def _digest_ahead(path: str | os.PathLike, size: int, mtime_ns: int) -> str | No
         return None  # read it here, and fail here if it must
 
 
-def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] = (), read: bool = True) -> dict[str, Any]:
-    """``{"name", "size", "digest"}`` (and ``"mtime"`` locally): SHA-256 of a local file's
-    bytes (1.8 GB/s here), the ETag of an object in a bucket (no read: an object's ETag
-    changes with its content). A local file whose name, size and modification time are
+def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] = (), read: bool = True,
+                  algorithm: str = DIGEST) -> dict[str, Any]:
+    """``{"name", "size", "digest"}`` (and ``"mtime"`` locally): the ``algorithm`` digest
+    of a local file's bytes (:func:`content_digest`; an append computes the one its store
+    holds, :func:`digest_algorithm`), the ETag of an object in a bucket (no read: an
+    object's ETag changes with its content). A local file whose name, size and modification time are
     those of a record in ``known`` takes that record's digest without being read again
     (an append over a glob of 500 files re-reads none it has seen). Without ``read`` (a
     layout that references the files where they lie, and reads none of their data), a
@@ -685,8 +712,6 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
         store, key = source._store
         head = retrying(lambda: obstore.head(store, key))
         return {"name": source.url, "size": int(head["size"]), "digest": f"etag:{head.get('e_tag') or ''}"}
-    import hashlib
-
     stat = os.stat(source)
     mine = {"name": os.path.basename(source), "size": stat.st_size, "mtime": stat.st_mtime_ns}
     seen = known if isinstance(known, KnownFiles) else KnownFiles(known)
@@ -695,11 +720,8 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
         return {**mine, "digest": digest}
     if not read:
         return {**mine, "digest": f"version:{stat.st_size}:{stat.st_mtime_ns}"}
-    digest = _digest_ahead(source, stat.st_size, stat.st_mtime_ns)
-    if digest is None:
-        with open(source, "rb") as fh:
-            digest = hashlib.file_digest(fh, "sha256").hexdigest()
-    return {**mine, "digest": f"sha256:{digest}"}
+    digest = _digest_ahead(source, stat.st_size, stat.st_mtime_ns) if algorithm == DIGEST else None
+    return {**mine, "digest": digest or content_digest(source, algorithm)}
 
 
 def as_source(text: str | os.PathLike | ObjectSource | SourceSet,
@@ -733,4 +755,4 @@ def read_head(source: str | os.PathLike | ObjectSource, size: int) -> bytes:
         return fh.read(size)
 
 
-__all__ = ["GLOB_CHARACTERS", "LocalObject", "digests_ahead", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "KnownFiles", "source_record", "source_records", "portable", "read_head"]
+__all__ = ["DIGEST", "GLOB_CHARACTERS", "LocalObject", "content_digest", "digest_algorithm", "digests_ahead", "ObjectSource", "RangeFile", "SourceSet", "as_source", "as_sources", "expand_sources", "is_source_set", "KnownFiles", "source_record", "source_records", "portable", "read_head"]

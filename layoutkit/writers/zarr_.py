@@ -11,9 +11,11 @@ import asyncio
 import base64
 import json
 import struct
+import threading
 import warnings
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numcodecs
@@ -152,12 +154,14 @@ class ZarrWriter:
         self._encoders: dict[str, _ChunkEncoder | None] = {}
         self._stored_targets: dict[str, _StoredChunks | None] = {}
         self._fetched: dict[str, dict[str, Any]] = {}  # array documents read back from the store
+        self._writing: Future[None] | None = None  # the documents create() writes in the background
+        self._stop = threading.Event()
 
     # -- creation ---------------------------------------------------------------
 
     def create(
         self, inventory: Inventory, plans: list[ArrayPlan], sidecar: dict[str, Any], root_attrs: dict[str, Any] | None = None,
-        amend: Callable[[dict[str, dict[str, Any]]], None] | None = None,
+        amend: Callable[[dict[str, dict[str, Any]]], None] | None = None, background: bool = False,
     ) -> None:
         """Write the metadata of every group and planned array, and consolidate it.
         ``root_attrs`` are added to the root group's attributes (layoutkit's provenance).
@@ -165,6 +169,13 @@ class ZarrWriter:
         its leading slash -> file name -> JSON document): a layout that copies one node's
         metadata into another's, as shot-packed copies a shot's unpacked arrays' into
         the shot's index.
+
+        With ``background`` the documents are written by a thread while the caller goes
+        on (the copy's tasks in this process need none of them: this writer holds them);
+        :meth:`written` waits for them, :meth:`stop` abandons them. A shot archive's
+        skeleton is thousands of small files, whose creation waits on the file system
+        (1.0-2.0 s for 3,910 documents of a 40-shot sample, 0.7-1.2 s of it CPU), time
+        the copy can use.
 
         zarr-python spends about 5 ms of Python per array it creates or opens, and a shot
         archive has tens of thousands of arrays. So zarr builds one metadata document per
@@ -192,7 +203,33 @@ class ZarrWriter:
                 parent = parent.rpartition("/")[0]
         if amend is not None:
             amend(docs)
-        # parents before children; file-system calls cost ~1 ms here and release the GIL
+        self._docs = docs
+        self.kv.put(SIDECAR, json.dumps(sidecar, indent=2, default=str).encode())
+        if not background:
+            self._write_nodes(docs)
+            return
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="layoutkit-skeleton")
+        self._writing = pool.submit(self._write_nodes, docs)
+        pool.shutdown(wait=False)
+
+    def written(self) -> None:
+        """Wait for the documents :meth:`create` writes in the background; raise what
+        stopped them (an ``OSError`` of the destination)."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def stop(self) -> None:
+        """Stop writing documents in the background and wait until none is being written
+        (before the staged output is discarded: nothing may appear in it afterwards)."""
+        self._stop.set()
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            futures.wait([writing])
+
+    def _write_nodes(self, docs: dict[str, dict[str, dict[str, Any]]]) -> None:
+        """Every node's documents, parents before children; file-system calls release
+        the GIL and a bucket's PUTs wait on the network, so 16 threads write them."""
         nodes = sorted(docs, key=lambda n: n.count("/"))
         with ThreadPoolExecutor(max_workers=16) as pool:
             depth = -1
@@ -205,8 +242,6 @@ class ZarrWriter:
                 depth = d
                 if node is not None:
                     batch.append(node)
-        self._docs = docs
-        self.kv.put(SIDECAR, json.dumps(sidecar, indent=2, default=str).encode())
 
     def fill_matches_source(self, infos: dict[str, ArrayInfo]) -> list[str]:
         """Paths of the arrays whose Zarr fill value equals the HDF5 fill value, so a
@@ -223,6 +258,8 @@ class ZarrWriter:
         return out
 
     def _write_node(self, node: str, files: dict[str, dict[str, Any]]) -> None:
+        if self._stop.is_set():
+            return
         for filename, doc in files.items():
             self.kv.put(f"{node}/{filename}" if node else filename, json.dumps(doc, allow_nan=False).encode())
 
@@ -427,6 +464,7 @@ class ZarrWriter:
         """Consolidate the metadata (one read to open the whole hierarchy): of every node,
         or with ``keep`` of the nodes it keeps (a node path without its leading slash;
         the others stay readable at their own documents)."""
+        self.written()
         if consolidate:
             self._consolidate_from_docs(keep)
 

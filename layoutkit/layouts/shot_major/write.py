@@ -4,6 +4,7 @@ encoded on the worker (:mod:`layoutkit.writers.zarr_convert`)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +27,38 @@ from layoutkit.writers.zarr_convert import (
 def begin(staged: Path, source: Path, inventory: Inventory, plan: ConvertPlan,
           attrs: dict[str, Any]) -> Work:
     writer = ZarrWriter(staged, plan.options.zarr_format)
+    dest = Path(plan.dest or staged)
     try:
-        writer.create(inventory, list(plan.arrays), sidecar(inventory, plan), attrs)
+        writer.create(inventory, list(plan.arrays), sidecar(inventory, plan), attrs, background=True)
     except OSError as exc:
-        raise not_writable(Path(plan.dest or staged), exc) from None
-    infos = {a.path: a for a in inventory.arrays}
-    planned = {a.path: infos[a.path] for a in plan.arrays}
-    job = CopyJob(
-        portable(source), portable_target(staged), plan.options.zarr_format, planned,
-        frozenset(writer.fill_matches_source(planned)),
-        frozenset(a.path for a in plan.arrays if a.source_encoding is not None),
-    )
-    adopt_job(job, writer)
-    return Work(copy_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                state={"writer": writer})
+        raise not_writable(dest, exc) from None
+    try:
+        infos = {a.path: a for a in inventory.arrays}
+        planned = {a.path: infos[a.path] for a in plan.arrays}
+        job = CopyJob(
+            portable(source), portable_target(staged), plan.options.zarr_format, planned,
+            frozenset(writer.fill_matches_source(planned)),
+            frozenset(a.path for a in plan.arrays if a.source_encoding is not None),
+        )
+        adopt_job(job, writer)
+    except BaseException:
+        writer.stop()  # before the pipeline discards the staged store
+        raise
+    return Work(copy_task, job, plan.tasks, cleanup=close_open_files, close=partial(_close, writer),
+                ready=partial(_written, writer, dest), state={"writer": writer})
+
+
+def _written(writer: ZarrWriter, dest: Path) -> None:
+    """Wait for the skeleton the writer writes in the background."""
+    try:
+        writer.written()
+    except OSError as exc:
+        raise not_writable(dest, exc) from None
+
+
+def _close(writer: ZarrWriter) -> None:
+    writer.stop()
+    close_open_files()
 
 
 def summarize(source: Path, dest: Destination, inventory: Inventory, plan: ConvertPlan, work: Work,

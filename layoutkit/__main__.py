@@ -2,6 +2,7 @@
 
 import gc
 import os
+import sys
 
 # A run builds hundreds of thousands of small objects (imports, the walk of a shot
 # archive, the skeleton's documents), few of them garbage, and the collector's default
@@ -20,7 +21,25 @@ from layoutkit.cli import app  # noqa: E402 - after the environment its imports 
 
 
 def main() -> None:
-    app(prog_name="layoutkit")
+    """The ``layoutkit`` command. A command that succeeded ends the process at once, as
+    mypy's does, once its output is flushed: everything it wrote is closed by then, and
+    the interpreter's teardown (freeing every object of a large walk, HDF5's own close)
+    took 0.2 s of a 6 s convert. A failure exits as usual."""
+    try:
+        app(prog_name="layoutkit")
+    except SystemExit as done:
+        if done.code in (None, 0):
+            _exit_now()
+        raise
+
+
+def _exit_now() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more to say
+            pass
+    os._exit(0)
 
 
 if __name__ == "__main__":  # spawned worker processes import this module too

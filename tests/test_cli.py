@@ -375,3 +375,21 @@ def test_the_command_collects_garbage_less_often_than_pythons_default() -> None:
     ours = subprocess.run([sys.executable, "-c", "import gc, layoutkit.__main__; print(gc.get_threshold()[0])"],
                           capture_output=True, text=True, check=True)
     assert int(ours.stdout) == 100_000 > int(default.stdout)
+
+
+def test_a_command_that_succeeded_ends_without_the_interpreters_teardown(tmp_path: Path) -> None:
+    """A successful command ends the process once its output is flushed (no teardown: an
+    exit handler does not run, the whole output arrives); a failed one exits as usual."""
+    import subprocess
+    import sys
+
+    def command(*args: str) -> subprocess.CompletedProcess:
+        probe = ("import atexit, sys; atexit.register(lambda: print('torn down', file=sys.stderr)); "
+                 f"sys.argv = ['layoutkit', *{list(args)!r}]; from layoutkit.__main__ import main; main()")
+        return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+
+    helped = command("convert", "--help")
+    assert helped.returncode == 0 and "torn down" not in helped.stderr
+    assert "Rewrite an HDF5 file" in helped.stdout and helped.stdout.rstrip().endswith("Show this message and exit.")
+    failed = command("convert", str(tmp_path / "missing.h5"), str(tmp_path / "out.zarr"))
+    assert failed.returncode != 0 and "torn down" in failed.stderr

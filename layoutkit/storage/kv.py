@@ -83,6 +83,10 @@ def _write_all(fd: int, parts: Sequence[bytes]) -> None:
 class FolderKV:
     """A store folder on a local or shared file system."""
 
+    any_order = True
+    """Takes an array's chunks before the document that declares the array (a file in a
+    folder made on the way): the skeleton may be written while the chunks are."""
+
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
 
@@ -143,6 +147,8 @@ class BucketKV:
         self.options = tuple(options)
         self._held: dict[str, bytes] = {}
         self._store: Any = None
+
+    any_order = True  # an object under any key (FolderKV.any_order)
 
     def __str__(self) -> str:
         return self.url

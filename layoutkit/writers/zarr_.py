@@ -171,8 +171,10 @@ class ZarrWriter:
         the shot's index.
 
         With ``background`` the documents are written by a thread while the caller goes
-        on (the copy's tasks in this process need none of them: this writer holds them);
-        :meth:`written` waits for them, :meth:`stop` abandons them. A shot archive's
+        on (the copy's tasks in this process need none of them: this writer holds them),
+        where the target takes chunks before their array's document (``any_order``: a
+        folder, a bucket; not an Icechunk session, which refuses a chunk of an array it
+        does not hold yet); :meth:`written` waits for them, :meth:`stop` abandons them. A shot archive's
         skeleton is thousands of small files, whose creation waits on the file system
         (1.0-2.0 s for 3,910 documents of a 40-shot sample, 0.7-1.2 s of it CPU), time
         the copy can use.
@@ -205,7 +207,7 @@ class ZarrWriter:
             amend(docs)
         self._docs = docs
         self.kv.put(SIDECAR, json.dumps(sidecar, indent=2, default=str).encode())
-        if not background:
+        if not (background and getattr(self.kv, "any_order", False)):
             self._write_nodes(docs)
             return
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="layoutkit-skeleton")

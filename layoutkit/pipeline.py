@@ -12,10 +12,11 @@ this module and nowhere else:
 3. stage the output (:meth:`~layoutkit.storage.LocalDestination.stage`) and let the layout
    create its skeleton there, stamped with the provenance attribute
    (:func:`provenance_attrs`), which hands back the :class:`Work` to do;
-4. run the work's tasks (while the layout may still be writing its skeleton: the
-   tasks of this process need none of it, those of other processes wait for it) on the engine (:func:`~layoutkit.execute.run_tasks`: serial,
+4. run the work's tasks on the engine (:func:`~layoutkit.execute.run_tasks`: serial,
    threads or dask.distributed; or :func:`~layoutkit.execute.map_ordered` when the
-   results must be written in order on one thread, as HDF5 wants);
+   results must be written in order on one thread, as HDF5 wants), while the layout may
+   still be writing its skeleton (``Work.ready``: the tasks of this process need
+   none of it, those of other processes wait for it);
 5. let the layout finish (consolidate metadata, close files), then publish; on any error
    or Ctrl-C, discard the staged output instead, so no half-written destination is left.
 

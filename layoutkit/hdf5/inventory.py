@@ -267,12 +267,15 @@ def _records(source: str, paths: list[str], is_netcdf4: bool) -> list[tuple[_Rec
     process (a walker's whole job)."""
     out = []
     fd = os.open(source, os.O_RDONLY)  # the self-check's reads of stored chunks (:func:`_storage`)
+
+    def pread(size: int, offset: int) -> bytes:
+        return os.pread(fd, size, offset)
+
     try:
         with open_h5(source) as f:
             for p in paths:
                 notes: list[str] = []
-                out.append((_record(f[p], p, f, notes, is_netcdf4, lambda size, offset: os.pread(fd, size, offset)),
-                            notes))
+                out.append((_record(f[p], p, f, notes, is_netcdf4, pread), notes))
     finally:
         os.close(fd)
     return out

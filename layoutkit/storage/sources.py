@@ -602,7 +602,7 @@ package), 2.6x less CPU than SHA-256 with the CPU's SHA extensions (1.9 GB: 0.3 
 against 1.1 s of a raw copy that runs in about 6 s on 2 cores), and as cryptographic. A
 store keeps the algorithm it was begun with (:func:`digest_algorithm`): those written
 before BLAKE3 went on recording SHA-256."""
-_HASHES = {"blake3": "blake3", "sha256": "sha256"}  # a record's prefix -> the hash computing it
+_ALGORITHMS = ("blake3", "sha256")  # a record's prefix: the hash that computed it
 
 _AHEAD: dict[tuple[str, int, int], Any] = {}  # (real path, size, mtime) -> Future of its DIGEST
 _AHEAD_LOCK = threading.Lock()
@@ -625,7 +625,7 @@ def digest_algorithm(records: Iterable[dict[str, Any]]) -> str:
     one the store goes on with; :data:`DIGEST` for a store that has none."""
     for record in records:
         prefix = str(record.get("digest", "")).partition(":")[0]
-        if prefix in _HASHES:
+        if prefix in _ALGORITHMS:
             return prefix
     return DIGEST
 
@@ -640,7 +640,7 @@ def content_digest(path: str | os.PathLike, algorithm: str = DIGEST, stop: threa
     else:
         import hashlib
 
-        digest = hashlib.new(_HASHES[algorithm])
+        digest = hashlib.new(algorithm)
     buffer = bytearray(1 << 20)
     view = memoryview(buffer)
     with open(path, "rb", buffering=0) as fh:  # readinto and update both release the GIL
@@ -656,8 +656,8 @@ def digests_ahead(source: Path | ObjectSource | SourceSet, read: bool = True) ->
     """Compute the :data:`DIGEST` of each local file of ``source`` in a background thread
     while the caller walks, plans and copies it; :func:`source_record` takes a digest from
     here instead of reading the file in series once the walk is done (SHA-256 took
-    1.4-1.8 s for a 1.9 GB source here, of a raw copy of about 9 s). Files whose digests are already being
-    computed (an enclosing call) are left to it; on leaving, the digests not yet done
+    1.4-1.8 s for a 1.9 GB source here, of a raw copy of about 9 s). Files whose digests
+    are already being computed (an enclosing call) are left to it; on leaving, the digests not yet done
     are stopped, so a run that fails does not go on reading its source. ``read`` False
     (a layout that reads no data) computes nothing."""
     from concurrent.futures import ThreadPoolExecutor
@@ -700,8 +700,8 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
     """``{"name", "size", "digest"}`` (and ``"mtime"`` locally): the ``algorithm`` digest
     of a local file's bytes (:func:`content_digest`; an append computes the one its store
     holds, :func:`digest_algorithm`), the ETag of an object in a bucket (no read: an
-    object's ETag changes with its content). A local file whose name, size and modification time are
-    those of a record in ``known`` takes that record's digest without being read again
+    object's ETag changes with its content). A local file whose name, size and
+    modification time are those of a record in ``known`` takes that record's digest without being read again
     (an append over a glob of 500 files re-reads none it has seen). Without ``read`` (a
     layout that references the files where they lie, and reads none of their data), a
     local file's digest is its version, ``version:SIZE:MTIME_NS``: the same file seen

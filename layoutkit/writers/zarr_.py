@@ -174,8 +174,8 @@ class ZarrWriter:
         on (the copy's tasks in this process need none of them: this writer holds them),
         where the target takes chunks before their array's document (``any_order``: a
         folder, a bucket; not an Icechunk session, which refuses a chunk of an array it
-        does not hold yet); :meth:`written` waits for them, :meth:`stop` abandons them. A shot archive's
-        skeleton is thousands of small files, whose creation waits on the file system
+        does not hold yet); :meth:`written` waits for them, :meth:`stop` abandons them.
+        A shot archive's skeleton is thousands of small files, whose creation waits on the file system
         (1.0-2.0 s for 3,910 documents of a 40-shot sample, 0.7-1.2 s of it CPU), time
         the copy can use.
 

@@ -30,15 +30,14 @@ from typing import Any
 
 import h5py
 
-from layoutkit.errors import says_it_in_python
-from layoutkit.errors import LayoutkitError, SourceNotFoundError, UnknownLayoutError
+from layoutkit.errors import LayoutkitError, SourceNotFoundError, UnknownLayoutError, says_it_in_python
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts import detect
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
-from layoutkit.readers.hdf5 import HDF5Archive, is_paged
 from layoutkit.readers.combined import CombinedArchive, expand_sources, is_source_set
-from layoutkit.readers.zarr_ import counting_store, open_counted
+from layoutkit.readers.hdf5 import HDF5Archive, is_paged
+from layoutkit.readers.zarr_ import counting_store, open_counted, root_head
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
 from layoutkit.storage.kv import bucket_zarr_store
@@ -54,7 +53,7 @@ def open_archive(
     *,
     template: str = DEFAULT_TEMPLATE,
     model: LatencyModel | None = None,
-    page_buffer: int = 0,
+    page_buffer: int | None = None,
     sleep: Any = None,
     storage_options: dict[str, str] | None = None,
 ) -> Archive:
@@ -73,7 +72,9 @@ def open_archive(
         Simulated object-store latency and bandwidth (None: no delay; reads are
         counted either way in ``archive.counter``).
     page_buffer
-        HDF5 page buffer bytes, for paged HDF5 files.
+        HDF5 page buffer bytes, for paged HDF5 files. None (the default): 64 MiB
+        (:data:`~layoutkit.readers.hdf5.DEFAULT_PAGE_BUFFER`) where a file is paged, none
+        where it is not; 0: none.
     sleep
         Replaces the wait (tests record instead of sleeping).
     storage_options
@@ -87,6 +88,8 @@ def open_archive(
     """
     if is_source_set(path):
         return _open_set(expand_sources(path, storage_options), template, model, page_buffer, sleep, storage_options)
+    if isinstance(path, str) and path.startswith("file://"):  # a local path, as the commands take it
+        path = path.removeprefix("file://")
     if is_url(str(path)):
         return _open_url(str(path), template, model, page_buffer, sleep, storage_options or {})
     p = Path(path)
@@ -109,7 +112,7 @@ def open_archive(
     return layout.open(p, template=template, model=model, sleep=sleep, page_buffer=page_buffer)
 
 
-def _open_set(sources: list[str], template: str, model: LatencyModel | None, page_buffer: int, sleep: Any,
+def _open_set(sources: list[str], template: str, model: LatencyModel | None, page_buffer: int | None, sleep: Any,
               storage_options: dict[str, str] | None) -> Archive:
     """Several sources as one archive (:class:`~layoutkit.readers.combined.CombinedArchive`);
     one source as itself."""
@@ -152,7 +155,7 @@ def zarr_format_at(store: Any, formats: tuple[int, ...] = (3, 2)) -> int | None:
     return None
 
 
-def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: int, sleep: Any,
+def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: int | None, sleep: Any,
               storage_options: dict[str, str]) -> Archive:
     """A Zarr store or an HDF5 file in a bucket, or a version of an Icechunk repository,
     read with real requests."""
@@ -164,8 +167,6 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
         except LayoutkitError as exc:
             raise NotAnArchiveError(str(exc)) from None
         return _zarr_archive(url, base, 3, template, model, sleep)
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
 
     source = ObjectSource(url, tuple(sorted(storage_options.items())))
     if source.name.lower().endswith(HDF5_SUFFIXES):  # a file's name: asked as a file first, a round trip less
@@ -176,7 +177,7 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
         prefixed = store_at(url, storage_options)
         base = bucket_zarr_store(prefixed, read_only=True)
         # one GET tells a v3 store and brings its root document (a HEAD first cost a round trip more)
-        document = sync(counting_store(url, model, counter, sleep, base).get("zarr.json", default_buffer_prototype()))
+        document = root_head(counting_store(url, model, counter, sleep, base))
         fmt = 3 if document is not None else zarr_format_at(prefixed, formats=(2,))
     except FileNotFoundError:
         fmt = None

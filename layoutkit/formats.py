@@ -9,6 +9,7 @@ format pages of the documentation call "Types" and "Provenance".
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 PROVENANCE_ATTR = "layoutkit"
@@ -50,6 +51,27 @@ NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float(
 
 
 
+def scale_by_name(path: str, name: str, is_array: Callable[[str], bool], children: Callable[[str], Iterable[str]],
+                  top: str | None = None) -> str | None:
+    """The dimension scale a Zarr store's array at ``path`` has for the dimension
+    ``name``, found by name where ``layoutkit.json`` lists none: the first array called
+    ``name`` in the array's group or one of its subgroups, then in each ancestor group or
+    one of its subgroups (nearest first, subgroups in name order; the root's level is not
+    searched), up to the group ``top`` when given. ``convert`` lists in ``dimension_scales``
+    every array stored at its own path for which this rule, searched up to the array's
+    shot group, does not give its HDF5 dimension scales (or gives one where it has none),
+    so that a reader that knows one shot's nodes finds its scales."""
+    group = path.rsplit("/", 1)[0]
+    while group:
+        for candidate in [f"{group}/{name}"] + [f"{group}/{c}/{name}" for c in sorted(children(group))]:
+            if candidate != path and is_array(candidate):
+                return candidate
+        if group == top:
+            break
+        group = group.rsplit("/", 1)[0]
+    return None
+
+
 def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     """Attributes as strict JSON: NaN and infinities as the strings of :data:`NON_FINITE`
     (zarr writes strict JSON for v2, and uses these strings for fill values)."""
@@ -78,4 +100,5 @@ __all__ = [
     "SIDECAR",
     "TYPE_RULE_ATTRS",
     "json_attrs",
+    "scale_by_name",
 ]

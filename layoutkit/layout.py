@@ -163,7 +163,7 @@ class Layout(ABC):
 
     # -- the read side ----------------------------------------------------------------
 
-    def open(self, location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+    def open(self, location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int | None = None,
              root: Any = None) -> Archive:
         """The :class:`~layoutkit.readers.base.Archive` over an output of this layout.
 

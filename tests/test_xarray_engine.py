@@ -82,3 +82,182 @@ def test_a_netcdf_file_opens_as_its_groups(tmp_path):
     assert got["t2m"].dims == want["t2m"].dims and got["t2m"].attrs["units"] == "K"
     np.testing.assert_array_equal(got["lat"].values, want["lat"].values)
     assert got.attrs.get("title") == "demo"
+
+
+# -- issue 62: xarray's own decoding, the stored chunks, a group that costs that group ---------
+
+
+def _cf_file(path):
+    """A netCDF-4 file as climate models write it (netCDF-C, not h5py): a packed variable
+    with a fill value, float fill values, times with bounds, a timedelta, strings."""
+    rng = np.random.default_rng(0)
+    t2m = 280 + rng.normal(0, 5, size=(6, 4, 5))
+    t2m[0, 0, 0] = np.nan
+    ds = xr.Dataset(
+        {"t2m": (("time", "lat", "lon"), t2m, {"units": "K"}),
+         "pr": (("time", "lat", "lon"), rng.random((6, 4, 5)).astype("f4"), {"units": "mm"}),
+         "time_bnds": (("time", "nv"), np.stack([np.arange(6.0), np.arange(6.0) + 1], axis=1)),
+         "station": (("lat",), np.array(["a", "bb", "ccc", "dddd"], dtype=object)),
+         "dt": (("time",), np.arange(6.0), {"units": "hours"})},
+        coords={"time": ("time", np.arange(6.0), {"units": "hours since 2000-01-01", "calendar": "standard",
+                                                  "bounds": "time_bnds"}),
+                "lat": ("lat", np.linspace(-30, 30, 4), {"units": "degrees_north"}),
+                "lon": ("lon", np.linspace(0, 40, 5), {"units": "degrees_east"})},
+        attrs={"title": "cf"})
+    ds.to_netcdf(path, engine="netcdf4", encoding={
+        "t2m": {"dtype": "i2", "scale_factor": 0.01, "add_offset": 280.0, "_FillValue": np.int16(-32767),
+                "chunksizes": (2, 4, 5)}})
+    return path
+
+
+@pytest.fixture(scope="module")
+def cf_variants(tmp_path_factory):  # noqa: ANN201 - (source, {name: place})
+    work = tmp_path_factory.mktemp("cf")
+    src = _cf_file(work / "cf.nc")
+    out = {"source": str(src)}
+    for fmt in (3, 2):
+        layoutkit.convert(src, work / f"cf-v{fmt}.zarr", layoutkit.ConvertOptions(zarr_format=fmt, chunks="source"))
+        out[f"zarr v{fmt}"] = str(work / f"cf-v{fmt}.zarr")
+    return src, out
+
+
+DECODINGS = [
+    pytest.param({}, id="default"),
+    pytest.param({"decode_cf": False}, id="decode_cf=False"),
+    pytest.param({"mask_and_scale": False}, id="mask_and_scale=False"),
+    pytest.param({"decode_times": False}, id="decode_times=False"),
+    pytest.param({"decode_timedelta": True}, id="decode_timedelta=True"),
+    pytest.param({"use_cftime": True}, id="use_cftime=True"),
+    pytest.param({"concat_characters": False}, id="concat_characters=False"),
+    pytest.param({"decode_coords": False}, id="decode_coords=False"),
+    pytest.param({"drop_variables": ["pr"]}, id="drop_variables"),
+]
+
+
+@pytest.mark.parametrize("decoding", DECODINGS)
+def test_a_netcdf_file_and_its_stores_decode_as_h5netcdf_decodes_the_file(cf_variants, decoding):
+    """Packed variables, fill values, times and their bounds, timedeltas, strings: xarray's
+    own decoding, every standard argument passed through, on the file and its Zarr copies."""
+    pytest.importorskip("cftime") if decoding.get("use_cftime") else None
+    src, found = cf_variants
+    want = xr.open_dataset(src, engine="h5netcdf", **decoding).load()
+    assert ("t2m" in want) and want["t2m"].dtype.kind == ("f" if decoding.get("mask_and_scale", True)
+                                                          and decoding.get("decode_cf", True) else "i")
+    for name, where in found.items():
+        got = xr.open_dataset(where, engine="layoutkit", **decoding).load()
+        got.attrs = {k: v for k, v in got.attrs.items() if not k.startswith("layoutkit")}  # provenance
+        xr.testing.assert_identical(got, want), name
+
+
+def test_chunks_are_the_stored_chunks_and_a_selection_reads_only_its_chunks(cf_variants):
+    import zarr
+
+    src, found = cf_variants
+    stored = zarr.open_array(found["zarr v3"], path="t2m").chunks
+    ds = xr.open_dataset(found["zarr v3"], engine="layoutkit", chunks={})
+    assert ds["t2m"].encoding["preferred_chunks"] == dict(zip(ds["t2m"].dims, stored)) == {"time": 2, "lat": 4, "lon": 5}
+    assert tuple(c[0] for c in ds["t2m"].chunks) == stored and len(ds["t2m"].chunks[0]) == 3  # dask: 3 chunks
+    with h5py.File(src) as f:
+        assert xr.open_dataset(src, engine="layoutkit", chunks={})["t2m"].chunks[0] == (2, 2, 2)
+        assert f["t2m"].chunks == (2, 4, 5)
+    with layoutkit.open(found["zarr v3"]) as archive:
+        lazy = xr.open_dataset(archive, engine="layoutkit")  # an open archive: its counter tells the requests
+        before = archive.counter.requests
+        part = lazy["t2m"].isel(time=slice(2, 4)).values  # one stored chunk
+        assert archive.counter.requests - before == 1
+        np.testing.assert_array_equal(part, xr.open_dataset(src, engine="h5netcdf")["t2m"].values[2:4])
+        before = archive.counter.requests
+        lazy["t2m"].isel(time=slice(1, 3)).values  # two chunks
+        assert archive.counter.requests - before == 2
+
+
+def _small_archive(path, shots):
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "small"
+        for k in range(shots):
+            g = f.create_group(f"shots/{100 + k}")
+            g.attrs["operator"] = f"op{k}"
+            t = g.create_dataset("timebases/t", data=np.arange(50.0) + k)
+            t.make_scale("t")
+            for j in range(3):
+                d = g.create_dataset(f"signals/s{j}", data=np.arange(50.0) * (j + 1) + k)
+                d.dims[0].attach_scale(t)
+                d.attrs["units"] = "V"
+    return path
+
+
+@pytest.mark.parametrize("node_by_node", [False, True], ids=["root read whole", "node by node"])
+def test_a_group_costs_the_same_whatever_the_number_of_shots(tmp_path, monkeypatch, node_by_node):
+    """One signal, or one shot, through ``group=``: the same requests for a store of 4 shots
+    as for 12, on shot-major Zarr (its consolidated root read whole when small, node by node
+    when large: the threshold lowered here) and the layouts that index shots; the same
+    values either way."""
+    import layoutkit.readers.zarr_ as zarr_reader
+
+    if node_by_node:
+        monkeypatch.setattr(zarr_reader, "ROOT_HEAD_BYTES", 512)
+    costs: dict[str, list[int]] = {}
+    for shots in (4, 12):
+        src = _small_archive(tmp_path / f"a{shots}.h5", shots)
+        for layout in ("shot-major", "signal-major", "shot-packed"):
+            place = tmp_path / f"a{shots}-{layout}.zarr"
+            layoutkit.convert(src, place, layoutkit.ConvertOptions(layout=layout))
+            with layoutkit.open(place) as archive:
+                if layout == "shot-major":
+                    assert archive._shallow is node_by_node
+                before = archive.counter.requests
+                ds = xr.open_dataset(archive, engine="layoutkit", group="102/s1").load()
+                shot = xr.open_dataset(archive, engine="layoutkit", group="102")
+                costs.setdefault(layout, []).append(archive.counter.requests - before)
+                np.testing.assert_array_equal(ds["s1"].values, np.arange(50.0) * 2 + 2)
+                np.testing.assert_array_equal(ds["t"].values, np.arange(50.0) + 2)
+                assert ds["s1"].attrs == {"units": "V"} and shot.attrs == {"operator": "op2"}
+                want = archive.shot("102")
+                xr.testing.assert_identical(ds["s1"], want["s1"]["s1"])
+                if layout == "shot-major" and node_by_node:
+                    assert archive._shallow  # nothing above read every node
+                    assert archive.shots == [str(100 + k) for k in range(shots)]  # and then all of it
+    for layout, (few, many) in costs.items():
+        assert few == many, (layout, costs)
+
+
+def test_a_shot_major_store_read_node_by_node_reads_as_read_whole(variants, monkeypatch):
+    """Node by node (a large root), every shot of the sample reads as with its root read whole."""
+    import layoutkit.readers.zarr_ as zarr_reader
+
+    src, found = variants
+    with layoutkit.open(found["shot-major"]) as whole:
+        want = {shot: whole.shot(shot) for shot in whole.shots}
+    monkeypatch.setattr(zarr_reader, "ROOT_HEAD_BYTES", 1024)
+    for shot, tree in want.items():
+        with layoutkit.open(found["shot-major"]) as archive:
+            assert archive._shallow
+            got = archive.shot(shot)
+            assert archive._shallow
+            xr.testing.assert_identical(got, tree)
+            sub = xr.open_datatree(archive, engine="layoutkit", group=shot)
+            for signal in tree.children:
+                xr.testing.assert_identical(sub[signal][signal].load(), tree[signal][signal])
+
+
+def test_a_paged_file_gets_a_page_buffer_unless_told(variants):
+    src, found = variants
+    with layoutkit.open(found["hdf5-paged by shot"]) as paged, layoutkit.open(src) as plain:
+        assert paged.page_buffer >= 64 * 1024**2 and plain.page_buffer == 0
+    with layoutkit.open(found["hdf5-paged by shot"], page_buffer=0) as unbuffered:
+        assert unbuffered.page_buffer == 0
+    ds = xr.open_dataset(found["hdf5-paged by shot"], engine="layoutkit", group=f"{1160930001}/ip",
+                         backend_kwargs={"page_buffer": 0})
+    assert "ip" in ds
+
+
+def test_drop_variables_and_an_unknown_group_in_a_group(variants):
+    src, found = variants
+    with layoutkit.open(src) as archive:
+        shot = archive.shots[0]
+    ds = xr.open_dataset(src, engine="layoutkit", group=f"{shot}/ip", drop_variables=["ip"])
+    assert "ip" not in ds and len(ds.coords) == 1
+    with pytest.raises(KeyError, match=f"no group '{shot}/nosuch'"):
+        xr.open_dataset(src, engine="layoutkit", group=f"{shot}/nosuch")
+    tree = xr.open_datatree(src, engine="layoutkit", group=shot)
+    assert set(tree.children) == set(xr.open_datatree(src, engine="layoutkit")[shot].children)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import pandas as pd
 import xarray as xr
+from xarray.backends.common import BackendArray
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.plan import DEFAULT_TEMPLATE, iter_blocks, natural_key
@@ -110,6 +111,36 @@ class Archive:
     def group_attrs(self, path: str) -> dict[str, Any]:
         """The attributes of the group at ``path`` ({} when there is none)."""
         return self._group_attrs(path)
+
+    def exists(self, path: str) -> bool:
+        """Whether the archive has an array or group at ``path`` (a path of the source)."""
+        return self._exists(path)
+
+    def has_shots(self) -> bool:
+        """Whether the archive is a shot archive (its template's groups hold signals),
+        asked without listing the shots where the layout can: the group before the
+        template's shot component exists and is not empty."""
+        prefix = self.template[: self.template.index("{shot}")].rstrip("/")
+        if prefix and not self._exists(prefix):
+            return False
+        return next(self._expand({}), None) is not None
+
+    def signals_of(self, shot: str | int) -> list[tuple[str, str]]:
+        """The signals of one shot, ``(signal, path)``, in natural order; [] when the shot
+        has none. Costs what finding one shot's signals costs, not a listing of the shots."""
+        return [(signal, path) for _, signal, path in self._expand({"shot": str(shot)})]
+
+    def fill_attribute(self, path: str) -> Any:
+        """The ``_FillValue`` xarray's engine for this format would add to the array at
+        ``path`` from its metadata (Zarr v2's ``fill_value``, which xarray reads as a mask),
+        or None."""
+        return None
+
+    def stored_chunks(self, path: str) -> tuple[int, ...] | None:
+        """The unit the layout stores the array at ``path`` in (a Zarr shard or chunk, an
+        HDF5 chunk): what a reader should read at a time (xarray's ``preferred_chunks``).
+        None: the array is read whole (contiguous, packed rows)."""
+        return None
 
     def page_buffer_stats(self) -> dict[str, float] | None:
         """Hit rates of the HDF5 page buffer, when there is one."""
@@ -276,15 +307,16 @@ class ArchiveArray:
         return block.squeeze(axis=tuple(dropped)) if dropped else block
 
 
+class ArchiveBackendArray(ArchiveArray, BackendArray):
+    """:class:`ArchiveArray` as an xarray ``BackendArray``: indexed through xarray's
+    explicit indexing, so that a selection reads only the units it touches."""
+
+
 def lazy_data(archive: Archive, path: str, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-    """:class:`ArchiveArray` wrapped as xarray wraps a backend's arrays."""
-    from xarray.backends.common import BackendArray
+    """:class:`ArchiveBackendArray` wrapped as xarray wraps a backend's arrays."""
     from xarray.core import indexing
 
-    class _Backend(ArchiveArray, BackendArray):
-        pass
-
-    return indexing.LazilyIndexedArray(_Backend(archive, path, shape, dtype))
+    return indexing.LazilyIndexedArray(ArchiveBackendArray(archive, path, shape, dtype))
 
 
 def pack_signal(signal: str, arrays: dict[str, xr.DataArray]) -> xr.Dataset:
@@ -511,4 +543,4 @@ Archive.shot = _refusing_unknown(Archive.shot, "shot")  # type: ignore[method-as
 Archive.signal = _refusing_unknown(Archive.signal, "signal")  # type: ignore[method-assign]
 Archive.signal_packed = _refusing_unknown(Archive.signal_packed, "signal")  # type: ignore[method-assign]
 
-__all__ = ["Archive", "ArchiveArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "pack_signal", "packed_dataset", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]
+__all__ = ["Archive", "ArchiveArray", "ArchiveBackendArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "pack_signal", "packed_dataset", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]

@@ -138,16 +138,23 @@ class CombinedArchive(Archive):
     def _variable(self, path: str) -> xr.DataArray:
         return self._holder(path)._variable(path)
 
-    def _variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+    def _variables(self, paths: Iterable[str], lazy: bool = False) -> list[xr.DataArray]:
         """Each source's paths read by that source together (its batching kept), in order."""
         paths = list(paths)
         holders = [self._holder(p) for p in paths]
         out: list[xr.DataArray | None] = [None] * len(paths)
         for member in {id(h): h for h in holders}.values():
             mine = [i for i, h in enumerate(holders) if h is member]
-            for i, array in zip(mine, member._variables([paths[i] for i in mine])):
+            read = member.lazy_variables if lazy else member._variables
+            for i, array in zip(mine, read([paths[i] for i in mine])):
                 out[i] = array
         return out  # type: ignore[return-value]
+
+    def lazy_variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
+        return self._variables(paths, lazy=True)
+
+    def stored_chunks(self, path: str) -> tuple[int, ...] | None:
+        return self._holder(path).stored_chunks(path)
 
     def _group_attrs(self, path: str) -> dict[str, Any]:
         return self._holder(path)._group_attrs(path)

@@ -17,9 +17,9 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.attrs import attr_to_json
+from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
-from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
@@ -41,6 +41,10 @@ from layoutkit.storage.sources import READER_BLOCK_BYTES, READER_CACHE_BLOCKS, R
 _HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})
 _HIDDEN_SCALE_ATTRS = frozenset({"CLASS", "NAME"})
 
+DEFAULT_PAGE_BUFFER = 64 * 1024**2
+"""The page buffer a paged HDF5 file gets when none is asked for (``layoutkit.open``, the
+xarray engine): one shot of a by-shot file read in 4 requests, not 318."""
+
 
 class HDF5Archive(Archive):
     """An HDF5 file (a source or a ``reorder`` output) read through h5py.
@@ -49,7 +53,8 @@ class HDF5Archive(Archive):
     ----------
     page_buffer
         Bytes of HDF5 page buffer (``page_buf_size``); only for files written with
-        paged aggregation (HDF5 refuses it for others).
+        paged aggregation (HDF5 refuses it for others). None: :data:`DEFAULT_PAGE_BUFFER`
+        (at least 4 pages) where the file is paged, none where it is not; 0: none.
     """
 
     format = "hdf5"
@@ -59,7 +64,7 @@ class HDF5Archive(Archive):
         path: Path,
         template: str = DEFAULT_TEMPLATE,
         model: LatencyModel | None = None,
-        page_buffer: int = 0,
+        page_buffer: int | None = 0,
         sleep: Any = None,
     ) -> None:
         super().__init__(path, template)
@@ -73,7 +78,6 @@ class HDF5Archive(Archive):
         else:
             self._file = CountingFile(path)
             self._file.counter = self.counter
-        self.page_buffer = page_buffer
         self._scale_paths: dict[Any, str] = {}  # header address -> path
         self._coords: dict[str, Any] | None = None  # during a read: scale path -> its coordinate
         self._read_attrs: dict[str, dict[str, Any]] = {}  # during a read: path -> attributes read ahead
@@ -82,6 +86,10 @@ class HDF5Archive(Archive):
         self._threads: Any = None
         try:
             self.f = close_at_exit(h5py.File(self._file, "r", **({"page_buf_size": page_buffer} if page_buffer else {})))
+            if page_buffer is None and self._page_size() is not None:  # paged: opened again with a page buffer
+                page_buffer = max(DEFAULT_PAGE_BUFFER, 4 * (self._page_size() or 0))
+                self.f.close()
+                self.f = close_at_exit(h5py.File(self._file, "r", page_buf_size=page_buffer))
         except OSError as exc:
             self._file.close()
             if page_buffer and not isinstance(source, ObjectSource) and not is_paged(path):
@@ -89,6 +97,7 @@ class HDF5Archive(Archive):
                     f"{path} was not written with paged aggregation, so it cannot have a page buffer."
                 ) from None
             raise NotAnArchiveError(f"{path} cannot be opened as HDF5: {exc}.") from None
+        self.page_buffer = page_buffer or 0
         fcpl = self.f.id.get_create_plist()
         strategy = fcpl.get_file_space_strategy()[0]
         self._storage = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
@@ -96,6 +105,13 @@ class HDF5Archive(Archive):
             self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
         if isinstance(source, ObjectSource):
             self._file.readahead = READER_READAHEAD
+
+    def _page_size(self) -> int | None:
+        """The file's page size when it was written with paged aggregation, else None."""
+        fcpl = self.f.id.get_create_plist()
+        if fcpl.get_file_space_strategy()[0] != h5py.h5f.FSPACE_STRATEGY_PAGE:
+            return None
+        return int(fcpl.get_file_space_page_size())
 
     @cached_property
     def layout(self) -> str:  # type: ignore[override]
@@ -272,7 +288,9 @@ class HDF5Archive(Archive):
         dims, coords = [], {}
         for axis, dim in enumerate(ds.dims):
             scales = dim.values()
-            if scales:
+            if scales and _dimension_only(scales[0]):  # a netCDF dimension with no variable: a name, no values
+                dims.append(self._scale_path(path, scales[0]).rsplit("/", 1)[-1])
+            elif scales:
                 scale = scales[0]
                 where = self._scale_path(path, scale)
                 name = where.rsplit("/", 1)[-1]
@@ -326,6 +344,10 @@ class HDF5Archive(Archive):
         self._scale_paths[addr] = found or scale.name  # the search of last resort
         return self._scale_paths[addr]
 
+    def stored_chunks(self, path: str) -> tuple[int, ...] | None:
+        ds = self.f.get(path)
+        return tuple(ds.chunks) if isinstance(ds, h5py.Dataset) and ds.chunks else None
+
     def _group_attrs(self, path: str) -> dict[str, Any]:
         g = self.f.get(path)
         return self._attrs(g, False) if isinstance(g, h5py.Group) else {}
@@ -362,6 +384,13 @@ def _address(obj: Any) -> Any:
     return h5py.h5g.get_objinfo(obj.id, b".").objno
 
 
+def _dimension_only(scale: h5py.Dataset) -> bool:
+    """Whether a dimension scale is a netCDF dimension without a variable (its NAME says so)."""
+    raw = scale.attrs.get("NAME")
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+    return text.startswith(NETCDF_DIM_ONLY_PREFIX)
+
+
 def _text(ds: h5py.Dataset) -> Any:
     # variable-length strings as text, as Zarr stores give them (h5py gives bytes)
     info = h5py.check_string_dtype(ds.dtype)
@@ -389,4 +418,4 @@ def _recorded_layout(raw: Any) -> str | None:
     return None
 
 
-__all__ = ["HDF5Archive", "is_paged"]
+__all__ = ["DEFAULT_PAGE_BUFFER", "HDF5Archive", "is_paged"]

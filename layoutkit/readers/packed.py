@@ -46,6 +46,10 @@ class PackedArchive(ZarrArchive):
     rather than bytes (shot-packed): then a row's shape and type are known without reading
     it, and :meth:`lazy_variables` leaves its values unread."""
 
+    def has_shots(self) -> bool:
+        """A packing layout packs a shot archive's signals: it is one by what it is."""
+        return True
+
     # -- what a packing layout says ------------------------------------------------------
 
     def _locate(self, path: str) -> Any | None:
@@ -166,6 +170,10 @@ class PackedArchive(ZarrArchive):
     def _shot_reads(self, shot: str) -> list[tuple[str, Any]]:
         # a shot is a slice of each signal's series, which zarr reads: nothing to fetch whole
         return []
+
+    def signals_of(self, shot: str | int) -> list[tuple[str, str]]:
+        names, paths = self._shot_paths(str(shot))  # the shot's rows, not the archive's shot list
+        return list(zip(names, paths))
 
     def _shot_paths(self, shot: str) -> tuple[list[str], list[str]]:
         """A shot's signals and their paths."""

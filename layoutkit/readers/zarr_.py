@@ -10,8 +10,8 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from layoutkit.formats import DIMENSIONS_ATTR, NODES_ATTR, PROVENANCE_ATTR, SIDECAR, TYPE_RULE_ATTRS
+from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, PROVENANCE_ATTR, SIDECAR, TYPE_RULE_ATTRS, scale_by_name
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
@@ -65,6 +65,12 @@ class ZarrArchive(Archive):
     hidden_attrs: frozenset[str] = TYPE_RULE_ATTRS | {NODES_ATTR}
     """Attributes that carry structure, not the source's: never shown as attributes (a
     layout's reader adds its index's)."""
+    reads_node_by_node: bool = True
+    """Whether the reader can work node by node when the root's consolidated metadata is
+    large (:data:`ROOT_HEAD_BYTES`): a shot's nodes are found by listing the shot's
+    group and read from their own documents, and the root's metadata is read whole only
+    when something needs every node (the shot list, a signal of every shot, a scan). A
+    layout whose index lives in the root's metadata reads it whole at opening."""
 
     def __init__(
         self,
@@ -84,7 +90,10 @@ class ZarrArchive(Archive):
             self.counter = self.store.counter
         else:  # a root the caller opened its own way (e.g. without consolidated metadata)
             self.store, self.root = counting_store(path, model, self.counter, sleep, base=root.store), root
+        if getattr(self.root, "shallow", False) and not self.reads_node_by_node:
+            self.root.load_all()
         self._nodes = self._list_nodes()
+        self._listed: dict[str, set[str]] = {}  # node by node: a shot group -> the nodes below it
         self._scales: dict[str, list[list[str]]] | None = None
         self._chunk_plans: dict[str, DirectRead | None] = {}
         self._local = threading.local()  # per thread: the objects fetched ahead for its next read
@@ -122,8 +131,63 @@ class ZarrArchive(Archive):
             if isinstance(self.root, _LazyRoot):
                 self.root.nodes[path.strip("/")] = node
 
+    # -- node by node: a large consolidated root read only when every node is needed ----
+
+    @property
+    def _shallow(self) -> bool:
+        return bool(getattr(self.root, "shallow", False))
+
+    def _every_node(self) -> None:
+        """Read the root's metadata whole (node by node until now): every node known."""
+        if self._shallow:
+            self.root.load_all()
+            self._nodes.update({"/" + k: v for k, v in self.root.nodes.items()})
+
+    def _shot_group(self, path: str) -> str | None:
+        """The shot group holding ``path`` by the template (``/shots/S`` for
+        ``/shots/S/signals/ip``), or None for a path above the shots."""
+        prefix = [p for p in self.template[: self.template.index("{shot}")].split("/") if p]
+        parts = [p for p in path.split("/") if p]
+        if len(parts) <= len(prefix) or parts[: len(prefix)] != prefix:
+            return None
+        return "/" + "/".join(parts[: len(prefix) + 1])
+
+    def _below(self, path: str) -> set[str] | None:
+        """Node by node: every node in the shot group holding ``path`` (one listing of the
+        group, kept), or None when ``path`` is in no shot group (then every node is read)."""
+        shot = self._shot_group(path)
+        if shot is None:
+            self._every_node()
+            return None
+        if shot not in self._listed:
+            from zarr.core.sync import sync
+
+            async def listing() -> list[str]:
+                return [key async for key in self.store.list_prefix(shot.strip("/") + "/")]
+
+            keys = sync(listing())
+            found = {"/" + k[: -len("/zarr.json")] for k in keys if k.endswith("/zarr.json")}
+            if keys:
+                found.add(shot)
+            self._listed[shot] = found
+        return self._listed[shot]
+
+    def _ensure(self, paths: Iterable[str]) -> None:
+        """Node by node: the documents of ``paths`` that exist, read (at once) if not yet."""
+        if not self._shallow:
+            return
+        wanted = [p for p in paths if p not in self._nodes]
+        if not wanted:
+            return
+        listed = [p for p in wanted if (below := self._below(p)) is not None and p in below]
+        if self._shallow and listed:
+            self._load_nodes(listed)
+
     def _children(self, group: str) -> list[str]:
         key = "/" if group in ("", "/") else group.rstrip("/")
+        if self._shallow and (below := self._below(key)) is not None:
+            depth = key.count("/") + 1
+            return sorted({p.rsplit("/", 1)[1] for p in below if p.startswith(key + "/") and p.count("/") == depth})
         return list(self._child_index().get(key, ()))
 
     def _child_index(self) -> dict[str, list[str]]:
@@ -141,9 +205,34 @@ class ZarrArchive(Archive):
         return index
 
     def _exists(self, path: str) -> bool:
+        if path in self._nodes:
+            return True
+        if self._shallow and (below := self._below(path)) is not None:
+            return path in below
         return path in self._nodes
 
+    def has_shots(self) -> bool:
+        if self._shallow:  # the shot list is the root's whole metadata: a shot's group tells as well
+            return self._shot_nodes_exist()
+        return super().has_shots()
+
+    def _shot_nodes_exist(self) -> bool:
+        """Node by node: whether the template's shots group has a member (one listing)."""
+        from zarr.core.sync import sync
+
+        prefix = self.template[: self.template.index("{shot}")].strip("/")
+
+        async def first() -> bool:
+            async for _ in self.store.list_dir(prefix):
+                return True
+            return False
+
+        return sync(first())
+
     def _group_attrs(self, path: str) -> dict[str, Any]:
+        if path in ("", "/"):  # the root: its attributes are the root document's
+            return bytes_back(plain_attrs(dict(self.root.attrs), self.hidden_attrs | {LAYOUT_ATTR}))
+        self._ensure([path])
         meta = self._nodes.get(path)
         if meta is None or hasattr(meta, "shape"):
             return {}
@@ -156,11 +245,30 @@ class ZarrArchive(Archive):
         return node
 
     def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        self._every_node()
         out = {}
         for p, m in self._nodes.items():
             if getattr(m, "node_type", None) == "array" or hasattr(m, "shape"):
                 out[p] = (tuple(m.shape), zarr_dtype(m))
         return out
+
+    def fill_attribute(self, path: str) -> Any:
+        if getattr(self.root.metadata, "zarr_format", 3) != 2 or not hasattr(self._nodes.get(path), "shape"):
+            return None
+        meta = self._array(path).metadata
+        return meta.fill_value if np.dtype(meta.dtype.to_native_dtype()).kind in "iufcb" else None
+
+    def stored_chunks(self, path: str) -> tuple[int, ...] | None:
+        self._ensure([path])
+        node = self._nodes.get(path)
+        if isinstance(node, _ArrayDoc):  # the outer grid: shards where there are shards
+            grid = node.doc.get("chunk_grid") or {}
+            shape = (grid.get("configuration") or {}).get("chunk_shape") if grid.get("name") == "regular" else None
+            return tuple(shape) if shape and len(shape) == len(node.shape) else None
+        if node is None or not hasattr(node, "shape"):
+            return None
+        a = self._array(path)
+        return tuple(a.shards or a.chunks) if a.ndim else None
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
         a = self._array(path)
@@ -191,13 +299,18 @@ class ZarrArchive(Archive):
         return [self._find_scale(path, n) if n and not n.startswith("phony_dim_") else [] for n in names or ()]
 
     def _find_scale(self, path: str, name: str) -> list[str]:
-        group = path.rsplit("/", 1)[0]
-        while group:
-            for candidate in [f"{group}/{name}"] + [f"{group}/{c}/{name}" for c in sorted(self._children(group))]:
-                if candidate != path and candidate in self._nodes and hasattr(self._nodes[candidate], "shape"):
-                    return [candidate]
-            group = group.rsplit("/", 1)[0]
-        return []
+        """The scale the rule :func:`~layoutkit.formats.scale_by_name` finds (node by node:
+        within the array's shot group, where ``convert`` guarantees the rule holds)."""
+        top = self._shot_group(path) if self._shallow else None
+
+        def is_array(candidate: str) -> bool:
+            if not self._exists(candidate):
+                return False
+            self._ensure([candidate])
+            return hasattr(self._nodes.get(candidate), "shape")
+
+        found = scale_by_name(path, name, is_array, self._children, top=top)
+        return [found] if found else []
 
     def _read_many(self, reads: list[tuple[str, Any]]) -> list[np.ndarray]:
         """Several ``(array path, selection)`` reads at once: zarr fetches all their chunks
@@ -357,6 +470,7 @@ class ZarrArchive(Archive):
     def _direct(self, path: str, selection: Any) -> DirectRead | None:
         """The direct-read plan of a whole-array read (worked out once per array), or None."""
         if path not in self._chunk_plans:
+            self._ensure([path])
             node, plan = self._nodes.get(path), None
             if isinstance(node, _ArrayDoc):
                 try:
@@ -368,6 +482,7 @@ class ZarrArchive(Archive):
         return plan if plan is not None and _whole(selection, plan.shape) else None
 
     def _attrs_of(self, path: str) -> dict[str, Any]:
+        self._ensure([path])
         node = self._nodes.get(path)
         return dict(node.attributes) if isinstance(node, _ArrayDoc) else dict(self._array(path).attrs)
 
@@ -375,11 +490,16 @@ class ZarrArchive(Archive):
         """Each array's first scale per axis, and every array to read for them: the
         arrays, then their scales, each once."""
         axes = {}
+        self._ensure(paths)
         for p in paths:
             node = self._nodes.get(p)
             ndim = len(node.shape) if isinstance(node, _ArrayDoc) else self._array(p).ndim
-            axes[p] = [s[:1] for s in (self._scale_paths(p) or [[]] * ndim)]
-        return axes, list(dict.fromkeys([*paths, *(s[0] for p in paths for s in axes[p] if s)]))
+            scales = self._scale_paths(p) or [[]] * ndim
+            self._ensure(s[0] for s in scales if s)
+            # a scale that is not stored (a netCDF dimension without a variable) names its axis only
+            axes[p] = [s[:1] if s and hasattr(self._nodes.get(s[0]), "shape") else
+                       [DIMENSION_ONLY + s[0].rsplit("/", 1)[-1]] if s else [] for s in scales]
+        return axes, list(dict.fromkeys([*paths, *(s[0] for p in paths for s in axes[p] if s and _stored(s[0]))]))
 
     def _shot_reads(self, shot: str) -> list[tuple[str, Any]]:
         """The reads :meth:`shot` starts with: what :meth:`iter_shots` fetches ahead."""
@@ -414,15 +534,18 @@ class ZarrArchive(Archive):
         the arrays' values when asked for (:meth:`lazy_variables`)."""
         paths = list(paths)
         axes, needed = self._axes(paths)
+        self._ensure(needed)
         if lazy:
-            needed = list(dict.fromkeys(s[0] for p in paths for s in axes[p] if s))
+            needed = list(dict.fromkeys(s[0] for p in paths for s in axes[p] if s and _stored(s[0])))
         values = dict(zip(needed, self._read_many([(n, ()) for n in needed])))
         index: dict[str, ScaleCoordinate] = {}  # scale path -> its coordinate, built once
         out = []
         for p in paths:
             dims, coords = [], {}
             for axis, scales in enumerate(axes[p]):
-                if scales:
+                if scales and not _stored(scales[0]):
+                    dims.append(scales[0][len(DIMENSION_ONLY):])
+                elif scales:
                     name = scales[0].rsplit("/", 1)[-1]
                     if scales[0] not in index:
                         attrs = bytes_back(plain_attrs(self._attrs_of(scales[0]), self.hidden_attrs))
@@ -455,6 +578,14 @@ class ZarrArchive(Archive):
         found = [(shot, path) for shot, _, path in self._expand({"signal": signal})]
         arrays = self._variables([path for _, path in found])
         return {shot: a.rename(signal) for (shot, _), a in zip(found, arrays)}
+
+
+DIMENSION_ONLY = "dimension-only:"
+"""What :meth:`ZarrArchive._axes` puts before the name of an axis whose scale is not stored."""
+
+
+def _stored(scale: str) -> bool:
+    return not scale.startswith(DIMENSION_ONLY)
 
 
 async def _zarr_reads(reads: list[tuple[str, Any]], arrays: dict[int, zarr.Array], batch: list[int]) -> list[Any]:
@@ -608,22 +739,41 @@ class _LazyRoot:
     ``nodes``.
     """
 
-    def __init__(self, store: CountingStore, doc: dict[str, Any]) -> None:
+    def __init__(self, store: CountingStore, doc: dict[str, Any], shallow: bool = False) -> None:
         self.store = store
+        self.shallow = shallow
+        """Whether the nodes are not read yet: the root's document is larger than
+        :data:`ROOT_HEAD_BYTES` and only its head (up to the consolidated metadata) was
+        read; :meth:`load_all` reads the rest."""
+        self._lock = threading.Lock()
+        self._opened: dict[str, Any] = {}
+        self.nodes: dict[str, _GroupDoc | _ArrayDoc] = {}
+        self._take(doc)
+
+    def load_all(self) -> None:
+        """Read the root's whole document (every node's metadata), once."""
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        with self._lock:
+            if not self.shallow:
+                return
+            buf = sync(self.store.get("zarr.json", default_buffer_prototype()))
+            self._take(json.loads(buf.to_bytes()))
+            self.shallow = False
+
+    def _take(self, doc: dict[str, Any]) -> None:
         attrs = dict(doc.get("attributes") or {})
         listed = attrs.pop(NODES_ATTR, None)  # a root that lists the nodes outside shot groups
         self.attrs: dict[str, Any] = attrs
         self.metadata = SimpleNamespace(zarr_format=3, consolidated_metadata=None)
         entries = listed or (doc.get("consolidated_metadata") or {}).get("metadata") or {}
-        self.nodes: dict[str, _GroupDoc | _ArrayDoc] = {}
         for name, entry in entries.items():
             attrs = entry.get("attributes") or {}
             if entry.get("node_type") == "array":
                 self.nodes[name.strip("/")] = _ArrayDoc(tuple(entry["shape"]), attrs, entry)
             else:
                 self.nodes[name.strip("/")] = _GroupDoc(attrs)
-        self._opened: dict[str, Any] = {}
-        self._lock = threading.Lock()
 
     def __getitem__(self, path: str) -> Any:
         from zarr.core.array import AsyncArray
@@ -658,12 +808,77 @@ def open_counted(
     if zarr_format is None:
         zarr_format = 3 if (Path(path) / "zarr.json").exists() else 2
     if zarr_format == 3:
-        buf = document if document is not None else sync(store.get("zarr.json", default_buffer_prototype()))
-        doc = json.loads(buf.to_bytes()) if buf is not None else None
+        buf = document if document is not None else root_head(store)
+        raw = buf.to_bytes() if buf is not None else None
+        if raw is not None and len(raw) >= ROOT_HEAD_BYTES:  # a large root: its head may do
+            head = head_of_document(raw)
+            if head is not None and head.get("node_type") == "group" and "consolidated_metadata" in head:
+                return store, _LazyRoot(store, head, shallow=True)
+            raw = sync(store.get("zarr.json", default_buffer_prototype())).to_bytes()
+        doc = json.loads(raw) if raw is not None else None
         if isinstance(doc, dict) and doc.get("node_type") == "group" and (
                 doc.get("consolidated_metadata") or NODES_ATTR in (doc.get("attributes") or {})):
             return store, _LazyRoot(store, doc)
     return store, zarr.open_group(store, mode="r", zarr_format=zarr_format)
+
+
+ROOT_HEAD_BYTES = 256 * 1024
+"""How much of a store's root ``zarr.json`` opening reads: the whole document when it is
+smaller; else its head, the root's attributes before its consolidated metadata (which
+grows with the shots: 3.6 MB for 1,000 shots of 5 signals), and the nodes are read node
+by node (:attr:`ZarrArchive.reads_node_by_node`) until something needs all of them."""
+
+
+def root_head(store: Any) -> Any:
+    """The first :data:`ROOT_HEAD_BYTES` of the root ``zarr.json`` (a buffer; None when
+    there is none): one ranged GET, the whole document when it is smaller."""
+    from zarr.abc.store import RangeByteRequest
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    layers, base = [store], store
+    while hasattr(base, "_store") and len(layers) < 8:  # the stores under the wrappers (counting, guarding)
+        base = base._store
+        layers.append(base)
+    if any(type(b).__module__.startswith("icechunk") for b in layers):  # documents made on request: no ranges
+        return sync(store.get("zarr.json", default_buffer_prototype()))
+    return sync(store.get("zarr.json", default_buffer_prototype(), RangeByteRequest(0, ROOT_HEAD_BYTES)))
+
+
+def head_of_document(raw: bytes) -> dict[str, Any] | None:
+    """The top-level members of a JSON object that come before its
+    ``consolidated_metadata`` member, read from the first bytes of the document; that
+    member is named with the value None. None when the bytes end first (or are no JSON
+    object): then the whole document is needed."""
+    import re
+
+    text = raw.decode("utf-8", errors="ignore")
+    space = re.compile(r"\s*")
+    decoder = json.JSONDecoder()
+    out: dict[str, Any] = {}
+    try:
+        at = space.match(text, 0).end()  # type: ignore[union-attr]
+        if text[at] != "{":
+            return None
+        at += 1
+        while True:
+            at = space.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] == "}":
+                return None  # the whole object, and no consolidated metadata in it
+            key, at = decoder.raw_decode(text, at)
+            at = space.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] != ":":
+                return None
+            at = space.match(text, at + 1).end()  # type: ignore[union-attr]
+            if key == "consolidated_metadata":
+                out[key] = None
+                return out
+            out[key], at = decoder.raw_decode(text, at)
+            at = space.match(text, at).end()  # type: ignore[union-attr]
+            if text[at] == ",":
+                at += 1
+    except (ValueError, IndexError):
+        return None
 
 
 def zarr_dtype(meta: Any) -> np.dtype:
@@ -687,4 +902,4 @@ def tree_of(paths: Iterator[str]) -> dict[str, set[str]]:
     return tree
 
 
-__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "open_counted", "tree_of", "zarr_dtype"]
+__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ROOT_HEAD_BYTES", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "head_of_document", "open_counted", "root_head", "tree_of", "zarr_dtype"]

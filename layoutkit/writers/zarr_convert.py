@@ -20,9 +20,10 @@ import numpy as np
 from layoutkit import __version__
 from layoutkit.errors import OutputNotWritableError
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.raw import SetReader, RawReader, open_reader
+from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.plan import CopyTask
 from layoutkit.writers.zarr_ import ZarrWriter
+
 
 @dataclass(frozen=True)
 class ConvertSummary:
@@ -174,9 +175,51 @@ def sidecar(inventory: Inventory, plan: Any, mirrored: set[str] | None = None) -
             a.path: [list(s) for s in a.dim_scales]
             for a in inventory.arrays
             if not a.dim_only and any(a.dim_scales) and (mirrored is None or a.path in mirrored)
-        },
+        } if mirrored is not None else unnamed_scales(inventory, plan),
         "notes": list(inventory.attr_notes),
     }
+
+
+def unnamed_scales(inventory: Inventory, plan: Any) -> dict[str, list[list[str]]]:
+    """The dimension scales of the arrays whose scales a reader would not find by name
+    (:func:`~layoutkit.formats.scale_by_name`, searched up to the array's shot group): a
+    store that mirrors the hierarchy lists only these, so that its ``layoutkit.json``
+    does not grow with the shots and a reader of one shot need not read it whole. For a
+    shot archive of consistent names the map is empty."""
+    from layoutkit.formats import scale_by_name
+    from layoutkit.plan import DEFAULT_TEMPLATE
+
+    skipped = {p for p, _ in plan.skipped}
+    stored = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
+    arrays = {a.path for a in stored}
+    children: dict[str, set[str]] = {}
+    for path in [*arrays, *(g.path for g in inventory.groups)]:
+        while path.count("/") and path != "/":
+            parent, _, name = path.rpartition("/")
+            children.setdefault(parent, set()).add(name)
+            path = parent
+    template = getattr(plan.options, "template", None) or DEFAULT_TEMPLATE
+    prefix = [p for p in template[: template.index("{shot}")].split("/") if p]
+
+    def shot_group(path: str) -> str | None:
+        parts = [p for p in path.split("/") if p]
+        if len(parts) <= len(prefix) or parts[: len(prefix)] != prefix:
+            return None
+        return "/" + "/".join(parts[: len(prefix) + 1])
+
+    out: dict[str, list[list[str]]] = {}
+    for a in stored:
+        names = list(a.dims) if a.dims else []
+        found = [
+            [hit] if n and not n.startswith("phony_dim_") and (
+                hit := scale_by_name(a.path, n, arrays.__contains__, lambda g: children.get(g, ()),
+                                     top=shot_group(a.path))) else []
+            for n in names
+        ]
+        actual = [list(s) for s in a.dim_scales] if a.dim_scales else [[] for _ in names]
+        if found != actual or len(names) != len(a.dim_scales or names):
+            out[a.path] = [list(s) for s in a.dim_scales] if a.dim_scales else [[] for _ in a.shape]
+    return out
 
 
 def not_writable(dest: Path, exc: OSError) -> OutputNotWritableError:

@@ -8,7 +8,7 @@ from typing import Any
 from layoutkit.readers.hdf5 import HDF5Archive
 
 
-def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int | None = None,
                  root: Any = None) -> HDF5Archive:
     """The reader of a file of this layout (:meth:`layoutkit.layout.Layout.open`)."""
     return HDF5Archive(location, template, model, page_buffer, sleep)

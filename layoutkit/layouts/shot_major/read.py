@@ -16,7 +16,7 @@ class ShotMajorArchive(ZarrArchive):
     layout = LAYOUT_NAME
 
 
-def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int | None = None,
                  root: Any = None) -> ShotMajorArchive:
     """The reader of a store of this layout (:meth:`layoutkit.layout.Layout.open`)."""
     return ShotMajorArchive(location, template, model, sleep, root=root)

@@ -372,7 +372,7 @@ class ShotPackedArchive(PackedArchive):
         return {shot: a.rename(signal) for shot, a in zip(shots, arrays)}
 
 
-def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int | None = None,
                  root: Any = None) -> ShotPackedArchive:
     """The reader of a store of this layout (:meth:`layoutkit.layout.Layout.open`)."""
     return ShotPackedArchive(location, template, model, sleep, root=root)

@@ -397,7 +397,7 @@ class SignalMajorArchive(PackedArchive):
         return packed_dataset(signal, shots, values[: len(rows)], times, bases, attrs)
 
 
-def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int | None = None,
                  root: Any = None) -> SignalMajorArchive:
     """The reader of a store of this layout (:meth:`layoutkit.layout.Layout.open`)."""
     return SignalMajorArchive(location, template, model, sleep, root=root)

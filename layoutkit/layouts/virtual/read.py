@@ -161,7 +161,7 @@ class _File:
         return data
 
 
-def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int | None = None,
                  root: Any = None) -> VirtualArchive:
     """The reader of a store of this layout (:meth:`layoutkit.layout.Layout.open`)."""
     return VirtualArchive(location, template, model, sleep, root=root)

@@ -69,11 +69,11 @@ def main() -> None:
 def _stages(src: Path) -> dict[str, float]:
     """inspect in this process (one process, no walkers), whole and without the scales'
     contents in turn."""
-    import layoutkit.inspect as li
+    from layoutkit.inspect import inspect_path
 
     def timed() -> float:
         t0 = time.perf_counter()
-        li.inspect_path(src, workers=1)
+        inspect_path(src, workers=1)
         return time.perf_counter() - t0
 
     timed()  # imports and the file's metadata in the page cache

@@ -35,9 +35,17 @@ from layoutkit.errors import LayoutkitError  # noqa: E402
 # only what it needs: convert brings the layouts and zarr (0.16 s), layoutkit.open
 # brings xarray and pandas (0.2 s); `layoutkit inspect` needs neither.
 _LAZY = {
-    "convert": ("layoutkit.convert", "convert"),
+    # one call per command (layoutkit.api), by the command's name
+    "convert": ("layoutkit.api", "convert"),
+    "reorder": ("layoutkit.api", "reorder"),
+    "append": ("layoutkit.api", "append"),
+    "verify": ("layoutkit.api", "verify"),
+    "inspect": ("layoutkit.api", "inspect"),
+    "advise": ("layoutkit.api", "advise"),
     "plan_convert": ("layoutkit.convert", "plan_convert"),
+    "plan_reorder": ("layoutkit.reorder", "plan_reorder"),
     "ConvertOptions": ("layoutkit.convert", "ConvertOptions"),
+    "ReorderOptions": ("layoutkit.layouts.hdf5_paged.options", "ReorderOptions"),
     "Archive": ("layoutkit.archive", "Archive"),
     "open": ("layoutkit.archive", "open_archive"),
 }
@@ -59,12 +67,15 @@ def __dir__() -> list[str]:
 
 
 class _Package(_types.ModuleType):
-    """The package, whose ``convert`` is the function, never the submodule of that name.
+    """The package, whose ``convert``, ``reorder``, ``verify``, ``inspect`` and ``advise``
+    are the functions, never the submodules of those names.
 
     Importing a submodule binds it as an attribute of its package. When something imports
-    ``layoutkit.convert`` (the module) before anyone asked for ``layoutkit.convert`` (the
+    ``layoutkit.verify`` (the package) before anyone asked for ``layoutkit.verify`` (the
     function), that binding would put the module where the function belongs; it is
-    dropped here, and the function is found on first use as the others are."""
+    dropped here, and the function is found on first use as the others are. (So write
+    ``from layoutkit.verify import run``, not ``import layoutkit.verify.run as run``,
+    which looks the name up on the package.)"""
 
     def __setattr__(self, name: str, value: object) -> None:
         if name in _LAZY and isinstance(value, _types.ModuleType):
@@ -74,4 +85,5 @@ class _Package(_types.ModuleType):
 
 _sys.modules[__name__].__class__ = _Package
 
-__all__ = ["Archive", "ConvertOptions", "LayoutkitError", "__version__", "convert", "open", "plan_convert"]
+__all__ = ["Archive", "ConvertOptions", "LayoutkitError", "ReorderOptions", "__version__", "advise", "append", "convert",
+           "inspect", "open", "plan_convert", "plan_reorder", "reorder", "verify"]

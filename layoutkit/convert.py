@@ -12,15 +12,15 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from layoutkit.errors import says_it_in_python
 from layoutkit import pipeline
 from layoutkit.archiving import batches
+from layoutkit.errors import says_it_in_python
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import layout_for
 from layoutkit.stages import Stages
 from layoutkit.writers.zarr_convert import ConvertSummary
-from layoutkit.zarr_plan import ConvertPlan
 from layoutkit.zarr_options import ConvertOptions
+from layoutkit.zarr_plan import ConvertPlan
 
 
 @says_it_in_python

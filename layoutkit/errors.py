@@ -139,13 +139,13 @@ import contextlib as _contextlib  # noqa: E402
 import re as _re  # noqa: E402
 from collections.abc import Callable as _Callable  # noqa: E402
 from collections.abc import Iterator as _Iterator  # noqa: E402
-from typing import TypeVar as _TypeVar  # noqa: E402
 from contextvars import ContextVar as _ContextVar  # noqa: E402
+from typing import TypeVar as _TypeVar  # noqa: E402
 
 _T = _TypeVar("_T")
 _CALLER: _ContextVar[str] = _ContextVar("layoutkit_caller", default="python")
 
-PYTHON_NAMES = {"chunk-size": "chunk_bytes", "storage-option": "storage_options", "no-consolidate": "consolidate=False",
+PYTHON_NAMES = {"chunk-size": "chunk_size", "storage-option": "storage_options", "no-consolidate": "consolidate=False",
                 "no-dedupe": "dedupe=False", "overwrite": "overwrite=True", "append": "append=True"}
 """Command-line options whose keyword argument is not their name with ``_`` for ``-``."""
 

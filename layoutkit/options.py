@@ -406,12 +406,46 @@ def _count(parse: Callable[[int], int], option: str) -> Callable[[Any], int]:
     return parsed
 
 
+def _parse_scheduler(text: Any) -> str:
+    from layoutkit.execute import parse_scheduler
+
+    return parse_scheduler(text)
+
+
 RUN_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "scheduler": _parse_scheduler,
     "workers": _count(parse_workers, "--workers"),
     "memory_limit": size_parser("--memory-limit"),
     "batch_files": _count(parse_batch_files, "--batch-files"),
 }
 """The machine's options (not a recipe's) that take the command line's values in Python too."""
+
+
+COMMAND_NAMES = {"chunk_size": "chunk_bytes"}
+"""Options whose field has another name than the command's option: the options classes
+take the command's name too (``ConvertOptions(chunk_size="8MiB")``, as ``--chunk-size``)."""
+
+
+def takes_command_names(cls: type) -> type:
+    """An options dataclass whose constructor also takes the command's names of its fields
+    (:data:`COMMAND_NAMES`), and which has them as read-only attributes."""
+    import functools
+
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        for name, field_name in COMMAND_NAMES.items():
+            if name in kwargs:
+                if field_name in kwargs:
+                    raise InvalidOptionError(f"Give {name} or {field_name}, not both (they are one option).")
+                kwargs[field_name] = kwargs.pop(name)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    for name, field_name in COMMAND_NAMES.items():
+        setattr(cls, name, property(lambda self, f=field_name: getattr(self, f), doc=f"``{field_name}``, by its command's name."))
+    return cls
 
 
 def take_typed_values(options: Any, keys: Sequence[RecipeKey]) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from layoutkit.errors import says_it_in_python
 from layoutkit import pipeline
+from layoutkit.errors import says_it_in_python
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.hdf5.scale_reads import find_duplicate_scales
 from layoutkit.layouts import get_layout

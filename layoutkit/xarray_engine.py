@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,7 @@ from xarray.backends.common import AbstractDataStore
 from xarray.backends.store import StoreBackendEntrypoint
 
 from layoutkit.plan import DEFAULT_TEMPLATE
-from layoutkit.readers.base import Archive, ArchiveBackendArray
+from layoutkit.readers.base import Archive, ArchiveBackendArray, tree_of
 
 DECODE_PARAMETERS = ("mask_and_scale", "decode_times", "concat_characters", "decode_coords", "drop_variables",
                      "use_cftime", "decode_timedelta")
@@ -141,7 +142,7 @@ class LayoutkitBackend(BackendEntrypoint):
                                           storage_options=storage_options, page_buffer=page_buffer, **decode)
         close = groups["/"]._close
         try:
-            tree = xr.DataTree.from_dict(groups)
+            tree = tree_of(groups)
         except BaseException:
             if close is not None:
                 close()
@@ -184,48 +185,48 @@ class _Tree:
 
     def __init__(self, archive: Archive) -> None:
         self.archive = archive
-        self.shots = archive.has_shots()
+
+    @cached_property
+    def shots(self) -> bool:
+        """Whether the archive is shown as shots and signals (asked only where a group's
+        path does not tell: a signal or a shot found by the template tells)."""
+        return self.archive.has_shots()
 
     def node(self, parts: tuple[str, ...]) -> Node:
         """One node, read alone (NoSuchGroupError when there is none)."""
+        a = self.archive
+        if len(parts) == 2 and a.exists(path := a.path_of(*parts)):  # a signal, found by the template
+            return _signal_node(a, parts[1], a.lazy_variables([path])[0])
+        if len(parts) == 1 and a.signals_of(parts[0]):  # a shot
+            return {}, a.group_attrs(a.shot_path(parts[0]))
         if not self.shots:
             found = dict(self._array_nodes(parts))
             if "/" not in found:
                 raise self._no_group(parts)
             return found["/"]
-        a = self.archive
         if not parts:
             return {}, a.group_attrs("/")
-        if len(parts) == 1:
-            if not a.signals_of(parts[0]):
-                raise self._no_group(parts)
-            return {}, a.group_attrs(a.shot_path(parts[0]))
-        if len(parts) == 2:
-            path = a.path_of(*parts)
-            if a.exists(path):
-                return _signal_node(a, parts[1], a.lazy_variables([path])[0])
         raise self._no_group(parts)
 
     def subtree(self, parts: tuple[str, ...]) -> Iterator[tuple[str, Node]]:
         """Every node at and below ``parts``, by path relative to it."""
-        if not self.shots:
+        a = self.archive
+        if len(parts) == 2 and a.exists(a.path_of(*parts)):  # a signal, found by the template
+            yield "/", self.node(parts)
+            return
+        one_shot = a.signals_of(parts[0]) if len(parts) == 1 else []
+        if not one_shot and not (not parts and self.shots):  # not a shot archive's: groups and arrays
             found = list(self._array_nodes(parts))
             if not found:
                 raise self._no_group(parts)
             yield from found
             return
-        a = self.archive
-        if len(parts) >= 2:
-            yield "/", self.node(parts)
-            return
-        if len(parts) == 1:
-            by_shot = {parts[0]: a.signals_of(parts[0])}
-            if not by_shot[parts[0]]:
-                raise self._no_group(parts)
+        if one_shot:
+            by_shot = {parts[0]: one_shot}
         else:
             yield "/", ({}, a.group_attrs("/"))
             by_shot = {}
-            for shot, signal, path in a._expand({}):  # one walk of the archive
+            for shot, signal, path in a.every_signal():  # one walk of the archive
                 by_shot.setdefault(shot, []).append((signal, path))
         for shot, found in by_shot.items():  # a shot's signals together: each time base read once
             at = "/" if parts else f"/{shot}"

@@ -14,6 +14,7 @@ from typing import Any
 from layoutkit.layout import Layout, Work
 from layoutkit.zarr_options import ZARR_RECIPE_KEYS, ConvertOptions
 
+
 class ZarrLayout(Layout):
     """The base of the Zarr layouts ``convert`` writes: their options and recipe keys, and
     the finishing of a store (consolidated metadata, the root document last)."""
@@ -25,6 +26,10 @@ class ZarrLayout(Layout):
     output = "store"
     options_class = ConvertOptions
     recipe_keys = ZARR_RECIPE_KEYS
+    consolidates = True
+    """Whether the store's root gets consolidated metadata (with ``--consolidate``, the
+    default). A destination that lists its nodes itself (Icechunk's snapshot) needs none:
+    there it would only grow the root's document with the archive."""
 
     def default_options(self) -> ConvertOptions:
         return ConvertOptions(layout=self.name)
@@ -34,7 +39,7 @@ class ZarrLayout(Layout):
 
     def finish(self, work: Work, staged: Any, plan: Any) -> None:
         # a layout whose root must not grow with the shots says which nodes to consolidate
-        work.state["writer"].finish(plan.options.consolidate, keep=work.state.get("keep"))
+        work.state["writer"].finish(plan.options.consolidate and self.consolidates, keep=work.state.get("keep"))
 
 
 __all__ = ["ZarrLayout"]

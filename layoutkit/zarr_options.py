@@ -23,6 +23,7 @@ from layoutkit.options import (
     parse_compressor,
     parse_shards,
     take_typed_values,
+    takes_command_names,
 )
 from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
@@ -30,6 +31,7 @@ DEFAULT_CHUNK_BYTES = 4 * 1024**2
 DEFAULT_MEMORY_LIMIT = 1024**3
 
 
+@takes_command_names
 @dataclass(frozen=True)
 class ConvertOptions:
     """Every choice ``convert`` takes, for every Zarr layout (the CLI and recipes build one).
@@ -48,7 +50,7 @@ class ConvertOptions:
         (``-1``: the whole axis) (``--chunks``).
     chunk_bytes : int or str
         The uncompressed chunk size ``chunks="auto"`` aims at: 4 MiB, or ``"8MiB"``
-        (``--chunk-size``).
+        (``--chunk-size``; ``chunk_size=`` is taken too, and ``options.chunk_size`` reads it).
     compressor : CompressorSpec or str
         ``"zstd:3"`` (default), ``"none"``, ``"gzip:4"``, ``"lz4"``,
         ``"blosc:lz4:5:shuffle"``, with an optional ``"shuffle+"`` prefix, or ``"source"``:
@@ -101,6 +103,12 @@ class ConvertOptions:
         from layoutkit.errors import in_callers_words
 
         take_typed_values(self, ZARR_RECIPE_KEYS)  # compressor="lz4", chunks="auto", memory_limit="1GiB"...
+        from layoutkit.layouts import layout_for
+
+        try:
+            layout_for("convert", self)  # a layout convert writes, by its name or a former spelling
+        except InvalidOptionError as exc:
+            raise in_callers_words(exc) from None
         if self.zarr_format == 2 and self.shards.mode != "none":  # it would shard nothing, and say nothing
             raise in_callers_words(InvalidOptionError(
                 f"Zarr format 2 has no shards: leave out --shards {self.shards}, or write --zarr-format 3."))

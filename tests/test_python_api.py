@@ -34,7 +34,7 @@ def test_options_take_the_values_the_command_line_takes():
 @pytest.mark.parametrize(("given", "named"), [
     ({"compressor": "lz5"}, "compressor"), ({"chunks": "big"}, "chunks"), ({"memory_limit": "lots"}, "memory_limit"),
     ({"workers": 0}, "workers"), ({"shards": "x"}, "shards"), ({"zarr_format": 4}, "zarr_format"),
-    ({"chunk_bytes": "4 parsecs"}, "chunk_bytes"),
+    ({"chunk_bytes": "4 parsecs"}, "chunk_size"), ({"chunk_size": "4 parsecs"}, "chunk_size"),
 ])
 def test_a_bad_value_fails_at_once_in_pythons_words(given, named):
     with pytest.raises(InvalidOptionError) as bad:
@@ -112,3 +112,77 @@ def test_a_destination_named_as_the_other_format_is_refused(tmp_path):
     assert said.exit_code == 2 and "named as a Zarr store: name it" in " ".join(said.output.split())
     assert not (tmp_path / "out.h5").exists() and not (tmp_path / "out.zarr").exists()
     assert runner.invoke(app, ["-q", "convert", str(src), f"icechunk:{tmp_path / 'repo.h5'}"]).exit_code == 0
+
+
+# -- issue 62: one Python call per command, by the command's names -----------------------------
+
+BAD_VALUES = [
+    pytest.param("convert", {"layout": "nope"}, ["--layout", "nope"], id="convert-layout"),
+    pytest.param("convert", {"scheduler": "bogus"}, ["--scheduler", "bogus"], id="convert-scheduler"),
+    pytest.param("convert", {"scheduler": "tcp://host"}, ["--scheduler", "tcp://host"], id="convert-address"),
+    pytest.param("convert", {"chunk_size": "4 parsecs"}, ["--chunk-size", "4 parsecs"], id="convert-chunk-size"),
+    pytest.param("convert", {"compressor": "lz5"}, ["--compressor", "lz5"], id="convert-compressor"),
+    pytest.param("reorder", {"page_size": "1000"}, ["--page-size", "1000"], id="reorder-page-size"),
+    pytest.param("reorder", {"by": "nothing"}, ["--by", "nothing"], id="reorder-by"),
+    pytest.param("verify", {"latency": "10 parsecs"}, ["--latency", "10 parsecs"], id="verify-latency"),
+    pytest.param("verify", {"engine": "warp"}, ["--engine", "warp"], id="verify-engine"),
+    pytest.param("verify", {"cache": "lukewarm"}, ["--cache", "lukewarm"], id="verify-cache"),
+    pytest.param("advise", {"budget": "forever"}, ["--budget", "forever"], id="advise-budget"),
+    pytest.param("inspect", {"workers": 0}, ["--workers", "0"], id="inspect-workers"),
+]
+
+
+@pytest.fixture(scope="module")
+def small_source(tmp_path_factory):  # noqa: ANN201 - Path
+    return write_sample(tmp_path_factory.mktemp("api") / "shots.h5", shots=3, signals=3, seed=1).path
+
+
+@pytest.mark.parametrize(("command", "given", "typed"), BAD_VALUES)
+def test_a_python_call_refuses_what_its_command_refuses_in_pythons_words(small_source, tmp_path, command, given,
+                                                                           typed):
+    args = {"convert": [str(tmp_path / "out.zarr")], "reorder": [str(tmp_path / "out.h5")],
+            "verify": [str(small_source)], "advise": [], "inspect": []}[command]
+    said = runner.invoke(app, [command, str(small_source), *args, *typed])
+    assert said.exit_code != 0 and "Traceback" not in said.output, said.output
+    call = getattr(layoutkit, command)
+    with pytest.raises(InvalidOptionError) as bad:
+        call(small_source, *(args or ()), **given) if command != "verify" else call(small_source, args, **given)
+    assert "--" not in str(bad.value) and len(str(bad.value).splitlines()) == 1, str(bad.value)
+    assert not (tmp_path / "out.zarr").exists() and not (tmp_path / "out.h5").exists()
+
+
+def test_every_command_is_one_python_call_that_returns_what_it_did(small_source, tmp_path):
+    """convert, reorder, verify, inspect and append from Python, with the command's names
+    and values; each returns its summary or report."""
+    assert layoutkit.ConvertOptions(chunk_size="8MiB") == layoutkit.ConvertOptions(chunk_bytes=8 * 1024**2)
+    assert layoutkit.ConvertOptions(chunk_size="8MiB").chunk_size == 8 * 1024**2
+    assert layoutkit.ReorderOptions(chunk_size="1MiB").chunk_bytes == 1024**2
+    with pytest.raises(InvalidOptionError, match="named as an HDF5 file"):
+        layoutkit.convert(small_source, tmp_path / "out.h5")
+    with pytest.raises(InvalidOptionError, match="named as a Zarr store"):
+        layoutkit.reorder(small_source, tmp_path / "out.zarr")
+    summary = layoutkit.convert(small_source, tmp_path / "by-signal.zarr", layout="signal-major", chunk_size="1MiB")
+    assert summary.arrays > 0 and (tmp_path / "by-signal.zarr" / "zarr.json").exists()
+    paged = layoutkit.reorder(small_source, tmp_path / "by-shot.h5", by="shot", page_size="64KiB")
+    assert paged.page_size == 64 * 1024
+    report = layoutkit.verify(small_source, [tmp_path / "by-signal.zarr", tmp_path / "by-shot.h5"],
+                              patterns="shot,signal", sample=2, repeat=1, workers="1,2")
+    assert set(report.mismatches) == {"by-signal.zarr", "by-shot.h5"} and not any(report.mismatches.values())
+    assert {r.workers for r in report.results} == {1, 2} and {r.pattern for r in report.results} == {"shot", "signal"}
+    inspected = layoutkit.inspect(small_source, workers=1)
+    assert inspected.arrays == len(layoutkit.open(small_source).arrays())
+    # a second file of new shots, appended: only its shots are new
+    import h5py
+
+    more = tmp_path / "more.h5"
+    with h5py.File(small_source) as f, h5py.File(more, "w") as g:
+        for name, value in f.attrs.items():
+            g.attrs[name] = value
+        shot = sorted(f["shots"])[0]
+        f.copy(f"shots/{shot}", g.require_group("shots"), name=f"{shot}9")
+    added = layoutkit.convert(more, tmp_path / "by-signal.zarr", append=True)
+    assert added.new_shots == 1
+    with layoutkit.open(f"file://{tmp_path / 'by-signal.zarr'}") as archive:
+        assert f"{shot}9" in archive.shots and len(archive.shots) == 4
+    with pytest.raises(InvalidOptionError, match="leave out layout"):
+        layoutkit.convert(more, tmp_path / "by-signal.zarr", append=True, layout="shot-major")

@@ -245,7 +245,7 @@ def test_request_counts_match_a_hand_count(tmp_path):
 def test_the_probe_counts_rounds_of_requests_and_the_estimate_charges_them(tmp_path, monkeypatch):
     """verify's expected duration: a probe read counts rounds (requests in flight
     together wait together), not requests, and each row is costed at its latency."""
-    import layoutkit.verify.run as run_module
+    from layoutkit.verify import run as run_module
     from layoutkit.verify.run import PROBE_LATENCY, Variant, _union, expected_seconds, probe
 
     assert _union([(0, 1), (0.5, 2), (3, 4)]) == 3 and _union([]) == 0

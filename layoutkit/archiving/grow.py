@@ -26,13 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.hdf5.values import decode_fill, same_value
 from layoutkit.errors import LayoutkitError
 from layoutkit.hdf5.concat import ENCODING_ATTRS
 from layoutkit.hdf5.model import ArrayInfo, Inventory
+from layoutkit.hdf5.values import decode_fill, same_value
 from layoutkit.merging import SLAB_BYTES, grown, held_store, new_chunk_keys
 from layoutkit.storage import SourceSet
-
 
 
 class RecordsError(LayoutkitError):

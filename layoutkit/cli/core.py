@@ -195,11 +195,10 @@ def main(
     ] = False,
 ) -> None:
     """File-layout conversion and optimisation for scientific HDF5 data."""
+    from layoutkit.errors import command_line
     from layoutkit.memory import tune_allocator
     from layoutkit.storage.retry import RETRIES
     from layoutkit.storage.sources import forget_stores
-
-    from layoutkit.errors import command_line
 
     ctx.with_resource(command_line())  # errors name options as --options, not keyword arguments
     State.quiet = quiet

@@ -9,7 +9,7 @@ from the writers' code.
 """
 
 from layoutkit.equality.hdf5 import compare_hdf5
-from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.equality.zarr_ import compare_packed, compare_zarr
+from layoutkit.hdf5.values import Mismatch, equal_values
 
 __all__ = ["Mismatch", "compare_hdf5", "compare_packed", "compare_zarr", "equal_values"]

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from layoutkit.equality.reference import ReferenceReader, proof_blocks
-from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.model import attribute_problem
+from layoutkit.hdf5.values import Mismatch, equal_values
 
 
 def _raw_attrs(obj: Any) -> dict[str, Any]:

@@ -30,10 +30,10 @@ import numpy as np
 import zarr
 
 from layoutkit.equality.reference import ReferenceReader, proof_blocks
-from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
+from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
 

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.hdf5.values import attrs_difference, equal_values, info_difference
 from layoutkit.errors import DifferentDuplicateError, SourcesDoNotCombineError
 from layoutkit.hdf5.concat import RULE as CONCAT_RULE
 from layoutkit.hdf5.concat import concatenate
@@ -36,6 +35,7 @@ from layoutkit.hdf5.files import Members, open_source
 from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, GroupInfo, Inventory
 from layoutkit.hdf5.reference import read_all
+from layoutkit.hdf5.values import attrs_difference, equal_values, info_difference
 from layoutkit.plan import compile_template, natural_key
 from layoutkit.storage import ObjectSource, SourceSet
 

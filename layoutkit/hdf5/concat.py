@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.hdf5.values import same_value
 from layoutkit.errors import SourcesDoNotCombineError
 from layoutkit.hdf5.model import ArrayInfo, Inventory
+from layoutkit.hdf5.values import same_value
 from layoutkit.storage import SourceSet
 
 RULE = "netCDF files joined along their record dimension"

@@ -17,6 +17,7 @@ from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.model import ArrayInfo
 from layoutkit.plan import Region
 
+
 def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:
     """The values of ``info`` in ``region`` as h5py reads them: strings as text,
     references as the paths they point at, a set's joined array from its parts (decoded

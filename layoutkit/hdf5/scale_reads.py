@@ -10,8 +10,8 @@ import numpy as np
 
 from layoutkit.hdf5.filters import can_read_raw
 from layoutkit.hdf5.model import ArrayInfo, Inventory
-from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales, scale_digest
 from layoutkit.hdf5.raw import RawReader, open_reader
+from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales, scale_digest
 from layoutkit.plan import compile_template
 
 

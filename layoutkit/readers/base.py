@@ -125,6 +125,11 @@ class Archive:
             return False
         return next(self._expand({}), None) is not None
 
+    def every_signal(self) -> Iterator[tuple[str, str, str]]:
+        """``(shot, signal, path)`` for every signal of every shot, shot by shot in natural
+        order: one walk of the archive."""
+        return self._expand({})
+
     def signals_of(self, shot: str | int) -> list[tuple[str, str]]:
         """The signals of one shot, ``(signal, path)``, in natural order; [] when the shot
         has none. Costs what finding one shot's signals costs, not a listing of the shots."""
@@ -405,6 +410,28 @@ def shot_tree(shot: str, signals: list[tuple[str, xr.DataArray]], attrs: dict[st
     return tree
 
 
+def tree_of(groups: dict[str, xr.Dataset]) -> xr.DataTree:
+    """``xr.DataTree.from_dict(groups)`` (paths ``"/"``, ``"/a"``, ``"/a/b"``) without
+    copying every node, where every node that has children holds no variables (a shot
+    archive's root and shots): the nodes are linked as :func:`shot_tree` links a shot's
+    signals. Any other tree, or an xarray whose nodes are built otherwise, goes through
+    ``from_dict``."""
+    paths = sorted(groups, key=lambda p: (p.count("/") if p != "/" else 0, p))
+    kids: dict[str, dict[str, str]] = {}
+    for path in paths:
+        if path != "/":
+            parent, _, name = path.rstrip("/").rpartition("/")
+            kids.setdefault(parent or "/", {})[name] = path
+    if (not _nodes_settable() or "/" not in groups or any(p not in groups for p in kids)
+            or any(groups[p].variables for p in kids)):
+        return xr.DataTree.from_dict(groups)
+    nodes = {path: _node(groups[path]) for path in paths}
+    for parent in sorted(kids, key=lambda p: p.count("/") if p != "/" else 0):
+        if not _adopt(nodes[parent], {name: nodes[path] for name, path in kids[parent].items()}):
+            return xr.DataTree.from_dict(groups)
+    return nodes["/"]
+
+
 @cache
 def _tree_slots(cls: type) -> frozenset[str]:
     """The slots of a DataTree class, which :func:`_node` and :func:`_adopt` set."""
@@ -543,4 +570,4 @@ Archive.shot = _refusing_unknown(Archive.shot, "shot")  # type: ignore[method-as
 Archive.signal = _refusing_unknown(Archive.signal, "signal")  # type: ignore[method-assign]
 Archive.signal_packed = _refusing_unknown(Archive.signal_packed, "signal")  # type: ignore[method-assign]
 
-__all__ = ["Archive", "ArchiveArray", "ArchiveBackendArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "pack_signal", "packed_dataset", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "unknown_name", "with_coords"]
+__all__ = ["Archive", "ArchiveArray", "ArchiveBackendArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "pack_signal", "packed_dataset", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "tree_of", "unknown_name", "with_coords"]

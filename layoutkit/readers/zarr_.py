@@ -21,7 +21,15 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, PROVENANCE_ATTR, SIDECAR, TYPE_RULE_ATTRS, scale_by_name
+from layoutkit.formats import (
+    DIMENSIONS_ATTR,
+    LAYOUT_ATTR,
+    NODES_ATTR,
+    PROVENANCE_ATTR,
+    SIDECAR,
+    TYPE_RULE_ATTRS,
+    scale_by_name,
+)
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
@@ -239,6 +247,7 @@ class ZarrArchive(Archive):
         return bytes_back(plain_attrs(dict(meta.attributes), self.hidden_attrs))
 
     def _array(self, path: str) -> zarr.Array:
+        self._ensure([path])
         node = self.root[path.strip("/")]
         if not isinstance(node, zarr.Array):
             raise KeyError(f"{path} is a group in {self.path}, not an array")
@@ -294,8 +303,12 @@ class ZarrArchive(Archive):
                 self._scales = sidecar_in(self.root.attrs.get(PROVENANCE_ATTR)).get("dimension_scales", {})
         if path in self._scales:
             return self._scales[path]
-        a = self._array(path)
-        names = a.metadata.dimension_names if a.metadata.zarr_format == 3 else a.attrs.get(DIMENSIONS_ATTR)
+        node = self._nodes.get(path)
+        if isinstance(node, _ArrayDoc):  # the document says, without making a zarr array of it
+            names = node.doc.get("dimension_names")
+        else:
+            a = self._array(path)
+            names = a.metadata.dimension_names if a.metadata.zarr_format == 3 else a.attrs.get(DIMENSIONS_ATTR)
         return [self._find_scale(path, n) if n and not n.startswith("phony_dim_") else [] for n in names or ()]
 
     def _find_scale(self, path: str, name: str) -> list[str]:
@@ -744,7 +757,8 @@ class _LazyRoot:
         self.shallow = shallow
         """Whether the nodes are not read yet: the root's document is larger than
         :data:`ROOT_HEAD_BYTES` and only its head (up to the consolidated metadata) was
-        read; :meth:`load_all` reads the rest."""
+        read, or the root has no consolidated metadata; :meth:`load_all` reads every
+        node's metadata (the rest of the root's document, or every node's own)."""
         self._lock = threading.Lock()
         self._opened: dict[str, Any] = {}
         self.nodes: dict[str, _GroupDoc | _ArrayDoc] = {}
@@ -759,7 +773,10 @@ class _LazyRoot:
             if not self.shallow:
                 return
             buf = sync(self.store.get("zarr.json", default_buffer_prototype()))
-            self._take(json.loads(buf.to_bytes()))
+            doc = json.loads(buf.to_bytes())
+            if not doc.get("consolidated_metadata"):  # a root that lists nothing: every node's own document
+                doc["consolidated_metadata"] = {"metadata": sync(_every_document(self.store))}
+            self._take(doc)
             self.shallow = False
 
     def _take(self, doc: dict[str, Any]) -> None:
@@ -819,6 +836,8 @@ def open_counted(
         if isinstance(doc, dict) and doc.get("node_type") == "group" and (
                 doc.get("consolidated_metadata") or NODES_ATTR in (doc.get("attributes") or {})):
             return store, _LazyRoot(store, doc)
+        if isinstance(doc, dict) and doc.get("node_type") == "group":  # no consolidated metadata: node by node
+            return store, _LazyRoot(store, doc, shallow=True)
     return store, zarr.open_group(store, mode="r", zarr_format=zarr_format)
 
 
@@ -829,6 +848,18 @@ grows with the shots: 3.6 MB for 1,000 shots of 5 signals), and the nodes are re
 by node (:attr:`ZarrArchive.reads_node_by_node`) until something needs all of them."""
 
 
+async def _every_document(store: Any) -> dict[str, Any]:
+    """Every node's ``zarr.json`` below the root of a store without consolidated
+    metadata, by path: one listing, then the documents fetched at once."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+
+    keys = [k async for k in store.list_prefix("") if k.endswith("/zarr.json")]
+    bufs = await asyncio.gather(*(store.get(k, default_buffer_prototype()) for k in keys))
+    return {k[: -len("/zarr.json")]: json.loads(b.to_bytes()) for k, b in zip(keys, bufs) if b is not None}
+
+
 def root_head(store: Any) -> Any:
     """The first :data:`ROOT_HEAD_BYTES` of the root ``zarr.json`` (a buffer; None when
     there is none): one ranged GET, the whole document when it is smaller."""
@@ -836,11 +867,9 @@ def root_head(store: Any) -> Any:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    layers, base = [store], store
-    while hasattr(base, "_store") and len(layers) < 8:  # the stores under the wrappers (counting, guarding)
-        base = base._store
-        layers.append(base)
-    if any(type(b).__module__.startswith("icechunk") for b in layers):  # documents made on request: no ranges
+    from layoutkit.storage.counting import is_icechunk_store
+
+    if is_icechunk_store(store):  # its documents are made on request: no ranges (it panics)
         return sync(store.get("zarr.json", default_buffer_prototype()))
     return sync(store.get("zarr.json", default_buffer_prototype(), RangeByteRequest(0, ROOT_HEAD_BYTES)))
 

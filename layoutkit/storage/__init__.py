@@ -25,7 +25,16 @@ from layoutkit.storage.icechunk_repo import IcechunkDestination, is_icechunk
 from layoutkit.storage.kv import BucketKV, FolderKV, KeyValue, as_kv, portable_target
 from layoutkit.storage.local import Destination, LocalDestination, disk_usage, remove_path
 from layoutkit.storage.objects import ObjectDestination
-from layoutkit.storage.sources import ObjectSource, RangeFile, SourceSet, as_source, as_sources, digests_ahead, portable, read_head
+from layoutkit.storage.sources import (
+    ObjectSource,
+    RangeFile,
+    SourceSet,
+    as_source,
+    as_sources,
+    digests_ahead,
+    portable,
+    read_head,
+)
 
 DESTINATIONS = (LocalDestination, ObjectDestination, IcechunkDestination)
 

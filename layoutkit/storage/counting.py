@@ -148,6 +148,15 @@ class CountingFile(io.RawIOBase):
         self.counter.reset()
 
 
+def is_icechunk_store(store: Any) -> bool:
+    """Whether ``store``, or a store it wraps (counting, guarding), is an Icechunk session's."""
+    layers, base = [store], store
+    while hasattr(base, "_store") and len(layers) < 8:
+        base = base._store
+        layers.append(base)
+    return any(type(b).__module__.startswith("icechunk") for b in layers)
+
+
 class CountingStore(WrapperStore):
     """A Zarr store wrapper that counts (and optionally delays) every read.
 
@@ -181,6 +190,10 @@ class CountingStore(WrapperStore):
         self._sleep = sleep
         self.name = name or str(store)
         self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self.local_metadata = is_icechunk_store(store)
+        """Whether the store holds its nodes' metadata in memory (an Icechunk session:
+        its snapshot, fetched when it opened, lists every node and holds its document), so
+        that reading a ``zarr.json`` or listing costs no request and is not counted."""
 
     def _with_store(self, store: Any) -> CountingStore:
         copy = type(self)(store, self.model, self.counter, self._sleep, self.name)
@@ -221,6 +234,11 @@ class CountingStore(WrapperStore):
         return body
 
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        if self.local_metadata and key.rsplit("/", 1)[-1] == "zarr.json":  # from the session's snapshot
+            try:
+                return await self._store.get(key, prototype, byte_range)
+            except Exception as exc:
+                raise self._failed(exc) from None
         async with self._slots():
             try:
                 buf = await self._store.get(key, prototype, byte_range)
@@ -228,6 +246,21 @@ class CountingStore(WrapperStore):
                 raise self._failed(exc) from None
             await self._account(len(buf) if buf is not None else 0)
         return buf
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """The keys under ``prefix``: one request (a bucket's LIST; its pages of 1,000
+        keys are not told apart), counted and charged as a GET of nothing."""
+        if not self.local_metadata:
+            await self._account(0)
+        async for key in self._store.list_prefix(prefix):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """The members of ``prefix``: one request, as :meth:`list_prefix`."""
+        if not self.local_metadata:
+            await self._account(0)
+        async for key in self._store.list_dir(prefix):
+            yield key
 
     async def get_partial_values(self, prototype: Any, key_ranges: Iterable[tuple[str, Any]]) -> list[Any]:
         key_ranges = list(key_ranges)

@@ -554,8 +554,9 @@ class IcechunkDestination:
 
                 store, key = object_store(self.location, self.storage_options)
                 return sum(size for _, size in list_keys(store, key))
-            from layoutkit.storage.local import disk_usage
             from pathlib import Path
+
+            from layoutkit.storage.local import disk_usage
 
             return disk_usage(Path(self.location))
         except Exception:  # noqa: BLE001 - a size is a nicety

@@ -34,12 +34,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -52,8 +49,6 @@ from layoutkit.errors import LayoutkitError, OutputExistsError
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layout import DESTINATION_KINDS, Layout
 from layoutkit.testing.s3 import BUCKET, S3Endpoint
-
-
 
 # -- test data, built in code ---------------------------------------------------------------
 

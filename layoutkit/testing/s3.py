@@ -94,7 +94,7 @@ class S3Endpoint:
             except OSError:
                 if time.monotonic() > deadline or self.process.poll() is not None:
                     self.close()
-                    raise RuntimeError(f"moto's S3 server did not start on {self.url}")
+                    raise RuntimeError(f"moto's S3 server did not start on {self.url}") from None
                 time.sleep(0.1)
         for bucket in buckets:
             urllib.request.urlopen(urllib.request.Request(f"{self.url}/{bucket}", method="PUT"), timeout=30)

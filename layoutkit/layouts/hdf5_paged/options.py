@@ -24,10 +24,12 @@ from layoutkit.options import (
     parse_size,
     size_parser,
     take_typed_values,
+    takes_command_names,
 )
 from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
 
+@takes_command_names
 @dataclass(frozen=True)
 class ReorderOptions:
     """Every choice ``reorder`` takes (the CLI and recipes build one).

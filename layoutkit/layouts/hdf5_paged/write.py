@@ -28,7 +28,7 @@ from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.libhdf5 import to_btree_index
-from layoutkit.hdf5.raw import SetReader, RawReader, open_reader
+from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
 from layoutkit.options import CompressorSpec

@@ -12,7 +12,6 @@ from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layout import Work
 from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter
-from layoutkit.zarr_plan import ConvertPlan
 from layoutkit.writers.zarr_convert import (
     ConvertSummary,
     CopyJob,
@@ -22,6 +21,7 @@ from layoutkit.writers.zarr_convert import (
     not_writable,
     sidecar,
 )
+from layoutkit.zarr_plan import ConvertPlan
 
 
 def begin(staged: Path, source: Path, inventory: Inventory, plan: ConvertPlan,

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from layoutkit.merging import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
 from layoutkit.formats import LAYOUT_ATTR, SIDECAR
 from layoutkit.layouts.shot_packed.spec import SHOTS_ARRAY
+from layoutkit.merging import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
 
 
 def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:

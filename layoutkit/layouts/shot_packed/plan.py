@@ -33,8 +33,8 @@ from layoutkit.layouts.shot_packed.spec import (
     index_doc_v3,
 )
 from layoutkit.plan import ArrayPlan, CopyTask, compile_template, names_plan, natural_key, plan_tasks, task_budget
-from layoutkit.zarr_plan import packable, plan_arrays
 from layoutkit.zarr_options import ConvertOptions
+from layoutkit.zarr_plan import packable, plan_arrays
 
 # inner chunks of a packed array: small enough that one signal's ranged read fetches
 # little more than the signal, large enough that a shot is a few hundred of them at most

@@ -27,9 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from layoutkit.merging import Merge, StoreDocs, join_list, merged_sidecar, natural, shot_keys, shots_in
 from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR, SIDECAR
-from layoutkit.merging import copy_rows, grown, new_chunk_keys, next_boundary
 from layoutkit.layouts.signal_major.spec import (
     ATTRS,
     DATA,
@@ -43,6 +41,19 @@ from layoutkit.layouts.signal_major.spec import (
     SHOTS_ARRAY,
     START,
     same_as_parts,
+)
+from layoutkit.merging import (
+    Merge,
+    StoreDocs,
+    copy_rows,
+    grown,
+    join_list,
+    merged_sidecar,
+    natural,
+    new_chunk_keys,
+    next_boundary,
+    shot_keys,
+    shots_in,
 )
 
 # the arrays of a part, longest name first (``same_as_shot`` before ``shot``)

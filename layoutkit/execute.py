@@ -14,32 +14,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError  # noqa: F401 - raised by the engines' callers' checks
+from layoutkit.options import parse_scheduler  # noqa: F401 - the engines' names, parsed with the options
 
 TaskFn = Callable[[Any, Any], int]
-
-
-def parse_scheduler(text: str) -> str:
-    """``serial``, ``threads``, ``processes`` or a dask scheduler address."""
-    raw = str(text).strip()
-    if raw in ("serial", "threads", "processes"):
-        return raw
-    if "://" in raw:  # an address: a host and a port (distributed's own error would come at run time)
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(raw)
-        try:
-            port = parts.port
-        except ValueError:
-            port = None
-        if parts.scheme == "inproc" or (parts.hostname and port is not None):
-            return raw
-        raise InvalidOptionError(f"Expected a dask.distributed scheduler address with a host and a port, such as "
-                                 f"tcp://host:8786. Got {text!r}.")
-    raise InvalidOptionError(
-        "Expected --scheduler threads, processes, serial, or a dask.distributed scheduler "
-        f"address such as tcp://host:8786. Got {text!r}."
-    )
 
 
 def run_serial(fn: TaskFn, job: Any, tasks: Sequence[Any], progress: Callable[[int], None]) -> None:

@@ -406,14 +406,31 @@ def _count(parse: Callable[[int], int], option: str) -> Callable[[Any], int]:
     return parsed
 
 
-def _parse_scheduler(text: Any) -> str:
-    from layoutkit.execute import parse_scheduler
+def parse_scheduler(text: str) -> str:
+    """``serial``, ``threads``, ``processes`` or a dask scheduler address."""
+    raw = str(text).strip()
+    if raw in ("serial", "threads", "processes"):
+        return raw
+    if "://" in raw:  # an address: a host and a port (distributed's own error would come at run time)
+        from urllib.parse import urlsplit
 
-    return parse_scheduler(text)
+        parts = urlsplit(raw)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if parts.scheme == "inproc" or (parts.hostname and port is not None):
+            return raw
+        raise InvalidOptionError(f"Expected a dask.distributed scheduler address with a host and a port, such as "
+                                 f"tcp://host:8786. Got {text!r}.")
+    raise InvalidOptionError(
+        "Expected --scheduler threads, processes, serial, or a dask.distributed scheduler "
+        f"address such as tcp://host:8786. Got {text!r}."
+    )
 
 
 RUN_PARSERS: dict[str, Callable[[Any], Any]] = {
-    "scheduler": _parse_scheduler,
+    "scheduler": parse_scheduler,
     "workers": _count(parse_workers, "--workers"),
     "memory_limit": size_parser("--memory-limit"),
     "batch_files": _count(parse_batch_files, "--batch-files"),

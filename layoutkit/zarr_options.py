@@ -4,6 +4,7 @@ zarr (the registry of layouts loads it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,11 @@ from layoutkit.options import (
     takes_command_names,
 )
 from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
+
+LAYOUT_CHECKS: list[Callable[[Any], Any]] = []
+"""Checks of ``ConvertOptions.layout`` that the registry of layouts installs when it loads
+(:mod:`layoutkit.layouts`; this core module cannot import it): ``layoutkit.ConvertOptions``
+comes with the registry, so an unknown layout is refused when the options are built."""
 
 DEFAULT_CHUNK_BYTES = 4 * 1024**2
 DEFAULT_MEMORY_LIMIT = 1024**3
@@ -103,12 +109,11 @@ class ConvertOptions:
         from layoutkit.errors import in_callers_words
 
         take_typed_values(self, ZARR_RECIPE_KEYS)  # compressor="lz4", chunks="auto", memory_limit="1GiB"...
-        from layoutkit.layouts import layout_for
-
-        try:
-            layout_for("convert", self)  # a layout convert writes, by its name or a former spelling
-        except InvalidOptionError as exc:
-            raise in_callers_words(exc) from None
+        for check in LAYOUT_CHECKS:  # a layout convert writes, by its name or a former spelling
+            try:
+                check(self)
+            except InvalidOptionError as exc:
+                raise in_callers_words(exc) from None
         if self.zarr_format == 2 and self.shards.mode != "none":  # it would shard nothing, and say nothing
             raise in_callers_words(InvalidOptionError(
                 f"Zarr format 2 has no shards: leave out --shards {self.shards}, or write --zarr-format 3."))
@@ -135,4 +140,4 @@ ZARR_RECIPE_KEYS: tuple[RecipeKey, ...] = (
 )
 
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_MEMORY_LIMIT", "ZARR_RECIPE_KEYS", "ConvertOptions"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_MEMORY_LIMIT", "LAYOUT_CHECKS", "ZARR_RECIPE_KEYS", "ConvertOptions"]

@@ -169,7 +169,7 @@ LAYERS = (
                   "layoutkit.archive", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes",
                   "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect",
                   "layoutkit.testing")),
-    ("face", ("layoutkit.cli", "layoutkit.__main__", "layoutkit")),
+    ("face", ("layoutkit.cli", "layoutkit.__main__", "layoutkit.api", "layoutkit")),
 )
 
 
@@ -300,8 +300,9 @@ def test_the_registry_loads_no_numpy_h5py_or_zarr() -> None:
 
 
 def test_convert_stays_the_function_when_its_module_is_imported_first() -> None:
-    """Importing the submodule layoutkit.convert before anyone asked for the function
-    (as a command does) does not put the module where the function belongs; and
+    """Importing the submodules layoutkit.convert, reorder, verify, advise and inspect
+    before anyone asked for the functions of those names (as a command does) does not
+    put the modules where the functions belong; and
     `layoutkit inspect`'s imports do not bring zarr, nor any layout's writer or reader
     (the registry's names and options, which the CLI's choices come from, are light)."""
     import subprocess
@@ -314,9 +315,13 @@ def test_convert_stays_the_function_when_its_module_is_imported_first() -> None:
         "parts = [m for m in sys.modules if m.startswith('layoutkit.layouts.') and m.count('.') == 3]\n"
         "assert parts and all(m.endswith(('.spec', '.options')) for m in parts), parts\n"
         "module = importlib.import_module('layoutkit.convert')\n"
-        "import layoutkit\n"
+        "for name in ('reorder', 'verify.run', 'advise.run', 'inspect.report'):\n"
+        "    importlib.import_module('layoutkit.' + name)\n"
+        "import layoutkit, layoutkit.api as api\n"
         "from layoutkit import convert, plan_convert, ConvertOptions\n"
-        "assert convert is module.convert and layoutkit.convert is module.convert\n"
+        "assert convert is api.convert and layoutkit.convert is api.convert\n"
+        "for name in ('reorder', 'verify', 'advise', 'inspect', 'append'):\n"
+        "    assert getattr(layoutkit, name) is getattr(api, name), name\n"
         "assert plan_convert is module.plan_convert and ConvertOptions is module.ConvertOptions\n"
         "layoutkit.__version__ = 'x'\n"  # other attributes are set as before
         "assert layoutkit.__version__ == 'x'\n"

@@ -116,7 +116,7 @@ def test_commands_find_their_layouts_in_the_registry() -> None:
     assert layout_for("convert", ConvertOptions(layout="signal-major")).name == "signal-major"
     assert layout_for("reorder", ReorderOptions(by="signal")).name == "hdf5-paged"
     assert [layout.name for layout in layouts_of("export")] == ["npy-folder"]
-    with pytest.raises(InvalidOptionError, match="Expected --layout shot-major, signal-major, shot-packed or virtual. Got 'diagonal'"):
+    with pytest.raises(InvalidOptionError, match="Expected layout shot-major, signal-major, shot-packed or virtual. Got 'diagonal'"):
         layout_for("convert", ConvertOptions(layout="diagonal"))
     # recipe targets come from the layouts: both Zarr layouts share one target and its keys
     assert targets()["zarr"].options_class is ConvertOptions

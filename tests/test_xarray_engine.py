@@ -196,6 +196,7 @@ def test_a_group_costs_the_same_whatever_the_number_of_shots(tmp_path, monkeypat
 
     if node_by_node:
         monkeypatch.setattr(zarr_reader, "ROOT_HEAD_BYTES", 512)
+        monkeypatch.setattr(zarr_reader, "ROOT_WHOLE_BYTES", 512)
     costs: dict[str, list[int]] = {}
     for shots in (4, 12):
         src = _small_archive(tmp_path / f"a{shots}.h5", shots)
@@ -229,6 +230,7 @@ def test_a_shot_major_store_read_node_by_node_reads_as_read_whole(variants, monk
     with layoutkit.open(found["shot-major"]) as whole:
         want = {shot: whole.shot(shot) for shot in whole.shots}
     monkeypatch.setattr(zarr_reader, "ROOT_HEAD_BYTES", 1024)
+    monkeypatch.setattr(zarr_reader, "ROOT_WHOLE_BYTES", 1024)
     for shot, tree in want.items():
         with layoutkit.open(found["shot-major"]) as archive:
             assert archive._shallow

@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any
 
+from layoutkit import zarr_options as _zarr_options
 from layoutkit.errors import InvalidOptionError, UnknownLayoutError
 from layoutkit.layout import Layout
 from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major, virtual
@@ -95,6 +96,12 @@ LAYOUTS: MutableMapping[str, Layout] = _Registry(
     (layout.name, layout)
     for layout in (shot_major.LAYOUT, signal_major.LAYOUT, shot_packed.LAYOUT, hdf5_paged.LAYOUT, virtual.LAYOUT)
 )
+
+def _check_convert_layout(options: Any) -> None:
+    layout_for("convert", options)
+
+
+_zarr_options.LAYOUT_CHECKS.append(_check_convert_layout)  # ConvertOptions refuses an unknown layout when built
 
 DEFAULT_ZARR_LAYOUT = shot_major.LAYOUT.name
 """The layout of a Zarr store that records none (:data:`~layoutkit.formats.LAYOUT_ATTR`)."""

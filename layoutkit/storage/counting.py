@@ -247,6 +247,15 @@ class CountingStore(WrapperStore):
             await self._account(len(buf) if buf is not None else 0)
         return buf
 
+    async def getsize(self, key: str) -> int:
+        """An object's size: one request (a HEAD), counted as a GET of nothing."""
+        if not self.local_metadata:
+            await self._account(0)
+        try:
+            return await self._store.getsize(key)
+        except Exception as exc:
+            raise self._failed(exc) from None
+
     async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
         """The keys under ``prefix``: one request (a bucket's LIST; its pages of 1,000
         keys are not told apart), counted and charged as a GET of nothing."""

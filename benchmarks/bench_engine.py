@@ -64,8 +64,9 @@ def write_archive(path: Path, shots: int) -> None:
                 d.attrs["units"] = "V"
 
 
-def build(work: Path, shots: int, layouts: list[str]) -> dict[str, str]:
-    """The source and its variants (written once per size, kept between runs)."""
+def build(work: Path, shots: int, layouts: list[str], write: bool = True) -> dict[str, str]:
+    """The source and its variants (written once per size, kept between runs; with
+    ``write`` False, only those written already)."""
     src = work / f"engine-{shots}.h5"
     if not src.exists():
         print(f"writing {src} ...", flush=True)
@@ -84,6 +85,9 @@ def build(work: Path, shots: int, layouts: list[str]) -> dict[str, str]:
             dest = work / f"engine-{shots}-{layout}.{'icechunk' if layout == 'virtual' else 'zarr'}"
             cmd = ["convert", str(src), str(dest), "--layout", layout]
             found[layout] = f"icechunk:{dest}" if layout == "virtual" else str(dest)
+        if not dest.exists() and not write:
+            del found[layout]
+            continue
         if not dest.exists():
             print(f"  {' '.join(cmd[:1] + cmd[3:])} -> {dest.name} ...", flush=True)
             t0 = time.perf_counter()
@@ -169,10 +173,10 @@ def report(results: dict[int, dict[str, dict[str, float]]], command: str) -> str
     first = results[sizes[0]]
     for name in [k for k in first if k != "references"]:
         for read in first[name]:
-            cells = [f"{results[n].get(name, {}).get(read, float('nan')):.3f} s" for n in sizes]
+            cells = [f"{results[n][name][read]:.3f} s" if read in results[n].get(name, {}) else "-" for n in sizes]
             lines.append(f"| {read} | {name} | " + " | ".join(cells) + " |")
     for ref in first["references"]:
-        cells = [f"{results[n]['references'].get(ref, float('nan')):.3f} s" for n in sizes]
+        cells = [f"{results[n]['references'][ref]:.3f} s" if ref in results[n]["references"] else "-" for n in sizes]
         lines.append(f"| {ref} | (reference) | " + " | ".join(cells) + " |")
     zarr = "engine=zarr, shot-major store"
     lines += ["", "open_dataset(group=SHOT/SIGNAL) as a ratio to engine=zarr opening the same signal "
@@ -194,7 +198,8 @@ def plot(results: dict[int, dict[str, dict[str, float]]], path: Path) -> None:
     sizes = sorted(results)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in [k for k in results[sizes[0]] if k != "references"]:
-        ax.plot(sizes, [results[n][name]["open_dataset(group=SHOT/SIGNAL)"] for n in sizes], marker="o", label=name)
+        have = [n for n in sizes if name in results[n]]
+        ax.plot(have, [results[n][name]["open_dataset(group=SHOT/SIGNAL)"] for n in have], marker="o", label=name)
     for ref, style in (("engine=zarr, shot-major store", "k--"), ("engine=h5netcdf, source", "k:")):
         if all(ref in results[n]["references"] for n in sizes):
             ax.plot(sizes, [results[n]["references"][ref] for n in sizes], style, label=ref)
@@ -214,6 +219,7 @@ def main() -> None:
     parser.add_argument("--layouts", default="all", help="comma-separated, from: " + ", ".join(LAYOUTS))
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-build", action="store_true", help="measure only the variants written already")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     layouts = list(LAYOUTS) if args.layouts == "all" else ["source", *args.layouts.split(",")]
@@ -222,7 +228,7 @@ def main() -> None:
     results: dict[int, dict[str, dict[str, float]]] = {}
     for n in sizes:
         print(f"{n:,} shots", flush=True)
-        found = build(args.workdir, n, [x for x in layouts if x != "source"])
+        found = build(args.workdir, n, [x for x in layouts if x != "source"], write=not args.no_build)
         results[n] = measure(found, n, args.repeat, whole_tree=n == min(sizes))
     command = "benchmarks/bench_engine.py " + " ".join(sys.argv[1:])
     OUT.mkdir(exist_ok=True)

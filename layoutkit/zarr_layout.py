@@ -28,8 +28,9 @@ class ZarrLayout(Layout):
     recipe_keys = ZARR_RECIPE_KEYS
     consolidates = True
     """Whether the store's root gets consolidated metadata (with ``--consolidate``, the
-    default). A destination that lists its nodes itself (Icechunk's snapshot) needs none:
-    there it would only grow the root's document with the archive."""
+    default). The virtual layout keeps it in Icechunk too: without it, reading every
+    node's document from an Icechunk session took 10 s for 1,000 shots of 5 signals
+    (a document a GET through its Python bridge), where the consolidated root takes 0.2 s."""
 
     def default_options(self) -> ConvertOptions:
         return ConvertOptions(layout=self.name)

@@ -29,7 +29,6 @@ class Virtual(ZarrLayout):
     package = __name__
     destinations = ("icechunk",)
     rewrites = False
-    consolidates = False  # Icechunk's snapshot lists every node: a root that lists them too would grow with the shots
     description = "no copy: an Icechunk repository of references to the sources' chunks (shot-major hierarchy)"
 
     def appendable(self, recorded: dict) -> bool:

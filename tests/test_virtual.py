@@ -305,3 +305,20 @@ def test_no_source_is_read_whole_to_be_recorded(shot_files, tmp_path, monkeypatc
     assert again.exit_code == 0 and "nothing to append" in again.output
     records = store_log(f"icechunk:{repo}").records
     assert len(records) == 5 and all(r["digest"].startswith("version:") for r in records), records
+
+
+def test_a_source_whose_path_needs_escaping_in_its_url_reads_back(tmp_path):
+    """A source's URL escapes its path (``=`` -> ``%3D``, a space -> ``%20``); the merged
+    read opens the file the URL names, not a path with the escapes in it (advise's work
+    folder ``work-signal=1`` once made every virtual read "changed since referenced")."""
+    folder = tmp_path / "runs a=1"
+    folder.mkdir()
+    src = folder / "s.h5"
+    write_sample(src, shots=3, signals=2, seed=2)
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", src, repo, "--layout", "virtual").exit_code == 0
+    with layoutkit.open(f"icechunk:{repo}") as store, h5py.File(src) as h5:
+        assert store.merged_reads
+        series = store.signal("ip")
+        for shot in h5["shots"]:
+            np.testing.assert_array_equal(series[shot].values, h5[f"shots/{shot}/signals/ip"][...])

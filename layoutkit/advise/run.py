@@ -190,6 +190,7 @@ class Trial:
     predicted_build_seconds: float = 0.0  # writing it from the whole source, extended from the samples
     weighted_uncertainty: float = 0.0  # seconds either side of weighted_seconds
     weighted_requests: float = 0.0
+    weighted_bytes_read: float = 0.0  # bytes a weighted pattern run reads at full size
     seconds_spent: float = 0.0
     weighted_seconds: float = float("inf")
 
@@ -217,10 +218,12 @@ class AdviseResult:
     def ranked(self) -> list[Trial]:
         """Fastest first; but the candidates whose predictions are within the fastest's
         uncertainty (:attr:`tied`) come first among themselves by requests, then bytes
-        stored: a difference inside the noise decides nothing."""
+        read, then bytes stored: a difference inside the noise decides nothing, and the
+        counts do not depend on the run."""
         by_time = sorted((t for t in self.trials if t.status == "measured"), key=lambda t: t.weighted_seconds)
         tied = self.tied
-        return [*sorted(tied, key=lambda t: (t.weighted_requests, t.predicted_bytes, t.weighted_seconds)),
+        return [*sorted(tied, key=lambda t: (round(t.weighted_requests), round(t.weighted_bytes_read, -3),
+                                             t.predicted_bytes, t.weighted_seconds)),
                 *(t for t in by_time if t not in tied)]
 
     @property
@@ -243,13 +246,17 @@ class AdviseResult:
         first, runner = ranked[0], ranked[1]
         return (f"{len(tied)} candidates are predicted within the uncertainty of the fastest "
                 f"({', '.join(f'{t.name} {t.weighted_seconds:.3g} ± {t.weighted_uncertainty:.2g} s' for t in tied[:4])}"
-                f"{', ...' if len(tied) > 4 else ''}): they are ranked by requests, then by bytes stored, so "
-                f"{first.name} ({first.weighted_requests:,.0f} GETs, {format_size(first.predicted_bytes)}) comes before "
-                f"{runner.name} ({runner.weighted_requests:,.0f} GETs, {format_size(runner.predicted_bytes)}).")
+                f"{', ...' if len(tied) > 4 else ''}): they are ranked by requests, then by bytes read, then by "
+                f"bytes stored, so {first.name} ({_counts(first)}) comes before {runner.name} ({_counts(runner)}).")
 
     @property
     def recommended(self) -> Trial:
         return self.ranked[0]
+
+
+def _counts(trial: Trial) -> str:
+    return (f"{trial.weighted_requests:,.0f} GETs reading {format_size(trial.weighted_bytes_read)}, "
+            f"{format_size(trial.predicted_bytes)} stored")
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -389,6 +396,7 @@ def advise(
             t.weighted_seconds = weighted({p: f.prediction.seconds for p, f in t.patterns.items()}, weights)
             t.weighted_uncertainty = weighted({p: f.uncertainty for p, f in t.patterns.items()}, weights)
             t.weighted_requests = weighted({p: f.prediction.requests for p, f in t.patterns.items()}, weights)
+            t.weighted_bytes_read = weighted({p: f.prediction.bytes for p, f in t.patterns.items()}, weights)
         items = {p.pattern: [str(i) for i in p.items] for p in bench.plans if p.pattern in ("shot", "signal")}
         return AdviseResult(str(src), options, weights, bench.unit, bench.scales, bench.reads, done,
                             clock.now() - clock.start, not_tried, items)
@@ -767,6 +775,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
             "weighted_seconds": None if t.status != "measured" else t.weighted_seconds,
             "weighted_uncertainty": None if t.status != "measured" else t.weighted_uncertainty,
             "weighted_requests": None if t.status != "measured" else t.weighted_requests,
+            "weighted_bytes_read": None if t.status != "measured" else t.weighted_bytes_read,
             "patterns": {
                 p: {
                     "predicted": {**asdict(f.prediction), "seconds": f.prediction.seconds,
@@ -796,6 +805,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         "tied": [t.name for t in result.tied] if len(result.tied) > 1 else [],
         "tie_note": result.tie_note(),
         "runner_up": ranked[1].name if len(ranked) > 1 else None,
+        "ranking": [t.name for t in ranked],
         "not_tried": result.not_tried,
         "candidates": trials,
     }  # fmt: skip

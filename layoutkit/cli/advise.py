@@ -121,7 +121,7 @@ def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazi
     title = (
         f"advise: {Path(result.source).name}, predicted at full size ({scale(result.scales[2])} {unit}; samples of "
         f"{scale(result.scales[0])} and {scale(result.scales[1])}), {o.latency * 1e3:g} ms latency, {o.workers} "
-        f"workers, K={result.reads}; best first (within the uncertainty of the fastest: fewest requests first, then fewest bytes)"
+        f"workers, K={result.reads}; best first (within the uncertainty of the fastest: fewest requests first, then fewest bytes read, then stored)"
     )
     t = Table(title=title, title_justify="left")
     t.add_column("#", justify="right")

@@ -127,6 +127,14 @@ def source_url(source: Any) -> str:
     return Path(source).resolve().as_uri()
 
 
+def local_path(url: str) -> str:
+    """The path of a ``file://`` URL made by :func:`source_url` (``Path.as_uri`` escapes
+    characters such as ``=`` and spaces: ``%3D``, ``%20``)."""
+    from urllib.parse import unquote
+
+    return unquote(url.removeprefix("file://"))
+
+
 def container_prefix(url: str) -> str:
     """The virtual chunk container that holds ``url``: its top folder for a local file
     (``file:///data/``: Icechunk wants a path in the prefix), or ``s3://BUCKET/``."""
@@ -313,7 +321,7 @@ def source_changed(url: str) -> Exception:
     """The error of a read that found the source ``url`` changed since it was referenced."""
     from layoutkit.errors import SourceChangedError
 
-    where = url.removeprefix("file://") if url.startswith("file://") else url
+    where = local_path(url) if url.startswith("file://") else url
     return SourceChangedError(f"{where} changed since it was referenced (a virtual store reads its chunks where "
                               "they lie); re-run convert --layout virtual on it.")
 
@@ -564,4 +572,4 @@ class IcechunkDestination:
 
 
 __all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "add_containers", "authorisation", "reached", "set_refs",
-           "VirtualSource", "changed_source", "source_changed", "virtual_source", "container_prefix", "is_icechunk", "parse", "readonly_store", "sidecar_in", "source_url"]
+           "VirtualSource", "changed_source", "source_changed", "virtual_source", "container_prefix", "is_icechunk", "local_path", "parse", "readonly_store", "sidecar_in", "source_url"]

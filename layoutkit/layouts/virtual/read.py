@@ -31,7 +31,7 @@ from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME
 from layoutkit.readers.zarr_ import ZarrArchive
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
-from layoutkit.storage.icechunk_repo import VirtualSource, source_changed, virtual_source
+from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
 from layoutkit.storage.refindex import RefIndex
 
 
@@ -143,7 +143,7 @@ class _File:
             raise
 
     def _read_local(self, offset: int, length: int) -> bytes:
-        path = self.url.removeprefix("file://")
+        path = local_path(self.url)
         try:
             with open(path, "rb") as f:
                 if not self._checked:  # as Icechunk checks: not modified after it was referenced

@@ -35,6 +35,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 from common import HERE
+
 from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options, upload
 
 BUCKET = "index"

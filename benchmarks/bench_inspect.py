@@ -69,6 +69,7 @@ def main() -> None:
 def _stages(src: Path) -> dict[str, float]:
     """inspect in this process (one process, no walkers), whole and without the scales'
     contents in turn."""
+    from layoutkit.inspect import hdf5 as li
     from layoutkit.inspect import inspect_path
 
     def timed() -> float:

@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 
 from common import HERE, PY, parse_args, sample, timed
-from layoutkit.testing.s3 import SeaweedFS, storage_options, upload
 
-from layoutkit.testing.faults import FaultyBucket
 from layoutkit.options import parse_size
+from layoutkit.testing.faults import FaultyBucket
+from layoutkit.testing.s3 import SeaweedFS, storage_options, upload
 
 MiB = 1024**2
 DEFAULT_BUDGET = 1024 * MiB

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 from common import HERE, LAYOUTKIT, PY, parse_args, print_timings, sample, timed
+
 from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options, upload
 
 MiB = 1024**2

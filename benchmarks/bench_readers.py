@@ -53,6 +53,7 @@ import time
 from pathlib import Path
 
 from common import HERE, PY, parse_args, sample
+
 from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options, upload
 
 MiB = 1024**2

@@ -24,6 +24,7 @@ import sys
 import time
 
 from common import HERE, PY, parse_args, sample
+
 from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options
 
 MiB = 1024**2

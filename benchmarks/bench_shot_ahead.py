@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import PY, parse_args, sample
+
 from layoutkit.testing.s3 import DelayProxy, SeaweedFS, storage_options
 
 BUCKET = "bench"

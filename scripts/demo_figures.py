@@ -63,7 +63,8 @@ def main(demo: Path) -> None:
         text = page.read_text()
         if not BLOCK.search(text):
             raise SystemExit(f"{page} has no <!-- demo-figures --> block")
-        page.write_text(BLOCK.sub(lambda m: m.group(1) + page_block(page, stored) + m.group(3), text))
+        block = page_block(page, stored)
+        page.write_text(BLOCK.sub(lambda m, block=block: m.group(1) + block + m.group(3), text))
         print(f"wrote {page.relative_to(ROOT)}")
 
 

@@ -14,10 +14,10 @@ import layoutkit
 from layoutkit.archiving import batches
 from layoutkit.cli import app
 from layoutkit.hdf5 import combined
-from layoutkit.storage.editing import store_log
 from layoutkit.layouts import get_layout, layouts_of
 from layoutkit.sample import write_sample
 from layoutkit.storage import SourceSet
+from layoutkit.storage.editing import store_log
 from layoutkit.testing import assert_same_values
 from layoutkit.verify.equality import compare_set
 from layoutkit.zarr_options import ConvertOptions

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 import layoutkit
 from layoutkit.cli import app
 from layoutkit.errors import LayoutkitError
-from layoutkit.testing.faults import FAULTS, FaultyBucket, every, nth
 from layoutkit.sample import write_sample
 from layoutkit.storage.retry import RETRIES
 from layoutkit.testing import S3Endpoint
+from layoutkit.testing.faults import FAULTS, FaultyBucket, every, nth
 from layoutkit.verify.equality import compare_variant
 
 BUCKET = "faulty"

@@ -30,11 +30,11 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
-from layoutkit.testing.strategies import files, write
 from hypothesis import HealthCheck, example, given, settings
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
+from layoutkit.testing.strategies import files, write
 from layoutkit.verify.equality import compare_variant
 
 runner = CliRunner()

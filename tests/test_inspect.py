@@ -375,8 +375,8 @@ def test_walkers_report_what_one_process_reports(case: str, shot_file: Path, har
     one, field for field: counts, codecs, histogram, missing filters, netCDF-4's hints on
     the first datasets, scales and their duplicates; and the walkers did read the
     datasets."""
-    from layoutkit.inspect import hdf5 as inspect_module
     from layoutkit.hdf5.walkers import Walkers
+    from layoutkit.inspect import hdf5 as inspect_module
 
     src = shot_file if case == "sample" else hard_cases[case]
     if case == "netcdf4":  # as older netCDF-C wrote it: only its variables' attributes say what it is

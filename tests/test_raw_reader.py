@@ -11,9 +11,8 @@ import pytest
 from conftest import realdata_files
 
 from layoutkit.errors import RawReadFallback
-
-from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.filters import can_read_raw
+from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.raw import RawReader, _ChunkIndex
 
 FILTER_FILES = [p for p in realdata_files() if p.name in ("bitshuffle_datasets.hdf5", "lz4_datasets.hdf5")]

@@ -48,6 +48,8 @@ demo-figures:
 	$(PY) scripts/demo_figures.py $(DEMO)
 
 test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest -n 2 -q
 
 bench: $(STAMP)

@@ -28,8 +28,17 @@ if _started_as_the_command():
     _signal.signal(_signal.SIGTERM, _quiet_exit)
 
 import types as _types  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 from layoutkit.errors import LayoutkitError  # noqa: E402
+
+if TYPE_CHECKING:  # what _LAZY imports on first use, for type checkers and editors
+    from layoutkit.api import advise, append, convert, inspect, reorder, verify
+    from layoutkit.archive import Archive
+    from layoutkit.archive import open_archive as open
+    from layoutkit.convert import ConvertOptions, plan_convert
+    from layoutkit.layouts.hdf5_paged.options import ReorderOptions
+    from layoutkit.reorder import plan_reorder
 
 # The public API is imported on first use (PEP 562), so that every command starts with
 # only what it needs: convert brings the layouts and zarr (0.16 s), layoutkit.open

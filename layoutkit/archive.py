@@ -33,6 +33,7 @@ import h5py
 from layoutkit.errors import LayoutkitError, SourceNotFoundError, UnknownLayoutError, says_it_in_python
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts import detect
+from layoutkit.options import ZarrFormat
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.combined import CombinedArchive, expand_sources, is_source_set
@@ -86,7 +87,7 @@ def open_archive(
     NotAnArchiveError
         When the path does not exist or is neither HDF5 nor Zarr.
     """
-    if is_source_set(path):
+    if not isinstance(path, (str, os.PathLike)) or is_source_set(path):
         return _open_set(expand_sources(path, storage_options), template, model, page_buffer, sleep, storage_options)
     if isinstance(path, str) and path.startswith("file://"):  # a local path, as the commands take it
         path = path.removeprefix("file://")
@@ -139,12 +140,13 @@ def _open_zarr(where: Any, root: Any, template: str, model: LatencyModel | None,
     return layout.open(where, template=template, model=model, sleep=sleep, root=root)
 
 
-def zarr_format_at(store: Any, formats: tuple[int, ...] = (3, 2)) -> int | None:
+def zarr_format_at(store: Any, formats: tuple[ZarrFormat, ...] = (3, 2)) -> ZarrFormat | None:
     """3 or 2 when an obstore store (rooted at a Zarr store) has a root document of one
     of ``formats``, else None."""
     import obstore
 
-    for name, fmt in (("zarr.json", 3), (".zgroup", 2)):
+    documents: tuple[tuple[str, ZarrFormat], ...] = (("zarr.json", 3), (".zgroup", 2))
+    for name, fmt in documents:
         if fmt not in formats:
             continue
         try:
@@ -178,7 +180,7 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
         base = bucket_zarr_store(prefixed, read_only=True)
         # one GET tells a v3 store and brings its root document (a HEAD first cost a round trip more)
         document = root_head(counting_store(url, model, counter, sleep, base))
-        fmt = 3 if document is not None else zarr_format_at(prefixed, formats=(2,))
+        fmt: ZarrFormat | None = 3 if document is not None else zarr_format_at(prefixed, formats=(2,))
     except FileNotFoundError:
         fmt = None
     except LayoutkitError:  # one sentence already (storage options that set up no store)
@@ -192,7 +194,7 @@ def _open_url(url: str, template: str, model: LatencyModel | None, page_buffer: 
     return _zarr_archive(url, base, fmt, template, model, sleep, counter, document)
 
 
-def _zarr_archive(url: str, base: Any, fmt: int, template: str, model: LatencyModel | None, sleep: Any,
+def _zarr_archive(url: str, base: Any, fmt: ZarrFormat, template: str, model: LatencyModel | None, sleep: Any,
                   counter: Counter | None = None, document: Any = None) -> Archive:
     """The archive of the layout a Zarr store (over the zarr store ``base``) records;
     ``document``: its root ``zarr.json`` when already fetched (counted in ``counter``)."""

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from layoutkit.hdf5.scales import ScaleDigest
     from layoutkit.options import RecipeKey
     from layoutkit.readers.base import Archive
-    from layoutkit.storage import Destination
+    from layoutkit.storage import Destination, Source
 
 DESTINATION_KINDS = ("local", "bucket", "icechunk")
 """Where an output can be written: a local path, an object-store URL, an Icechunk repository."""
@@ -143,7 +143,7 @@ class Layout(ABC):
         ``scale_digests``: the fingerprints of the scales under :meth:`scale_template`."""
         return self.part("plan").plan(inventory, options, scale_digests, dest)
 
-    def begin(self, staged: Any, source: Path, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
+    def begin(self, staged: Any, source: Source, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
         """Create the output's skeleton at ``staged`` (root attributes ``attrs`` included)
         and return the work that fills it. ``staged`` is a local path for an ``output`` of
         "file"; for "store", a path or a key-value target (:func:`layoutkit.storage.as_kv`)."""
@@ -156,7 +156,7 @@ class Layout(ABC):
         if finish is not None:
             finish(work, staged, plan)
 
-    def summarize(self, source: Path, dest: Destination, inventory: Inventory, plan: Any, work: Work,
+    def summarize(self, source: Source, dest: Destination, inventory: Inventory, plan: Any, work: Work,
                   seconds: float) -> Any:
         """The command's summary of a finished run."""
         return self.part("write").summarize(source, dest, inventory, plan, work, seconds)

@@ -156,11 +156,12 @@ def text_list(name: str, values: list[str], like: dict[str, Any]) -> tuple[dict[
     meta = json.loads(json.dumps(like))
     meta["shape"] = [len(values)]
     meta["chunk_grid"]["configuration"]["chunk_shape"] = [max(1, len(values))]
-    store = MemoryStore()
+    held: dict[str, Any] = {}
+    store = MemoryStore(held)
     sync(store.set(f"{name}/zarr.json", default_buffer_prototype().buffer.from_bytes(json.dumps(meta).encode())))
     if values:
         zarr.open_array(store, path=name, mode="r+")[:] = values
-    objects = {k: v.to_bytes() for k, v in store._store_dict.items()}
+    objects = {k: v.to_bytes() for k, v in held.items()}
     return meta, objects
 
 
@@ -176,7 +177,7 @@ def read_list(docs: StoreDocs, name: str, meta: dict[str, Any]) -> list[str]:
         data = json.dumps(meta).encode() if key.endswith("zarr.json") else docs.get(key)
         if data is not None:
             sync(store.set(key, default_buffer_prototype().buffer.from_bytes(data)))
-    return [str(v) for v in zarr.open_array(store, path=name, mode="r")[:]]
+    return [str(v) for v in np.asarray(zarr.open_array(store, path=name, mode="r")[:])]
 
 
 def join_list(old: StoreDocs, new: StoreDocs, root: dict[str, Any], staged: dict[str, Any], field: str, base: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias, TypeVar, get_args
 
 from layoutkit.errors import InvalidOptionError
 
@@ -67,6 +67,12 @@ def format_size(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+ZarrFormat: TypeAlias = Literal[2, 3]
+"""The Zarr format versions layoutkit writes and reads."""
+
+BloscCname: TypeAlias = Literal["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
+
+
 @dataclass(frozen=True)
 class CompressorSpec:
     """A compressor choice, independent of the target format.
@@ -76,8 +82,19 @@ class CompressorSpec:
 
     name: str
     level: int | None = None
-    cname: str | None = None
+    cname: BloscCname | None = None
     shuffle: bool = False
+
+    @property
+    def codec_level(self) -> int:
+        """The level a codec that takes one (zstd, gzip, blosc) is given: the one chosen,
+        else the codec's default."""
+        return self.level if self.level is not None else _LEVELS[self.name][2] or 0
+
+    @property
+    def blosc_cname(self) -> BloscCname:
+        """Blosc's inner codec: the one chosen, else lz4."""
+        return self.cname or "lz4"
 
     def __str__(self) -> str:
         if self.name in ("none", "source"):
@@ -90,15 +107,15 @@ class CompressorSpec:
 
 # "source": keep each dataset's own encoding, copying its stored chunks (convert only)
 COMPRESSORS = ("none", "zstd", "gzip", "lz4", "lzf", "blosc", "source")
-_LEVELS = {"zstd": (1, 22, 3), "gzip": (0, 9, 4), "blosc": (0, 9, 5), "lz4": (None, None, None)}
-_BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "zlib", "zstd")
+_LEVELS: dict[str, tuple[int | None, int | None, int | None]] = {"zstd": (1, 22, 3), "gzip": (0, 9, 4), "blosc": (0, 9, 5), "lz4": (None, None, None)}
+_BLOSC_CNAMES: tuple[BloscCname, ...] = get_args(BloscCname)
 
 
 def _parse_level(name: str, text: str | None) -> int | None:
     lo, hi, default = _LEVELS.get(name, (None, None, None))
     if text is None or text == "":
         return default
-    if lo is None:
+    if lo is None or hi is None:
         raise InvalidOptionError(f"Compressor {name} takes no level. Got {name}:{text}.")
     try:
         level = int(text)
@@ -443,12 +460,15 @@ COMMAND_NAMES = {"chunk_size": "chunk_bytes"}
 take the command's name too (``ConvertOptions(chunk_size="8MiB")``, as ``--chunk-size``)."""
 
 
-def takes_command_names(cls: type) -> type:
+_Options = TypeVar("_Options", bound=type)
+
+
+def takes_command_names(cls: _Options) -> _Options:
     """An options dataclass whose constructor also takes the command's names of its fields
     (:data:`COMMAND_NAMES`), and which has them as read-only attributes."""
     import functools
 
-    init = cls.__init__
+    init = cls.__dict__["__init__"]  # the dataclass's own
 
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -459,10 +479,17 @@ def takes_command_names(cls: type) -> type:
                 kwargs[field_name] = kwargs.pop(name)
         init(self, *args, **kwargs)
 
-    cls.__init__ = __init__  # type: ignore[misc]
+    setattr(cls, "__init__", __init__)  # noqa: B010 - a class's __init__ is not assigned as an attribute
     for name, field_name in COMMAND_NAMES.items():
-        setattr(cls, name, property(lambda self, f=field_name: getattr(self, f), doc=f"``{field_name}``, by its command's name."))
+        setattr(cls, name, _alias(field_name))
     return cls
+
+
+def _alias(field_name: str) -> property:
+    def get(self: Any) -> Any:
+        return getattr(self, field_name)
+
+    return property(get, doc=f"``{field_name}``, by its command's name.")
 
 
 def take_typed_values(options: Any, keys: Sequence[RecipeKey]) -> None:

@@ -34,7 +34,6 @@ import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from layoutkit import __version__
@@ -52,11 +51,12 @@ from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.hdf5.scale_reads import read_scale_digests
+from layoutkit.hdf5.scales import ScaleDigest
 from layoutkit.layout import Layout, Work
 from layoutkit.memory import settled_heap
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages
-from layoutkit.storage import DESTINATIONS, Destination, ObjectSource, SourceSet, as_kv, as_sources, destination
+from layoutkit.storage import Destination, ObjectSource, Source, SourceSet, as_kv, as_sources, destination
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, new_entry
 from layoutkit.storage.sources import source_records
 
@@ -106,8 +106,8 @@ def provenance_attrs(layout: Layout | type[Layout], options: Any,
 
 
 def plan(
-    layout: Layout, src: str | os.PathLike, dst: str | os.PathLike, options: Any, inventory: Inventory | None = None,
-    stages: Stages | None = None,
+    layout: Layout, src: str | os.PathLike[str] | Source, dst: str | os.PathLike[str], options: Any,
+    inventory: Inventory | None = None, stages: Stages | None = None,
 ) -> tuple[Inventory, Any]:
     """Walk the source (unless ``inventory`` is given) and plan ``layout``; writes nothing.
     ``stages`` gets the time of the walk (``inventory``), the scales' fingerprints
@@ -119,20 +119,20 @@ def plan(
         A source that cannot be read, an option that does not fit the file, a dataset
         the layout cannot carry.
     """
-    src = sources_of(src, options)
-    options = io_options(options, src)
+    source = sources_of(src, options)
+    options = io_options(options, source)
     stages = stages or Stages()
     with stages.active():
         if inventory is None:
             with stages.step("inventory"):
                 workers = getattr(options, "workers", 1)
-                inventory = walk_sources(src, workers, file_mapper(getattr(options, "scheduler", "threads"), workers))
+                inventory = walk_sources(source, workers, file_mapper(getattr(options, "scheduler", "threads"), workers))
         refuse_unsupported(inventory, options, layout.format)
         template = layout.scale_template(options)
-        digests = {}
+        digests: dict[str, ScaleDigest] = {}
         if template:
             with stages.step("scales"):
-                digests = read_scale_digests(src, inventory, template)
+                digests = read_scale_digests(source, inventory, template)
         with stages.step("plan"):
             planned = layout.plan(inventory, options, digests, dest=str(dst))
         say_fallbacks(inventory, layout.format)  # once the run is certain: a refusal is its one sentence
@@ -172,8 +172,8 @@ def refuse_unsupported(inventory: Inventory, options: Any, output: str) -> None:
 
 def run(
     layout: Layout,
-    src: str | os.PathLike | ObjectSource,
-    dst: str | os.PathLike | Destination,
+    src: str | os.PathLike[str] | Source,
+    dst: str | os.PathLike[str] | Destination,
     options: Any,
     progress: Progress | None = None,
     planned: tuple[Inventory, Any] | None = None,
@@ -209,7 +209,7 @@ def run(
     if planned is None:
         with stages.step("inventory"):
             check_source(source)
-    dest = dst if isinstance(dst, DESTINATIONS) else destination_for(layout, dst)
+    dest = destination_for(layout, dst) if isinstance(dst, (str, os.PathLike)) else dst
     check_destination(dest, options, layout)
     inventory, the_plan = planned or plan(layout, source, str(dest), options, stages=stages)
     report = progress or (lambda n: None)
@@ -283,13 +283,13 @@ def check_destination(dest: Destination, options: Any, layout: Layout | None = N
     dest.check(getattr(options, "overwrite", False))
 
 
-def sources_of(given: Any, options: Any) -> Path | ObjectSource | SourceSet:
+def sources_of(given: Any, options: Any) -> Source:
     """What a run reads: one source, or several as one archive (a list, a glob: a
     :class:`~layoutkit.storage.SourceSet` under the options' template)."""
     return as_sources(given, getattr(options, "template", DEFAULT_TEMPLATE))
 
 
-def io_options(options: Any, source: Path | ObjectSource | SourceSet) -> Any:
+def io_options(options: Any, source: Source) -> Any:
     """``options`` with at least :data:`REMOTE_THREADS` thread workers when the source is
     in a bucket (the threads engine only: processes and clusters keep ``--workers``)."""
     members = source.members if isinstance(source, SourceSet) else (source,)

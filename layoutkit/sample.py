@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -561,7 +562,7 @@ def _waveform_parameters(rng: np.random.Generator) -> dict[str, float]:
 # long: one case per signal family, each a few lines of its physics; as functions they would be a dozen
 # functions of the same four arguments, read one after another anyway.
 def _normalised_waveform(
-    layout: _SignalLayout, shot: _ShotConditions, params: dict[str, float], t: np.ndarray
+    layout: _SignalLayout, shot: _ShotConditions, params: dict[str, Any], t: np.ndarray
 ) -> np.ndarray:
     """The noiseless waveform at times ``t``, of order 1 (times channels for 2-D)."""
     family = layout.spec.family

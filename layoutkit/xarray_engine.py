@@ -80,7 +80,7 @@ class LayoutkitBackend(BackendEntrypoint):
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         return False
 
-    def open_dataset(  # type: ignore[override]
+    def open_dataset(
         self,
         filename_or_obj: Any,
         *,
@@ -114,7 +114,7 @@ class LayoutkitBackend(BackendEntrypoint):
             ds.set_close(archive.close)
         return ds
 
-    def open_groups_as_dict(self, filename_or_obj: Any, *, group: str | None = None,  # type: ignore[override]
+    def open_groups_as_dict(self, filename_or_obj: Any, *, group: str | None = None,
                             template: str = DEFAULT_TEMPLATE, storage_options: dict[str, str] | None = None,
                             page_buffer: int | None = None, **decode: Any) -> dict[str, xr.Dataset]:
         """Every group of the subtree at ``group`` (the root when None), by path relative
@@ -133,7 +133,7 @@ class LayoutkitBackend(BackendEntrypoint):
             out["/"].set_close(archive.close)
         return out
 
-    def open_datatree(self, filename_or_obj: Any, *, group: str | None = None,  # type: ignore[override]
+    def open_datatree(self, filename_or_obj: Any, *, group: str | None = None,
                       template: str = DEFAULT_TEMPLATE, storage_options: dict[str, str] | None = None,
                       page_buffer: int | None = None, **decode: Any) -> xr.DataTree:
         """The subtree at ``group`` (the whole tree when None): every node's variables
@@ -216,10 +216,10 @@ class _Tree:
             return
         one_shot = a.signals_of(parts[0]) if len(parts) == 1 else []
         if not one_shot and not (not parts and self.shots):  # not a shot archive's: groups and arrays
-            found = list(self._array_nodes(parts))
-            if not found:
+            nodes = list(self._array_nodes(parts))
+            if not nodes:
                 raise self._no_group(parts)
-            yield from found
+            yield from nodes
             return
         if one_shot:
             by_shot = {parts[0]: one_shot}
@@ -228,11 +228,11 @@ class _Tree:
             by_shot = {}
             for shot, signal, path in a.every_signal():  # one walk of the archive
                 by_shot.setdefault(shot, []).append((signal, path))
-        for shot, found in by_shot.items():  # a shot's signals together: each time base read once
+        for shot, signals in by_shot.items():  # a shot's signals together: each time base read once
             at = "/" if parts else f"/{shot}"
             yield at, ({}, a.group_attrs(a.shot_path(shot)))
-            arrays = a.lazy_variables([path for _, path in found])
-            for (signal, _), array in zip(found, arrays):
+            arrays = a.lazy_variables([path for _, path in signals])
+            for (signal, _), array in zip(signals, arrays):
                 yield f"{at.rstrip('/')}/{signal}", _signal_node(a, signal, array)
 
     def _array_nodes(self, parts: tuple[str, ...]) -> Iterator[tuple[str, Node]]:
@@ -264,7 +264,7 @@ class _Tree:
             for path in groups[group]:
                 name = path.rsplit("/", 1)[-1]
                 array = arrays[path]
-                if array.ndim == 1 and array.dims[0] != name and name in named and array.dims[0].startswith("dim_"):
+                if array.ndim == 1 and array.dims[0] != name and name in named and str(array.dims[0]).startswith("dim_"):
                     array = array.rename({array.dims[0]: name})  # a scale is its dimension's coordinate
                 _add_array(variables, a, name, array, path)
             relative = "/" + group[len(top):].strip("/") if parts else group
@@ -350,7 +350,7 @@ class _NodeStore(AbstractDataStore):
         return self._attrs
 
     def get_dimensions(self) -> dict[str, int]:
-        return {d: n for v in self._variables.values() for d, n in v.sizes.items()}
+        return {str(d): n for v in self._variables.values() for d, n in v.sizes.items()}
 
 
 def _decoded(variables: dict[str, xr.Variable], attrs: dict[str, Any], decode: dict[str, Any]) -> xr.Dataset:

@@ -18,6 +18,7 @@ from layoutkit.options import (
     CompressorSpec,
     RecipeKey,
     ShardSpec,
+    ZarrFormat,
     exact_size,
     parse_bool,
     parse_chunks,
@@ -89,7 +90,7 @@ class ConvertOptions:
         ``"/shots/{shot}/signals/{signal}"`` (``--template``).
     """
 
-    zarr_format: int = 3
+    zarr_format: ZarrFormat = 3
     chunks: ChunkSpec = field(default_factory=lambda: parse_chunks("auto"))
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
     compressor: CompressorSpec = field(default_factory=lambda: parse_compressor("zstd:3"))

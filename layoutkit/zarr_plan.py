@@ -67,7 +67,7 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         )
     if info.dtype.names:
         for name in info.dtype.names:
-            sub = info.dtype.fields[name][0]
+            sub = info.dtype[name]
             if sub.hasobject or sub.names:
                 raise UnsupportedFeatureError(
                     info.path, f"a compound type with a nested or variable-length member {name!r}"

@@ -64,7 +64,8 @@ def _distinct_first(found: list[Candidate], template: str) -> list[Candidate]:
     """One recipe of each layout (and byte order) first, then the others: when the
     budget stops early, every kind of layout has been tried."""
     seen: set[tuple[str, str, str]] = set()
-    first, rest = [], []
+    first: list[Candidate] = []
+    rest: list[Candidate] = []
     for c in found:
         values = c.recipe_values(template)
         kind = (c.command, str(values.get("layout")), str(values.get("by")))

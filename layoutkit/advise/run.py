@@ -643,7 +643,7 @@ def _measure(bench: _Bench, written: dict[str, Path | str], page_buffer: int | N
 
 
 def _fit(plan: ReadPlan, bench: _Bench, observed: Observed, at_latency: dict[str, dict[str, float]],
-         page_buffer: int | None, paged: Any, resharded: int | None, page_seconds: float | None) -> PatternFit:
+         page_buffer: int | None, paged: tuple[PagedFile, PagedFile] | None, resharded: int | None, page_seconds: float | None) -> PatternFit:
     """One pattern's prediction at full size, from what it made on both samples."""
     options, scales, pattern = bench.options, bench.scales, plan.pattern
     obs = observed[pattern]

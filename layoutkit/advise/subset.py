@@ -29,6 +29,7 @@ from layoutkit.errors import CorruptSourceError
 from layoutkit.hdf5.files import first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.plan import compile_template, match_template, natural_key
+from layoutkit.storage import SourceLike
 
 SCALE_BOOKKEEPING = ("DIMENSION_LIST", "REFERENCE_LIST")
 
@@ -249,7 +250,7 @@ def _remap_references(src: h5py.File, out: h5py.File, path: str) -> None:
         ours[...] = _mapped(src, out, np.asarray(theirs[()]))
 
 
-def write_part(source: str | os.PathLike, inventory: Inventory, part: Part, destination: str | os.PathLike) -> Path:
+def write_part(source: SourceLike, inventory: Inventory, part: Part, destination: str | os.PathLike) -> Path:
     """Write ``part`` of ``source`` to the new HDF5 file ``destination``.
 
     The root's attributes, the groups on the way and every copied object keep their
@@ -268,7 +269,7 @@ def write_part(source: str | os.PathLike, inventory: Inventory, part: Part, dest
     return destination
 
 
-def _write_part(source: str | os.PathLike, inventory: Inventory, part: Part, destination: Path, low: str) -> None:
+def _write_part(source: SourceLike, inventory: Inventory, part: Part, destination: Path, low: str) -> None:
     def inside(path: str) -> bool:
         return any(path == p or path.startswith(p + "/") for p in part.prefixes)
 

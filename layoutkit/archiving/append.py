@@ -58,7 +58,7 @@ from layoutkit.merging import Merge, StoreDocs, folder_docs
 from layoutkit.plan import natural_key
 from layoutkit.stages import Stages
 from layoutkit.storage import SourceSet, as_sources
-from layoutkit.storage.editing import JOURNAL, LOCK, StoreEditor, editor_for
+from layoutkit.storage.editing import JOURNAL, LOCK, BucketEditor, StoreEditor, editor_for
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, last_id, new_entry
 from layoutkit.storage.sources import KnownFiles, digest_algorithm, source_record
 
@@ -219,9 +219,10 @@ def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inve
     if coordinate is not None:
         key, info = coordinate
         last = zarr.open_array(editor.zarr_store(), path=key, mode="r")[-1]
-        first = read_whole(sources, replace(info, shape=info.segments[0].shape, segments=info.segments[:1]))[0]
+        segments = info.segments or ()  # an array grown along the record dimension has its segments
+        first = read_whole(sources, replace(info, shape=segments[0].shape, segments=segments[:1]))[0]
         if not last < first:
-            raise RecordsError(f"The new sources start at {first} along {dim!r}, and {dst} ends at {last}; an append "
+            raise RecordsError(f"The new sources start at {first!s} along {dim!r}, and {dst} ends at {last!s}; an append "
                                "along the record dimension must follow the store.")
     after, added, write = grow(editor.zarr_store(), sources, plans, root)
     return Merge(root=root, after=after, added=added, write=write)
@@ -285,7 +286,7 @@ def _options(layout: Layout, provenance: dict[str, Any], typed: dict[str, Any], 
 
 def _count_shots(inventory: Inventory, template: str) -> int:
     shot = shot_of(template)
-    return len({s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None})
+    return len({s for p in inventory.node_paths() if (s := shot(p)) is not None})
 
 
 def _check_outside(sources: SourceSet, outside: Inventory, editor: StoreEditor, root: dict[str, Any], dst: str,
@@ -312,7 +313,7 @@ def _new_shots(sources: SourceSet, inventory: Inventory, editor: StoreEditor, ro
     from layoutkit.readers.combined import same_shot
 
     shot = shot_of(options.template)
-    mine = {s for a in (*inventory.groups, *inventory.arrays) if (s := shot(a.path)) is not None}
+    mine = {s for p in inventory.node_paths() if (s := shot(p)) is not None}
     outside = replace(inventory, arrays=tuple(a for a in inventory.arrays if shot(a.path) is None),
                       groups=tuple(g for g in inventory.groups if shot(g.path) is None), links=())
     _check_outside(sources, outside, editor, root, shown,
@@ -359,8 +360,6 @@ class Staged:
     def docs(self) -> StoreDocs:
         if not self.in_bucket:
             return folder_docs(Path(self.where))
-        from layoutkit.storage.editing import BucketEditor
-
         staged = BucketEditor(str(self.where), self.storage_options)
         return StoreDocs(staged.get, lambda: sorted(self._sizes()), staged.zarr_store)
 
@@ -374,7 +373,8 @@ class Staged:
     def move(self, editor: StoreEditor, key: str, to: str) -> int:
         """Put the staged object ``key`` into the store at ``to``; its bytes."""
         if self.in_bucket:
-            editor.copy_object(f"{self.where}/{key}", to)  # type: ignore[attr-defined]  (a BucketEditor)
+            assert isinstance(editor, BucketEditor)  # staged beside the store in its bucket (_staging)
+            editor.copy_object(f"{self.where}/{key}", to)
             return self._sizes()[key]
         path = Path(self.where) / key
         nbytes = path.stat().st_size
@@ -441,9 +441,9 @@ def _apply(editor: StoreEditor, merge: Merge, staged: Staged, append_id: str, na
         if editor.transactional:  # and grown arrays' shapes before their new chunks: nothing shows before the commit
             for key, data in merge.after.items():
                 editor.put(key, data)
-        moves = merge.moves.items()
+        moves = list(merge.moves.items())
         if editor.transactional:  # a node's metadata before its chunks, as above
-            moves = sorted(moves, key=lambda item: not item[1].endswith("zarr.json"))
+            moves.sort(key=lambda item: not item[1].endswith("zarr.json"))
         for source, key in moves:
             nbytes += staged.move(editor, source, key)
         if merge.write is not None:

@@ -67,11 +67,14 @@ def advise(
         )  # fmt: skip
         if price_per_1000_get < 0:
             raise InvalidOptionError(f"Expected --price-per-1000-get of 0 or more. Got {price_per_1000_get}.")
+        def on_step(name: str) -> None:
+            check_interrupted()
+            bar.update(task, advance=1, description=f"advise: {name}")
+
         with bar:
             result = run_advise(
-                src, options,
+                src, options, on_step=on_step,
                 on_total=lambda n: bar.update(task, total=n, description="advise: candidates"),
-                on_step=lambda name: (check_interrupted(), bar.update(task, advance=1, description=f"advise: {name}")),
             )  # fmt: skip
         if overwrite and out_path.is_dir():
             for name in ("results.json", "recommended.toml", "advise.png"):

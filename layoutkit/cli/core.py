@@ -23,23 +23,22 @@ class _Commands(typer.core.TyperGroup):
 
     ORDER = ("sample", "convert", "reorder", "verify", "advise", "inspect", "recipes")  # as --help lists them
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    # ctx: typer's Context base (typer >= 0.25 carries its own click, whose Context is private)
+    def list_commands(self, ctx: Any) -> list[str]:
         names = super().list_commands(ctx)
         return sorted(names, key=lambda n: self.ORDER.index(n) if n in self.ORDER else len(self.ORDER))
 
-    def get_command(self, ctx: typer.Context, name: str) -> Any:
+    def get_command(self, ctx: Any, name: str) -> Any:
         command = super().get_command(ctx, name)
         if command is not None:
             plain_metavars(command)
         return command
 
-    def invoke(self, ctx: typer.Context) -> object:
-        import click
-
+    def invoke(self, ctx: Any) -> object:
         given = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # before the command takes them
         try:
             return super().invoke(ctx)
-        except (typer.Exit, click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (typer.Exit, typer.Abort, typer.TyperException):  # usage errors are TyperExceptions
             raise
         except Exception as exc:
             store = store_error(exc)
@@ -70,13 +69,13 @@ def plain_metavars(command: Any) -> None:
         if getattr(param, "is_flag", False) or getattr(param, "_layoutkit_metavar", False):
             continue
         if getattr(param, "param_type_name", "") == "argument":  # its name says it: "SRC...", not "SRC... SRC..."
-            param.display_type_rich = lambda ctx=None: ""  # type: ignore[method-assign]
+            param.display_type_rich = lambda ctx=None: ""
             param._layoutkit_metavar = True
             continue
         label = param.metavar or METAVARS.get(param.name or "", (param.name or "value").upper())
         if getattr(param, "type", None) is not None and getattr(param.type, "choices", None):
             label = "|".join(map(str, param.type.choices))
-        param.display_type_rich = lambda ctx=None, label=label: label  # type: ignore[method-assign]
+        param.display_type_rich = lambda ctx=None, label=label: label
         param._layoutkit_metavar = True
 
 
@@ -224,7 +223,7 @@ def main(
         ctx.call_on_close(restore)
 
 
-def fail(exc: BaseException, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+def fail(exc: BaseException | str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     State.failed = True
     console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
     return typer.Exit(code)

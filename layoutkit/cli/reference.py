@@ -23,7 +23,7 @@ def _command(name: str) -> Any:
     from layoutkit.cli import app
 
     group = typer.main.get_command(app)
-    command = group
+    command: Any = group
     ctx = typer.Context(group)
     for part in name.split():
         command = command.get_command(ctx, part)

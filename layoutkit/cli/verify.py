@@ -126,11 +126,11 @@ def verify(
     for line in failed:
         out.print(f"[bold red]failed:[/] {line}", highlight=False)
     if out_dir is not None:
-        shown = {k: v for k, v in vars(options).items() if k != "storage_options"}
+        recorded = {k: v for k, v in vars(options).items() if k != "storage_options"}
         # the endpoint and region say where it ran; keys and secrets stay out of the report
-        shown["storage_options"] = {k: ("***" if re.search("key|secret|token|password", k, re.I) else v)
-                                    for k, v in options.storage_options}
-        meta = {"source": source if isinstance(source, list) else str(src), "variants": [str(v) for v in variants], "options": shown,
+        recorded["storage_options"] = {k: ("***" if re.search("key|secret|token|password", k, re.I) else v)
+                                       for k, v in options.storage_options}
+        meta = {"source": source if isinstance(source, list) else str(src), "variants": [str(v) for v in variants], "options": recorded,
                 "mismatches": {n: [str(m) for m in ms] for n, ms in bad.items()}}
         written = rep.write(result.results, out_dir, meta)
         out.print(f"wrote under {out_dir}:")

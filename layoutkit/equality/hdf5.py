@@ -18,6 +18,7 @@ from layoutkit.hdf5.files import Members, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.model import attribute_problem
 from layoutkit.hdf5.values import Mismatch, equal_values
+from layoutkit.storage import AnySource
 
 
 def _raw_attrs(obj: Any) -> dict[str, Any]:
@@ -61,7 +62,7 @@ def _same_raw(a: Any, b: Any) -> bool:
 
 # long: one walk over both files, groups then datasets, each compared where the walk meets it.
 def compare_hdf5(
-    source: str | Path,
+    source: AnySource,
     variant: str | Path,
     merged: dict[str, str] | None = None,
     inventory: Inventory | None = None,

@@ -24,22 +24,25 @@ import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import zarr
+from zarr.core.metadata import ArrayV3Metadata
 
 from layoutkit.equality.reference import ReferenceReader, proof_blocks
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
+from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
-from layoutkit.hdf5.inventory import ArrayInfo, Inventory, read_inventory
+from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
+from layoutkit.storage import AnySource
 
 
 def compare_zarr(
-    source: str | Path,
+    source: AnySource,
     store: str | Path | Any,
     inventory: Inventory | None = None,
     skipped: frozenset[str] = frozenset(),
@@ -68,7 +71,7 @@ def compare_zarr(
     list of Mismatch
         Empty when the store is faithful.
     """
-    inventory = inventory or read_inventory(source)
+    inventory = inventory or walk_sources(source)
     name = name or str(store)
     # the arrays' own metadata is the truth; consolidated metadata is only a cache of it
     root = zarr.open_group(store, mode="r", use_consolidated=False)
@@ -121,12 +124,20 @@ def compare_zarr(
     return found
 
 
-def without_provenance(path: str, *attrs: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+def _dimension_names(z: zarr.Array) -> tuple[str | None, ...]:
+    """An array's dimension names: v3 metadata's, or v2's xarray attribute."""
+    if isinstance(z.metadata, ArrayV3Metadata):
+        return tuple(z.metadata.dimension_names or ())
+    return tuple(cast(list[str], z.attrs.get(DIMENSIONS_ATTR, [])))
+
+
+def without_provenance(path: str, expected: dict[str, Any], got: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Leave out the one root attribute layoutkit adds to every variant (the recipe it was
     written with), on both sides; every other attribute is compared."""
     if path != "/":
-        return attrs
-    return tuple({k: v for k, v in a.items() if k != PROVENANCE_ATTR} for a in attrs)
+        return expected, got
+    return ({k: v for k, v in expected.items() if k != PROVENANCE_ATTR},
+            {k: v for k, v in got.items() if k != PROVENANCE_ATTR})
 
 
 def compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], miss: Any,
@@ -156,8 +167,7 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
         miss(path, "dtype", f"{z.dtype}, expected {np.dtype(want)}")
         return
     # dimension names
-    dims = tuple(z.metadata.dimension_names or ()) if zfmt == 3 else tuple(z.attrs.get(DIMENSIONS_ATTR, ()))
-    if info.shape and dims != info.dims:
+    if info.shape and (dims := _dimension_names(z)) != info.dims:
         miss(path, "dims", f"{dims}, expected {info.dims}")
     # attributes
     expected = dict(info.attrs)
@@ -253,7 +263,7 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
     """
     from dataclasses import replace
 
-    inventory = inventory or read_inventory(source)
+    inventory = inventory or walk_sources(source)
     name = name or str(store)
     found: list[Mismatch] = []
 
@@ -267,9 +277,9 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
     # groups without attributes that hold packed datasets are implied by the index (read
     # whole first: what is packed is what the index says, not a shot's own copy of it)
-    implied = archive._virtual_tree()
-    packed = [a for a in arrays if archive._locate(a.path) is not None]
-    mirrored = [a for a in arrays if archive._locate(a.path) is None]
+    implied = archive.virtual_tree()
+    packed = [a for a in arrays if archive.locate(a.path) is not None]
+    mirrored = [a for a in arrays if archive.locate(a.path) is None]
     groups = [g for g in inventory.groups if g.path != "/" and (g.attrs or g.path not in implied)]
     found += compare_zarr(source, store, replace(inventory, groups=tuple(groups), arrays=tuple(mirrored)),
                           skipped, workers, name, index_attrs)
@@ -293,8 +303,8 @@ def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo,
     def report(path: str, what: str, detail: str) -> None:
         own.append(Mismatch(name, path, what, detail))
 
-    row = archive._locate(info.path)
-    z = archive._array(row.data)
+    row = archive.locate(info.path)
+    z = archive.zarr_array(row.data)
     shape = getattr(row, "shape", None) or (row.length, *z.shape[1:])  # shot-packed rows carry their shape
     if shape != info.shape:
         return [Mismatch(name, info.path, "shape", f"{shape}, expected {info.shape}")]
@@ -303,8 +313,8 @@ def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo,
         return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
     _check_packed_fill(archive, row, z, dtype, info, report)
     compare_attrs(info.path, dict(info.attrs), row.attrs, report)
-    shot = archive._prefix.match(info.path).group("shot")
-    got_dims = [[archive._scale_source(shot, r) for r in axis] for axis in row.dims]
+    shot = archive.shot_of(info.path)
+    got_dims = [[archive.scale_source(shot, r) for r in axis] for axis in row.dims]
     if info.dim_scales and any(info.dim_scales) and got_dims != [list(a) for a in info.dim_scales]:
         report(info.path, "dims", f"dimension scales {got_dims}, expected {[list(a) for a in info.dim_scales]}")
     _check_packed_values(archive, reader, info, report)
@@ -330,9 +340,9 @@ def _check_packed_fill(archive: Any, row: Any, z: Any, dtype: np.dtype, info: Ar
     """A packed dataset's fill value: in its index row when the layout keeps it there (as
     JSON, NaN and infinities as strings), else the packed array's (Zarr v3)."""
     if hasattr(row, "fill_value"):
-        got = [NON_FINITE.get(v, v) if isinstance(v, str) else v
-               for v in (row.fill_value if isinstance(row.fill_value, list) else [row.fill_value])]
-        got = None if got == [None] else complex(*got) if len(got) == 2 else got[0]
+        parts = [NON_FINITE.get(v, v) if isinstance(v, str) else v
+                 for v in (row.fill_value if isinstance(row.fill_value, list) else [row.fill_value])]
+        got = None if parts == [None] else complex(*parts) if len(parts) == 2 else parts[0]
         want = None if info.fill_value is None else np.asarray(info.fill_value).astype(dtype).reshape(1)
         if (want is None) != (got is None) or (
                 want is not None and not equal_values(want, np.asarray(got, dtype=dtype).reshape(1)).all()):

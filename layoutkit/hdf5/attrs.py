@@ -163,7 +163,7 @@ def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: 
     noted in ``notes`` (:class:`~layoutkit.hdf5.model.Unsupported`: commands refuse them). ``is_scale``:
     whether the object is a dimension scale, and ``plist``: its creation property list,
     when the caller knows them."""
-    out: dict[str, Any] = {}
+    out: dict[Any, Any] = {}  # a name that is not UTF-8 stays bytes, as h5py lists it
     for name in attribute_names(obj.id, plist):
         if name in NETCDF4_INTERNAL_ATTRS:
             continue

@@ -21,7 +21,6 @@ The rule (what ``--dry-run`` says, and :func:`describe`):
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -33,15 +32,15 @@ from layoutkit.hdf5.concat import RULE as CONCAT_RULE
 from layoutkit.hdf5.concat import concatenate
 from layoutkit.hdf5.files import Members, open_source
 from layoutkit.hdf5.inventory import read_inventory
-from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, GroupInfo, Inventory
+from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, GroupInfo, Inventory, LinkInfo
 from layoutkit.hdf5.reference import read_all
 from layoutkit.hdf5.values import attrs_difference, equal_values, info_difference
 from layoutkit.plan import compile_template, natural_key
-from layoutkit.storage import ObjectSource, SourceSet
+from layoutkit.storage import AnySource, SourceSet
 
 RULE = "the union of their shots"
 
-def walk_sources(source: str | os.PathLike | ObjectSource | SourceSet, workers: int = 1,
+def walk_sources(source: AnySource, workers: int = 1,
                  map_files: Callable[[Callable[[Any], Inventory], Sequence[Any]], list[Inventory]] | None = None,
                  walked: Sequence[Inventory] = ()) -> Inventory:
     """The inventory of a source, or of a set of sources combined (module docstring).
@@ -87,9 +86,9 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
     owner: dict[str, int] = {}
     duplicates: dict[str, list[int]] = {}
     for i, inv in enumerate(inventories):
-        for s in {shot(n.path) for n in (*inv.groups, *inv.arrays)} - {None}:
-            if owner.setdefault(s, i) != i:
-                duplicates.setdefault(s, []).append(i)
+        for held_shot in {s for p in inv.node_paths() if (s := shot(p)) is not None}:
+            if owner.setdefault(held_shot, i) != i:
+                duplicates.setdefault(held_shot, []).append(i)
     if not owner:
         if sources.concat_dim or all(inv.is_netcdf4 for inv in inventories):
             return concatenate(sources, inventories, lambda i, info: read_whole(sources.members[i], info))
@@ -103,7 +102,7 @@ def combine(sources: SourceSet, inventories: Sequence[Inventory]) -> Inventory:
     group_member: dict[str, int] = {}
     arrays: dict[str, ArrayInfo] = {}
     held: dict[str, list[int]] = {}  # a dataset outside the shots -> every member that holds it
-    links = {}
+    links: dict[str, LinkInfo] = {}
     datatypes: dict[str, DatatypeInfo] = {}
     for i, inv in enumerate(inventories):
         for g in inv.groups:
@@ -184,11 +183,11 @@ def _same_values(sources: SourceSet, inventories: Sequence[Inventory], shot: Cal
     for (a, b), compared in pairs.items():
         # decided by HDF5's own read: whether two files hold the same data is no place for a fast path
         with open_source(sources.members[a]) as fa, open_source(sources.members[b]) as fb:
-            for x, y, s in compared:
+            for x, y, in_shot in compared:
                 if not bool(np.all(_equal(read_all(lambda _: fa, x), read_all(lambda _: fb, y)))):
                     where = f"dataset {x.path!r} differs"
-                    if s is not None:
-                        raise _duplicate_error(s, inventories[a].path, inventories[b].path, where)
+                    if in_shot is not None:
+                        raise _duplicate_error(in_shot, inventories[a].path, inventories[b].path, where)
                     raise DifferentDuplicateError(
                         f"Dataset {x.path!r} is in {inventories[a].path} and in {inventories[b].path} with different "
                         "values; layoutkit combines sources only when what lies outside their shots is the same in each."

@@ -22,7 +22,7 @@ from layoutkit.hdf5.filters import Filter
 from layoutkit.hdf5.model import ArrayInfo
 
 # what has no Zarr codec, said the way the summary says it
-_UNMAPPED = {
+_UNMAPPED: dict[int, str] = {
     Filter.SZIP: "szip",
     Filter.NBIT: "nbit",
     Filter.SCALEOFFSET: "scaleoffset",

@@ -5,12 +5,11 @@ sentence before any work, and the source is only ever opened read-only."""
 from __future__ import annotations
 
 import atexit
-import os
 import re
 import weakref
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import h5py
 import hdf5plugin  # noqa: F401  (registers third-party HDF5 filters: zstd, lz4, bitshuffle, blosc...)
@@ -22,7 +21,7 @@ from layoutkit.errors import (
     SourceIsDirectoryError,
     SourceNotFoundError,
 )
-from layoutkit.storage import ObjectSource, RangeFile, SourceSet, describe_store_error
+from layoutkit.storage import AnySource, ObjectSource, RangeFile, Source, SourceLike, SourceSet, describe_store_error
 from layoutkit.storage.sources import READ_BLOCK_BYTES
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -83,7 +82,11 @@ def open_checked(source: ObjectSource, on_get: Any = None, block_bytes: int = 0,
         raise
     return f
 
-def check_source(path: str | os.PathLike) -> Path:
+@overload
+def check_source(path: SourceSet) -> SourceSet: ...
+@overload
+def check_source(path: SourceLike) -> Path | ObjectSource: ...
+def check_source(path: AnySource) -> Source:
     """Check that ``path`` names a readable HDF5 file.
 
     Raises
@@ -91,11 +94,11 @@ def check_source(path: str | os.PathLike) -> Path:
     SourceNotFoundError, SourceIsDirectoryError, NotHDF5Error, CorruptSourceError
     """
     if isinstance(path, ObjectSource):
-        return _check_object_source(path)  # type: ignore[return-value]
+        return _check_object_source(path)
     if isinstance(path, SourceSet):
         for member in path.members:
             check_source(member)
-        return path  # type: ignore[return-value]
+        return path
     p = Path(path)
     if not p.exists() and re.match(r"^[a-z][a-z0-9+.-]*:/", str(path)):  # "s3://b/k", or "s3:/b/k" once a Path
         url = re.sub(r"^([a-z][a-z0-9+.-]*):/+", r"\1://", str(path))
@@ -172,14 +175,14 @@ class _FileOverObject(h5py.File):
         finally:
             self._fileobj.close()
 
-def open_h5(source: str | os.PathLike | ObjectSource, **kwargs: Any) -> h5py.File:
+def open_h5(source: SourceLike, **kwargs: Any) -> h5py.File:
     """Open an HDF5 file read-only, local or in a bucket, without :func:`check_source`.
     Keyword arguments go to :class:`h5py.File` (e.g. ``page_buf_size``)."""
     if isinstance(source, ObjectSource):  # metadata through a block-cached file object
         return _FileOverObject(source, **kwargs)
     return h5py.File(source, "r", **kwargs)
 
-def open_source(path: str | os.PathLike, **kwargs: Any) -> h5py.File:
+def open_source(path: SourceLike, **kwargs: Any) -> h5py.File:
     """Open an HDF5 source read-only after :func:`check_source`.
 
     Keyword arguments go to :class:`h5py.File` (e.g. ``page_buf_size``).

@@ -38,7 +38,7 @@ from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, chunk_opts
 from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, FilterInfo, GroupInfo, Inventory, LinkInfo
 from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
-from layoutkit.storage import ObjectSource
+from layoutkit.storage import ObjectSource, SourceLike
 
 NETCDF_DIM_ONLY_PREFIX = "This is a netCDF dimension but not a netCDF variable"
 
@@ -116,7 +116,7 @@ def _is_external(plist: h5py.h5p.PropDCID) -> bool:
 # the walk
 
 
-def read_inventory(path: str | os.PathLike, workers: int = 1) -> Inventory:
+def read_inventory(path: SourceLike, workers: int = 1) -> Inventory:
     """Walk an HDF5 file once and describe it.
 
     Parameters

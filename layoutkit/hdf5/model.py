@@ -67,7 +67,7 @@ def carried_nowhere(info: ArrayInfo) -> str | None:
     dtype = info.dtype
     if dtype.names:
         for name in dtype.names:
-            sub = dtype.fields[name][0]
+            sub = dtype[name]
             if sub.hasobject and _holds_reference(sub):
                 return f"object references inside a compound member ({name!r})"
     return None
@@ -77,7 +77,7 @@ def _holds_reference(dtype: np.dtype) -> bool:
     import h5py
 
     if dtype.names:
-        return any(_holds_reference(dtype.fields[n][0]) for n in dtype.names)
+        return any(_holds_reference(dtype[n]) for n in dtype.names)
     base = dtype.base if dtype.subdtype else dtype
     if base.names:
         return _holds_reference(base)
@@ -210,6 +210,10 @@ class Inventory:
         """The objects and attributes the walk found that a layout cannot carry over (they
         are not in :attr:`arrays`, :attr:`groups` or any ``attrs``)."""
         return tuple(n for n in self.attr_notes if isinstance(n, Unsupported))
+
+    def node_paths(self) -> list[str]:
+        """The path of every group, then of every array."""
+        return [*(g.path for g in self.groups), *(a.path for a in self.arrays)]
 
     def array(self, path: str) -> ArrayInfo:
         for a in self.arrays:

@@ -20,7 +20,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import h5py
 import numcodecs
@@ -35,7 +35,7 @@ from layoutkit.hdf5.inventory import ArrayInfo
 from layoutkit.hdf5.reference import read_block
 from layoutkit.plan import Region
 from layoutkit.stages import timed
-from layoutkit.storage import ObjectSource, SourceSet
+from layoutkit.storage import AnySource, ObjectSource, SourceSet
 
 ALL_FILTERS_SKIPPED = 0xFFFFFFFF  # a filter mask: the chunk's bytes are to be decoded by no filter
 def _unlz4_hdf5(buf: bytes) -> bytes:
@@ -97,7 +97,8 @@ def _inflater(chunk_bytes: int) -> Callable[[bytes], bytes]:
 
     def inflate(buf: bytes) -> bytes:
         try:
-            return imagecodecs.deflate_decode(buf, out=chunk_bytes)
+            # out= a size: a new bytes object (the stub says any buffer)
+            return cast(bytes, imagecodecs.deflate_decode(buf, out=chunk_bytes))
         except RuntimeError:
             return zlib.decompress(buf)
 
@@ -456,7 +457,7 @@ class RawReader:
         origins = list(index.entries)
         if info.index_checked is not None and index.recorded_from_walk:
             # the walker that recorded this index held it against HDF5's reads already
-            problem, read = info.index_checked or None, {}
+            problem, read = info.index_checked or None, dict[tuple[int, int], bytes]()
         else:
             ds = self._dataset(info.path)  # opened once for the reads of the check
             problem, read = index_disagreement(info.shape, info.chunks, index.entries,
@@ -756,7 +757,7 @@ class SetReader:
         self.close()
 
 
-def open_reader(source: str | os.PathLike | ObjectSource | SourceSet,
+def open_reader(source: AnySource,
                 arrays: dict[str, ArrayInfo]) -> RawReader | SetReader:
     """The reader of ``arrays`` in ``source``: one file's, or a set's."""
     if isinstance(source, SourceSet):

@@ -4,15 +4,14 @@ What they decide is pure (:func:`~layoutkit.hdf5.scales.duplicate_scales`)."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from layoutkit.hdf5.filters import can_read_raw
 from layoutkit.hdf5.model import ArrayInfo, Inventory
-from layoutkit.hdf5.raw import RawReader, open_reader
+from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales, scale_digest
 from layoutkit.plan import compile_template
+from layoutkit.storage import AnySource
 
 
 def _candidates(inventory: Inventory, template: str) -> list[ArrayInfo]:
@@ -24,7 +23,7 @@ def _candidates(inventory: Inventory, template: str) -> list[ArrayInfo]:
 
 
 def read_scale_digests(
-    source: str | os.PathLike, inventory: Inventory, template: str, reader: RawReader | None = None
+    source: AnySource, inventory: Inventory, template: str, reader: RawReader | SetReader | None = None
 ) -> dict[str, ScaleDigest]:
     """Fingerprint every dimension scale that lies inside a shot of ``template``.
 
@@ -49,7 +48,7 @@ def read_scale_digests(
             reader.close()
 
 
-def find_duplicate_scales(source: str | os.PathLike, inventory: Inventory, template: str) -> dict[str, str]:
+def find_duplicate_scales(source: AnySource, inventory: Inventory, template: str) -> dict[str, str]:
     """:func:`read_scale_digests` then :func:`duplicate_scales` over the whole inventory."""
     return duplicate_scales(inventory.arrays, read_scale_digests(source, inventory, template), template)
 

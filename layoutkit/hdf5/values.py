@@ -25,7 +25,7 @@ def same_dtype(a: np.dtype, b: np.dtype) -> bool:
     if a.names or b.names:
         if a.names != b.names:
             return False
-        return all(same_dtype(a.fields[n][0], b.fields[n][0]) for n in a.names)
+        return all(same_dtype(a[n], b[n]) for n in a.names or ())
     if a.subdtype or b.subdtype:
         return bool(a.subdtype and b.subdtype) and a.shape == b.shape and same_dtype(a.base, b.base)
     return a.newbyteorder("=") == b.newbyteorder("=")

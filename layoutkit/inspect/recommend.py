@@ -58,11 +58,11 @@ def recommend(r: InspectReport) -> list[Recommendation]:
     # the recorded recipe's keys are the options' fields: the layout says whether they order shots
     ordered = layout is not None and layout.needs_shot_archive(SimpleNamespace(**recipe))
     if r.written_by:
-        what = f", layout {layout.name}" if layout is not None else ""
-        what += f", ordered by {recipe['by']}" if recipe.get("by") else ""
+        written = f", layout {layout.name}" if layout is not None else ""
+        written += f", ordered by {recipe['by']}" if recipe.get("by") else ""
         described = f" ({layout.description})" if layout is not None and layout.format == "zarr" else ""
         add(f"Written by `layoutkit {r.written_by.get('command')}` (layoutkit {r.written_by.get('version')}, "
-            f"target {recipe.get('target')}{what}){described}.",
+            f"target {recipe.get('target')}{written}){described}.",
             f"`layoutkit recipes from {r.path}` prints its recipe; `--recipe` with it writes the same layout again.")
     if r.shots >= 2 and not ordered:
         add(f"A shot archive: {r.shots:,} shots x {r.signals:,} signals under {r.template}.",

@@ -15,6 +15,7 @@ import numpy as np
 from layoutkit.errors import LayoutkitError
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.inspect.report import InspectReport, Tally, present_part, recorded_provenance
+from layoutkit.options import ZarrFormat
 from layoutkit.storage.retry import retrying
 
 ZARR_METADATA = frozenset({"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
@@ -33,13 +34,13 @@ def _zarr_codec_name(codec: dict[str, Any]) -> str | None:
         return f"{name}:{level}" if level is not None else name
     if name == "blosc":
         shuffle = conf.get("shuffle")
-        shuffle = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}.get(shuffle, shuffle)
+        shuffle = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}.get(shuffle, shuffle) if isinstance(shuffle, int) else shuffle
         return f"blosc:{conf.get('cname')}:{conf.get('clevel')}:{shuffle}"
     if name in ("numcodecs.shuffle", "shuffle"):
         return "shuffle"
     return str(name).removeprefix("numcodecs.")
 
-def _zarr_array(doc: dict[str, Any], zarr_format: int) -> dict[str, Any]:
+def _zarr_array(doc: dict[str, Any], zarr_format: ZarrFormat) -> dict[str, Any]:
     """Shape, item size, chunk shape, codecs and sharding of one array's metadata."""
     if zarr_format == 3:
         codecs = doc.get("codecs") or []
@@ -161,6 +162,7 @@ def inspect_zarr_store(files: Any, name: str, template: str) -> InspectReport:
     """The report of a Zarr store, from its objects (a folder's files or a prefix's keys)."""
     entries = files.entries()
     keys = {k for k, _ in entries}
+    zarr_format: ZarrFormat
     if "zarr.json" in keys:
         zarr_format = 3
         root_doc = json.loads(files.text("zarr.json"))

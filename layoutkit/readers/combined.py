@@ -168,7 +168,7 @@ def same_shot(shot: str, first: Archive, second: Archive, first_name: str | None
         return
     names = sorted(set(a.children) | set(b.children), key=natural_key)
     differs = next((n for n in names if n not in a.children or n not in b.children
-                    or not a[n].identical(b[n])), None)
+                    or not a.children[n].identical(b.children[n])), None)
     what = f"signal {differs!r} differs" if differs else "its attributes differ"
     raise DifferentDuplicateError(
         f"Shot {shot} is in {first_name or first.path} and in {second.path} with different data ({what}); "

@@ -72,12 +72,14 @@ class HDF5Archive(Archive):
         # charged for those GETs: h5py's own reads (thousands of a few bytes each) are not what a bucket costs
         source = LocalObject(str(path)) if model is not None and not isinstance(path, ObjectSource) else path
         self._model, self._sleep = model, sleep or time.sleep
+        self._file: RangeFile | CountingFile
         if isinstance(source, ObjectSource):  # every GET is a request (h5py's reads come from its blocks)
             self._file = open_checked(source, on_get=self._charge, block_bytes=READER_BLOCK_BYTES,
                                       keep=READER_CACHE_BLOCKS)
         else:
-            self._file = CountingFile(path)
-            self._file.counter = self.counter
+            counting = CountingFile(path)
+            counting.counter = self.counter
+            self._file = counting
         self._scale_paths: dict[Any, str] = {}  # header address -> path
         self._coords: dict[str, Any] | None = None  # during a read: scale path -> its coordinate
         self._read_attrs: dict[str, dict[str, Any]] = {}  # during a read: path -> attributes read ahead
@@ -101,9 +103,9 @@ class HDF5Archive(Archive):
         fcpl = self.f.id.get_create_plist()
         strategy = fcpl.get_file_space_strategy()[0]
         self._storage = "hdf5-paged" if strategy == h5py.h5f.FSPACE_STRATEGY_PAGE else "hdf5"
-        if self._storage == "hdf5-paged" and isinstance(source, ObjectSource) and self.f.userblock_size == 0:
-            self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
-        if isinstance(source, ObjectSource):
+        if isinstance(self._file, RangeFile):  # in a bucket
+            if self._storage == "hdf5-paged" and self.f.userblock_size == 0:
+                self._file.follow_pages(fcpl.get_file_space_page_size())  # a page per GET, not two
             self._file.readahead = READER_READAHEAD
 
     def _page_size(self) -> int | None:
@@ -185,49 +187,49 @@ class HDF5Archive(Archive):
         try:
             if not isinstance(self._file, RangeFile):
                 return super()._variables(paths)
-            return self._prefetching(paths)
+            return self._prefetching(paths, self._file)
         finally:
             self._coords, self._read_attrs, self._raw = None, {}, {}
 
-    def _prefetching(self, paths: Iterable[str]) -> list[xr.DataArray]:
+    def _prefetching(self, paths: Iterable[str], file: RangeFile) -> list[xr.DataArray]:
         out: list[xr.DataArray] = []
         batch: list[str] = []
         ranges: list[tuple[int, int]] = []
         raw: dict[str, tuple[Any, Any, Any]] = {}
         blocks: set[int] = set()  # of the batch's data
         seen: set[Any] = set()
-        walked = self._file.blocks_fetched
-        most = max(1, PREFETCH_BYTES // self._file.block_bytes)
+        walked = file.blocks_fetched
+        most = max(1, PREFETCH_BYTES // file.block_bytes)
         for path in paths:
             own = self._stored_ranges(path, seen)
             own_raw, self._raw = self._raw, {}
-            own_blocks = self._file.blocks_of(own)
+            own_blocks = file.blocks_of(own)
             # a batch ends at PREFETCH_BYTES of data, or before the blocks its metadata came
             # from (often the data's blocks too, in a file that is not paged) would be let go
             with_own = len(blocks | own_blocks)
-            if batch and (with_own > most or self._file.blocks_fetched - walked + with_own > self._file.blocks_kept):
-                out.extend(self._read_batch(batch, ranges, raw))
+            if batch and (with_own > most or file.blocks_fetched - walked + with_own > file.blocks_kept):
+                out.extend(self._read_batch(batch, ranges, raw, file))
                 batch, ranges, raw, blocks = [], [], {}, set()
-                walked = self._file.blocks_fetched
+                walked = file.blocks_fetched
             batch.append(path)
             ranges += own
             raw.update(own_raw)
             blocks |= own_blocks
         if batch:
-            out.extend(self._read_batch(batch, ranges, raw))
+            out.extend(self._read_batch(batch, ranges, raw, file))
         return out
 
     def _read_batch(self, batch: list[str], ranges: list[tuple[int, int]],
-                    raw: dict[str, tuple[Any, Any, Any]]) -> list[xr.DataArray]:
+                    raw: dict[str, tuple[Any, Any, Any]], file: RangeFile) -> list[xr.DataArray]:
         """The batch's variables: its blocks fetched together (``ranges``), then the
         chunked datasets and time bases whose filters layoutkit decodes (``raw``: path ->
         dataset, chunk index, decoders) decoded here, several at once on :meth:`_pool`'s
         threads (h5py decodes one chunk at a time under its lock); the rest through h5py."""
 
         def decode(job: tuple[Any, Any, Any]) -> np.ndarray:
-            return decode_chunked(*job, self._file.pread)
+            return decode_chunked(*job, file.pread)
 
-        with self._file.prefetched(ranges):
+        with file.prefetched(ranges):
             if raw:
                 self._values = dict(zip(raw, self._pool().map(decode, raw.values())))
             try:

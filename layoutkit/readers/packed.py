@@ -6,13 +6,14 @@ dataset in a packed array, and mirror everything else at its source path as a
 shot-major store does. :class:`PackedArchive` is the reading both share once a layout
 has located a dataset: listing the archive, building xarray objects with their time
 bases read in the same round of requests, whole shots. A layout's reader subclasses it
-and says where a dataset lies (:meth:`PackedArchive._locate`), how rows are read
+and says where a dataset lies (:meth:`PackedArchive.locate`), how rows are read
 (:meth:`PackedArchive._read_rows`) and which groups its index implies
-(:meth:`PackedArchive._virtual_tree`).
+(:meth:`PackedArchive.virtual_tree`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
@@ -35,7 +36,7 @@ from layoutkit.readers.zarr_ import ZarrArchive, zarr_dtype
 class PackedArchive(ZarrArchive):
     """A Zarr store whose source datasets are rows of packed arrays (the rest mirrored).
 
-    A row (what :meth:`_locate` returns) has ``data`` (the packed array's path),
+    A row (what :meth:`locate` returns) has ``data`` (the packed array's path),
     ``start`` and ``length`` (where it lies), ``attrs`` (the source dataset's
     attributes) and ``dims`` (per axis, its dimension scales: paths relative to the
     shot, or absolute).
@@ -46,13 +47,24 @@ class PackedArchive(ZarrArchive):
     rather than bytes (shot-packed): then a row's shape and type are known without reading
     it, and :meth:`lazy_variables` leaves its values unread."""
 
+    _prefix: re.Pattern[str]
+    """What matches a shot's path under the store's template (each packing layout's reader
+    compiles it from its template, :func:`~layoutkit.plan.compile_template`)."""
+
     def has_shots(self) -> bool:
         """A packing layout packs a shot archive's signals: it is one by what it is."""
         return True
 
+    def shot_of(self, path: str) -> str:
+        """The shot a packed dataset's path lies in."""
+        m = self._prefix.match(path)
+        if m is None:
+            raise KeyError(f"{path} lies in no shot of the template {self.template!r}")
+        return m.group("shot")
+
     # -- what a packing layout says ------------------------------------------------------
 
-    def _locate(self, path: str) -> Any | None:
+    def locate(self, path: str) -> Any | None:
         """The packed row holding the source dataset at ``path``, or None."""
         raise NotImplementedError
 
@@ -60,7 +72,7 @@ class PackedArchive(ZarrArchive):
         """The values of several rows, read together."""
         raise NotImplementedError
 
-    def _virtual_tree(self) -> dict[str, set[str]]:
+    def virtual_tree(self) -> dict[str, set[str]]:
         """Group -> member names of the source hierarchy the packed rows stand for."""
         raise NotImplementedError
 
@@ -71,7 +83,7 @@ class PackedArchive(ZarrArchive):
 
     # -- shared --------------------------------------------------------------------------
 
-    def _scale_source(self, shot: str, ref: str) -> str:
+    def scale_source(self, shot: str, ref: str) -> str:
         return ref if ref.startswith("/") else f"{self.shot_path(shot)}/{ref}"
 
     def _is_stored_array(self, path: str) -> bool:
@@ -79,10 +91,10 @@ class PackedArchive(ZarrArchive):
 
     def _children(self, group: str) -> list[str]:
         key = "/" if group in ("", "/") else group.rstrip("/")
-        return sorted(set(super()._children(group)) | self._virtual_tree().get(key, set()))
+        return sorted(set(super()._children(group)) | self.virtual_tree().get(key, set()))
 
     def _exists(self, path: str) -> bool:
-        return path in self._nodes or self._locate(path) is not None or path in self._virtual_tree()
+        return path in self._nodes or self.locate(path) is not None or path in self.virtual_tree()
 
     @cached_property
     def _mirrored_signals(self) -> dict[str, tuple[str, str]]:
@@ -105,20 +117,20 @@ class PackedArchive(ZarrArchive):
         scales' rows are fetched together (one round of requests, not two: a signal read
         in a bucket waited for its data, then for its time bases)."""
         paths = list(paths)
-        located = {p: self._locate(p) for p in paths}
-        packed = [p for p in paths if located[p] is not None]
+        located = {p: row for p in paths if (row := self.locate(p)) is not None}  # the packed ones
+        packed = list(located)
         scales: dict[str, str] = {}  # the first scale of each axis
         for p in packed:
-            shot = self._prefix.match(p).group("shot")
+            shot = self.shot_of(p)
             for axis in located[p].dims:
                 if axis:
-                    scales.setdefault(self._scale_source(shot, axis[0]), "")
+                    scales.setdefault(self.scale_source(shot, axis[0]), "")
         for p in paths:
-            if p not in located or located[p] is None:
+            if p not in located:
                 for axis in self._scale_paths(p):
                     if axis:
                         scales.setdefault(axis[0], "")
-        scale_rows = {s: row for s in scales if (row := self._locate(s)) is not None}
+        scale_rows = {s: row for s in scales if (row := self.locate(s)) is not None}
         lazy = lazy and self.element_rows
         rows = [] if lazy else [located[p] for p in packed]
         values = self._read_rows(rows + list(scale_rows.values()))
@@ -132,15 +144,15 @@ class PackedArchive(ZarrArchive):
         index: dict[str, ScaleCoordinate] = {}  # scale -> its coordinate, built once
         out = []
         for p in paths:
-            row = located[p]
+            row = located.get(p)
             if row is None:  # mirrored: as a shot-major store holds it
                 data = super().get(p)
                 attrs = plain_attrs(dict(self._nodes[p].attributes), self.hidden_attrs)
                 axes = [axis[:1] for axis in self._scale_paths(p)]
             else:
                 data, attrs = datas[p], row.attrs
-                shot = self._prefix.match(p).group("shot")
-                axes = [[self._scale_source(shot, axis[0])] if axis else [] for axis in row.dims]
+                shot = self.shot_of(p)
+                axes = [[self.scale_source(shot, axis[0])] if axis else [] for axis in row.dims]
             dims, coord = [], {}
             for axis in range(data.ndim):
                 scale = axes[axis][0] if axis < len(axes) and axes[axis] else None
@@ -160,7 +172,7 @@ class PackedArchive(ZarrArchive):
         """Whether a dataset of the source is at ``path`` (located in a packed array, or
         stored at its path). Unlike :meth:`_exists`, it never needs the tree of groups,
         which is built on first use (50 ms for 7,000 signals)."""
-        return self._locate(path) is not None or self._is_stored_array(path)
+        return self.locate(path) is not None or self._is_stored_array(path)
 
     def _variable(self, path: str) -> xr.DataArray:
         if not self._has_array(path):

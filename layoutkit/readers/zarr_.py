@@ -30,6 +30,7 @@ from layoutkit.formats import (
     TYPE_RULE_ATTRS,
     scale_by_name,
 )
+from layoutkit.options import ZarrFormat
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
@@ -74,6 +75,8 @@ class ZarrArchive(Archive):
     """Attributes that carry structure, not the source's: never shown as attributes (a
     layout's reader adds its index's)."""
     reads_node_by_node: bool = True
+    _kids: dict[str, list[str]] | None = None  # _child_index, and the count of nodes it was built from
+    _kids_of: int = -1
     """Whether the reader can work node by node when the root's consolidated metadata is
     large (:data:`ROOT_HEAD_BYTES`): a shot's nodes are found by listing the shot's
     group and read from their own documents, and the root's metadata is read whole only
@@ -118,18 +121,18 @@ class ZarrArchive(Archive):
             flat = {name: node.metadata for name, node in self.root.members(max_depth=None)}
         return {"/" + k.strip("/"): v for k, v in flat.items()}
 
-    def _load_nodes(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+    def load_nodes(self, paths: list[str]) -> dict[str, dict[str, Any]]:
         """Nodes the consolidated metadata leaves out (a layout whose root must not grow
         with the shots keeps its shots' nodes out): their own ``zarr.json`` documents,
-        fetched at once and adopted (:meth:`_adopt_nodes`); the documents returned by
+        fetched at once and adopted (:meth:`adopt_nodes`); the documents returned by
         path (a node that does not exist has none)."""
         missing = [p for p in dict.fromkeys(paths) if p not in self._nodes]
         raw = self._fetch([f"{p.strip('/')}/zarr.json" for p in missing]) if missing else []
         docs = {p: json.loads(bytes(b)) for p, b in zip(missing, raw) if b is not None}
-        self._adopt_nodes(docs)
+        self.adopt_nodes(docs)
         return docs
 
-    def _adopt_nodes(self, docs: dict[str, dict[str, Any]]) -> None:
+    def adopt_nodes(self, docs: dict[str, dict[str, Any]]) -> None:
         """Add nodes, given their ``zarr.json`` documents by path, to :attr:`_nodes` and
         to the root, as if the consolidated metadata had listed them."""
         for path, doc in docs.items():
@@ -189,7 +192,7 @@ class ZarrArchive(Archive):
             return
         listed = [p for p in wanted if (below := self._below(p)) is not None and p in below]
         if self._shallow and listed:
-            self._load_nodes(listed)
+            self.load_nodes(listed)
 
     def _children(self, group: str) -> list[str]:
         key = "/" if group in ("", "/") else group.rstrip("/")
@@ -202,7 +205,7 @@ class ZarrArchive(Archive):
         """Group -> the names of its members, built once from :attr:`_nodes` (again when
         nodes were added). Scanning every node for each group's members made listing the
         shots of a 30,000-array store take 20 s (quadratic); now 0.07 s."""
-        index = getattr(self, "_kids", None)
+        index = self._kids
         if index is None or self._kids_of != len(self._nodes):
             index = {}
             for path in self._nodes:
@@ -211,6 +214,11 @@ class ZarrArchive(Archive):
                     index.setdefault(parent or "/", []).append(name)
             self._kids, self._kids_of = index, len(self._nodes)
         return index
+
+    def node(self, path: str) -> Any | None:
+        """A node's metadata as the store's documents hold it (listed or loaded so far;
+        :meth:`load_nodes` fetches more), or None."""
+        return self._nodes.get(path)
 
     def _exists(self, path: str) -> bool:
         if path in self._nodes:
@@ -246,7 +254,7 @@ class ZarrArchive(Archive):
             return {}
         return bytes_back(plain_attrs(dict(meta.attributes), self.hidden_attrs))
 
-    def _array(self, path: str) -> zarr.Array:
+    def zarr_array(self, path: str) -> zarr.Array:
         self._ensure([path])
         node = self.root[path.strip("/")]
         if not isinstance(node, zarr.Array):
@@ -264,7 +272,7 @@ class ZarrArchive(Archive):
     def fill_attribute(self, path: str) -> Any:
         if getattr(self.root.metadata, "zarr_format", 3) != 2 or not hasattr(self._nodes.get(path), "shape"):
             return None
-        meta = self._array(path).metadata
+        meta = self.zarr_array(path).metadata
         return meta.fill_value if np.dtype(meta.dtype.to_native_dtype()).kind in "iufcb" else None
 
     def stored_chunks(self, path: str) -> tuple[int, ...] | None:
@@ -276,17 +284,17 @@ class ZarrArchive(Archive):
             return tuple(shape) if shape and len(shape) == len(node.shape) else None
         if node is None or not hasattr(node, "shape"):
             return None
-        a = self._array(path)
+        a = self.zarr_array(path)
         return tuple(a.shards or a.chunks) if a.ndim else None
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
-        a = self._array(path)
+        a = self.zarr_array(path)
         return np.asarray(a[selection] if selection else a[...])
 
     def blocks(self) -> list[tuple[str, Selection]]:
         out: list[tuple[str, Selection]] = []
         for p in sorted(self.arrays()):
-            a = self._array(p)
+            a = self.zarr_array(p)
             grid = a.shards or a.chunks
             out.extend((p, sel) for sel in selections(tuple(a.shape), tuple(grid)))
         return out
@@ -307,7 +315,7 @@ class ZarrArchive(Archive):
         if isinstance(node, _ArrayDoc):  # the document says, without making a zarr array of it
             names = node.doc.get("dimension_names")
         else:
-            a = self._array(path)
+            a = self.zarr_array(path)
             names = a.metadata.dimension_names if a.metadata.zarr_format == 3 else a.attrs.get(DIMENSIONS_ATTR)
         return [self._find_scale(path, n) if n and not n.startswith("phony_dim_") else [] for n in names or ()]
 
@@ -347,7 +355,7 @@ class ZarrArchive(Archive):
         first, at = {}, 0
         for i, plan in plans.items():
             first[i], at = at, at + len(plan.keys)
-        arrays = {i: self._array(p) for i, (p, _) in enumerate(reads) if i not in plans}  # zarr opens with sync()
+        arrays = {i: self.zarr_array(p) for i, (p, _) in enumerate(reads) if i not in plans}  # zarr opens with sync()
         batches = _batches(list(arrays), [_working_bytes(arrays[i], reads[i][1]) for i in arrays], ZARR_BATCH_BYTES)
         batch = next(batches, [])
         own = keys if fetched is None else []
@@ -372,7 +380,7 @@ class ZarrArchive(Archive):
         # gives) is decoded now, to know; the others when their turn comes
         early = {i: decoded(i) for i, plan in plans.items()
                  if i not in done and not plan.decodes(raw[first[i] : first[i] + len(plan.keys)])}
-        fallen = {i: self._array(reads[i][0]) for i in early if early[i] is None}
+        fallen = {i: self.zarr_array(reads[i][0]) for i in early if early[i] is None}
         arrays |= fallen
         for batch in [*batches, *_batches(list(fallen), [_working_bytes(a, reads[i][1]) for i, a in fallen.items()],
                                           ZARR_BATCH_BYTES)]:
@@ -380,13 +388,11 @@ class ZarrArchive(Archive):
         for i in range(len(reads)):
             if i in by_zarr:
                 yield np.asarray(by_zarr.pop(i))
-            elif i in early:
-                yield early.pop(i)
-            else:
-                got = decoded(i)
-                if got is None:  # pragma: no cover - a fetched object is never None here
-                    raise AssertionError(f"{reads[i][0]}: decoding gave no array")
-                yield got
+                continue
+            value = early.pop(i) if i in early else decoded(i)  # an early None fell to zarr, above
+            if value is None:  # pragma: no cover - a fetched object is never None here
+                raise AssertionError(f"{reads[i][0]}: decoding gave no array")
+            yield value
 
     async def _first_round(self, keys: list[str], reads: list[tuple[str, Any]], arrays: dict[int, zarr.Array],
                            batch: list[int]) -> tuple[list[Any], list[Any]]:
@@ -463,8 +469,9 @@ class ZarrArchive(Archive):
         nbytes = sum(math.prod(p.shape) * p.dtype.itemsize for p in plans.values())
         decode = nbytes <= AHEAD_DECODED_BYTES
 
-        def fetch() -> tuple[list[Any], dict[int, np.ndarray]]:
-            raw, done, at = self._fetch(keys), {}, 0
+        def fetch() -> tuple[list[Any], dict[int, np.ndarray | None]]:
+            raw, at = self._fetch(keys), 0
+            done: dict[int, np.ndarray | None] = {}
             for i, plan in plans.items():
                 part = raw[at : at + len(plan.keys)]
                 if decode and plan.decodes(part):  # the decoding releases the GIL: it overlaps the caller's work
@@ -497,7 +504,7 @@ class ZarrArchive(Archive):
     def _attrs_of(self, path: str) -> dict[str, Any]:
         self._ensure([path])
         node = self._nodes.get(path)
-        return dict(node.attributes) if isinstance(node, _ArrayDoc) else dict(self._array(path).attrs)
+        return dict(node.attributes) if isinstance(node, _ArrayDoc) else dict(self.zarr_array(path).attrs)
 
     def _axes(self, paths: list[str]) -> tuple[dict[str, list[list[str]]], list[str]]:
         """Each array's first scale per axis, and every array to read for them: the
@@ -506,7 +513,7 @@ class ZarrArchive(Archive):
         self._ensure(paths)
         for p in paths:
             node = self._nodes.get(p)
-            ndim = len(node.shape) if isinstance(node, _ArrayDoc) else self._array(p).ndim
+            ndim = len(node.shape) if isinstance(node, _ArrayDoc) else self.zarr_array(p).ndim
             scales = self._scale_paths(p) or [[]] * ndim
             self._ensure(s[0] for s in scales if s)
             # a scale that is not stored (a netCDF dimension without a variable) names its axis only
@@ -524,15 +531,15 @@ class ZarrArchive(Archive):
         to :data:`AHEAD_SHOTS`, the next one always, a further one while those on their
         way hold less than :data:`AHEAD_DECODED_BYTES` of arrays. Arrays that zarr reads
         (not whole objects) are not fetched ahead."""
-        shots = [str(s) for s in shots]
+        names = [str(s) for s in shots]
         ahead: dict[int, _Ahead | None] = {}  # shot index -> its objects on their way
         coming = 1  # the next shot to fetch ahead
-        for i, shot in enumerate(shots):
+        for i, shot in enumerate(names):
             coming = max(coming, i + 1)
-            while coming < min(i + 1 + AHEAD_SHOTS, len(shots)):
+            while coming < min(i + 1 + AHEAD_SHOTS, len(names)):
                 if coming > i + 1 and sum(a.nbytes for a in ahead.values() if a is not None) >= AHEAD_DECODED_BYTES:
                     break
-                ahead[coming] = self._fetch_ahead(self._shot_reads(shots[coming]))
+                ahead[coming] = self._fetch_ahead(self._shot_reads(names[coming]))
                 coming += 1
             self._local.fetched = ahead.pop(i, None)
             try:
@@ -607,7 +614,7 @@ async def _zarr_reads(reads: list[tuple[str, Any]], arrays: dict[int, zarr.Array
     import asyncio
 
     return list(await asyncio.gather(*(
-        arrays[i]._async_array.getitem(reads[i][1] if reads[i][1] not in ((), None) else Ellipsis) for i in batch
+        arrays[i].async_array.getitem(reads[i][1] if reads[i][1] not in ((), None) else Ellipsis) for i in batch
     )))  # fmt: skip
 
 
@@ -803,7 +810,7 @@ class _LazyRoot:
                 node = self.nodes[path]  # KeyError, as zarr's Group raises
                 where = StorePath(self.store, path)
                 if isinstance(node, _ArrayDoc):
-                    self._opened[path] = zarr.Array(AsyncArray(node.doc, where))
+                    self._opened[path] = zarr.Array(AsyncArray.from_dict(where, node.doc))
                 else:
                     meta = GroupMetadata(attributes=node.attributes, zarr_format=3)
                     self._opened[path] = zarr.Group(AsyncGroup(meta, where))
@@ -812,7 +819,7 @@ class _LazyRoot:
 
 def open_counted(
     path: Path | str, model: LatencyModel | None, counter: Counter, sleep: Any, base: Any = None,
-    zarr_format: int | None = None, document: Any = None,
+    zarr_format: ZarrFormat | None = None, document: Any = None,
 ) -> tuple[CountingStore, Any]:
     """The root group of a store, read through a CountingStore: a :class:`_LazyRoot` when
     it is Zarr v3 with consolidated metadata, else zarr's own group. ``document``: the
@@ -928,8 +935,9 @@ def zarr_dtype(meta: Any) -> np.dtype:
     if isinstance(meta, _ArrayDoc):
         return meta.native_dtype
     dt = getattr(meta, "data_type", None) or getattr(meta, "dtype", None)
+    native = getattr(dt, "to_native_dtype", None)
     try:
-        return np.dtype(dt.to_native_dtype() if hasattr(dt, "to_native_dtype") else dt)
+        return np.dtype(native() if native is not None else dt)
     except TypeError:
         return np.dtype(object)
 

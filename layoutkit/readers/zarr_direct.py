@@ -154,7 +154,7 @@ class DirectRead:
                 raise ChecksumError(f"the index of shard {key!r} does not match its checksum")
             index_bytes = body
         index = np.frombuffer(index_bytes, dtype="<u8").reshape(count, 2)
-        pieces = []
+        pieces: list[tuple[memoryview | bytes | None, tuple[slice, ...], tuple[int, ...]]] = []
         for i, position in enumerate(np.ndindex(*grid)):
             start = tuple(o + k * c for o, k, c in zip(origin, position, self.inner))
             if any(a >= n for a, n in zip(start, self.shape)):

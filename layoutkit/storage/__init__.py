@@ -26,8 +26,11 @@ from layoutkit.storage.kv import BucketKV, FolderKV, KeyValue, as_kv, portable_t
 from layoutkit.storage.local import Destination, LocalDestination, disk_usage, remove_path
 from layoutkit.storage.objects import ObjectDestination
 from layoutkit.storage.sources import (
+    AnySource,
     ObjectSource,
     RangeFile,
+    Source,
+    SourceLike,
     SourceSet,
     as_source,
     as_sources,
@@ -55,7 +58,7 @@ def destination(
 
 __all__ = [
     "DESTINATIONS", "BucketKV", "Destination", "FolderKV", "IcechunkDestination", "KeyValue", "LocalDestination",
-    "ObjectDestination", "ObjectSource", "RangeFile", "SourceSet", "as_kv", "as_source", "as_sources", "describe_store_error", "destination",
+    "AnySource", "ObjectDestination", "ObjectSource", "RangeFile", "Source", "SourceLike", "SourceSet", "as_kv", "as_source", "as_sources", "describe_store_error", "destination",
     "digests_ahead",
     "disk_usage", "is_icechunk", "is_url", "object_store", "parse_storage_options", "portable", "portable_target",
     "read_head", "remove_path", "store_at",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -97,7 +98,7 @@ def store_at(url: str, storage_options: dict[str, str], named: str | None = None
     """
     environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_CREDENTIAL_ENVIRONMENT)))
     key = (url.rstrip("/"), tuple(sorted(storage_options.items())), environment)
-    make = _kept_store
+    make: Callable[..., Any] = _kept_store
     try:
         hash(key)
     except TypeError:  # an option's value is not a plain value: a store of its own
@@ -144,7 +145,10 @@ def _kept_store(url: str, options: tuple[tuple[str, str], ...], environment: tup
         client.setdefault("allow_http", True)
     # layoutkit retries, and counts what it retries (layoutkit.storage.retry): obstore's own retries are off
     retry = {"max_retries": 0, "retry_timeout": timedelta(seconds=90), "backoff": {}}
-    return from_url(url, config=config or None, client_options=client, retry_config=retry)
+    # the URL's scheme picks from_url's overload (S3, GCS, Azure...), and so which keys the config
+    # may hold: obstore checks them when the store is set up (an unknown key is one sentence, above)
+    set_up: Callable[..., Any] = from_url
+    return set_up(url, config=config or None, client_options=client, retry_config=retry)
 
 
 # a forked child sets up its own stores: its parent's clients (their runtime's threads and

@@ -293,7 +293,7 @@ def guarded(store: Any) -> Any:
     :class:`~layoutkit.errors.SourceChangedError`, naming the source, in one sentence."""
     from zarr.storage import WrapperStore
 
-    class SourceGuard(WrapperStore):  # type: ignore[type-arg]
+    class SourceGuard(WrapperStore[Any]):
         async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
             try:
                 return await self._store.get(key, prototype, byte_range)

@@ -14,7 +14,7 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from layoutkit.stages import timed
 from layoutkit.storage.buckets import METADATA_NAMES, store_at, store_error
@@ -49,8 +49,8 @@ class KeyValue(Protocol):
 
 
 def parts_of(data: bytes | Sequence[bytes]) -> Sequence[bytes]:
-    """The parts an object was given as (one buffer: itself)."""
-    return [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    """The parts an object was given as (one buffer: itself; a bytearray or memoryview too)."""
+    return [cast(bytes, data)] if isinstance(data, (bytes, bytearray, memoryview)) else data
 
 
 def joined(data: bytes | Sequence[bytes]) -> bytes:
@@ -160,7 +160,7 @@ class BucketKV:
         return {"url": self.url, "options": self.options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["url"], state["options"])
+        BucketKV.__init__(self, state["url"], state["options"])
 
     @property
     def store(self) -> Any:

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, overload
 
 from layoutkit.errors import SourceNotFoundError
 from layoutkit.plan import natural_key
@@ -74,7 +74,8 @@ class ObjectSource:
         return self.url
 
     @property
-    def _store(self) -> tuple[Any, str]:
+    def store_and_key(self) -> tuple[Any, str]:
+        """The obstore store of the object's bucket, and its key there (set up once per process)."""
         cached = _STORES.get(self)
         if cached is None:
             cached = _STORES[self] = object_store(self.url, dict(self.options))
@@ -83,7 +84,7 @@ class ObjectSource:
     def size(self) -> int:
         import obstore
 
-        store, key = self._store
+        store, key = self.store_and_key
         return int(retrying(lambda: obstore.head(store, key))["size"])
 
     def stat(self) -> Any:
@@ -111,7 +112,7 @@ class ObjectSource:
     def read_range(self, offset: int, size: int) -> bytes:
         import obstore
 
-        store, key = self._store
+        store, key = self.store_and_key
         return bytes(retrying(lambda: obstore.get_range(store, key, start=offset, length=size))) if size else b""
 
     def first_block(self, length: int) -> tuple[bytes, int]:
@@ -119,7 +120,7 @@ class ObjectSource:
         one GET: the size comes with the body, so no HEAD goes first."""
         import obstore
 
-        store, key = self._store
+        store, key = self.store_and_key
         def get() -> tuple[bytes, int]:
             result = obstore.get(store, key, options={"range": (0, length)})
             return bytes(result.bytes()), int(result.meta["size"])
@@ -160,7 +161,7 @@ class ObjectSource:
 
         import obstore
 
-        store, key = self._store
+        store, key = self.store_and_key
         slots = asyncio.Semaphore(MAX_IN_FLIGHT)
 
         async def one(offset: int, size: int) -> Any:
@@ -508,16 +509,27 @@ class SourceSet:
         return Path(str(self.members[0])).name
 
 
+SourceLike: TypeAlias = str | os.PathLike[str] | ObjectSource
+"""One source as the readers take it: a local path (or its text), or an object in a bucket."""
+
+Source: TypeAlias = Path | ObjectSource | SourceSet
+"""What names the source(s) of a run once parsed (:func:`as_sources`): one local file, one
+object in a bucket, or a set of them."""
+
+AnySource: TypeAlias = SourceLike | SourceSet
+"""A source as the HDF5 readers accept it: one, or a set."""
+
+
 GLOB_CHARACTERS = frozenset("*?[")
 
 
-def expand_sources(given: str | os.PathLike | Sequence[str | os.PathLike],
+def expand_sources(given: SourceLike | Sequence[SourceLike],
                    storage_options: dict[str, str] | None = None) -> list[str]:
     """The sources a set names: paths or URLs as given, shell-style globs expanded in
     natural order: local ones by the file system, ``s3://bucket/exports/shots-*.h5`` by
     one listing of the prefix before the first wildcard (``storage_options`` for the
     bucket). A glob that matches nothing is refused in one sentence."""
-    items = [given] if isinstance(given, (str, os.PathLike)) else list(given)
+    items = [given] if isinstance(given, (str, os.PathLike, ObjectSource)) else list(given)
     out: list[str] = []
     for item in map(str, items):
         if not is_source_set(item):
@@ -565,9 +577,9 @@ def is_source_set(given: Any) -> bool:
     return bool(GLOB_CHARACTERS & set(text)) and ("://" in text or not os.path.exists(text))
 
 
-def as_sources(given: str | os.PathLike | Sequence[str | os.PathLike], template: str,
+def as_sources(given: AnySource | Sequence[SourceLike], template: str,
                storage_options: dict[str, str] | None = None,
-               concat_dim: str | None = None) -> Path | ObjectSource | SourceSet:
+               concat_dim: str | None = None) -> Source:
     """Parse what names the source(s) of a run, at the edge: one path or URL is that
     source; several, a glob or a list of them a :class:`SourceSet` (its globs expanded,
     :func:`expand_sources`), unless they come to one source."""
@@ -580,13 +592,13 @@ def as_sources(given: str | os.PathLike | Sequence[str | os.PathLike], template:
     return SourceSet(tuple(as_source(m, storage_options) for m in members), template, concat_dim)
 
 
-def source_records(source: Path | ObjectSource | SourceSet, read: bool = True) -> list[dict[str, Any]]:
+def source_records(source: Source, read: bool = True) -> list[dict[str, Any]]:
     """Each source's name, size and content digest, as a store's provenance lists them."""
     members = source.members if isinstance(source, SourceSet) else (source,)
     return [source_record(m, read=read) for m in members]
 
 
-class KnownFiles(dict):  # type: ignore[type-arg]
+class KnownFiles(dict[tuple[Any, Any, Any], str]):
     """The digests of recorded local files by (name, size, modification time): looked up
     once per file, not by a scan of every record (an append of 10,000 files to a store
     of 10,000 compared 10^8 pairs)."""
@@ -652,7 +664,7 @@ def content_digest(path: str | os.PathLike, algorithm: str = DIGEST, stop: threa
 
 
 @contextlib.contextmanager
-def digests_ahead(source: Path | ObjectSource | SourceSet, read: bool = True) -> Iterator[None]:
+def digests_ahead(source: Source, read: bool = True) -> Iterator[None]:
     """Compute the :data:`DIGEST` of each local file of ``source`` in a background thread
     while the caller walks, plans and copies it; :func:`source_record` takes a digest from
     here instead of reading the file in series once the walk is done (SHA-256 took
@@ -669,7 +681,9 @@ def digests_ahead(source: Path | ObjectSource | SourceSet, read: bool = True) ->
         pool = ThreadPoolExecutor(1, thread_name_prefix="layoutkit-digest")
         with _AHEAD_LOCK:
             for member in members:
-                key = None if isinstance(member, ObjectSource) else _identity(member)
+                if isinstance(member, ObjectSource):
+                    continue
+                key = _identity(member)
                 if key is not None and key not in _AHEAD:
                     mine[key] = _AHEAD[key] = pool.submit(content_digest, member, DIGEST, stop)
         pool.shutdown(wait=False)
@@ -695,7 +709,7 @@ def _digest_ahead(path: str | os.PathLike, size: int, mtime_ns: int) -> str | No
         return None  # read it here, and fail here if it must
 
 
-def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] = (), read: bool = True,
+def source_record(source: Path | ObjectSource, known: KnownFiles | Iterable[dict[str, Any]] = (), read: bool = True,
                   algorithm: str = DIGEST) -> dict[str, Any]:
     """``{"name", "size", "digest"}`` (and ``"mtime"`` locally): the ``algorithm`` digest
     of a local file's bytes (:func:`content_digest`; an append computes the one its store
@@ -709,7 +723,7 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
     if isinstance(source, ObjectSource):
         import obstore
 
-        store, key = source._store
+        store, key = source.store_and_key
         head = retrying(lambda: obstore.head(store, key))
         return {"name": source.url, "size": int(head["size"]), "digest": f"etag:{head.get('e_tag') or ''}"}
     stat = os.stat(source)
@@ -724,8 +738,11 @@ def source_record(source: Path | ObjectSource, known: Iterable[dict[str, Any]] =
     return {**mine, "digest": digest or content_digest(source, algorithm)}
 
 
-def as_source(text: str | os.PathLike | ObjectSource | SourceSet,
-              storage_options: dict[str, str] | None = None) -> Path | ObjectSource | SourceSet:
+@overload
+def as_source(text: SourceSet, storage_options: dict[str, str] | None = None) -> SourceSet: ...
+@overload
+def as_source(text: SourceLike, storage_options: dict[str, str] | None = None) -> Path | ObjectSource: ...
+def as_source(text: AnySource, storage_options: dict[str, str] | None = None) -> Source:
     """Parse a source once, at the edge: a bucket URL or a local path (``file://`` too)."""
     if isinstance(text, (ObjectSource, Path, SourceSet)):
         return text
@@ -738,11 +755,11 @@ def as_source(text: str | os.PathLike | ObjectSource | SourceSet,
     return Path(str(text).removeprefix("file://"))
 
 
-def portable(source: Path | ObjectSource | SourceSet) -> str | ObjectSource | SourceSet:
+def portable(source: Source) -> str | ObjectSource | SourceSet:
     """The source as a task ships it to a worker: an absolute path, or the bucket source
     (a set: each of its members so)."""
     if isinstance(source, SourceSet):
-        return SourceSet(tuple(Path(portable(m)) if not isinstance(m, ObjectSource) else m for m in source.members),
+        return SourceSet(tuple(m if isinstance(m, ObjectSource) else m.resolve() for m in source.members),
                          source.template, source.concat_dim)
     return source if isinstance(source, ObjectSource) else str(Path(source).resolve())
 

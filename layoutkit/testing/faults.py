@@ -68,7 +68,7 @@ class FaultyBucket:
     def __init__(self, endpoint: str, fault: str, when: Callable[[int, str, str], bool], stall: float = 3.0) -> None:
         assert fault in FAULTS, fault
         target = urlparse(endpoint)
-        self.backend = (target.hostname, target.port)
+        self.backend = (target.hostname or "127.0.0.1", target.port)
         self.fault, self.when, self.stall = fault, when, stall
         self.requests: list[tuple[str, str]] = []
         self.injected: list[tuple[int, str, str]] = []

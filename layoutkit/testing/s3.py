@@ -279,14 +279,16 @@ class DelayProxy:
     def __init__(self, upstream_port: int, latency: float = 0.0) -> None:
         self._child = subprocess.Popen([sys.executable, __file__, "--proxy", str(upstream_port), str(latency)],
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.port = int(self._child.stdout.readline())
+        assert self._child.stdin is not None and self._child.stdout is not None  # both piped
+        self._stdin, self._stdout = self._child.stdin, self._child.stdout
+        self.port = int(self._stdout.readline())
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self._latency = latency
 
     def _ask(self, line: str) -> str:
-        self._child.stdin.write(line + "\n")
-        self._child.stdin.flush()
-        return self._child.stdout.readline().strip()
+        self._stdin.write(line + "\n")
+        self._stdin.flush()
+        return self._stdout.readline().strip()
 
     @property
     def latency(self) -> float:

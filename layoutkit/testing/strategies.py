@@ -232,7 +232,7 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         return (rng.normal(size=n).astype(np.longdouble) / 3).reshape(shape)
     if kind in ("table", "nested"):
         out = np.zeros(n, dtype=dt)
-        out[dt.names[0]] = rng.integers(-99, 99, size=n)
+        out[(dt.names or ())[0]] = rng.integers(-99, 99, size=n)
         return out.reshape(shape)
     if kind == "regionref":
         refs = np.empty(n, dtype=object)

@@ -23,10 +23,11 @@ from layoutkit.equality.hdf5 import compare_hdf5
 from layoutkit.equality.reference import unwalked
 from layoutkit.errors import LayoutkitError
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
-from layoutkit.hdf5.inventory import Inventory, read_inventory
+from layoutkit.hdf5.combined import walk_sources
+from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import detect
 from layoutkit.plan import DEFAULT_TEMPLATE
-from layoutkit.storage import ObjectSource, as_sources, is_url, store_at
+from layoutkit.storage import AnySource, ObjectSource, SourceLike, as_sources, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
 from layoutkit.storage.kv import bucket_zarr_store
 
@@ -102,8 +103,8 @@ class DifferentSourceError(LayoutkitError):
 
 
 def compare_variant(
-    source: str | Path, variant: str | Path, inventory: Inventory | None = None, workers: int = 2,
-    storage_options: dict[str, str] | None = None, skipped: list[str] | None = None,
+    source: AnySource, variant: str | Path, inventory: Inventory | None = None, workers: int = 2,
+    storage_options: dict[str, str] | None = None, skipped: Sequence[str] | None = None,
 ) -> list[Mismatch]:
     """Compare any variant layoutkit writes (a Zarr store in any layout, a paged HDF5
     file), local or in a bucket (``s3://...``, read through the store), with its source.
@@ -116,17 +117,17 @@ def compare_variant(
         When at least half of the source's arrays are missing from the variant: it was
         made from another file, and listing every array as missing would bury that.
     """
-    inventory = inventory or read_inventory(source)
-    skipped = frozenset(recorded_skips(variant, storage_options) if skipped is None else skipped)
+    inventory = inventory or walk_sources(source)
+    skip = frozenset(recorded_skips(variant, storage_options) if skipped is None else skipped)
     name, kind, handle = _locate_variant(variant, storage_options or {})
     if kind == "hdf5":  # a reorder output, or any copy of the source (h5repack's...)
-        found = compare_hdf5(source, handle, inventory=inventory, skipped=skipped)
+        found = compare_hdf5(source, handle, inventory=inventory, skipped=skip)
     else:
         layout = _layout_of(kind, handle, name)
-        found = layout.compare(source, handle, inventory=inventory, skipped=skipped, workers=workers, name=name)
+        found = layout.compare(source, handle, inventory=inventory, skipped=skip, workers=workers, name=name)
     if isinstance(source, (str, Path)) and not is_url(str(source)) and inventory.path == str(source):
         found += [Mismatch(name, path, "missing", what) for path, what in unwalked(source, inventory)]
-    arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
+    arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skip]
     missing = [m for m in found if m.what == "missing" and m.path in {a.path for a in arrays}]
     if arrays and len(missing) * 2 >= len(arrays) and len(arrays) > 1:
         raise DifferentSourceError(
@@ -139,7 +140,7 @@ def compare_variant(
 
 
 def compare_set(
-    sources: Sequence[str | Path], variant: str | Path, workers: int = 2,
+    sources: Sequence[SourceLike], variant: str | Path, workers: int = 2,
     storage_options: dict[str, str] | None = None, template: str = DEFAULT_TEMPLATE,
 ) -> list[Mismatch]:
     """Compare one variant made from several sources (an archive of many files) with
@@ -149,14 +150,14 @@ def compare_set(
     ``extra``). Sources that do not combine (a shot in two with different data) are
     refused by name."""
     from layoutkit.archive import open_archive
-    from layoutkit.hdf5.combined import shot_of, walk_sources
+    from layoutkit.hdf5.combined import shot_of
 
     combined_sources = as_sources(list(sources), template, storage_options)
     inventory = walk_sources(combined_sources)  # each source walked once, the variant read once
     found = compare_variant(combined_sources, variant, inventory=inventory, workers=workers,
                             storage_options=storage_options)
     shot = shot_of(template)
-    held = {s for node in (*inventory.groups, *inventory.arrays) if (s := shot(node.path)) is not None}
+    held = {s for p in inventory.node_paths() if (s := shot(p)) is not None}
     with open_archive(variant, template=template, storage_options=storage_options) as combined:
         extra = [shot for shot in combined.shots if shot not in held]
         found += [Mismatch(str(variant), combined.shot_path(shot), "extra", "a shot none of the sources holds")

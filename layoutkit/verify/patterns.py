@@ -108,6 +108,7 @@ def plan_reads(pattern: str, source: Archive, sample: int, seed: int, exclude: f
         p: v for p, v in sorted(source.arrays().items())
         if _readable(*v) and p not in exclude and not (len(v[0]) == 1 and source.dimension_only(p))
     }
+    items: list[tuple[str, tuple[slice | int, ...]]]
     if pattern == "subset":
         items = []
         paths = sorted(arrays)

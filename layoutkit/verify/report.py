@@ -8,11 +8,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from layoutkit.options import format_size
@@ -40,7 +41,8 @@ def _rate(x: float | None) -> str:
 def table(results: Sequence[Result], title: str) -> Table:
     """The terminal table: one row per variant x pattern x condition. Condition columns
     that are the same in every row move to the title, so the table fits a terminal."""
-    columns: list[tuple[str, str, Any]] = [
+    source = results[0].variant if results else ""
+    columns: list[tuple[str, JustifyMethod, Callable[[Result], str]]] = [
         ("variant", "left", lambda r: r.variant),
         ("pattern", "left", lambda r: r.pattern),
         ("engine", "left", lambda r: r.engine),
@@ -57,9 +59,9 @@ def table(results: Sequence[Result], title: str) -> Table:
         ("hits m/r", "right", lambda r: "-" if r.meta_hit_rate is None else f"{_rate(r.meta_hit_rate)}/{_rate(r.raw_hit_rate)}"),
         ("equal", "left", lambda r: _equal(r, source)),
     ]  # fmt: skip
-    source = results[0].variant if results else ""
     constant = {"engine", "w", "cache", "latency", "bandwidth"}
-    shown, fixed = [], []
+    shown: list[tuple[str, JustifyMethod, Callable[[Result], str]]] = []
+    fixed: list[tuple[str, JustifyMethod, Callable[[Result], str]]] = []
     for col in columns:
         values = {col[2](r) for r in results}
         (fixed if col[0] in constant and len(values) == 1 else shown).append(col)
@@ -67,7 +69,7 @@ def table(results: Sequence[Result], title: str) -> Table:
         title += " (" + ", ".join(f"{name} {fn(results[0])}" for name, _, fn in fixed) + ")"
     t = Table(title=title, title_justify="left")
     for name, justify, _ in shown:
-        t.add_column(name, justify=justify, no_wrap=name != "variant")  # type: ignore[arg-type]
+        t.add_column(name, justify=justify, no_wrap=name != "variant")
     for r in results:
         t.add_row(*(fn(r) for _, _, fn in shown))
     return t
@@ -234,10 +236,11 @@ def answer_table(results: Sequence[Result], source: str) -> Table:
     rows = answers(results, source)
     varying = bool(_varying(results))
     t = Table(title=f"The answer: the fastest layout for each read ({conditions_text(results)})", title_justify="left")
-    for name, justify in (("read", "left"), *((("conditions", "left"),) if varying else ()), ("fastest", "left"),
-                          ("seconds", "right"), ("requests", "right"), ("vs the source", "right"),
-                          ("vs the slowest", "right")):
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+    headers: list[tuple[str, JustifyMethod]] = [
+        ("read", "left"), *((("conditions", "left"),) if varying else ()), ("fastest", "left"), ("seconds", "right"),
+        ("requests", "right"), ("vs the source", "right"), ("vs the slowest", "right")]
+    for name, justify in headers:
+        t.add_column(name, justify=justify)
     for a in rows:
         t.add_row(
             a.pattern, *((a.condition,) if varying else ()), _named(a.best, source), f"{a.seconds:.3f}", f"{a.requests:,}",

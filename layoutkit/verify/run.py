@@ -198,12 +198,12 @@ class Engine:
 # -- the OS page cache --------------------------------------------------------------------
 
 
-def files_of(path: Path | str) -> Iterator[Path]:
+def files_of(path: Path | str | tuple[str, ...]) -> Iterator[Path]:
     """Every local file of a variant (one HDF5 file, or all files of a store); none for a
     variant in a bucket, whose cache is not this machine's."""
     if is_url(str(path)):
         return
-    if is_source_set(path):  # a local glob or list of sources, measured as one archive
+    if isinstance(path, tuple) or is_source_set(path):  # a local glob or list of sources, measured as one archive
         yield from (Path(p) for p in expand_sources(path if isinstance(path, tuple) else str(path)))
         return
     path = Path(path)
@@ -215,7 +215,7 @@ def files_of(path: Path | str) -> Iterator[Path]:
         yield path
 
 
-def evict(path: Path) -> None:
+def evict(path: Path | str | tuple[str, ...]) -> None:
     """Drop the variant's files from the OS page cache (cold reads)."""
     for f in files_of(path):
         fd = os.open(f, os.O_RDONLY)
@@ -225,7 +225,7 @@ def evict(path: Path) -> None:
             os.close(fd)
 
 
-def warm(path: Path) -> None:
+def warm(path: Path | str | tuple[str, ...]) -> None:
     """Read the variant's files once so they sit in the OS page cache (warm reads)."""
     for f in files_of(path):
         with open(f, "rb", buffering=0) as fh:
@@ -241,7 +241,7 @@ class Variant:
     """A variant to measure (the source is measured as one too)."""
 
     name: str
-    path: Path | str  # a local path, or a URL (s3://...)
+    path: Path | str | tuple[str, ...]  # a local path, a URL (s3://...), or a set of sources
     format: str
     layout: str
     kind: str  # "hdf5", "hdf5-paged" or "zarr": decides which conditions apply
@@ -249,7 +249,7 @@ class Variant:
     storage: tuple[tuple[str, str], ...] = ()  # --storage-option, for a variant in a bucket
 
 
-def describe(path: Path | str, name: str, equal: bool | None, template: str,
+def describe(path: Path | str | tuple[str, ...], name: str, equal: bool | None, template: str,
              storage: tuple[tuple[str, str], ...] = ()) -> Variant:
     with open_archive(path, template=template, storage_options=dict(storage)) as a:
         kind = "zarr" if a.format == "zarr" else ("hdf5-paged" if a.layout.startswith("hdf5-paged") else "hdf5")
@@ -292,17 +292,17 @@ class Result:
 
 
 def _hit_rates(stats: list[dict[str, Any] | None]) -> tuple[float | None, float | None]:
-    stats = [s for s in stats if s]
-    if not stats:
+    present = [s for s in stats if s]
+    if not present:
         return None, None
-    meta_a = sum(s["meta_accesses"] for s in stats)
-    raw_a = sum(s["raw_accesses"] for s in stats)
-    meta_h = sum(s["meta_hits"] for s in stats)
-    raw_h = sum(s["raw_hits"] for s in stats)
+    meta_a = sum(s["meta_accesses"] for s in present)
+    raw_a = sum(s["raw_accesses"] for s in present)
+    meta_h = sum(s["meta_hits"] for s in present)
+    raw_h = sum(s["raw_hits"] for s in present)
     return (meta_h / meta_a if meta_a else 0.0), (raw_h / raw_a if raw_a else 0.0)
 
 
-def scan_plan(variant: Path | str, template: str, storage: tuple[tuple[str, str], ...] = ()) -> tuple[Any, ...]:
+def scan_plan(variant: Path | str | tuple[str, ...], template: str, storage: tuple[tuple[str, str], ...] = ()) -> tuple[Any, ...]:
     with open_archive(variant, template=template, storage_options=dict(storage)) as a:
         return tuple(a.blocks())
 
@@ -385,7 +385,7 @@ class _Row:
 
 
 def _time_rows(rows: list[_Row], repeat: int, warmup: int, min_seconds: float,
-               progress: Callable[[str], None]) -> list[Result]:
+               progress: Callable[[str], object]) -> list[Result]:
     """Time ``rows`` together: each warmed up, then run in turn, round after round, until
     each has ``repeat`` repetitions adding up to ``min_seconds`` (a row that has them
     sits the later rounds out). One row alone gets its own peak RSS."""
@@ -428,7 +428,7 @@ def measure(
     repeat: int = 3,
     template: str = "/shots/{shot}/signals/{signal}",
     scheduler: str | None = None,
-    progress: Callable[[str], None] = lambda _: None,
+    progress: Callable[[str], object] = lambda _: None,
     warmup: int = 0,
     min_seconds: float = 0.0,
     interleave: bool = False,
@@ -614,11 +614,11 @@ def verify(
     source: str | os.PathLike | Sequence[str | os.PathLike],
     variants: Sequence[str | os.PathLike],
     options: VerifyOptions = VerifyOptions(),
-    on_check: Callable[[str], None] = lambda _: None,
-    on_total: Callable[[int], None] = lambda _: None,
-    on_run: Callable[[str], None] = lambda _: None,
-    on_start: Callable[[], None] = lambda: None,
-    on_expected: Callable[[float], None] | None = None,
+    on_check: Callable[[str], object] = lambda _: None,
+    on_total: Callable[[int], object] = lambda _: None,
+    on_run: Callable[[str], object] = lambda _: None,
+    on_start: Callable[[], object] = lambda: None,
+    on_expected: Callable[[float], object] | None = None,
 ) -> VerifyReport:
     """Prove every variant equal to the source, then measure the read patterns.
 
@@ -662,7 +662,7 @@ def verify(
     # a local file, or an HDF5 file in a bucket; or a glob of them, read as one archive (the union of their shots)
     one = isinstance(source, (str, os.PathLike))
     srcs = [check_source(as_source(s, dict(storage)))
-            for s in expand_sources(str(source) if one else list(source), dict(storage))]
+            for s in expand_sources(str(source) if isinstance(source, (str, os.PathLike)) else list(source), dict(storage))]
     src = srcs[0]
     src_at: Path | str | tuple[str, ...] = str(src) if isinstance(src, ObjectSource) else src  # what open_archive takes
     if len(srcs) > 1:

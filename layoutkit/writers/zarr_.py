@@ -41,7 +41,7 @@ from layoutkit.formats import (
     json_attrs,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.options import CompressorSpec
+from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.stages import timed
 from layoutkit.storage.kv import as_kv
@@ -56,15 +56,15 @@ def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
     if spec.name == "none":
         return []
     if spec.name == "zstd":
-        return [*shuffle, zarr.codecs.ZstdCodec(level=spec.level)]
+        return [*shuffle, zarr.codecs.ZstdCodec(level=spec.codec_level)]
     if spec.name == "gzip":
-        return [*shuffle, zarr.codecs.GzipCodec(level=spec.level)]
+        return [*shuffle, zarr.codecs.GzipCodec(level=spec.codec_level)]
     if spec.name == "lz4":
         return [zarr.codecs.BloscCodec(cname="lz4", clevel=5, shuffle="shuffle" if spec.shuffle else "noshuffle")]
     if spec.name == "blosc":
         return [
             zarr.codecs.BloscCodec(
-                cname=spec.cname, clevel=spec.level, shuffle="shuffle" if spec.shuffle else "noshuffle"
+                cname=spec.blosc_cname, clevel=spec.codec_level, shuffle="shuffle" if spec.shuffle else "noshuffle"
             )
         ]
     raise InvalidOptionError(
@@ -109,7 +109,7 @@ def encode_fill_attr(value: Any, dtype: np.dtype) -> Any:
     return value
 
 
-def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: int, is_netcdf4: bool) -> Any:
+def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4: bool) -> Any:
     if dtype is str:
         return ""
     fv = info.fill_value
@@ -144,7 +144,7 @@ class ZarrWriter:
 
     name = "zarr"
 
-    def __init__(self, path: Any, zarr_format: int = 3) -> None:
+    def __init__(self, path: Any, zarr_format: ZarrFormat = 3) -> None:
         self.kv = as_kv(path)  # a folder, a bucket prefix or an Icechunk session
         self.path = getattr(self.kv, "path", None)
         self.zarr_format = zarr_format
@@ -384,7 +384,7 @@ class ZarrWriter:
         async def write_all() -> None:
             await asyncio.gather(
                 *(
-                    self._arrays[path]._async_array.setitem(
+                    self._arrays[path].async_array.setitem(
                         tuple(slice(a, b) for a, b in region) if region else Ellipsis, data
                     )
                     for path, region, data in rest
@@ -450,6 +450,7 @@ class ZarrWriter:
                 store=self._store, path=node, mode="r+", zarr_format=self.zarr_format
             )
         # the driver already holds the document; skip zarr's open (reads and checks)
+        meta: ArrayV2Metadata | ArrayV3Metadata
         if self.zarr_format == 3:
             meta = ArrayV3Metadata.from_dict(json.loads(json.dumps(files["zarr.json"])))
         else:
@@ -489,7 +490,7 @@ class _ChunkEncoder:
     """Encodes and stores whole chunks of one unsharded numeric array."""
 
     def __init__(self, kv: Any, node: str, dtype: np.dtype, chunks: tuple[int, ...], fill: Any,
-                 codecs: list[Any], zarr_format: int, separator: str) -> None:
+                 codecs: list[Any], zarr_format: ZarrFormat, separator: str) -> None:
         self.kv = kv
         self.prefix = f"{node}/" if node else ""
         self.dtype = dtype
@@ -500,7 +501,7 @@ class _ChunkEncoder:
         self.separator = separator
 
     @classmethod
-    def from_metadata(cls, kv: Any, node: str, files: dict[str, Any], zarr_format: int) -> _ChunkEncoder | None:
+    def from_metadata(cls, kv: Any, node: str, files: dict[str, Any], zarr_format: ZarrFormat) -> _ChunkEncoder | None:
         try:
             if zarr_format == 3:
                 return cls._from_v3(kv, node, files["zarr.json"])
@@ -584,7 +585,7 @@ class _StoredChunks:
         self.sharding = sharding or {}
 
     @classmethod
-    def from_metadata(cls, kv: Any, node: str, doc: dict[str, Any] | None, zarr_format: int) -> _StoredChunks | None:
+    def from_metadata(cls, kv: Any, node: str, doc: dict[str, Any] | None, zarr_format: ZarrFormat) -> _StoredChunks | None:
         if not doc:
             return None
         name = "zarr.json" if zarr_format == 3 else ".zarray"
@@ -649,7 +650,7 @@ def _json_fill(value: Any, dtype: np.dtype) -> Any:
 class _Templates:
     """One zarr-built metadata document per kind of array, specialised per array."""
 
-    def __init__(self, zarr_format: int) -> None:
+    def __init__(self, zarr_format: ZarrFormat) -> None:
         self.zarr_format = zarr_format
         self._cache: dict[str, tuple[dict[str, Any], Any]] = {}
 
@@ -698,7 +699,7 @@ class _Templates:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             arr = zarr.create_array(zarr.storage.MemoryStore(store), zarr_format=self.zarr_format, **sample)
-        if self.zarr_format == 3:
+        if isinstance(arr.metadata, ArrayV3Metadata):
             return json.loads(store["zarr.json"].to_bytes()), arr.metadata.data_type
         return {".zarray": json.loads(store[".zarray"].to_bytes())}, arr.metadata.dtype
 

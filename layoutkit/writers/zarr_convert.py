@@ -21,6 +21,7 @@ from layoutkit import __version__
 from layoutkit.errors import OutputNotWritableError
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
+from layoutkit.options import ZarrFormat
 from layoutkit.plan import CopyTask
 from layoutkit.writers.zarr_ import ZarrWriter
 
@@ -65,7 +66,7 @@ class ConvertSummary:
 class CopyJob:
     source: Any  # a path, or an ObjectSource
     dest: Any  # a store path, or a key-value target (layoutkit.storage.kv)
-    zarr_format: int
+    zarr_format: ZarrFormat
     arrays: dict[str, ArrayInfo]
     # arrays whose Zarr fill value equals the HDF5 one: never-written regions are skipped
     sparse_ok: frozenset[str] = frozenset()

@@ -11,6 +11,7 @@ are stored once (:mod:`layoutkit.hdf5.scales`).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
@@ -148,7 +149,7 @@ def plan_reorder(
             f"(it has e.g. {examples}); pass --template, or --by group to order any file."
         )
     dedupe = duplicate_scales(inventory.arrays, scale_digests, options.template) if options.dedupe else {}
-    scales_of = {
+    scales_of: dict[str, Sequence[str]] = {
         a.path: [dedupe.get(s, s) for axis in a.dim_scales for s in axis] for a in inventory.arrays if a.dim_scales
     }
     infos = {a.path: a for a in inventory.arrays}

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import h5py
 import hdf5plugin
@@ -46,12 +46,12 @@ def filter_kwargs(spec: CompressorSpec) -> dict[str, Any]:
     if spec.name == "lzf":
         return {"compression": "lzf", "shuffle": spec.shuffle}
     if spec.name == "zstd":
-        return {**hdf5plugin.Zstd(clevel=spec.level), "shuffle": spec.shuffle}
+        return {**hdf5plugin.Zstd(clevel=spec.codec_level), "shuffle": spec.shuffle}
     if spec.name == "lz4":
         return {**hdf5plugin.LZ4(), "shuffle": spec.shuffle}
     if spec.name == "blosc":
         shuffle = hdf5plugin.Blosc.SHUFFLE if spec.shuffle else hdf5plugin.Blosc.NOSHUFFLE
-        return dict(hdf5plugin.Blosc(cname=spec.cname, clevel=spec.level, shuffle=shuffle))
+        return dict(hdf5plugin.Blosc(cname=spec.blosc_cname, clevel=spec.codec_level, shuffle=shuffle))
     raise InvalidOptionError(f"Unknown compressor {spec}.")
 
 
@@ -66,10 +66,11 @@ class ChunkEncoder:
         if spec.name == "gzip":
             # libdeflate: a zlib stream like zlib.compress's, 2.2x as fast at level 4 and
             # 5% smaller (measured on the sample's chunks); any inflate decodes it
-            level = spec.level
-            self.steps.append(lambda b: imagecodecs.deflate_encode(b, level=level))
+            level = spec.codec_level
+            # a new bytes object (the stub says any buffer)
+            self.steps.append(lambda b: cast(bytes, imagecodecs.deflate_encode(b, level=level)))
         elif spec.name == "zstd":
-            zstd = numcodecs.Zstd(level=spec.level)
+            zstd = numcodecs.Zstd(level=spec.codec_level)
             self.steps.append(lambda b: bytes(zstd.encode(b)))
 
     def encode(self, data: bytes) -> bytes:
@@ -222,7 +223,8 @@ class PagedHDF5Writer:
             entries = attribute_value(sid, "REFERENCE_LIST") if h5py.h5a.exists(sid, b"REFERENCE_LIST") else None
             for entry in () if entries is None else entries:
                 try:
-                    target = addr_to_path.get(addr_of(entry[0], member))
+                    address = addr_of(entry[0], member)
+                    target = addr_to_path.get(address) if address is not None else None
                 except (KeyError, ValueError, OSError):
                     target = None
                 if target is not None:

@@ -40,9 +40,9 @@ def check_index(archive: Any, source_paths: set[str], miss: Any) -> None:
         for data, parts in spans.items():
             parts.sort()
             ends = [0] + [s + n for s, n in parts]
-            if data not in archive._nodes:
+            if archive.node(data) is None:
                 miss(data, "index", "a packed array the index names is missing")
-            elif [s for s, _ in parts] != ends[:-1] or ends[-1] != archive._array(data).shape[0]:
+            elif [s for s, _ in parts] != ends[:-1] or ends[-1] != archive.zarr_array(data).shape[0]:
                 miss(data, "index", f"the datasets of shot {shot} do not fill the packed array end to end")
 
 

@@ -94,17 +94,17 @@ class _ShotIndex(Mapping):
         if not wanted:
             return
         paths = {s: f"{archive.shot_path(s)}/{packed}" for s in wanted}
-        archive._load_nodes(list(paths.values()))
+        archive.load_nodes(list(paths.values()))
         unpacked: dict[str, dict[str, Any]] = {}
         for shot, path in paths.items():
-            node = archive._nodes.get(path)
+            node = archive.node(path)
             doc = dict(node.attributes).get(SHOT_INDEX_ATTR) if node is not None else None
             if doc is None:
                 self._absent.add(shot)
                 continue
             self._docs[shot] = (archive.shot_path(shot), doc)
             unpacked |= {f"{archive.shot_path(shot)}/{rel}": node for rel, node in (doc.get("mirrored") or {}).items()}
-        archive._adopt_nodes(unpacked)
+        archive.adopt_nodes(unpacked)
 
     def doc(self, shot: str) -> dict[str, Any] | None:
         """A shot's index document, fetched if need be (None: no such shot)."""
@@ -167,7 +167,6 @@ class ShotPackedArchive(PackedArchive):
             )
         self._set_template(meta.get("template", self.template))
         self._full, self._prefix = compile_template(self.template)
-        self._series, self._signal_series = {}, {}
         self._meta = meta
         if int(meta.get("version", 0)) >= 3:  # each shot's index with its packed array
             self._segments = _ShotIndex({}, meta, archive=self)
@@ -179,9 +178,9 @@ class ShotPackedArchive(PackedArchive):
                 if doc and m is not None:
                     docs[m.group("shot")] = (group, doc)
             self._segments = _ShotIndex(docs, meta)  # shot -> path relative to the shot -> segment
-        self._tree = None
+        self._tree: dict[str, set[str]] | None = None
 
-    def _locate(self, path: str) -> _Segment | None:  # type: ignore[override]
+    def locate(self, path: str) -> _Segment | None:
         m = self._prefix.match(path)
         if m is None or m.group("shot") not in self._segments:
             return None
@@ -195,7 +194,7 @@ class ShotPackedArchive(PackedArchive):
             return bytes_back(dict((doc or {}).get("groups", {}).get(rel, {})))
         return super()._group_attrs(path)
 
-    def _virtual_tree(self) -> dict[str, set[str]]:
+    def virtual_tree(self) -> dict[str, set[str]]:
         if self._tree is None:
             self._tree = tree_of(f"{self.shot_path(shot)}/{rel}" for shot, rel in self._segments.members())
         return self._tree
@@ -265,7 +264,7 @@ class ShotPackedArchive(PackedArchive):
         self._every_shot()
         out: list[tuple[str, Selection]] = []
         for p in sorted(p for p in self._nodes if self._is_stored_array(p)):
-            a = self._array(p)
+            a = self.zarr_array(p)
             out.extend((p, sel) for sel in selections(tuple(a.shape), tuple(a.shards or a.chunks)))
         return out
 
@@ -274,10 +273,10 @@ class ShotPackedArchive(PackedArchive):
             self._segments.load([m.group("shot")])  # version 3: its index lists its stored arrays
         if self._is_stored_array(path):
             return super().get(path, selection)
-        seg = self._locate(path)
+        seg = self.locate(path)
         if seg is None:
             raise KeyError(f"{path} is not in {self.path}")
-        a = self._array(seg.data)
+        a = self.zarr_array(seg.data)
         row = math.prod(seg.shape[1:]) * seg.dtype.itemsize
         first = selection[0] if selection else slice(None)
         if isinstance(first, slice) and first.indices(seg.shape[0])[2] == 1:
@@ -287,7 +286,7 @@ class ShotPackedArchive(PackedArchive):
             return _values(raw, seg.dtype, (hi - lo, *seg.shape[1:]))[(slice(None), *selection[1:])]
         return _values(np.asarray(a[seg.start : seg.start + seg.length]), seg.dtype, seg.shape)[selection]
 
-    def _read_rows(self, rows: list[_Segment]) -> list[np.ndarray]:  # type: ignore[override]
+    def _read_rows(self, rows: list[_Segment]) -> list[np.ndarray]:
         """The values of several datasets, all read at once: a packed array whole (one GET
         of its shard) when it is small or they need half of it, else each dataset's own
         range (the shard index, then the range)."""
@@ -327,13 +326,13 @@ class ShotPackedArchive(PackedArchive):
         """The packed rows that datasets need: their own and their time bases'."""
         rows = {}
         for p in paths:
-            seg = self._locate(p)
+            seg = self.locate(p)
             if seg is None:
                 continue
             rows[(seg.data, seg.start, seg.length)] = seg
-            shot = self._prefix.match(p).group("shot")
+            shot = self.shot_of(p)
             for axis in seg.dims:
-                if axis and (scale := self._locate(self._scale_source(shot, axis[0]))) is not None:
+                if axis and (scale := self.locate(self.scale_source(shot, axis[0]))) is not None:
                     rows[(scale.data, scale.start, scale.length)] = scale
         return rows
 
@@ -342,26 +341,27 @@ class ShotPackedArchive(PackedArchive):
         rows = list(self._rows_of(self._shot_paths(shot)[1]).values())
         return [(p, (slice(lo, hi),)) for p, lo, hi in self._spans(rows)]
 
-    def _variables(self, paths: list[str], lazy: bool = False) -> list[xr.DataArray]:
+    def _variables(self, paths: Iterable[str], lazy: bool = False) -> list[xr.DataArray]:
         """As signal-major's, but the datasets and their time bases, which share the
         shot's packed arrays, are read together: each packed array once (``lazy`` too: a
         row is bytes, its type known only once it is read)."""
-        rows = self._rows_of(paths)
+        wanted = list(paths)
+        rows = self._rows_of(wanted)
         self._local.ahead = dict(zip(rows, self._read_rows(list(rows.values()))))
         try:
-            return super()._variables(paths)
+            return super()._variables(wanted)
         finally:
             self._local.ahead = {}
 
     def iter_shots(self, shots: Iterable[str | int]) -> Iterator[tuple[str, xr.DataTree]]:
         """As :meth:`ZarrArchive.iter_shots`; in version 3 the shots' indexes are fetched
         :data:`INDEX_AHEAD` at a time, ahead of the shots fetched ahead."""
-        shots = [str(s) for s in shots]
-        loaded = min(INDEX_AHEAD, len(shots))
-        self._segments.load(shots[:loaded])
-        for n, item in enumerate(super().iter_shots(shots)):
-            if loaded < len(shots) and n + 1 + AHEAD_SHOTS >= loaded:
-                self._segments.load(shots[loaded : loaded + INDEX_AHEAD])
+        names = [str(s) for s in shots]
+        loaded = min(INDEX_AHEAD, len(names))
+        self._segments.load(names[:loaded])
+        for n, item in enumerate(super().iter_shots(names)):
+            if loaded < len(names) and n + 1 + AHEAD_SHOTS >= loaded:
+                self._segments.load(names[loaded : loaded + INDEX_AHEAD])
                 loaded += INDEX_AHEAD
             yield item
 

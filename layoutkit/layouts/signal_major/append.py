@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from layoutkit.errors import StoreReadError
 from layoutkit.formats import LAYOUT_ATTR, NODES_ATTR, SIDECAR
 from layoutkit.layouts.signal_major.spec import (
     ATTRS,
@@ -77,16 +78,16 @@ def merge(old: StoreDocs, new: StoreDocs, options: Any) -> Merge:
         group = next((g for g in renames if key.startswith(g + "/")), None)
         if group is not None:
             _move_array_object(key, group, renames[group], new, nodes, out, skipped)
-    sources = {doc["source"]: g for g, node in nodes.items() if (doc := _series(node)) is not None}
+    sources = {series["source"]: g for g, node in nodes.items() if (series := _series(node)) is not None}
     offsets = {(g.group, g.staged): g.rows_before for g in grows if g.kind == "rows"}
     for key in shot_keys(keys, options.template, shots):
-        if key.endswith("/zarr.json") and SHOT_ATTR in (doc := new.json(key)).get("attributes", {}):
-            rows = doc["attributes"][SHOT_ATTR].get("rows", {})
+        if key.endswith("/zarr.json") and SHOT_ATTR in (shot_doc := new.json(key)).get("attributes", {}):
+            rows = shot_doc["attributes"][SHOT_ATTR].get("rows", {})
             for source, row in rows.items():
                 group = sources[source]
                 row[1] += offsets.get((group, row[0]), 0)
                 row[0] = renames[group]["rows"][row[0]]
-            out.documents[key] = json.dumps(doc).encode()
+            out.documents[key] = json.dumps(shot_doc).encode()
         else:
             out.moves[key] = key
     if grows:
@@ -138,6 +139,9 @@ def _join_series(nodes: dict[str, Any], new_nodes: dict[str, Any], out: Merge,
             out.documents[f"{group}/zarr.json"] = json.dumps(node).encode()
             continue
         have = _series(mine)
+        if have is None:
+            raise StoreReadError(f"{group} in the store is not a signal-major series, and the new shots' is: "
+                                 "the store was changed by something else than layoutkit.")
         same = have["same_as"]
         taken = {p["suffix"] for p in have["parts"]} | {p["suffix"] for p in same_as_parts(same)}
         rows: dict[str, str] = {}

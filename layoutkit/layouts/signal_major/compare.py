@@ -56,7 +56,7 @@ def check_index(archive: Any, source_paths: set[str], miss: Any) -> None:
                 continue
             if ids != [s for s, _ in rows] or starts != [r.start for _, r in rows] or lengths != [r.length for _, r in rows]:
                 miss(data, "index", "the index arrays differ from the index in the series' attributes")
-            if not _end_to_end([(r.start, r.length) for _, r in rows], archive._array(data)):
+            if not _end_to_end([(r.start, r.length) for _, r in rows], archive.zarr_array(data)):
                 miss(data, "index", "the shots do not fill the packed array end to end")
 
 

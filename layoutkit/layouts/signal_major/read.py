@@ -64,6 +64,13 @@ class _Series:
     loaded: set[tuple[str, int]] = field(default_factory=set)  # version 2: index chunks read
     complete: bool = True  # every row known (version 1 always; version 2 once every chunk is read)
 
+    @property
+    def index(self) -> dict[str, Any]:
+        """Version 2's series attribute (:attr:`doc`), which version 1 does not have."""
+        if self.doc is None:
+            raise KeyError(f"{self.group}: a version-1 series has no index document")
+        return self.doc
+
 
 class SignalMajorArchive(PackedArchive):
     """A signal-major Zarr store from ``convert --layout signal-major``: every shot of a
@@ -172,7 +179,7 @@ class SignalMajorArchive(PackedArchive):
         """A version-2 row: the part's dims, its array's attributes and the shot's own."""
         data = f"{series.group}/{DATA}{suffix}"
         if data not in self._common:
-            part = next(p for p in series.doc["parts"] if p["suffix"] == suffix)
+            part = next(p for p in series.index["parts"] if p["suffix"] == suffix)
             self._common[data] = (plain_attrs(dict(self._nodes[data].attributes), self.hidden_attrs),
                                   tuple(tuple(axis) for axis in part["dims"]))
         common, dims = self._common[data]
@@ -190,7 +197,7 @@ class SignalMajorArchive(PackedArchive):
         if not wanted:
             return
         paths = {self.shot_path(s): s for s in wanted}
-        docs = self._load_nodes(list(paths))
+        docs = self.load_nodes(list(paths))
         # a shot group listed already (a store opened node by node): its attributes are its document
         docs |= {p: {"attributes": dict(self._nodes[p].attributes)} for p in paths
                  if p not in docs and p in self._nodes and not hasattr(self._nodes[p], "shape")}
@@ -199,8 +206,8 @@ class SignalMajorArchive(PackedArchive):
             nodes = {f"{path}/{rel}": {"node_type": "group", "attributes": attrs}
                      for rel, attrs in inside.get("groups", {}).items()}
             nodes |= {f"{path}/{rel}": node for rel, node in inside.get("mirrored", {}).items()}
-            self._adopt_nodes(nodes)
-            shot = paths.get(path) or paths.get("/" + path.strip("/"))
+            self.adopt_nodes(nodes)
+            shot = paths.get(path) or paths["/" + path.strip("/")]
             self._shot_rows[shot] = inside.get("rows", {})
             for source, (suffix, start, length) in inside.get("rows", {}).items():
                 if (series := self._series.get(source)) is not None and not series.complete:
@@ -224,7 +231,7 @@ class SignalMajorArchive(PackedArchive):
 
     # -- source paths -> packed rows -----------------------------------------------
 
-    def _locate(self, path: str) -> _Row | None:
+    def locate(self, path: str) -> _Row | None:
         """The packed row holding the source dataset at ``path``, or None."""
         m = self._prefix.match(path)
         if m is None:
@@ -240,7 +247,7 @@ class SignalMajorArchive(PackedArchive):
         kept = self._series.get(series.same_as.get(shot, ""))  # a scale stored once per shot
         return kept.rows.get(shot) if kept else None
 
-    def _virtual_tree(self) -> dict[str, set[str]]:
+    def virtual_tree(self) -> dict[str, set[str]]:
         """Group -> member names of the source hierarchy the packed rows stand for."""
         if self._tree is None:
             self._every_shot()
@@ -274,11 +281,11 @@ class SignalMajorArchive(PackedArchive):
             return super()._exists(path)
         shot = m.group("shot")  # version 2: this shot's rows and document, not the whole archive
         self._load_shot_docs([shot])
-        if path in self._nodes or self._locate(path) is not None:
+        if path in self._nodes or self.locate(path) is not None:
             return True
         rel = path.rstrip("/")[len(self.shot_path(shot)) + 1:]
         inside = [src for src in self._series if not rel or src.startswith(rel + "/")]
-        return any(self._locate(f"{self.shot_path(shot)}/{src}") is not None for src in inside) or (
+        return any(self.locate(f"{self.shot_path(shot)}/{src}") is not None for src in inside) or (
             not rel and shot in self.shots)
 
     def shot(self, shot: str | int) -> xr.DataTree:
@@ -306,10 +313,10 @@ class SignalMajorArchive(PackedArchive):
             self._load_shot_docs([m.group("shot")])  # an array inside a shot: its document lists it
         if self._is_stored_array(path):
             return super().get(path, selection)
-        row = self._locate(path)
+        row = self.locate(path)
         if row is None:
             raise KeyError(f"{path} is not in {self.path}")
-        a = self._array(row.data)
+        a = self.zarr_array(row.data)
         if not selection:
             return np.asarray(a[row.start : row.start + row.length])
         first, rest = selection[0], tuple(selection[1:])
@@ -337,9 +344,9 @@ class SignalMajorArchive(PackedArchive):
     def _with_scales(self, series: _Series) -> list[_Series]:
         """A signal's series, and the series of every scale its parts name (and of the
         scales those repeat)."""
-        scales = {axis[0] for part in series.doc["parts"] for axis in part["dims"] if axis}
+        scales = {axis[0] for part in series.index["parts"] for axis in part["dims"] if axis}
         wanted = [series, *(self._series[s] for s in sorted(scales) if s in self._series)]
-        return wanted + [self._series[o] for s in wanted[1:] for o in s.doc["same_as"].get("sources", ())
+        return wanted + [self._series[o] for s in wanted[1:] for o in s.index["same_as"].get("sources", ())
                          if o in self._series]
 
     def _prepare_signal(self, series: _Series | None, mirrored: list[str]) -> None:
@@ -356,7 +363,7 @@ class SignalMajorArchive(PackedArchive):
         fetched in the index's round (:meth:`~ZarrArchive._fetch_with_next_read`)."""
         if not self._v2 or series is None or series.complete:
             return []
-        return [f"{s.group}/{DATA}{part['suffix']}" for s in self._with_scales(series) for part in s.doc["parts"]]
+        return [f"{s.group}/{DATA}{part['suffix']}" for s in self._with_scales(series) for part in s.index["parts"]]
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         series = self._signal_series.get(signal)
@@ -386,7 +393,7 @@ class SignalMajorArchive(PackedArchive):
             shots = sorted(series.rows, key=natural_key)
             rows = [series.rows[shot] for shot in shots]
             refs = [r.dims[0][0] if r.dims and r.dims[0] else None for r in rows]
-            scale_rows = [self._locate(self._scale_source(shot, ref)) if ref else None for shot, ref in zip(shots, refs)]
+            scale_rows = [self.locate(self.scale_source(shot, ref)) if ref else None for shot, ref in zip(shots, refs)]
             if any(ref and row is None for ref, row in zip(refs, scale_rows)):  # a scale stored at its own path
                 return super().signal_packed(signal)
             values = self._read_rows([*rows, *(r for r in scale_rows if r is not None)])

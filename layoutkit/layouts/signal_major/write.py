@@ -110,7 +110,8 @@ class SignalMajorWriter(ZarrWriter):
     def write_index(self, series: list[PackedSeries], version: int, lists: dict[str, tuple[str, ...]]) -> int:
         """Write the index arrays of every series, and version 2's root-level lists
         (array name -> values); returns their bytes."""
-        blocks = [(path, ((0, len(v)),), v) for s in series for path, v in index_values(s, version)]
+        blocks: list[tuple[str, tuple[tuple[int, int], ...], np.ndarray]] = [
+            (path, ((0, len(v)),), v) for s in series for path, v in index_values(s, version)]
         blocks += [(f"/{name}", ((0, len(v)),), np.array(v, dtype=object)) for name, v in lists.items() if v]
         self.write_many(blocks)
         return sum(v.size * 8 for _, _, v in blocks)
@@ -135,7 +136,8 @@ def add_shot_documents(plan: SignalMajorPlan, docs: dict[str, dict[str, Any]]) -
     for s in plan.series:
         for p in s.parts:
             for r in p.rows:
-                where.setdefault(r.shot, prefix.match(r.source).group(0).strip("/"))
+                if (m := prefix.match(r.source)) is not None:  # a packed row lies in its shot
+                    where.setdefault(r.shot, m.group(0).strip("/"))
     for node, files in list(docs.items()):
         m = prefix.match(f"/{node}/")
         if m is None:

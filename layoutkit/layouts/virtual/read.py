@@ -23,6 +23,7 @@ import bisect
 import json
 import math
 import os
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -66,7 +67,7 @@ class VirtualArchive(ZarrArchive):
         async def one_file(url: str, items: list[tuple[int, int, int]]) -> None:
             source = _File(url, index.versions.get(url, {}), self._virtual)
             merged = coalesce([(offset, length) for offset, length, _ in items], COALESCE_GAP, COALESCE_MAX)
-            bodies = await asyncio.gather(*(self.store.counted(lambda o=o, n=n: source.read(o, n)) for o, n in merged))
+            bodies = await asyncio.gather(*(self.store.counted(partial(source.read, o, n)) for o, n in merged))
             starts = [o for o, _ in merged]
             for offset, length, i in items:
                 k = bisect.bisect_right(starts, offset) - 1
@@ -100,8 +101,10 @@ class VirtualArchive(ZarrArchive):
             return None
         entries = int(root_part(provenance if isinstance(provenance, dict) else {}).get("entries", 0))
         names = await asyncio.to_thread(source.refindex_names, entries) if entries else []
-        docs = await asyncio.gather(*(self.store.counted(
-            lambda name=name: _body(refindex.get(source.location, source.storage_options, name))) for name in names))
+        def fetch(name: str) -> Any:
+            return _body(refindex.get(source.location, source.storage_options, name))
+
+        docs = await asyncio.gather(*(self.store.counted(partial(fetch, name)) for name in names))
         return RefIndex(d for d in docs if d)
 
 
@@ -131,11 +134,15 @@ class _File:
         from layoutkit.storage.retry import aretrying
 
         store, key = object_store(self.url, self.storage_options)
-        options: dict[str, Any] = {"range": (offset, offset + length)}
-        if self.version.get("etag"):
-            options["if_match"] = self.version["etag"]
+        span, etag = (offset, offset + length), self.version.get("etag")
+
+        def get() -> Any:  # not changed since it was referenced: its ETag, when recorded
+            if etag:
+                return obstore.get_async(store, key, options={"range": span, "if_match": etag})
+            return obstore.get_async(store, key, options={"range": span})
+
         try:
-            result = await aretrying(lambda: obstore.get_async(store, key, options=options))
+            result = await aretrying(get)
             return bytes(await result.bytes_async())
         except Exception as exc:
             if type(exc).__name__ in ("PreconditionError", "NotFoundError") or isinstance(exc, FileNotFoundError):

@@ -71,7 +71,7 @@ def version_of(source: Path | ObjectSource) -> dict[str, Any]:
 
         from layoutkit.storage.retry import retrying
 
-        store, key = source._store
+        store, key = source.store_and_key
         head = retrying(lambda: obstore.head(store, key))
         return {"etag": head.get("e_tag") or "", "size": int(head["size"])}
     stat = os.stat(source)
@@ -115,7 +115,7 @@ def reference_task(job: VirtualJob, task: CopyTask) -> int:
         if path not in job.referenced:
             continue
         info = job.copy.arrays[path]
-        chunks = info.chunks if info.layout == "chunked" else info.shape
+        chunks = info.chunks if info.layout == "chunked" and info.chunks else info.shape
         origins = list(itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, chunks))))
         found = reader.chunk_locations(path, region)
         if found is None:  # its index is not trusted: the region written, read through HDF5

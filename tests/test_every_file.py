@@ -22,6 +22,10 @@ from layoutkit.storage import disk_usage
 runner = CliRunner()
 
 SMALL_FILE = 10 * 1024**2
+# a file of more data than this is not scanned whole by verify's read patterns here: its
+# variants are proven equal all the same, and a scan of 2 GiB of zeros (an edge case of
+# the corpus) five times over tells nothing a small file's scan does not
+SCANNED_BYTES = 256 * 1024**2
 # Zarr keeps a metadata document per array (~0.4 KiB), twice with consolidated metadata:
 # a file of a thousand one-element datasets cannot stay within 2x in Zarr, only in HDF5
 ZARR_METADATA_PER_ARRAY = 1024
@@ -67,8 +71,8 @@ def run_everything(src: Path, tmp_path: Path) -> dict[str, int]:
     inspected = invoke("inspect", src)
     codes["inspect"] = inspected.exit_code
     assert inspected.exit_code == 0, inspected.output
-    as_json = invoke("inspect", src, "--json")
-    arrays = json.loads(as_json.output)["arrays"]
+    as_json = json.loads(invoke("inspect", src, "--json").output)
+    arrays = as_json["arrays"]
     variants = []
     runs = {
         "v3.zarr": ["convert", src, tmp_path / "v3.zarr"],
@@ -91,7 +95,8 @@ def run_everything(src: Path, tmp_path: Path) -> dict[str, int]:
             assert_refusal(result, name)
             assert not out.exists() and not list(tmp_path.glob(f".{name}.layoutkit-*"))
     if variants:
-        result = invoke("verify", src, *variants, "--repeat", "1", "--sample", "2", "--patterns", "all")
+        patterns = "all" if as_json["logical_bytes"] <= SCANNED_BYTES else "open,subset,axis"
+        result = invoke("verify", src, *variants, "--repeat", "1", "--sample", "2", "--patterns", patterns)
         codes["verify"] = result.exit_code
         rows_failed = sum(line.count(" failed ") for line in result.output.splitlines() if line.startswith("│"))
         reasons = [line for line in result.output.splitlines() if line.startswith("failed:")]

@@ -50,7 +50,9 @@ demo-figures:
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest -n 2 -q
+	@# 4 workers on 2 cores: the tests wait on S3 servers, subprocesses and simulated latency
+	@# (18.0 min with 4, against 21.8 with 2, on this project's 2-core machine, 2026-11-28)
+	$(PY) -m pytest -n 4 -q
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_convert.py

@@ -93,6 +93,7 @@ class Layout(ABC):
     order: ClassVar[str | None] = None  # convert's former --order value for it ("shot", "signal"...)
     target: ClassVar[str]  # the recipe target: "zarr" or "hdf5-paged"
     format: ClassVar[str]  # what it writes: "zarr", "hdf5", or the layout's own format
+    suffix: ClassVar[str]  # how its outputs are named: ".zarr", ".h5", ".icechunk" (advise names its candidates so)
     output: ClassVar[str] = "store"  # "store" (a Zarr key-value target) or "file" (a local path)
     destinations: ClassVar[tuple[str, ...]] = DESTINATION_KINDS  # where it can write (DESTINATION_KINDS)
     appends: ClassVar[bool] = False

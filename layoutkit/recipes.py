@@ -36,7 +36,19 @@ from layoutkit.pipeline import PROVENANCE_ATTR, provenance_attrs
 from layoutkit.pipeline import recipe_of as layout_recipe_of
 
 COMMANDS = {target: layout.command for target, layout in targets().items()}  # target -> the command that writes it
-TARGETS = {command: target for target, command in COMMANDS.items()}
+
+
+def command_targets(commands: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """Command -> the recipe targets it writes, in the registry's order (the built-in
+    target first): a plugin's layout written by ``convert`` adds a target to convert's,
+    and takes none of convert's recipes over."""
+    out: dict[str, tuple[str, ...]] = {}
+    for target, command in commands.items():
+        out[command] = (*out.get(command, ()), target)
+    return out
+
+
+TARGETS = command_targets(COMMANDS)
 META_KEYS = ("target", "description", "aliases")
 FORMER_KEYS = {"order": "layout"}  # keys recipes and provenance used to spell otherwise
 SHIPPED = resources.files("layoutkit") / "recipes_data"
@@ -192,9 +204,9 @@ def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed
     InvalidOptionError
         A value typed on the command line is invalid.
     """
-    target = TARGETS[command]
     if recipe is not None and not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe)
+    target = recipe.target if recipe is not None and recipe.target in TARGETS[command] else TARGETS[command][0]
     if recipe is not None and recipe.target != target:
         other = COMMANDS[recipe.target]
         raise RecipeError(

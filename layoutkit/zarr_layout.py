@@ -23,6 +23,7 @@ class ZarrLayout(Layout):
     appends = True  # Zarr format 3 stores (can_append)
     target = "zarr"
     format = "zarr"
+    suffix = ".zarr"
     output = "store"
     options_class = ConvertOptions
     recipe_keys = ZARR_RECIPE_KEYS

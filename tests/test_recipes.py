@@ -312,3 +312,17 @@ def test_recipes_from_a_variant_an_earlier_layoutkit_wrote(shot_file: Path, tmp_
     again = tmp_path / "again.zarr"
     assert run("convert", shot_file, again, "--recipe", write(tmp_path, text)).exit_code == 0
     assert json.loads((again / "zarr.json").read_text())["attributes"]["layoutkit_layout"]["name"] == "signal-major"
+
+
+def test_a_plugin_layout_of_convert_adds_a_target_and_takes_none_over() -> None:
+    """A third party's layout written by ``convert`` (a new recipe target) leaves convert's
+    own recipes and defaults to convert's own target; its recipes are convert's too."""
+    from layoutkit.recipes import TARGETS, command_targets
+
+    assert command_targets({"zarr": "convert", "hdf5-paged": "reorder", "npy-folder": "convert"}) == {
+        "convert": ("zarr", "npy-folder"), "reorder": ("hdf5-paged",)}
+    assert TARGETS["convert"][0] == "zarr" and TARGETS["reorder"] == ("hdf5-paged",)
+    assert type(build_options("convert", None, {})).__name__ == "ConvertOptions"
+    assert type(build_options("convert", "cloud-netcdf", {})).__name__ == "ConvertOptions"
+    with pytest.raises(RecipeError, match="layoutkit reorder"):  # a recipe of the other command, named
+        build_options("convert", "cmod-shot", {})

@@ -120,7 +120,7 @@ def test_a_bucket_source_reads_ranges_with_as_many_gets_as_its_limits_allow(monk
         return blob[start:start + length]
 
     monkeypatch.setattr(obstore, "get_range_async", fake_get_range_async)
-    monkeypatch.setattr(ObjectSource, "_store", property(lambda self: (None, "key")))
+    monkeypatch.setattr(ObjectSource, "store_and_key", property(lambda self: (None, "key")))
     source = ObjectSource("s3://bucket/key.h5", options)
     ranges = [(0, 50_000), (100_000, 50_000), (200_000, 50_000), (300_000, 50_000)]
     assert source.read_ranges(ranges) == [blob[o:o + n] for o, n in ranges]

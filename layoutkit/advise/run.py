@@ -34,6 +34,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from obstore.exceptions import BaseError as StoreError
@@ -560,11 +561,11 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
     started = clock.now()
     trial = Trial(candidate.name, candidate.command, candidate.recipe_values(options.template))
     work.mkdir()
-    repository = "local" not in layout_for(candidate.command, candidate.options(options.template)).destinations
-    suffix = ".icechunk" if repository else ".zarr" if candidate.command == "convert" else ".h5"
+    layout = layout_for(candidate.command, candidate.options(options.template))
+    repository = "local" not in layout.destinations
     written: dict[str, Path | str] = (
-        {size: f"{where}/{size}{suffix}" for size in ("small", "large")} if where
-        else {size: work / f"{size}{suffix}" for size in ("small", "large")}
+        {size: f"{where}/{size}{layout.suffix}" for size in ("small", "large")} if where
+        else {size: work / f"{size}{layout.suffix}" for size in ("small", "large")}
     )
     if repository:  # a layout that writes only Icechunk repositories (virtual)
         written = {size: f"icechunk:{place}" for size, place in written.items()}
@@ -879,9 +880,8 @@ def write_command(result: AdviseResult, recipe_path: Path) -> str:
     environment)."""
     src = as_source(result.source)
     best = result.recommended
-    kept = get_layout(best.recipe["layout"]) if best.recipe.get("layout") else None
-    ending = ".h5" if best.command != "convert" else ".icechunk" if kept and "local" not in kept.destinations else ".zarr"
-    dst = f"{src.stem}-{best.name}{ending}"  # beside, never over, SRC
+    layout = layout_for(best.command, SimpleNamespace(**best.recipe))  # the full recipe: its layout key too
+    dst = f"{src.stem}-{best.name}{layout.suffix}"  # beside, never over, SRC
     command = f"layoutkit {best.command} {src} {src.with_name(dst)} --recipe {recipe_path}"
     if isinstance(src, ObjectSource):
         command += "".join(f" --storage-option {k}={v}" for k, v in result.options.storage_options

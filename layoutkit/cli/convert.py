@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -23,6 +23,9 @@ from layoutkit.cli.running import (
 )
 from layoutkit.layouts import layouts_of
 from layoutkit.options import format_size, size_relative
+
+if TYPE_CHECKING:
+    from layoutkit.writers.zarr_convert import ConvertSummary
 
 LAYOUT_NAMES = [layout.name for layout in layouts_of("convert")]
 LAYOUT_HELP = "Which Zarr layout: " + "; ".join(f"{layout.name}: {layout.description}" for layout in layouts_of("convert")) + "."
@@ -146,7 +149,7 @@ def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
         out.print(f"skipped {path}: {reason}")
 
 
-def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
+def _print_summary(s: ConvertSummary) -> None:
     what = (f"in {s.batches} batches (the first converted, each next appended)" if s.batches > 1
             else f"{s.arrays} arrays in {s.groups} groups")
     out.print(
@@ -159,13 +162,8 @@ def _print_summary(s) -> None:  # noqa: ANN001 - ConvertSummary
         more = f" and {len(s.reencoded) - 5:,} more" if len(s.reencoded) > 5 else ""
         out.print(f"{s.copied:,} arrays copied as stored, {len(s.reencoded):,} re-encoded" +
                   (f": {said}{more}" if said else ""))
-    if hasattr(s, "referenced"):  # a layout of references (the virtual layout's summary)
-        said = "; ".join(f"{path} {reason}" for path, reason in s.written[:5])
-        more = f" and {len(s.written) - 5:,} more" if len(s.written) > 5 else ""
-        out.print(f"{s.referenced:,} arrays referenced where they lie ({format_size(s.referenced_bytes)}), "
-                  f"{len(s.written):,} written ({format_size(s.written_bytes)})" + (f": {said}{more}" if said else "")
-                  + (f"; {s.chunks_written:,} chunks of referenced arrays written (their filters skipped, or "
-                     "never written with another fill value)" if s.chunks_written else ""))
+    for line in s.layout_lines():  # what the layout alone has to say (the virtual layout: its references)
+        out.print(line)
     if s.shards_requested:
         out.print(f"{s.sharded:,} arrays sharded" if s.sharded else
                   "no array large enough to shard: each fits in one chunk, so none was sharded")

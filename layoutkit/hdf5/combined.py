@@ -173,7 +173,7 @@ def _same_values(sources: SourceSet, inventories: Sequence[Inventory], shot: Cal
             theirs = _nodes_of(inventories[other], shot, s)
             what = _shot_difference(mine, theirs)
             if what is not None:
-                raise _duplicate_error(s, inventories[first].path, inventories[other].path, what)
+                raise duplicate_shot_error(s, inventories[first].path, inventories[other].path, what)
             for path, info in mine[1].items():
                 pairs.setdefault((first, other), []).append((info, theirs[1][path], s))
     for path, members in held.items():
@@ -187,7 +187,7 @@ def _same_values(sources: SourceSet, inventories: Sequence[Inventory], shot: Cal
                 if not bool(np.all(_equal(read_all(lambda _: fa, x), read_all(lambda _: fb, y)))):
                     where = f"dataset {x.path!r} differs"
                     if in_shot is not None:
-                        raise _duplicate_error(in_shot, inventories[a].path, inventories[b].path, where)
+                        raise duplicate_shot_error(in_shot, inventories[a].path, inventories[b].path, where)
                     raise DifferentDuplicateError(
                         f"Dataset {x.path!r} is in {inventories[a].path} and in {inventories[b].path} with different "
                         "values; layoutkit combines sources only when what lies outside their shots is the same in each."
@@ -218,7 +218,9 @@ def _shot_difference(mine: tuple[dict[str, GroupInfo], dict[str, ArrayInfo]],
     return None
 
 
-def _duplicate_error(shot: str, first: str, second: str, what: str) -> DifferentDuplicateError:
+def duplicate_shot_error(shot: str, first: str, second: str, what: str) -> DifferentDuplicateError:
+    """The one refusal of a shot two sources hold with different data (the commands' walk
+    and :mod:`layoutkit.readers.combined` both say it so)."""
     return DifferentDuplicateError(
         f"Shot {shot} is in {first} and in {second} with different data ({what}); remove it from one of them."
     )
@@ -240,4 +242,4 @@ def describe(sources: SourceSet, inventory: Inventory) -> str:
             "the same in every source)")
 
 
-__all__ = ["RULE", "combine", "describe", "shot_of", "walk_sources"]
+__all__ = ["RULE", "combine", "describe", "duplicate_shot_error", "shot_of", "walk_sources"]

@@ -21,6 +21,7 @@ import numpy as np
 import xarray as xr
 
 from layoutkit.errors import DifferentDuplicateError
+from layoutkit.hdf5.combined import duplicate_shot_error
 from layoutkit.plan import natural_key
 from layoutkit.readers.base import Archive, Selection
 from layoutkit.storage.sources import expand_sources, is_source_set
@@ -170,10 +171,7 @@ def same_shot(shot: str, first: Archive, second: Archive, first_name: str | None
     differs = next((n for n in names if n not in a.children or n not in b.children
                     or not a.children[n].identical(b.children[n])), None)
     what = f"signal {differs!r} differs" if differs else "its attributes differ"
-    raise DifferentDuplicateError(
-        f"Shot {shot} is in {first_name or first.path} and in {second.path} with different data ({what}); "
-        "remove it from one of them."
-    )
+    raise duplicate_shot_error(shot, str(first_name or first.path), str(second.path), what)
 
 
 __all__ = ["CombinedArchive", "DifferentDuplicateError", "same_shot", "expand_sources", "is_source_set"]

@@ -57,6 +57,12 @@ class ConvertSummary:
     def throughput(self) -> float:
         return self.logical_bytes / self.seconds if self.seconds > 0 else float("nan")
 
+    def layout_lines(self) -> list[str]:
+        """What the layout alone has to say of the run, a line each, after the summary
+        every layout shares (the command prints them; shared code never asks which
+        layout it holds)."""
+        return []
+
 
 # ---------------------------------------------------------------------------------
 # the worker side (module level so dask can pickle it)

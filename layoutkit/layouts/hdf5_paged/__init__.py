@@ -26,6 +26,7 @@ class HDF5Paged(Layout):
     command = "reorder"
     target = "hdf5-paged"
     format = "hdf5"
+    suffix = ".h5"
     output = "file"
     destinations = ("local", "bucket")  # one file; Icechunk holds Zarr stores
     options_class = ReorderOptions

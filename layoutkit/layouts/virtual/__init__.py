@@ -28,6 +28,7 @@ class Virtual(ZarrLayout):
     name = LAYOUT_NAME
     package = __name__
     destinations = ("icechunk",)
+    suffix = ".icechunk"
     rewrites = False
     description = "no copy: an Icechunk repository of references to the sources' chunks (shot-major hierarchy)"
 

@@ -26,6 +26,7 @@ from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layout import Work
 from layoutkit.layouts.virtual.plan import VirtualPlan
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME, LAYOUT_VERSION, REFS_PREFIX, VERSIONS_KEY
+from layoutkit.options import format_size
 from layoutkit.plan import CopyTask
 from layoutkit.storage import Destination, ObjectSource, SourceSet, as_kv, portable, portable_target
 from layoutkit.storage.icechunk_repo import IcechunkKV, source_url
@@ -49,6 +50,14 @@ class VirtualSummary(ConvertSummary):
     written: tuple[tuple[str, str], ...] = ()  # arrays written, and why they are not referenced
     written_bytes: int = 0
     chunks_written: int = 0  # chunks of referenced arrays written all the same (filter mask, distrusted index, fill)
+
+    def layout_lines(self) -> list[str]:
+        said = "; ".join(f"{path} {reason}" for path, reason in self.written[:5])
+        more = f" and {len(self.written) - 5:,} more" if len(self.written) > 5 else ""
+        return [f"{self.referenced:,} arrays referenced where they lie ({format_size(self.referenced_bytes)}), "
+                f"{len(self.written):,} written ({format_size(self.written_bytes)})" + (f": {said}{more}" if said else "")
+                + (f"; {self.chunks_written:,} chunks of referenced arrays written (their filters skipped, or "
+                   "never written with another fill value)" if self.chunks_written else "")]
 
 
 @dataclass(frozen=True)

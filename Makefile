@@ -36,7 +36,7 @@ demo: $(BENCH_STAMP)
 	@# on the local disk: every variant proven equal to the source, the read patterns timed
 	$(VENV)/bin/layoutkit verify $(DEMO)/shots.h5 $(DEMO)/shots.zarr $(DEMO)/shots-sharded.zarr \
 	    $(DEMO)/signal-major.zarr $(DEMO)/shot-packed.zarr $(DEMO)/by-shot.h5 $(DEMO)/by-signal.h5 \
-	    icechunk:$(DEMO)/virtual.icechunk --workers 2 --sample 3 --repeat 1 --out $(DEMO)/report
+	    $(DEMO)/virtual.icechunk --workers 2 --sample 3 --repeat 1 --out $(DEMO)/report
 	@# in a bucket, where layouts matter: a local S3 server, 10 ms per request through a proxy
 	$(PY) scripts/demo_bucket.py $(DEMO) --latency 10ms
 	@# which layout to write for reading whole shots and single signals at 10 ms per request

@@ -41,6 +41,7 @@ from layoutkit.readers.hdf5 import HDF5Archive, is_paged
 from layoutkit.readers.zarr_ import counting_store, open_counted, root_head
 from layoutkit.storage import ObjectSource, is_url, store_at
 from layoutkit.storage.counting import Counter, LatencyModel
+from layoutkit.storage.icechunk_repo import named as named_repository
 from layoutkit.storage.kv import bucket_zarr_store
 from layoutkit.storage.retry import retrying
 
@@ -91,6 +92,7 @@ def open_archive(
         return _open_set(expand_sources(path, storage_options), template, model, page_buffer, sleep, storage_options)
     if isinstance(path, str) and path.startswith("file://"):  # a local path, as the commands take it
         path = path.removeprefix("file://")
+    path = named_repository(path)  # an Icechunk repository's folder, named without icechunk:
     if is_url(str(path)):
         return _open_url(str(path), template, model, page_buffer, sleep, storage_options or {})
     p = Path(path)

@@ -292,7 +292,9 @@ def read_provenance(variant: str | os.PathLike, storage_options: dict[str, str] 
         The variant carries no layoutkit provenance attribute.
     """
     from layoutkit.storage import is_url
+    from layoutkit.storage.icechunk_repo import named
 
+    variant = named(variant)  # an Icechunk repository's folder, named without icechunk:
     path = Path(variant)
     text = None
     if is_url(str(variant)):

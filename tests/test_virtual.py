@@ -322,3 +322,32 @@ def test_a_source_whose_path_needs_escaping_in_its_url_reads_back(tmp_path):
         series = store.signal("ip")
         for shot in h5["shots"]:
             np.testing.assert_array_equal(series[shot].values, h5[f"shots/{shot}/signals/ip"][...])
+
+
+def test_a_repository_named_without_its_prefix_is_one_to_every_command(shot_files, tmp_path):
+    """convert writes `virtual.icechunk` (no `icechunk:`); verify, inspect, recipes from,
+    convert --append, layoutkit.open and the xarray engine take that same name (issue 64)."""
+    import xarray as xr
+
+    repo = tmp_path / "virtual.icechunk"
+    assert cli("--quiet", "convert", *shot_files[:3], repo, "--layout", "virtual").exit_code == 0
+    assert not list(repo.glob("zarr.json"))  # an Icechunk repository, not a Zarr folder
+    listed = tmp_path / "sources.txt"
+    listed.write_text("".join(f"{f}\n" for f in shot_files[:3]))
+    checked = cli("verify", repo, "--sources-from", listed, "--patterns", "open", "--repeat", "1")
+    assert checked.exit_code == 0, checked.output
+    assert compare_set(shot_files[:3], repo) == []
+    inspected = cli("inspect", repo)
+    assert inspected.exit_code == 0 and f"icechunk:{repo}:zarrv3" in "".join(inspected.output.split())  # as wrapped
+    recipe = cli("recipes", "from", repo)
+    assert recipe.exit_code == 0 and 'layout = "virtual"' in recipe.output
+    appended = cli("--quiet", "convert", *shot_files[3:5], repo, "--append")
+    assert appended.exit_code == 0, appended.output
+    with layoutkit.open(repo) as store:
+        assert len(store.shots) == 5 and store.layout == "virtual"
+    tree = xr.open_datatree(repo, engine="layoutkit", group=store.shots[0])
+    assert len(tree.children) > 0
+    # a folder that only looks alike (no snapshots) stays what it is: not a Zarr store
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "repo").write_text("")
+    assert cli("inspect", tmp_path / "plain").exit_code == 2

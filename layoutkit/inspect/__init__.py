@@ -29,6 +29,7 @@ from layoutkit.inspect.zarr_ import BucketFiles, NotAStoreError, StoreFiles, ins
 from layoutkit.options import parse_workers
 from layoutkit.plan import DEFAULT_TEMPLATE, compile_template
 from layoutkit.storage import ObjectSource, is_icechunk, is_url, store_at
+from layoutkit.storage.icechunk_repo import named as named_repository
 from layoutkit.storage.icechunk_repo import readonly_store
 
 
@@ -67,6 +68,7 @@ def inspect_path(
     compile_template(template)  # refuse a malformed template, or a worker count below 1, before any work
     parse_workers(workers)
     t0 = time.perf_counter()
+    path = named_repository(path)  # an Icechunk repository's folder, named without icechunk:
     if is_icechunk(str(path)):
         report = inspect_zarr_store(StoreFiles(readonly_store(str(path), storage_options or {})), str(path), template)
         report = replace(report, recommendations=tuple(recommend(report)))

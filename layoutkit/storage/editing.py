@@ -367,8 +367,9 @@ def store_log(text: str, storage_options: dict[str, str] | None = None) -> Log:
 def editor_for(text: str, storage_options: dict[str, str] | None = None) -> StoreEditor:
     """The editor of the store ``text`` names: a folder, ``s3://...``, or ``icechunk:...``."""
     from layoutkit.storage.buckets import is_url
-    from layoutkit.storage.icechunk_repo import is_icechunk
+    from layoutkit.storage.icechunk_repo import is_icechunk, named
 
+    text = str(named(text))  # an Icechunk repository's folder, named without icechunk:
     if is_icechunk(text):
         return IcechunkEditor(text, storage_options or {})
     if is_url(text):

@@ -17,6 +17,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, OutputExistsError, OutputNotWritableError
@@ -33,6 +34,28 @@ _QUIET = False
 def is_icechunk(text: str | os.PathLike) -> bool:
     """Whether ``text`` names an Icechunk repository (``icechunk:LOCATION[@REF]``)."""
     return isinstance(text, str) and text.startswith(PREFIX)
+
+
+def holds_repository(path: str | os.PathLike) -> bool:
+    """Whether the local folder ``path`` holds an Icechunk repository (by what Icechunk
+    writes there: its ``repo`` file, or a format-1 repository's ``refs``, beside
+    ``snapshots``)."""
+    folder = Path(path)
+    return (folder / "snapshots").is_dir() and ((folder / "repo").is_file() or (folder / "refs").is_dir())
+
+
+def named(text: str | os.PathLike[str]) -> str | os.PathLike[str]:
+    """``text`` as every command reads it: a local folder that holds an Icechunk
+    repository, named without ``icechunk:`` (as ``convert --layout virtual`` writes it),
+    is ``icechunk:FOLDER``; anything else is itself. (A repository in a bucket keeps
+    needing the prefix: telling it by its objects would cost a request at every name.)"""
+    if is_icechunk(text):
+        return text
+    plain = str(text)
+    if "://" in plain and not plain.startswith("file://"):
+        return text
+    local = plain.removeprefix("file://")
+    return PREFIX + local if holds_repository(local) else text
 
 
 def parse(text: str) -> tuple[str, str | None]:

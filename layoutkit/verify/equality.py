@@ -11,6 +11,7 @@ document: each imports its layout's reader and spec, never its writer
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,15 @@ from layoutkit.layouts import detect
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import AnySource, ObjectSource, SourceLike, as_sources, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
+from layoutkit.storage.icechunk_repo import named as named_repository
 from layoutkit.storage.kv import bucket_zarr_store
 
 
-def recorded_skips(variant: str | Path, storage_options: dict[str, str] | None = None) -> list[str]:
+def recorded_skips(variant: str | os.PathLike[str], storage_options: dict[str, str] | None = None) -> list[str]:
     """The datasets a variant leaves out on purpose (``--skip-unsupported``), as a Zarr
     store's ``layoutkit.json`` lists them (docs/formats: "What every variant carries"),
     or an HDF5 file's provenance attribute."""
+    variant = named_repository(variant)
     if not is_url(str(variant)) and Path(variant).is_file():
         from layoutkit.hdf5.files import open_h5
 
@@ -78,9 +81,10 @@ def _skipped_paths(doc: Any) -> list[str]:
     return [s["path"] for s in skipped if isinstance(s, dict) and isinstance(s.get("path"), str)]
 
 
-def _locate_variant(variant: str | Path, storage_options: dict[str, str]) -> tuple[str, str, Any]:
+def _locate_variant(variant: str | os.PathLike[str], storage_options: dict[str, str]) -> tuple[str, str, Any]:
     """(name, "zarr", "hdf5" or "other", what the comparators open): a local path, or for
     a URL a zarr ``ObjectStore`` over the bucket prefix or an :class:`ObjectSource`."""
+    variant = named_repository(variant)
     if not is_url(str(variant)):
         path = Path(variant)
         if path.is_dir():

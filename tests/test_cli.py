@@ -393,3 +393,43 @@ def test_a_command_that_succeeded_ends_without_the_interpreters_teardown(tmp_pat
     assert "Rewrite an HDF5 file" in helped.stdout and helped.stdout.rstrip().endswith("Show this message and exit.")
     failed = command("convert", str(tmp_path / "missing.h5"), str(tmp_path / "out.zarr"))
     assert failed.returncode != 0 and "torn down" in failed.stderr
+
+
+@pytest.mark.parametrize("command", ["verify", "advise", "sample"])
+def test_a_report_or_sample_that_cannot_be_written_is_refused_before_any_work(command: str, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file where the --out folder should be, a folder under a file, a read-only file
+    system: one sentence, exit 2 (not verify's exit 1, "the data differ"), no traceback,
+    and nothing measured or written (issue 66)."""
+    import os
+
+    from layoutkit.sample import write_sample
+
+    src = tmp_path / "s.h5"
+    write_sample(src, shots=2, signals=2, seed=0)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    runs = {
+        "verify": lambda out: ["verify", str(src), str(src), "--out", str(out), "--patterns", "open"],
+        "advise": lambda out: ["advise", str(src), "--out", str(out), "--budget", "10s"],
+        "sample": lambda out: ["sample", str(out / "s.h5" if out.suffix != ".txt" else out)],
+    }
+    places = [notes / "report"] if command == "sample" else [notes, notes / "report"]
+    for out in places:
+        result = runner.invoke(app, runs[command](out))
+        assert result.exit_code == 2, result.output
+        assert "error:" in result.output and "Traceback" not in result.output and "notes.txt" in result.output
+        assert result.output.count("error:") == 1
+    assert notes.read_text() == "mine"
+    # a read-only file system (what the tests, run as root, can still be refused by)
+    real = os.statvfs
+
+    class ReadOnly:
+        def __init__(self, path: str) -> None:
+            self.f_flag = real(path).f_flag | os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", ReadOnly)
+    folder = tmp_path / "reports"
+    result = runner.invoke(app, runs[command](folder))
+    assert result.exit_code == 2 and "read-only file system" in " ".join(result.output.split()), result.output
+    assert not folder.exists()

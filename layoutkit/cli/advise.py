@@ -46,6 +46,7 @@ def advise(
     from layoutkit.options import parse_bandwidths, parse_durations
     from layoutkit.plan import parse_template
     from layoutkit.storage import parse_storage_options
+    from layoutkit.storage.local import check_report_folder
 
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -54,6 +55,7 @@ def advise(
     task = bar.add_task("advise: sampling", total=None)
     try:
         out_path = out_dir if out_dir is not None else advice_folder(src)
+        check_report_folder(out_path)
         if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())) and not overwrite:
             raise InvalidOptionError(f"--out {str(out_path)!r} exists and is not empty; choose another or pass --overwrite.")
         lat, bw = parse_durations(latency), parse_bandwidths(bandwidth)

@@ -25,8 +25,10 @@ def sample(
     """Write a realistic synthetic shot archive (/shots/<SHOT>/signals/<SIGNAL>), as one
     file or as a folder of files."""
     from layoutkit.sample import estimate_logical_bytes, write_sample
+    from layoutkit.storage.local import check_report_folder
 
-    try:
+    try:  # the folder the sample goes in, before any work (a read-only one was a 60-line traceback)
+        check_report_folder(Path(out_path).resolve().parent, "OUT's folder", "the sample")
         total = estimate_logical_bytes(shots, signals, seed, rate_factor)
         with progress_bar(total, "sample") as bar:
             task = bar.add_task("write", total=total)

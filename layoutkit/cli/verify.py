@@ -51,7 +51,14 @@ def verify(
     from layoutkit.verify.run import CACHES, ENGINES, VerifyOptions
     from layoutkit.verify.run import verify as run_verify
 
+    from layoutkit.storage.local import check_report_folder
+
     source: str | list[str] = src
+    if out_dir is not None:  # before anything is measured: a report that cannot be written is bad input
+        try:
+            check_report_folder(out_dir)
+        except LayoutkitError as exc:
+            raise fail(exc) from None
     if sources_from is not None:  # the list names the sources: SRC is a variant too
         source, variants = sources_given([], sources_from), [src, *(variants or [])]
         if not source:

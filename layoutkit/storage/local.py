@@ -64,6 +64,28 @@ def remove_path(path: Path) -> None:
         path.unlink()
 
 
+def check_report_folder(path: str | os.PathLike[str], option: str = "--out", what: str = "the report") -> None:
+    """Refuse, before any work, a folder a command's report cannot be written to: a file
+    where the folder should be (or on its way), or a folder (the nearest that exists)
+    that is read-only, to this user or as a file system.
+
+    Raises
+    ------
+    OutputNotWritableError
+    """
+    folder = Path(path)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
+        raise OutputNotWritableError(f"{option} {str(folder)!r} {where}; name a folder for {what}.")
+    read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    if read_only or not os.access(existing, os.W_OK | os.X_OK):
+        said = "is on a read-only file system" if read_only else "cannot be written by this user"
+        raise OutputNotWritableError(f"{option} {str(folder)!r} cannot be written: {str(existing)!r} {said}.")
+
+
 def disk_usage(path: Path) -> int:
     """Bytes of a file, or of every file under a directory."""
     if path.is_file():
@@ -208,4 +230,4 @@ def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-__all__ = ["StagingDestination", "Destination", "LocalDestination", "disk_usage", "glob_escape", "remove_path"]
+__all__ = ["StagingDestination", "Destination", "LocalDestination", "check_report_folder", "disk_usage", "glob_escape", "remove_path"]

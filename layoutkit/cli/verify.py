@@ -47,11 +47,10 @@ def verify(
     """
     from layoutkit.options import parse_bandwidths, parse_choices, parse_counts, parse_durations, parse_sizes
     from layoutkit.storage import parse_storage_options
+    from layoutkit.storage.local import check_report_folder
     from layoutkit.verify import report as rep
     from layoutkit.verify.run import CACHES, ENGINES, VerifyOptions
     from layoutkit.verify.run import verify as run_verify
-
-    from layoutkit.storage.local import check_report_folder
 
     source: str | list[str] = src
     if out_dir is not None:  # before anything is measured: a report that cannot be written is bad input

@@ -65,25 +65,29 @@ def test_every_command_fixes_the_threshold_for_itself_and_its_workers(monkeypatc
 
 CHURN = """
 import ctypes, resource, sys
-from layoutkit.memory import MMAP_THRESHOLD, tune_allocator
 
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "tuned":
+    from layoutkit.memory import tune_allocator
+
     tune_allocator()
 else:  # the mmap threshold fixed, as the commands did before, the trim threshold glibc's
-    ctypes.CDLL("libc.so.6").mallopt(-3, MMAP_THRESHOLD)
+    libc.mallopt(-3, int(sys.argv[2]))
 
-def touched(n):
-    b = bytearray(n)
-    b[:: 4096] = b"x" * len(range(0, n, 4096))  # every page resident
-    return b
+def churn(n):  # a chunk-sized block, decoded or encoded (every page written), then freed
+    block = libc.malloc(n)
+    ctypes.memset(block, 1, n)
+    libc.free(block)
 
-# holes the imports left in the heap filled first (a freed block inside one is never
-# trimmed, whatever the threshold): the blocks below come from the heap's top
-kept = [touched(2 << 20) for _ in range(32)]
+# malloc and free themselves: through Python objects, whatever else the interpreter allocated
+# in between decided whether the freed block lay at the heap's top (48,000 faults in one
+# run, 2,912 in the next, on the same code)
+churn(2 << 20)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(100):
-    block = touched(2 << 20)  # a chunk-sized block, decoded or encoded, then freed
-    del block
+    churn(2 << 20)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
@@ -96,7 +100,8 @@ def test_a_freed_chunk_is_reused_not_faulted_in_again() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
 
     def faults(mode: str) -> int:
-        done = subprocess.run([sys.executable, "-c", CHURN, mode], capture_output=True, text=True, check=True, env=env)
+        done = subprocess.run([sys.executable, "-c", CHURN, mode, str(MMAP_THRESHOLD)], capture_output=True, text=True,
+                              check=True, env=env)
         return int(done.stdout)
 
     assert faults("tuned") < 2_000

@@ -58,6 +58,12 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` agreeing: "1 group", "3 groups", "1,200 arrays" (``many``:
+    a plural that is not ``word`` + "s")."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
 def format_size(n: float) -> str:
     """Format a byte count with a binary unit, e.g. ``8.0 MiB``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

@@ -433,3 +433,18 @@ def test_a_report_or_sample_that_cannot_be_written_is_refused_before_any_work(co
     result = runner.invoke(app, runs[command](folder))
     assert result.exit_code == 2 and "read-only file system" in " ".join(result.output.split()), result.output
     assert not folder.exists()
+
+
+def test_counts_agree_with_their_nouns(tmp_path: Path) -> None:
+    """'1 array in 1 group', 'the 1 variant holds', not '1 arrays in 1 groups' (issue 66)."""
+    from layoutkit.options import plural
+
+    assert [plural(1, "group"), plural(3, "group"), plural(1200, "array"), plural(0, "shot")] == [
+        "1 group", "3 groups", "1,200 arrays", "0 shots"]
+    src = tmp_path / "one.h5"
+    with h5py.File(src, "w") as f:
+        f["x"] = np.arange(4)
+    converted = runner.invoke(app, ["convert", str(src), str(tmp_path / "one.zarr")])
+    assert converted.exit_code == 0 and "1 array in 1 group" in " ".join(converted.output.split()), converted.output
+    verified = runner.invoke(app, ["verify", str(src), str(tmp_path / "one.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert verified.exit_code == 0 and "the 1 variant holds exactly the data of one.h5" in " ".join(verified.output.split())

@@ -80,7 +80,7 @@ def test_a_list_file_and_several_arguments_name_the_same_sources(fifty, tmp_path
     quick = ["--patterns", "open,shot", "--repeat", "1", "--sample", "2"]
     verified = runner.invoke(app, ["verify", "--sources-from", str(listing), str(store), *quick])
     assert verified.exit_code == 0, verified.output
-    assert "all 1 variants hold exactly the data of shots-1160930001.h5 and 24 more" in " ".join(verified.output.split())
+    assert "the 1 variant holds exactly the data of shots-1160930001.h5 and 24 more" in " ".join(verified.output.split())
     listing.write_text("\n".join(map(str, members[:24])))  # a shot the list does not hold: found
     verified = runner.invoke(app, ["verify", "--sources-from", str(listing), str(store), *quick])
     assert verified.exit_code == 1 and "extra: a shot none of the sources holds" in verified.output

@@ -98,7 +98,7 @@ def test_the_former_spelling_of_layout_works_with_append(tmp_path):
     dst = tmp_path / "store.zarr"
     assert runner.invoke(app, ["-q", "convert", str(src), str(dst), "--order", "shot"]).exit_code == 0
     added = runner.invoke(app, ["convert", str(more), str(dst), "--order", "shot", "--append"])
-    assert added.exit_code == 0 and "appended 1 of 1 sources" in " ".join(added.output.split()), added.output
+    assert added.exit_code == 0 and "appended 1 of 1 source to" in " ".join(added.output.split()), added.output
     other = runner.invoke(app, ["convert", str(more), str(dst), "--order", "signal", "--append"])
     assert other.exit_code == 2 and "Traceback" not in other.output
     assert "leave out --layout" in " ".join(other.output.split())

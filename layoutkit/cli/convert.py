@@ -22,7 +22,7 @@ from layoutkit.cli.running import (
     sources_given,
 )
 from layoutkit.layouts import layouts_of
-from layoutkit.options import format_size, size_relative
+from layoutkit.options import format_size, plural, size_relative
 
 if TYPE_CHECKING:
     from layoutkit.writers.zarr_convert import ConvertSummary
@@ -125,10 +125,10 @@ def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None
                   "nothing was written")
         return
     known = f" ({summary.known_shots} shots of them it held already, equal)" if summary.known_shots else ""
-    what = f"{summary.records:,} records" if summary.records else f"{summary.new_shots} new shots{known}"
-    out.print(f"appended {summary.new_sources} of {summary.sources} sources to {dst}: {what}, {summary.objects:,} "
-              f"objects written ({format_size(summary.bytes_written)}), {summary.seconds:.1f} s; the store has had "
-              f"{summary.appends} appends")
+    what = plural(summary.records, "record") if summary.records else f"{plural(summary.new_shots, 'new shot')}{known}"
+    out.print(f"appended {summary.new_sources:,} of {plural(summary.sources, 'source')} to {dst}: {what}, "
+              f"{plural(summary.objects, 'object')} written ({format_size(summary.bytes_written)}), "
+              f"{summary.seconds:.1f} s; the store has had {plural(summary.appends, 'append')}")
 
 
 def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
@@ -151,7 +151,7 @@ def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
 
 def _print_summary(s: ConvertSummary) -> None:
     what = (f"in {s.batches} batches (the first converted, each next appended)" if s.batches > 1
-            else f"{s.arrays} arrays in {s.groups} groups")
+            else f"{plural(s.arrays, 'array')} in {plural(s.groups, 'group')}")
     out.print(
         f"converted {s.source} -> {s.dest}: {what}, "
         f"{format_size(s.logical_bytes)} of data, {size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, "

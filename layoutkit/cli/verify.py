@@ -115,7 +115,8 @@ def verify(
         if len(ms) > 20:
             out.print(f"  ... and {len(ms) - 20} more")
     if check and not bad:
-        out.print(f"all {len(variants)} variants hold exactly the data of {src_name}")
+        held = f"all {len(variants)} variants hold" if len(variants) > 1 else "the 1 variant holds"
+        out.print(f"{held} exactly the data of {src_name}")
     for name, left_out in result.skipped.items() if check else ():
         if left_out:
             out.print(f"{name} leaves out {len(left_out)} dataset(s) it cannot carry, as its layoutkit.json "

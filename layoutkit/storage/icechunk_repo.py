@@ -49,12 +49,9 @@ def named(text: str | os.PathLike[str]) -> str | os.PathLike[str]:
     repository, named without ``icechunk:`` (as ``convert --layout virtual`` writes it),
     is ``icechunk:FOLDER``; anything else is itself. (A repository in a bucket keeps
     needing the prefix: telling it by its objects would cost a request at every name.)"""
-    if is_icechunk(text):
+    if is_icechunk(text) or is_url(str(text)):
         return text
-    plain = str(text)
-    if "://" in plain and not plain.startswith("file://"):
-        return text
-    local = plain.removeprefix("file://")
+    local = str(text).removeprefix("file://")
     return PREFIX + local if holds_repository(local) else text
 
 

@@ -190,8 +190,9 @@ def _small_archive(path, shots):
 def test_a_group_costs_the_same_whatever_the_number_of_shots(tmp_path, monkeypatch, node_by_node):
     """One signal, or one shot, through ``group=``: the same requests for a store of 4 shots
     as for 12, on shot-major Zarr (its consolidated root read whole when small, node by node
-    when large: the threshold lowered here) and the layouts that index shots; the same
-    values either way."""
+    when large: the threshold lowered here), on the virtual layout (an Icechunk repository
+    gives its root whole: past the threshold only its head is parsed) and the layouts that
+    index shots; the same values either way."""
     import layoutkit.readers.zarr_ as zarr_reader
 
     if node_by_node:
@@ -200,11 +201,11 @@ def test_a_group_costs_the_same_whatever_the_number_of_shots(tmp_path, monkeypat
     costs: dict[str, list[int]] = {}
     for shots in (4, 12):
         src = _small_archive(tmp_path / f"a{shots}.h5", shots)
-        for layout in ("shot-major", "signal-major", "shot-packed"):
-            place = tmp_path / f"a{shots}-{layout}.zarr"
+        for layout in ("shot-major", "signal-major", "shot-packed", "virtual"):
+            place = f"icechunk:{tmp_path / f'a{shots}.icechunk'}" if layout == "virtual" else tmp_path / f"a{shots}-{layout}.zarr"
             layoutkit.convert(src, place, layoutkit.ConvertOptions(layout=layout))
             with layoutkit.open(place) as archive:
-                if layout == "shot-major":
+                if layout in ("shot-major", "virtual"):
                     assert archive._shallow is node_by_node
                 before = archive.counter.requests
                 ds = xr.open_dataset(archive, engine="layoutkit", group="102/s1").load()
@@ -215,7 +216,7 @@ def test_a_group_costs_the_same_whatever_the_number_of_shots(tmp_path, monkeypat
                 assert ds["s1"].attrs == {"units": "V"} and shot.attrs == {"operator": "op2"}
                 want = archive.shot("102")
                 xr.testing.assert_identical(ds["s1"], want["s1"]["s1"])
-                if layout == "shot-major" and node_by_node:
+                if layout in ("shot-major", "virtual") and node_by_node:
                     assert archive._shallow  # nothing above read every node
                     assert archive.shots == [str(100 + k) for k in range(shots)]  # and then all of it
     for layout, (few, many) in costs.items():

@@ -836,13 +836,16 @@ def open_counted(
 
         buf = document if document is not None else root_head(store)
         raw = buf.to_bytes() if buf is not None else None
-        if is_icechunk_store(store):  # the whole document, made from the session's snapshot: no ranges
-            pass
-        elif raw is not None and len(raw) >= ROOT_HEAD_BYTES and sync(store.getsize("zarr.json")) > ROOT_WHOLE_BYTES:
-            head = head_of_document(raw)  # a large root: its head may do
+        icechunk = is_icechunk_store(store)
+        if raw is not None and len(raw) >= ROOT_HEAD_BYTES and (
+                icechunk or sync(store.getsize("zarr.json")) > ROOT_WHOLE_BYTES):
+            # a large root: its head may do. Icechunk serves the document whole (no ranges)
+            # from the snapshot it has loaded anyway, and a node's document without a round
+            # trip: parsing the root is what costs (2 s for 24 MB)
+            head = head_of_document(raw[:ROOT_HEAD_BYTES]) or (head_of_document(raw) if icechunk else None)
             if head is not None and head.get("node_type") == "group" and "consolidated_metadata" in head:
                 return store, _LazyRoot(store, head, shallow=True)
-        if raw is not None and len(raw) >= ROOT_HEAD_BYTES and not is_icechunk_store(store):  # the rest, after the head
+        if raw is not None and len(raw) >= ROOT_HEAD_BYTES and not icechunk:  # the rest, after the head
             from zarr.abc.store import OffsetByteRequest
 
             rest = sync(store.get("zarr.json", default_buffer_prototype(), OffsetByteRequest(len(raw))))

@@ -75,12 +75,19 @@ class RefCopy:
 
 
 class RefIndex:
-    """The references of a snapshot, looked up by chunk key (``path/c/i/j``)."""
+    """The references of a snapshot, looked up by chunk key (``path/c/i/j``).
+
+    An array's references are indexed when one of its chunks is first looked up, not
+    when the documents are read: one read of one signal must not cost a dictionary of
+    every chunk of the archive (0.18 s of a 0.3 s group read at 8,000 shots, measured).
+    """
 
     def __init__(self, docs: Iterable[bytes]) -> None:
         import numcodecs
 
-        self.refs: dict[str, tuple[str, int, int]] = {}
+        self._given: dict[str, list[tuple[list[str], list[list[Any]]]]] = {}  # path -> (urls, chunks), in order
+        self._indexed: dict[str, dict[tuple[int, ...], tuple[str, int, int]]] = {}
+        self._lock = threading.Lock()
         self.versions: dict[str, dict[str, Any]] = {}
         for data in docs:
             doc = json.loads(bytes(numcodecs.Zstd().decode(data)))
@@ -89,15 +96,35 @@ class RefIndex:
             urls = doc["urls"]
             self.versions.update(doc.get("versions") or {})
             for path, chunks in doc["arrays"].items():
-                for index, url, offset, length in chunks:
-                    self.refs[f"{path}/c/" + "/".join(str(i) for i in index)] = (urls[url], offset, length)
+                if chunks:
+                    self._given.setdefault(path, []).append((urls, chunks))
 
     def __bool__(self) -> bool:
-        return bool(self.refs)
+        return bool(self._given)
 
     def get(self, key: str) -> tuple[str, int, int] | None:
         """The reference of the chunk stored under ``key``: (URL, offset, length)."""
-        return self.refs.get(key)
+        path, sep, rest = key.rpartition("/c/")
+        index: tuple[int, ...] | None
+        if not sep:  # a zero-dimensional array's one chunk: ``path/c``
+            path, index = (key[:-2], ()) if key.endswith("/c") else ("", None)
+        else:
+            try:
+                index = tuple(int(i) for i in rest.split("/"))
+            except ValueError:
+                return None
+        if index is None or path not in self._given:
+            return None
+        return self._array(path).get(index)
+
+    def _array(self, path: str) -> dict[tuple[int, ...], tuple[str, int, int]]:
+        found = self._indexed.get(path)
+        if found is None:
+            with self._lock:  # the reader's threads look up at once
+                found = {tuple(index): (urls[url], offset, length)
+                         for urls, chunks in self._given[path] for index, url, offset, length in chunks}
+                self._indexed[path] = found
+        return found
 
 
 def names_in(commits: Iterable[dict[str, Any] | None], count: int) -> list[str]:

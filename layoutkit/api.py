@@ -40,12 +40,6 @@ def _options(cls: type, options: Any, values: dict[str, Any], command: str) -> A
     return options
 
 
-def _destination_named_for(command: str, fmt: str, dst: Source) -> None:
-    from layoutkit.cli.running import check_name
-
-    check_name(command, fmt, os.fspath(dst), False)
-
-
 @says_it_in_python
 def convert(
     src: Sources,
@@ -54,7 +48,12 @@ def convert(
     *,
     append: bool = False,
     storage_options: dict[str, str] | None = None,
+    tmpdir: Source | None = None,
+    icechunk: bool = False,
+    concat_dim: str | None = None,
+    dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
+    on_plan: Callable[[Any], None] | None = None,
     plan: Any = None,
     stages: Any = None,
     **values: Any,
@@ -78,10 +77,18 @@ def convert(
         (``--append``; see :func:`append`).
     storage_options
         For bucket URLs (``--storage-option``).
+    tmpdir, icechunk, concat_dim, dry_run
+        As ``--tmpdir``, ``--icechunk``, ``--concat-dim`` and ``--dry-run``.
+    progress, on_plan, stages
+        Called with the bytes of each finished task; called with the
+        :class:`~layoutkit.writing.Planned` write before it runs; gets where the time
+        went (``--timings``).
 
     Returns
     -------
-    ConvertSummary, or AppendSummary with ``append``.
+    ConvertSummary; AppendSummary with ``append``; with ``dry_run`` the
+    :class:`~layoutkit.writing.Planned` write (its ``plan``, ``inventory``, ``batches``),
+    nothing written.
 
     Raises
     ------
@@ -89,26 +96,19 @@ def convert(
         Every expected failure, in one sentence (an ``InvalidOptionError`` for a bad
         value, naming the keyword).
     """
-    from layoutkit.convert import convert as run_convert
+    from layoutkit.writing import write
     from layoutkit.zarr_options import ConvertOptions
 
     if append:
-        if options is not None or values:
-            said = ", ".join(sorted(values)) or "options"
-            raise InvalidOptionError(f"append=True writes with the store's own recipe: leave out {said}.")
-        return globals()["append"](src, dst, storage_options=storage_options, progress=progress)
+        if options is not None or dry_run:
+            said = "--dry-run" if dry_run else f"the options ({type(options).__name__})"
+            raise InvalidOptionError(f"--append writes with the store's own recipe and keeps what it holds: leave "
+                                     f"out {said}.")
+        return globals()["append"](src, dst, storage_options=storage_options, tmpdir=tmpdir, icechunk=icechunk,
+                                   concat_dim=concat_dim, progress=progress, stages=stages, **values)
     options = _options(ConvertOptions, options, values, "convert")
-    from layoutkit.layouts import layout_for
-
-    layout = layout_for("convert", options)
-    _destination_named_for("convert", layout.format, dst)
-    if storage_options:  # sources or the destination in a bucket: parsed once, at the edge
-        from layoutkit.archiving import batches
-        from layoutkit.storage import as_sources
-
-        sources = as_sources(src, options.template, dict(storage_options), None)
-        return batches.run(layout, sources, dst, options, progress, plan, stages, dict(storage_options))
-    return run_convert(src, dst, options, progress, plan, stages)
+    return write("convert", src, dst, options, storage_options=storage_options, tmpdir=tmpdir, icechunk=icechunk,
+                 concat_dim=concat_dim, dry_run=dry_run, progress=progress, stages=stages, on_plan=on_plan, plan=plan)
 
 
 @says_it_in_python
@@ -117,7 +117,12 @@ def reorder(
     dst: Source,
     options: Any = None,
     *,
+    storage_options: dict[str, str] | None = None,
+    tmpdir: Source | None = None,
+    concat_dim: str | None = None,
+    dry_run: bool = False,
     progress: Callable[[int], None] | None = None,
+    on_plan: Callable[[Any], None] | None = None,
     plan: Any = None,
     stages: Any = None,
     **values: Any,
@@ -132,17 +137,19 @@ def reorder(
         keywords by the command's names: ``by``, ``template``, ``page_size``,
         ``compressor``, ``compress_threshold``, ``chunks``, ``chunk_size``, ``dedupe``,
         ``workers``, ``memory_limit``, ``overwrite``.
+    storage_options, tmpdir, concat_dim, dry_run, progress, on_plan, stages
+        As for :func:`convert`.
 
     Returns
     -------
-    ReorderSummary
+    ReorderSummary; with ``dry_run`` the :class:`~layoutkit.writing.Planned` write.
     """
     from layoutkit.layouts.hdf5_paged.options import ReorderOptions
-    from layoutkit.reorder import reorder as run_reorder
+    from layoutkit.writing import write
 
     options = _options(ReorderOptions, options, values, "reorder")
-    _destination_named_for("reorder", "hdf5", dst)
-    return run_reorder(src, dst, options, progress, plan, stages)
+    return write("reorder", src, dst, options, storage_options=storage_options, tmpdir=tmpdir,
+                 concat_dim=concat_dim, dry_run=dry_run, progress=progress, stages=stages, on_plan=on_plan, plan=plan)
 
 
 @says_it_in_python
@@ -151,14 +158,20 @@ def append(
     dst: Source,
     *,
     storage_options: dict[str, str] | None = None,
-    progress: Callable[[int], None] | None = None,
+    tmpdir: Source | None = None,
+    icechunk: bool = False,
     concat_dim: str | None = None,
-    workers: int | str | None = None,
-    memory_limit: int | str | None = None,
+    progress: Callable[[int], None] | None = None,
+    stages: Any = None,
+    **values: Any,
 ) -> Any:
     """Add the shots of ``src`` to the existing store ``dst`` with the store's own recipe:
     ``layoutkit convert SRC... DST --append``. Only the new shots' objects are written,
     sources the store lists already are skipped, and readers see the old store or the new.
+
+    ``values``: the run's own options (``workers``, ``scheduler``, ``memory_limit``) by
+    the command's names and values; an option of the layout is refused unless it is the
+    store's own (the recipe is the store's).
 
     Returns
     -------
@@ -166,15 +179,20 @@ def append(
         ``new_sources``, ``new_shots``, ``objects``, ``bytes_written``, ``wrote_nothing``...
     """
     from layoutkit.archiving.append import append as run_append
-    from layoutkit.options import RUN_PARSERS
 
-    run: dict[str, Any] = {}
-    for name, value in (("workers", workers), ("memory_limit", memory_limit)):
-        if value is not None:
-            run[name] = RUN_PARSERS[name](value)
+    if values.get("overwrite"):
+        raise InvalidOptionError("--append writes with the store's own recipe and keeps what it holds: leave out "
+                                 "--overwrite.")
+    if values.get("batch_files"):
+        raise InvalidOptionError("--append adds its files in one commit (readers see the store before or after all "
+                                 "of them): leave out --batch-files, or append the files in several runs.")
+    typed = {k: v for k, v in values.items() if k not in ("batch_files", "overwrite")}
     sources = [os.fspath(s) for s in src] if isinstance(src, (list, tuple)) else [os.fspath(src)]  # type: ignore[arg-type]
-    return run_append(sources, os.fspath(dst), run, dict(storage_options or {}), progress or (lambda _: None), None,
-                      None, concat_dim)
+    target = os.fspath(dst)
+    if icechunk and not target.startswith("icechunk:"):
+        target = f"icechunk:{target}"
+    return run_append(sources, target, typed, dict(storage_options or {}), progress or (lambda _: None), stages,
+                      tmpdir, concat_dim)
 
 
 @says_it_in_python
@@ -196,10 +214,13 @@ def verify(
     scheduler: str | None = None,
     check: bool = True,
     storage_options: dict[str, str] | None = None,
+    **observers: Any,
 ) -> Any:
     """Prove every variant holds exactly the source's data, then time the read patterns
     under each condition: ``layoutkit verify``. Several values of a condition are
     comma-separated as on the command line (``workers="1,2"``, ``latency="0,10ms"``).
+    ``observers``: ``on_start``, ``on_check``, ``on_total``, ``on_expected``, ``on_run``
+    of :func:`layoutkit.verify.run.verify` (the command's progress bar).
 
     Returns
     -------
@@ -230,7 +251,7 @@ def verify(
         template=parse_template(template) if template else DEFAULT_TEMPLATE, scheduler=scheduler, check=check,
         storage_options=tuple(sorted((storage_options or {}).items())),
     )  # fmt: skip
-    return run_verify(source, given, options)
+    return run_verify(source, given, options, **observers)
 
 
 @says_it_in_python
@@ -240,9 +261,11 @@ def inspect(
     template: str | None = None,
     storage_options: dict[str, str] | None = None,
     workers: int | str = 2,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Any:
     """How an HDF5 file or a Zarr store is laid out, and what to do about it:
-    ``layoutkit inspect``.
+    ``layoutkit inspect``. ``progress`` is called with the datasets read so far and their
+    number.
 
     Returns
     -------
@@ -255,7 +278,7 @@ def inspect(
     from layoutkit.plan import DEFAULT_TEMPLATE, parse_template
 
     return inspect_path(path, parse_template(template) if template else DEFAULT_TEMPLATE, storage_options,
-                        RUN_PARSERS["workers"](workers))
+                        RUN_PARSERS["workers"](workers), progress)
 
 
 @says_it_in_python
@@ -278,10 +301,14 @@ def advise(
     target: str | None = None,
     storage_options: dict[str, str] | None = None,
     out: Source | None = None,
+    overwrite: bool = False,
+    **observers: Any,
 ) -> Any:
     """Try candidate layouts on samples of ``src``, predict each one's read time at full
     size and recommend one: ``layoutkit advise``. With ``out``, its results, recipe and
-    plot are written there, as the command writes them.
+    plot are written there, as the command writes them (``result.written``); an ``out``
+    that holds files is refused unless ``overwrite``. ``observers``: ``on_total`` and
+    ``on_step`` of :func:`layoutkit.advise.run.advise` (the command's progress bar).
 
     Returns
     -------
@@ -295,14 +322,19 @@ def advise(
     from layoutkit.advise.run import advise as run_advise
     from layoutkit.options import parse_bandwidths, parse_durations
     from layoutkit.plan import DEFAULT_TEMPLATE, parse_template
+    from layoutkit.storage.local import check_report_folder
 
+    if out is not None:  # before any work: a report that cannot be written is bad input
+        out = Path(out)
+        check_report_folder(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+            raise InvalidOptionError(f"--out {str(out)!r} exists and is not empty; choose another or pass "
+                                     "--overwrite.")
     lat, bw = parse_durations(str(latency)), parse_bandwidths(str(bandwidth))
     if len(lat) != 1 or len(bw) != 1:
-        raise InvalidOptionError(f"Expected one latency and one bandwidth. Got {latency!r} and {bandwidth!r}.")
+        raise InvalidOptionError(f"Expected one --latency and one --bandwidth. Got {latency!r} and {bandwidth!r}.")
     if price_per_1000_get < 0:
-        raise InvalidOptionError(f"Expected price_per_1000_get of 0 or more. Got {price_per_1000_get}.")
-    if out is not None and Path(out).exists() and (not Path(out).is_dir() or any(Path(out).iterdir())):
-        raise InvalidOptionError(f"out {os.fspath(out)!r} exists and is not empty; choose another.")
+        raise InvalidOptionError(f"Expected --price-per-1000-get of 0 or more. Got {price_per_1000_get}.")
     options = AdviseOptions(
         patterns=patterns, latency=lat[0], bandwidth=bw[0], workers=int(workers),
         budget=parse_budget(str(budget)) if isinstance(budget, str) else float(budget), candidates=candidates,
@@ -311,9 +343,12 @@ def advise(
         tmpdir=os.fspath(tmpdir) if tmpdir else None, target=target,
         storage_options=tuple(sorted((storage_options or {}).items())),
     )  # fmt: skip
-    result = run_advise(os.fspath(src), options)
+    result = run_advise(os.fspath(src), options, **observers)
     if out is not None:
-        write_outputs(result, Path(out))
+        if overwrite and out.is_dir():
+            for name in ("results.json", "recommended.toml", "advise.png"):
+                (out / name).unlink(missing_ok=True)
+        result.written = write_outputs(result, out)
     return result
 
 

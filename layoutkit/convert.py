@@ -72,8 +72,9 @@ def convert(
     LayoutkitError
         For every expected failure (bad source, existing destination, unsupported feature).
     """
-    options = options or ConvertOptions()
-    return batches.run(layout_for("convert", options), src, dst, options, progress, plan, stages)
+    from layoutkit.writing import write
+
+    return write("convert", src, dst, options or ConvertOptions(), progress=progress, plan=plan, stages=stages)
 
 
 __all__ = ["ConvertOptions", "ConvertPlan", "ConvertSummary", "convert", "plan_convert"]

@@ -45,8 +45,9 @@ def reorder(
         For every expected failure (bad source, template matching nothing, existing
         destination, missing filter).
     """
-    options = options or ReorderOptions()
-    return pipeline.run(get_layout("hdf5-paged"), src, dst, options, progress, plan, stages)
+    from layoutkit.writing import write
+
+    return write("reorder", src, dst, options or ReorderOptions(), progress=progress, plan=plan, stages=stages)
 
 
 __all__ = ["ReorderOptions", "ReorderPlan", "ReorderSummary", "find_duplicate_scales", "plan_reorder", "reorder"]

@@ -234,7 +234,7 @@ LAYERS = (
               "layoutkit.storage", "layoutkit.hdf5", "layoutkit.execute")),
     ("sides", ("layoutkit.readers", "layoutkit.equality", "layoutkit.writers")),
     ("layouts", ("layoutkit.layout", "layoutkit.layouts", "layoutkit.zarr_layout")),
-    ("commands", ("layoutkit.pipeline", "layoutkit.archiving",
+    ("commands", ("layoutkit.pipeline", "layoutkit.archiving", "layoutkit.writing",
                   "layoutkit.archive", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes",
                   "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect",
                   "layoutkit.testing")),
@@ -442,3 +442,15 @@ def test_the_proof_reads_the_source_through_hdf5_never_the_raw_path(name: str) -
 
 def test_the_proof_has_modules_to_hold() -> None:
     assert {"layoutkit.equality.zarr_", "layoutkit.equality.hdf5", "layoutkit.equality.reference"} <= set(PROOF)
+
+
+def test_the_command_line_runs_the_commands_through_the_python_api() -> None:
+    """``layoutkit convert`` and ``layoutkit.convert`` are one path (issue 62): the
+    command line parses, shows progress and prints; checking, planning and running are
+    :mod:`layoutkit.api`'s, so a Python caller gets every check the command makes."""
+    runs = ("layoutkit.pipeline", "layoutkit.archiving", "layoutkit.writing", "layoutkit.convert", "layoutkit.reorder",
+            "layoutkit.verify.run", "layoutkit.inspect", "layoutkit.layouts.hdf5_paged")
+    reached = sorted(f"{m} -> {t}" for m, targets in EDGES.items() if m.startswith("layoutkit.cli")
+                     for t in targets if any(t == r or t.startswith(r + ".") for r in runs))
+    assert reached == []
+    assert {"layoutkit.api"} <= {t for m, targets in EDGES.items() if m.startswith("layoutkit.cli") for t in targets}

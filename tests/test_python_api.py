@@ -186,3 +186,21 @@ def test_every_command_is_one_python_call_that_returns_what_it_did(small_source,
         assert f"{shot}9" in archive.shots and len(archive.shots) == 4
     with pytest.raises(InvalidOptionError, match="leave out layout"):
         layoutkit.convert(more, tmp_path / "by-signal.zarr", append=True, layout="shot-major")
+
+
+def test_a_dry_run_returns_the_plan_and_writes_nothing(small_source, tmp_path):
+    """``dry_run=True`` is ``--dry-run``: the checked plan, nothing written; a run tells
+    its plan before it starts (``on_plan``) and its progress in the plan's bytes."""
+    planned = layoutkit.convert(small_source, tmp_path / "out.zarr", dry_run=True, layout="signal-major")
+    assert planned.layout.name == "signal-major" and planned.batches == []
+    assert planned.nbytes == planned.plan.nbytes > 0 and planned.inventory.arrays
+    assert not (tmp_path / "out.zarr").exists()
+    paged = layoutkit.reorder(small_source, tmp_path / "out.h5", dry_run=True, by="signal")
+    assert paged.plan.order and paged.plan.options.by == "signal" and not (tmp_path / "out.h5").exists()
+    seen, done = [], []
+    summary = layoutkit.convert(small_source, tmp_path / "out.zarr", on_plan=seen.append, progress=done.append)
+    assert [p.nbytes for p in seen] == [summary.logical_bytes] and sum(done) == summary.logical_bytes
+    with pytest.raises(InvalidOptionError, match=r"leave out dry_run"):
+        layoutkit.convert(small_source, tmp_path / "out.zarr", append=True, dry_run=True)
+    with pytest.raises(InvalidOptionError, match=r"leave out batch_files"):
+        layoutkit.append(small_source, tmp_path / "out.zarr", batch_files=2)

@@ -214,6 +214,8 @@ class AdviseResult:
     elapsed: float
     not_tried: list[str] = field(default_factory=list)
     read_items: dict[str, list[str]] = field(default_factory=dict)  # the shots or signals each pattern read
+    written: list[Path] = field(default_factory=list)
+    """What was written under ``out`` (:func:`layoutkit.advise`): results, recipe, plot."""
 
     @property
     def ranked(self) -> list[Trial]:

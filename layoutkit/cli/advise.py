@@ -40,13 +40,9 @@ def advise(
 ) -> None:
     """Try candidate layouts on samples of SRC, predict each one's read time at full size
     under the given conditions, recommend one and write its recipe."""
-    from layoutkit.advise.run import AdviseOptions, parse_budget, rewrite_verdict, write_command, write_outputs
-    from layoutkit.advise.run import advise as run_advise
-    from layoutkit.errors import InvalidOptionError
-    from layoutkit.options import parse_bandwidths, parse_durations
-    from layoutkit.plan import parse_template
+    import layoutkit.api as api
+    from layoutkit.advise.run import rewrite_verdict, write_command
     from layoutkit.storage import parse_storage_options
-    from layoutkit.storage.local import check_report_folder
 
     bar = Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -54,34 +50,21 @@ def advise(
     )  # fmt: skip
     task = bar.add_task("advise: sampling", total=None)
     try:
-        out_path = out_dir if out_dir is not None else advice_folder(src)
-        check_report_folder(out_path)
-        if out_path.exists() and (not out_path.is_dir() or any(out_path.iterdir())) and not overwrite:
-            raise InvalidOptionError(f"--out {str(out_path)!r} exists and is not empty; choose another or pass --overwrite.")
-        lat, bw = parse_durations(latency), parse_bandwidths(bandwidth)
-        if len(lat) != 1 or len(bw) != 1:
-            raise InvalidOptionError(f"Expected one --latency and one --bandwidth. Got {latency!r} and {bandwidth!r}.")
-        options = AdviseOptions(
-            patterns=patterns, latency=lat[0], bandwidth=bw[0], workers=workers, budget=parse_budget(budget),
-            candidates=candidates, template=parse_template(template), sample=sample, seed=seed, repeat=repeat,
-            price_per_1000_get=price_per_1000_get, shots=sample_shots, tmpdir=str(tmpdir) if tmpdir else None,
-            target=target, storage_options=tuple(sorted(parse_storage_options(storage_option).items())),
-        )  # fmt: skip
-        if price_per_1000_get < 0:
-            raise InvalidOptionError(f"Expected --price-per-1000-get of 0 or more. Got {price_per_1000_get}.")
         def on_step(name: str) -> None:
             check_interrupted()
             bar.update(task, advance=1, description=f"advise: {name}")
 
+        storage = parse_storage_options(storage_option)
         with bar:
-            result = run_advise(
-                src, options, on_step=on_step,
+            result = api.advise(
+                src, patterns=patterns, latency=latency, bandwidth=bandwidth, workers=workers, budget=budget,
+                candidates=candidates, sample=sample, sample_shots=sample_shots, seed=seed, repeat=repeat,
+                price_per_1000_get=price_per_1000_get, template=template, tmpdir=tmpdir, target=target,
+                storage_options=storage, out=out_dir if out_dir is not None else advice_folder(src),
+                overwrite=overwrite, on_step=on_step,
                 on_total=lambda n: bar.update(task, total=n, description="advise: candidates"),
             )  # fmt: skip
-        if overwrite and out_path.is_dir():
-            for name in ("results.json", "recommended.toml", "advise.png"):
-                (out_path / name).unlink(missing_ok=True)
-        written = write_outputs(result, out_path)
+        written = result.written
     except LayoutkitError as exc:
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:
@@ -94,7 +77,7 @@ def advise(
     if result.not_tried:
         out.print(f"not tried within the budget: {', '.join(result.not_tried)}", highlight=False)
     best = result.recommended
-    out.print(f"advise took {result.elapsed:.0f} s of a {options.budget:.0f} s budget; wrote "
+    out.print(f"advise took {result.elapsed:.0f} s of a {result.options.budget:.0f} s budget; wrote "
               + ", ".join(str(p) for p in written), highlight=False)
     layout = f" ({best.layout})" if best.layout != best.name else ""
     tie = result.tie_note()

@@ -99,25 +99,21 @@ APPEND_HELP = (
 
 def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None, dry_run: bool,  # noqa: PLR0913
             storage_option: list[str] | None, tmpdir: Path | None, icechunk: bool, concat_dim: str | None) -> None:
-    from layoutkit.archiving.append import append
+    import layoutkit.api as api
     from layoutkit.cli.core import fail
     from layoutkit.cli.running import run_options, run_with_bar
     from layoutkit.errors import LayoutkitError
     from layoutkit.storage import parse_storage_options
 
-    if recipe is not None or dry_run or ctx.params.get("overwrite"):
-        said = "--recipe" if recipe is not None else "--dry-run" if dry_run else "--overwrite"
-        raise fail(f"--append writes with the store's own recipe and keeps what it holds: leave out {said}.")
-    if ctx.params.get("batch_files"):
-        raise fail("--append adds its files in one commit (readers see the store before or after all of them): "
-                   "leave out --batch-files, or append the files in several runs.")
-    target = f"icechunk:{dst}" if icechunk and not dst.startswith("icechunk:") else dst
+    if recipe is not None:
+        raise fail("--append writes with the store's own recipe and keeps what it holds: leave out --recipe.")
     try:
         storage = parse_storage_options(storage_option)
     except LayoutkitError as exc:
         raise fail(exc) from None
-    summary = run_with_bar("append", lambda progress, stages: append(
-        sources, target, run_options(ctx), storage, progress, stages, tmpdir, concat_dim), (sources, target))
+    summary = run_with_bar("append", lambda progress, stages: api.convert(
+        sources, dst, append=True, dry_run=dry_run, storage_options=storage, tmpdir=tmpdir, icechunk=icechunk,
+        concat_dim=concat_dim, progress=progress, stages=stages, **run_options(ctx)), (sources, dst))
     if State.quiet:
         return
     if summary.wrote_nothing:

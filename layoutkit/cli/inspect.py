@@ -23,7 +23,7 @@ def inspect(
     workers: Annotated[int, typer.Option(help="Processes that read the datasets of a local HDF5 file with thousands of them.")] = 2,
 ) -> None:
     """Diagnose how a file is laid out (chunks, filters, metadata, scales) and what to do about it."""
-    from layoutkit.inspect import inspect_path
+    import layoutkit.api as api
     from layoutkit.storage import parse_storage_options
 
     try:
@@ -35,8 +35,8 @@ def inspect(
                 check_interrupted()
                 bar.update(task, completed=done, total=total)
 
-            report = inspect_path(src, template=template, storage_options=parse_storage_options(storage_option),
-                                  workers=workers, progress=progress)
+            report = api.inspect(src, template=template, storage_options=parse_storage_options(storage_option),
+                                 workers=workers, progress=progress)
     except LayoutkitError as exc:
         raise fail(exc) from None
     if json_out:

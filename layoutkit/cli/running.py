@@ -4,7 +4,7 @@ in one sentence."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -48,47 +48,56 @@ def status(text: str) -> AbstractContextManager[Any]:
 
 def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_options=(), tmpdir=None, icechunk=False,  # noqa: ANN001, ANN202
                  concat_dim=None):
-    """Find the layout, plan (print it on --dry-run), then run with a progress bar through
-    the pipeline; errors become one line. The sources' digests, which a new store
-    records, are computed meanwhile (:func:`~layoutkit.storage.sources.digests_ahead`)."""
-    from layoutkit import pipeline
-    from layoutkit.archiving import batches
-    from layoutkit.layouts import layout_for
-    from layoutkit.plan import DEFAULT_TEMPLATE
+    """``layoutkit.convert`` or ``layoutkit.reorder`` (:mod:`layoutkit.api`) with a spinner
+    while the sources are walked and planned, then a progress bar (or, on --dry-run, the
+    plan printed); errors become one line."""
+    import layoutkit.api as api
+    from layoutkit.hdf5.combined import describe
     from layoutkit.stages import Stages
-    from layoutkit.storage import SourceSet, as_sources, digests_ahead, parse_storage_options
+    from layoutkit.storage import SourceSet, parse_storage_options
 
     stages = Stages()
-    try:
-        layout = layout_for(command, options)
-        check_name(command, layout.format, str(dst), icechunk)
-        storage = parse_storage_options(storage_options)
-        src = as_sources(src, getattr(options, "template", DEFAULT_TEMPLATE), storage, concat_dim)
-        dest = pipeline.destination_for(layout, dst, storage, tmpdir, icechunk)
-        if not dry_run:
-            pipeline.check_destination(dest, options, layout)
-        with digests_ahead(src, not dry_run and layout.format == "zarr" and layout.rewrites):
-            with status(f"{command}: reading the source's metadata and planning"):
-                src, inventory, plan = batches.plan(layout, src, dst, options, stages=stages)
-            parts = batches.parts(src) if batches.in_batches(src) else None
-            if dry_run:
-                print_plan(plan)
-                if isinstance(src, SourceSet):
-                    from layoutkit.hdf5.combined import describe
+    call = api.convert if command == "convert" else api.reorder
+    extra = {"icechunk": icechunk} if command == "convert" else {}
+    with ExitStack() as shown:
+        spinner = ExitStack()
+        spinner.enter_context(status(f"{command}: reading the source's metadata and planning"))
+        shown.callback(spinner.close)
+        bar: list[Any] = []
 
-                    out.print(describe(parts[0] if parts else src, inventory), highlight=False)
-                if parts:
-                    out.print(f"written in {len(parts)} batches of at most {src.batch:,} files (--batch-files): the "
-                              "first as planned above, each next appended to it; the driver holds one batch's "
-                              "inventory at a time", highlight=False)
-                return None
-            return run_with_bar(command, lambda advance, stages: batches.run(
-                layout, src, dest, options, advance, (inventory, plan), stages, storage, tmpdir), (src, dst),
-                None if parts else plan.nbytes, stages, options, "the destination was not written")
-    except LayoutkitError as exc:
-        raise fail(exc) from None
-    except (KeyboardInterrupt, Exception) as exc:
-        raise _said(exc, (src, dst), "the destination was not written") from None
+        def planned(plan: Any) -> None:  # the spinner gives way to the bar, or to the printed plan
+            spinner.close()
+            if dry_run:
+                print_plan(plan.plan)
+                if isinstance(plan.source, SourceSet):
+                    out.print(describe(plan.batches[0] if plan.batches else plan.source, plan.inventory),
+                              highlight=False)
+                if plan.batches:
+                    out.print(f"written in {len(plan.batches)} batches of at most {plan.source.batch:,} files "
+                              "(--batch-files): the first as planned above, each next appended to it; the driver "
+                              "holds one batch's inventory at a time", highlight=False)
+                return
+            bar.append(shown.enter_context(progress_bar(plan.nbytes or 0, command)))
+            bar.append(bar[0].add_task(command, total=plan.nbytes))
+
+        def advance(n: int) -> None:
+            check_interrupted()
+            if bar:
+                bar[0].advance(bar[1], n)
+
+        try:
+            result = call(src, dst, options, storage_options=parse_storage_options(storage_options), tmpdir=tmpdir,
+                          concat_dim=concat_dim, dry_run=dry_run, progress=advance, on_plan=planned, stages=stages,
+                          **extra)
+        except LayoutkitError as exc:
+            raise fail(exc) from None
+        except (KeyboardInterrupt, Exception) as exc:
+            raise _said(exc, (src, dst), "the destination was not written") from None
+    if dry_run:
+        return None
+    if State.timings:
+        print_timings(stages, options)
+    return result
 
 
 def run_with_bar(label: str, work: Any, given: tuple[Any, ...], total: int | None = None, stages: Any = None,
@@ -121,28 +130,6 @@ def _said(exc: BaseException, given: tuple[Any, ...], outcome: str) -> BaseExcep
     if (store := store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
         return fail(store_failure(store, tuple(map(str, given))) + f" {outcome[0].upper()}{outcome[1:]}.")
     return ended_by_interrupt(exc, f"interrupted; {outcome}.")
-
-
-ZARR_NAMES = (".zarr", ".zarr/")
-HDF5_NAMES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4")
-
-
-def check_name(command: str, fmt: str, dst: str, icechunk: bool) -> None:
-    """Refuse a destination whose name says the other format: ``convert ... out.h5``
-    would write a Zarr directory named like a file, ``reorder ... out.zarr`` an HDF5 file
-    named like a store."""
-    from layoutkit.errors import InvalidOptionError
-    from layoutkit.storage.icechunk_repo import is_icechunk
-
-    name = dst.rstrip("/").lower()
-    if icechunk or is_icechunk(dst):
-        return
-    if fmt == "zarr" and name.endswith(HDF5_NAMES):
-        raise InvalidOptionError(f"{command} writes a Zarr store, and {dst!r} is named as an HDF5 file: name it "
-                                 f"{dst.rstrip('/').rsplit('.', 1)[0]}.zarr (reorder writes paged HDF5 files).")
-    if fmt == "hdf5" and name.endswith(ZARR_NAMES):
-        raise InvalidOptionError(f"{command} writes a paged HDF5 file, and {dst!r} is named as a Zarr store: name it "
-                                 f"{dst.rstrip('/').rsplit('.', 1)[0]}.h5 (convert writes Zarr stores).")
 
 
 def run_options(ctx: typer.Context) -> dict[str, Any]:
@@ -230,5 +217,5 @@ def options_from(ctx: typer.Context, command: str, recipe: str | None):  # noqa:
 
 
 __all__ = ["CONCAT_DIM_HELP", "FORMER_OPTIONS", "ICECHUNK_HELP", "NOT_LAYOUT_OPTIONS", "RECIPE_HELP", "SOURCES_FROM_HELP", "SOURCES_HELP",
-           "STORAGE_HELP", "TMPDIR_HELP", "check_name", "options_from", "plan_and_run", "print_timings", "progress_bar",
+           "STORAGE_HELP", "TMPDIR_HELP", "options_from", "plan_and_run", "print_timings", "progress_bar",
            "run_options", "run_with_bar", "sources_given", "status"]

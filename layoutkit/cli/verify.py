@@ -45,12 +45,10 @@ def verify(
     from the source's; 2 bad input (nothing measured); 3 a read pattern could not run on
     some variant (the reason is printed under the table).
     """
-    from layoutkit.options import parse_bandwidths, parse_choices, parse_counts, parse_durations, parse_sizes
+    import layoutkit.api as api
     from layoutkit.storage import parse_storage_options
     from layoutkit.storage.local import check_report_folder
     from layoutkit.verify import report as rep
-    from layoutkit.verify.run import CACHES, ENGINES, VerifyOptions
-    from layoutkit.verify.run import verify as run_verify
 
     source: str | list[str] = src
     if out_dir is not None:  # before anything is measured: a report that cannot be written is bad input
@@ -83,17 +81,12 @@ def verify(
                               "(from a probe read of each pattern on each file)", highlight=False)
 
     try:
-        options = VerifyOptions(
-            patterns=patterns, sample=sample, seed=seed,
-            engines=parse_choices(engine, ENGINES, "--engine"), workers=parse_counts(workers, "--workers"),
-            page_buffers=parse_sizes(page_buffer, "page buffer size"), caches=parse_choices(cache, CACHES, "--cache"),
-            latencies=parse_durations(latency), bandwidths=parse_bandwidths(bandwidth), repeat=repeat,
-            template=template, scheduler=scheduler, check=check,
-            storage_options=tuple(sorted(parse_storage_options(storage_option).items())),
-        )  # fmt: skip
+        storage = parse_storage_options(storage_option)
         try:
-            result = run_verify(
-                source, variants, options,
+            result = api.verify(
+                source, variants, patterns=patterns, sample=sample, seed=seed, engine=engine, workers=workers,
+                page_buffer=page_buffer, cache=cache, latency=latency, bandwidth=bandwidth, repeat=repeat,
+                template=template, scheduler=scheduler, check=check, storage_options=storage,
                 on_start=shown,
                 on_check=lambda _: shown().advance(checking),
                 on_total=lambda n: shown().update(timing, total=n),
@@ -133,6 +126,7 @@ def verify(
     for line in failed:
         out.print(f"[bold red]failed:[/] {line}", highlight=False)
     if out_dir is not None:
+        options = result.options
         recorded = {k: v for k, v in vars(options).items() if k != "storage_options"}
         # the endpoint and region say where it ran; keys and secrets stay out of the report
         recorded["storage_options"] = {k: ("***" if re.search("key|secret|token|password", k, re.I) else v)

@@ -597,6 +597,8 @@ class VerifyReport:
     results: list[Result]
     patterns: tuple[str, ...]
     skipped: dict[str, list[str]] = field(default_factory=dict)  # variant -> datasets it left out on purpose
+    options: VerifyOptions | None = None
+    """The conditions it ran under, parsed (what ``verify --out`` records)."""
 
 
 def _name(path: Path | str | tuple[str, ...]) -> str:
@@ -703,7 +705,7 @@ def verify(
     on_total(count_runs(measured, plans, conditions, options.repeat))
     results = measure(measured, plans, conditions, options.repeat, options.template, options.scheduler, on_run,
                       min_seconds=options.min_seconds)
-    return VerifyReport(measured, mismatches, results, patterns, skipped)
+    return VerifyReport(measured, mismatches, results, patterns, skipped, options)
 
 
 __all__ = [

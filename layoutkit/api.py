@@ -35,8 +35,11 @@ def _options(cls: type, options: Any, values: dict[str, Any], command: str) -> A
                                  f"({', '.join(sorted(values))}), not both.")
     if options is None:
         return cls(**values)
-    if not isinstance(options, cls):
-        raise InvalidOptionError(f"{command}: expected the options as a {cls.__name__}. Got {type(options).__name__}.")
+    from layoutkit.layouts import layouts_of
+
+    if not isinstance(options, (cls, *(layout.options_class for layout in layouts_of(command)))):
+        raise InvalidOptionError(f"{command}: expected the options as a {cls.__name__} (or the options of "
+                                 f"another layout of {command}). Got {type(options).__name__}.")
     return options
 
 

@@ -10,14 +10,23 @@ as a zarr codec is one class registered by name. It owns its whole format:
   that reads its output (what :func:`layoutkit.open` hands out), and
   :meth:`Layout.compare` proves an output equal to its source (what ``verify`` runs).
 
-A layout is one package (``layoutkit/layouts/signal_major/``): ``spec.py`` (its names,
-version and index encoding, which both directions import), ``plan.py`` (``plan``),
-``write.py`` (``begin``, ``summarize``, optionally ``finish``), ``read.py``
-(``open_archive``), ``compare.py`` (``compare``), and for a layout that can append
-(:attr:`Layout.appends`) ``append.py`` (``merge``: how a staged store of new shots
-joins a store, in the vocabulary of :mod:`layoutkit.merging`). :attr:`Layout.package` names it, and
-the methods below import each module when first used: the registry itself loads no
-writer, reader or Zarr. A layout may instead override the methods.
+A layout is one package (``layoutkit/layouts/signal_major/``) whose ``Layout`` subclass
+names its parts by role, each a typed object (:class:`Planner`, :class:`Writer`,
+:class:`Reader`, :class:`Comparator`, :class:`Appender`) that the subclass's role
+factory imports when first used, so that the registry itself loads no writer, reader or
+Zarr::
+
+    class SignalMajor(ZarrLayout[SignalMajorPlan]):
+        def planner(self) -> Planner[ConvertOptions, SignalMajorPlan]:
+            from layoutkit.layouts.signal_major import plan
+            return plan
+
+A module is a role object when it has the role's functions (``plan.py``: ``plan``;
+``write.py``: ``begin``, ``summarize``, optionally ``finish``; ``read.py``:
+``open_archive``; ``compare.py``: ``compare``; ``append.py``: ``merge``, how a staged
+store of new shots joins a store, in the vocabulary of :mod:`layoutkit.merging`), so a
+type checker follows a run from the command to the chunk write. ``spec.py`` holds the
+names, version and encodings both directions import.
 
 Everything else (the CLI's choices and help, recipes, ``inspect``, ``advise``,
 ``verify``, the reader registry) is derived from the registry, so a new layout is one
@@ -27,18 +36,19 @@ registered layout runs.
 
 from __future__ import annotations
 
-import importlib
-from abc import ABC
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from layoutkit.equality import Mismatch
     from layoutkit.hdf5.inventory import Inventory
     from layoutkit.hdf5.scales import ScaleDigest
+    from layoutkit.merging import Merge, StoreDocs
     from layoutkit.options import RecipeKey
     from layoutkit.readers.base import Archive
     from layoutkit.storage import Destination, Source
@@ -73,16 +83,65 @@ class Work:
     state: dict[str, Any] = field(default_factory=dict)  # the layout's own, e.g. its writer
 
 
-class Layout(ABC):
+OptionsT = TypeVar("OptionsT")
+PlanT = TypeVar("PlanT")
+SummaryT = TypeVar("SummaryT")
+OptionsIn = TypeVar("OptionsIn", contravariant=True)
+PlanOut = TypeVar("PlanOut", covariant=True)
+PlanIn = TypeVar("PlanIn", contravariant=True)
+SummaryOut = TypeVar("SummaryOut", covariant=True)
+
+
+class Planner(Protocol[OptionsIn, PlanOut]):
+    """Plans the whole output from the source's inventory: pure, no I/O."""
+
+    def plan(self, inventory: Inventory, options: OptionsIn, scale_digests: dict[str, ScaleDigest],
+             dest: str = "", /) -> PlanOut: ...
+
+
+class Writer(Protocol[PlanIn, SummaryOut]):
+    """Creates the output's skeleton and the work that fills it, and sums a finished run up."""
+
+    def begin(self, staged: Any, source: Any, inventory: Inventory, plan: PlanIn, attrs: dict[str, Any], /) -> Work: ...
+
+    def summarize(self, source: Any, dest: Any, inventory: Inventory, plan: PlanIn, work: Work,
+                  seconds: float, /) -> SummaryOut: ...
+
+
+class Finisher(Protocol[PlanIn]):
+    """A writer that completes its staged output after the tasks (consolidation, closing)."""
+
+    def finish(self, work: Work, staged: Any, plan: PlanIn, /) -> None: ...
+
+
+class Reader(Protocol):
+    """Opens an output of the layout as an :class:`~layoutkit.readers.base.Archive`."""
+
+    def open_archive(self, location: Any, *, template: str, model: Any = None, sleep: Any = None,
+                     page_buffer: int | None = None, root: Any = None) -> Archive: ...
+
+
+class Comparator(Protocol):
+    """Proves an output equal to its source: every difference, or none."""
+
+    def compare(self, source: Any, variant: Any, *, inventory: Any, skipped: frozenset[str] = frozenset(),
+                workers: int = 2, name: str | None = None) -> list[Mismatch]: ...
+
+
+class Appender(Protocol):
+    """Joins a staged store of new shots to a store of the layout (``convert --append``)."""
+
+    def merge(self, old: StoreDocs, new: StoreDocs, options: Any, /) -> Merge: ...
+
+
+class Layout(ABC, Generic[OptionsT, PlanT, SummaryT]):
     """A way of writing a source, reading the result and proving it equal.
 
-    Subclasses set the class attributes, and :attr:`package` (whose modules provide
-    :meth:`plan`, :meth:`begin`, :meth:`summarize`, :meth:`open` and :meth:`compare`) or
-    override those methods; :mod:`layoutkit.layouts` registers them.
+    Subclasses set the class attributes and the role factories (:meth:`planner`,
+    :meth:`writer`, :meth:`reader`, :meth:`comparator`, and :meth:`appender` where the
+    layout appends); :mod:`layoutkit.layouts` registers them. Generic over its options,
+    its plan and its summary.
     """
-
-    package: ClassVar[str | None] = None
-    """The layout's package, e.g. ``"layoutkit.layouts.signal_major"``."""
 
     name: ClassVar[str]
     """The one name of the layout: the CLI's value, a recipe's ``layout``, the registry
@@ -107,29 +166,43 @@ class Layout(ABC):
     options_class: ClassVar[type]
     recipe_keys: ClassVar[tuple[RecipeKey, ...]]
     description: ClassVar[str] = ""
+    recipes: ClassVar[Traversable | None] = None
+    """A folder of recipe files (``NAME.toml``) the layout ships: listed by ``layoutkit
+    recipes``, found by ``--recipe NAME``, and tried by ``advise`` beside layoutkit's own."""
+
+    # -- the roles ------------------------------------------------------------------------
+
+    @abstractmethod
+    def planner(self) -> Planner[OptionsT, PlanT]:
+        """The layout's planner (its ``plan.py``)."""
+
+    @abstractmethod
+    def writer(self) -> Writer[PlanT, SummaryT]:
+        """The layout's writer (its ``write.py``)."""
+
+    @abstractmethod
+    def reader(self) -> Reader:
+        """The layout's reader (its ``read.py``)."""
+
+    @abstractmethod
+    def comparator(self) -> Comparator:
+        """The layout's proof (its ``compare.py``)."""
+
+    def appender(self) -> Appender:
+        """How stores of new shots join a store of the layout (its ``append.py``), for a
+        layout that :attr:`appends`."""
+        raise NotImplementedError(f"the layout {self.name!r} does not append")
 
     @property
     def names(self) -> tuple[str, ...]:
         """Every spelling that selects this layout: its name, then its aliases."""
         return (self.name, *self.aliases)
 
-    def part(self, module: str) -> ModuleType:
-        """One module of the layout's package (``"plan"``, ``"write"``, ``"read"``,
-        ``"compare"``, ``"spec"``), imported on first use.
-
-        Raises
-        ------
-        NotImplementedError
-            The layout has no package and did not override the method that asked.
-        """
-        if self.package is None:
-            raise NotImplementedError(f"the layout {self.name!r} has no package and does not override this method")
-        return importlib.import_module(f"{self.package}.{module}")
-
-    def default_options(self) -> Any:
+    def default_options(self) -> OptionsT:
         """The options this layout writes with when nothing is chosen (the layout itself
         chosen, where its options class serves several)."""
-        return self.options_class()
+        options: OptionsT = self.options_class()
+        return options
 
     # -- the write side ---------------------------------------------------------------
 
@@ -138,29 +211,30 @@ class Layout(ABC):
         deduplication), or None when the layout does not deduplicate scales."""
         return None
 
-    def plan(self, inventory: Inventory, options: Any, scale_digests: dict[str, ScaleDigest], dest: str = "") -> Any:
+    def plan(self, inventory: Inventory, options: OptionsT, scale_digests: dict[str, ScaleDigest],
+             dest: str = "") -> PlanT:
         """Plan the whole output from the inventory: pure, no I/O. The plan has an
         ``nbytes`` attribute (the bytes the tasks will write, for progress).
         ``scale_digests``: the fingerprints of the scales under :meth:`scale_template`."""
-        return self.part("plan").plan(inventory, options, scale_digests, dest)
+        return self.planner().plan(inventory, options, scale_digests, dest)
 
-    def begin(self, staged: Any, source: Source, inventory: Inventory, plan: Any, attrs: dict[str, Any]) -> Work:
+    def begin(self, staged: Any, source: Source, inventory: Inventory, plan: PlanT, attrs: dict[str, Any]) -> Work:
         """Create the output's skeleton at ``staged`` (root attributes ``attrs`` included)
         and return the work that fills it. ``staged`` is a local path for an ``output`` of
         "file"; for "store", a path or a key-value target (:func:`layoutkit.storage.as_kv`)."""
-        return self.part("write").begin(staged, source, inventory, plan, attrs)
+        return self.writer().begin(staged, source, inventory, plan, attrs)
 
-    def finish(self, work: Work, staged: Any, plan: Any) -> None:
+    def finish(self, work: Work, staged: Any, plan: PlanT) -> None:
         """Complete the staged output after every task ran (consolidate, close): the
-        package's ``write.finish`` if it has one, else nothing."""
-        finish = getattr(self.part("write"), "finish", None) if self.package else None
+        writer's ``finish`` if it has one (a :class:`Finisher`), else nothing."""
+        finish = getattr(self.writer(), "finish", None)
         if finish is not None:
             finish(work, staged, plan)
 
-    def summarize(self, source: Source, dest: Destination, inventory: Inventory, plan: Any, work: Work,
-                  seconds: float) -> Any:
-        """The command's summary of a finished run."""
-        return self.part("write").summarize(source, dest, inventory, plan, work, seconds)
+    def summarize(self, source: Source, dest: Destination, inventory: Inventory, plan: PlanT, work: Work,
+                  seconds: float) -> SummaryT:
+        """The command's summary of a finished run (its ``lines()`` are what the command prints)."""
+        return self.writer().summarize(source, dest, inventory, plan, work, seconds)
 
     # -- the read side ----------------------------------------------------------------
 
@@ -172,8 +246,8 @@ class Layout(ABC):
         replaces the wait (tests), ``page_buffer`` is HDF5's page buffer, and ``root``
         the already opened Zarr root group of a store (:func:`layoutkit.archive.open_archive`
         reads it to find the layout)."""
-        return self.part("read").open_archive(location, template=template, model=model, sleep=sleep,
-                                              page_buffer=page_buffer, root=root)
+        return self.reader().open_archive(location, template=template, model=model, sleep=sleep,
+                                          page_buffer=page_buffer, root=root)
 
     def compare(self, source: Any, variant: Any, *, inventory: Inventory, skipped: frozenset[str] = frozenset(),
                 workers: int = 2, name: str | None = None) -> list[Mismatch]:
@@ -183,8 +257,8 @@ class Layout(ABC):
         local path, a zarr store over a bucket prefix or an Icechunk session, or an
         :class:`~layoutkit.storage.ObjectSource`; ``skipped``: datasets it leaves out on
         purpose; ``name``: how the report names it."""
-        return self.part("compare").compare(source, variant, inventory=inventory, skipped=skipped, workers=workers,
-                                            name=name)
+        return self.comparator().compare(source, variant, inventory=inventory, skipped=skipped, workers=workers,
+                                         name=name)
 
     def appendable(self, recorded: dict[str, Any]) -> bool:
         """Whether ``convert --append`` adds shots to a store of this layout whose root
@@ -197,11 +271,10 @@ class Layout(ABC):
         :attr:`appends`."""
         return False
 
-    def merge(self, old: Any, new: Any, options: Any) -> Any:
-        """How a staged store of new shots joins a store of this layout: the package's
-        ``append.merge`` (:class:`layoutkit.merging.Merge`; ``old`` and ``new`` are
-        :class:`layoutkit.merging.StoreDocs`)."""
-        return self.part("append").merge(old, new, options)
+    def merge(self, old: StoreDocs, new: StoreDocs, options: OptionsT) -> Merge:
+        """How a staged store of new shots joins a store of this layout: the
+        :meth:`appender`'s ``merge``."""
+        return self.appender().merge(old, new, options)
 
     def needs_shot_archive(self, options: Any) -> bool:
         """Whether, with ``options``, the layout orders shots and signals, and so refuses a
@@ -223,4 +296,7 @@ class Layout(ABC):
         return f"<layout {self.name!r}>"
 
 
-__all__ = ["DESTINATION_KINDS", "Layout", "Work"]
+AnyLayout: TypeAlias = Layout[Any, Any, Any]
+"""A layout of any options, plan and summary (what the registry holds)."""
+
+__all__ = ["DESTINATION_KINDS", "AnyLayout", "Appender", "Comparator", "Finisher", "Layout", "Planner", "Reader", "Work", "Writer"]

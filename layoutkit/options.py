@@ -256,6 +256,9 @@ def parse_batch_files(value: int) -> int:
     return int(value)
 
 
+SOURCE_SIZE = "the source's size"
+
+
 def size_relative(stored: int, reference: int, what: str) -> str:
     """The one wording every command uses for a size against another:
     "stored 681.7 KiB, 0.83x the source's size"."""

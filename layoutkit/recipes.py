@@ -30,7 +30,7 @@ from typing import Any
 
 from layoutkit.errors import InvalidOptionError, RecipeError, RecipeNotFoundError
 from layoutkit.execute import parse_scheduler
-from layoutkit.layouts import layout_for, layout_key, targets
+from layoutkit.layouts import find_layout, layout_for, layout_key, targets
 from layoutkit.options import RecipeKey, parse_batch_files, parse_workers, size_parser
 from layoutkit.pipeline import PROVENANCE_ATTR, provenance_attrs
 from layoutkit.pipeline import recipe_of as layout_recipe_of
@@ -93,16 +93,30 @@ class Recipe:
         return COMMANDS[self.target]
 
 
+def _shipped() -> dict[str, Any]:
+    """Every shipped recipe file by name: layoutkit's, then those each registered layout
+    ships (:attr:`~layoutkit.layout.Layout.recipes`: a plugin's own), none taking over
+    another's name."""
+    from layoutkit.layouts import LAYOUTS
+
+    found: dict[str, Any] = {}
+    for folder in (SHIPPED, *(layout.recipes for layout in LAYOUTS.values() if layout.recipes is not None)):
+        for p in sorted(folder.iterdir(), key=lambda p: p.name):
+            if p.name.endswith(".toml"):
+                found.setdefault(p.name[: -len(".toml")], p)
+    return found
+
+
 def shipped_recipes() -> list[str]:
-    """Names of the recipes that ship with layoutkit, sorted."""
-    return sorted(p.name[: -len(".toml")] for p in SHIPPED.iterdir() if p.name.endswith(".toml"))
+    """Names of the recipes that ship with layoutkit and its registered layouts, sorted."""
+    return sorted(_shipped())
 
 
 def _shipped_aliases() -> dict[str, str]:
     """A shipped recipe's former name -> its name (each recipe's ``aliases``)."""
     out = {}
-    for name in shipped_recipes():
-        doc = tomllib.loads((SHIPPED / f"{name}.toml").read_text(encoding="utf-8"))
+    for name, path in _shipped().items():
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
         out.update(dict.fromkeys(doc.get("aliases", []), name))
     return out
 
@@ -119,8 +133,8 @@ def find_recipe(name_or_path: str | os.PathLike) -> tuple[str, str]:
     if path.is_file():
         return path.stem, path.read_text(encoding="utf-8")
     name = _shipped_aliases().get(str(name_or_path), str(name_or_path))
-    shipped = SHIPPED / f"{name}.toml"
-    if "/" not in name and shipped.is_file():
+    shipped = _shipped().get(name) if "/" not in name else None
+    if shipped is not None and shipped.is_file():
         return name, shipped.read_text(encoding="utf-8")
     raise RecipeNotFoundError(
         f"No recipe file {str(name_or_path)!r} and no shipped recipe of that name; "
@@ -207,6 +221,9 @@ def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed
     if recipe is not None and not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe)
     target = recipe.target if recipe is not None and recipe.target in TARGETS[command] else TARGETS[command][0]
+    chosen = find_layout(str(typed["layout"]).strip()) if recipe is None and "layout" in typed else None
+    if chosen is not None and chosen.command == command:  # a layout of its own target (another package's)
+        target = chosen.target
     if recipe is not None and recipe.target != target:
         other = COMMANDS[recipe.target]
         raise RecipeError(
@@ -214,11 +231,13 @@ def build_options(command: str, recipe: Recipe | str | os.PathLike | None, typed
             f"not `layoutkit {command}`; run `layoutkit {other} --recipe {recipe.source}`."
         )
     keys = {k.name: k for k in recipe_keys(target)}
-    unknown = set(typed) - set(keys) - set(RUNTIME)
-    if unknown:
-        raise TypeError(f"build_options does not know the option(s) {sorted(unknown)}")
-    kwargs: dict[str, Any] = {}
     have = {f.name for f in fields(_options_class(target))}
+    unknown = sorted(set(typed) - set(keys) - set(RUNTIME))
+    if unknown:
+        takes = [f"--{k.replace('_', '-')}" for k in (*keys, *(k for k in RUNTIME if k in have))]
+        raise InvalidOptionError(f"--{unknown[0].replace('_', '-')} is not an option of the {target} target "
+                                 f"(it takes {', '.join(takes)}).")
+    kwargs: dict[str, Any] = {}
     for name, key in keys.items():
         if name in typed:
             value = key.value(typed[name])

@@ -24,7 +24,7 @@ from layoutkit import pipeline
 from layoutkit.archiving import batches
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.inventory import Inventory
-from layoutkit.layout import Layout
+from layoutkit.layout import AnyLayout
 from layoutkit.layouts import layout_for
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages
@@ -39,7 +39,7 @@ class Planned:
     """A write checked and planned, not run: what ``--dry-run`` prints."""
 
     command: str
-    layout: Layout
+    layout: AnyLayout
     source: Source
     """The sources, parsed (a :class:`~layoutkit.storage.SourceSet` when several, its batch decided)."""
     dest: Destination

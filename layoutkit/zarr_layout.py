@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from layoutkit.layout import Layout, Work
+from layoutkit.layout import Layout, PlanT, SummaryT, Work
 from layoutkit.zarr_options import ZARR_RECIPE_KEYS, ConvertOptions
 
 
-class ZarrLayout(Layout):
+class ZarrLayout(Layout[ConvertOptions, PlanT, SummaryT]):
     """The base of the Zarr layouts ``convert`` writes: their options and recipe keys, and
     the finishing of a store (consolidated metadata, the root document last)."""
 
@@ -39,7 +39,7 @@ class ZarrLayout(Layout):
     def can_append(self, options: ConvertOptions) -> bool:
         return options.zarr_format == 3  # appends add to Zarr format 3 stores (layoutkit.archiving.append)
 
-    def finish(self, work: Work, staged: Any, plan: Any) -> None:
+    def finish(self, work: Work, staged: Any, plan: Any) -> None:  # every Zarr plan has options
         # a layout whose root must not grow with the shots says which nodes to consolidate
         work.state["writer"].finish(plan.options.consolidate and self.consolidates, keep=work.state.get("keep"))
 

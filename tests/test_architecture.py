@@ -216,7 +216,8 @@ def test_a_layout_has_every_part(package: str) -> None:
 
     parts = {n.rsplit(".", 1)[-1] for n in MODULES if n.startswith(f"layoutkit.layouts.{package}.")}
     assert {"spec", "plan", "write", "read", "compare"} <= parts
-    appends = {layout.appends for layout in LAYOUTS.values() if layout.package == f"layoutkit.layouts.{package}"}
+    appends = {layout.appends for layout in LAYOUTS.values()
+               if type(layout).__module__ == f"layoutkit.layouts.{package}"}
     assert appends in ({True}, {False}), package
     assert ("append" in parts) == (appends == {True}), package
     if "append" in parts:
@@ -454,3 +455,23 @@ def test_the_command_line_runs_the_commands_through_the_python_api() -> None:
                      for t in targets if any(t == r or t.startswith(r + ".") for r in runs))
     assert reached == []
     assert {"layoutkit.api"} <= {t for m, targets in EDGES.items() if m.startswith("layoutkit.cli") for t in targets}
+
+
+def test_a_layout_names_its_parts_by_role_not_by_module_name() -> None:
+    """Each registered layout's roles are the objects its factories return (a type checker
+    follows them: mypy checks each module against its role's protocol), its appender only
+    where it appends."""
+    from layoutkit.layouts import LAYOUTS
+
+    for layout in LAYOUTS.values():
+        own = type(layout).__module__
+        roles = {"planner": "plan", "writer": "write", "reader": "read", "comparator": "compare"}
+        if layout.appends:
+            roles["appender"] = "append"
+        for role, module in roles.items():
+            got = getattr(layout, role)()
+            assert getattr(got, "__name__", "") == f"{own}.{module}", (layout.name, role)
+        if not layout.appends:
+            with pytest.raises(NotImplementedError, match="does not append"):
+                layout.appender()
+    assert "import_module" not in MODULES["layoutkit.layout"].read_text()  # no part found by its module's name

@@ -15,7 +15,7 @@ import pytest
 
 from layoutkit.convert import ConvertOptions
 from layoutkit.errors import InvalidOptionError, LayoutkitError
-from layoutkit.layouts import LAYOUTS, get_layout, layout_for, layouts_of, targets
+from layoutkit.layouts import LAYOUTS, get_layout, layout_for, targets
 from layoutkit.reorder import ReorderOptions
 from layoutkit.storage import LocalDestination
 from layoutkit.testing import LayoutTests
@@ -52,8 +52,8 @@ def _inventory(src: Path):  # noqa: ANN202
 
 
 def test_registry_names_every_layout_and_refuses_unknown_ones() -> None:
-    assert {"shot-major", "signal-major", "shot-packed", "hdf5-paged", "npy-folder"} <= set(LAYOUTS)
-    assert get_layout("npy-folder").command == "export"
+    assert {"shot-major", "signal-major", "shot-packed", "hdf5-paged", "npy"} <= set(LAYOUTS)
+    assert get_layout("npy").command == "convert" and get_layout("npy-folder") is get_layout("npy")
     with pytest.raises(InvalidOptionError, match="shot-major, signal-major, shot-packed, hdf5-paged") as err:
         get_layout("parquet")
     assert "'parquet'" in str(err.value)
@@ -65,7 +65,7 @@ def _installed_as_a_plugin(site: Path, value: str) -> dict[str, str]:
     info = site / "npy_layout_example-1.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: npy-layout-example\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[layoutkit.layouts]\nnpy-folder = {value}\n")
+    (info / "entry_points.txt").write_text(f"[layoutkit.layouts]\nnpy = {value}\n")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT / "examples"), str(ROOT)])}
 
 
@@ -81,8 +81,8 @@ def test_a_layout_of_another_package_registers_through_an_entry_point(tmp_path: 
         "import layoutkit, sys\n"
         "from layoutkit import pipeline\n"
         "from layoutkit.layouts import LAYOUTS, get_layout, layouts_of\n"
-        "assert 'npy-folder' in LAYOUTS and [l.name for l in layouts_of('export')] == ['npy-folder']\n"
-        "layout = get_layout('npy-folder')\n"
+        "assert 'npy' in LAYOUTS and [l.name for l in layouts_of('convert')][-1] == 'npy'\n"
+        "layout = get_layout('npy')\n"
         "pipeline.run(layout, sys.argv[1], sys.argv[2], layout.default_options())\n"
         "with layoutkit.open(sys.argv[2]) as got: print(type(got).__name__, len(got.arrays()))\n"
     )
@@ -99,8 +99,8 @@ def test_an_entry_point_that_does_not_load_is_said_and_left_out(tmp_path: Path) 
     out = subprocess.run([sys.executable, "-W", "always", "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "npy-folder" not in out.stdout and "hdf5-paged" in out.stdout
-    assert "the layout entry point 'npy-folder' (no_such_module:Layout) does not load" in out.stderr
+    assert "'npy'" not in out.stdout and "hdf5-paged" in out.stdout
+    assert "the layout entry point 'npy' (no_such_module:Layout) does not load" in out.stderr
 
 
 @pytest.mark.parametrize(("old", "name"), [
@@ -115,8 +115,8 @@ def test_commands_find_their_layouts_in_the_registry() -> None:
     assert layout_for("convert", ConvertOptions()).name == "shot-major"
     assert layout_for("convert", ConvertOptions(layout="signal-major")).name == "signal-major"
     assert layout_for("reorder", ReorderOptions(by="signal")).name == "hdf5-paged"
-    assert [layout.name for layout in layouts_of("export")] == ["npy-folder"]
-    with pytest.raises(InvalidOptionError, match="Expected layout shot-major, signal-major, shot-packed or virtual. Got 'diagonal'"):
+    assert layout_for("convert", NpyOptions()).name == "npy"  # its options alone name it
+    with pytest.raises(InvalidOptionError, match="Expected layout shot-major, signal-major, shot-packed, virtual or npy. Got 'diagonal'"):
         layout_for("convert", ConvertOptions(layout="diagonal"))
     # recipe targets come from the layouts: both Zarr layouts share one target and its keys
     assert targets()["zarr"].options_class is ConvertOptions

@@ -13,6 +13,10 @@ class NpyPlan:
     arrays: tuple[str, ...]
     nbytes: int
 
+    def lines(self) -> list[str]:
+        """What ``convert --dry-run`` prints."""
+        return [f"{path}" for path in self.arrays] + [f"{len(self.arrays)} datasets as .npy files, {self.nbytes:,} bytes"]
+
 
 def carried_arrays(inventory: Any) -> list[Any]:
     return [a for a in inventory.arrays if carried(a.kind, a.dtype.kind, a.shape, a.nbytes, a.null_space)]

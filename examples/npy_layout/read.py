@@ -56,6 +56,6 @@ class NpyArchive(Archive):
         return json.loads((self.path / ATTRS_FILE).read_text()) if path in ("", "/") else {}
 
 
-def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int = 0,
+def open_archive(location: Any, *, template: str, model: Any = None, sleep: Any = None, page_buffer: int | None = None,
                  root: Any = None) -> NpyArchive:
     return NpyArchive(location, template)

@@ -4,7 +4,8 @@ attributes (layoutkit's provenance among them)."""
 
 from __future__ import annotations
 
-LAYOUT_NAME = "npy-folder"
+LAYOUT_NAME = "npy"
+FORMER_NAMES = ("npy-folder",)
 ATTRS_FILE = "attrs.json"
 MAX_BYTES = 64 * 2**20  # a .npy file is read whole: larger datasets are left out
 SEPARATOR = "__"

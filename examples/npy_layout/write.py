@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import h5py
@@ -28,5 +28,20 @@ def begin(staged: Path, source: Path, inventory: Any, plan: Any, attrs: dict[str
     return Work(save_one, (str(source), str(staged)), plan.arrays)
 
 
-def summarize(source: Path, dest: Any, inventory: Any, plan: Any, work: Work, seconds: float) -> Any:
-    return SimpleNamespace(arrays=len(plan.arrays), logical_bytes=plan.nbytes, dest_bytes=dest.size())
+@dataclass(frozen=True)
+class NpySummary:
+    source: str
+    dest: str
+    arrays: int
+    logical_bytes: int
+    dest_bytes: int
+    seconds: float
+
+    def lines(self) -> list[str]:
+        """What ``layoutkit convert`` prints of the run."""
+        return [f"wrote {self.arrays} datasets of {self.source} as .npy files in {self.dest}: "
+                f"{self.logical_bytes:,} bytes of data, {self.dest_bytes:,} stored, {self.seconds:.1f} s"]
+
+
+def summarize(source: Any, dest: Any, inventory: Any, plan: Any, work: Work, seconds: float) -> NpySummary:
+    return NpySummary(str(source), str(dest), len(plan.arrays), plan.nbytes, dest.size(), seconds)

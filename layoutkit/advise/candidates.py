@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
-from layoutkit.layouts import layouts_of
-from layoutkit.recipes import build_options, load_recipe, recipe_of, shipped_recipes
+from layoutkit.layout import Layout
+from layoutkit.layouts import layout_for, layouts_of
+from layoutkit.recipes import build_options, load_recipe, recipe_keys, recipe_of, shipped_recipes
 
 CANDIDATE_SETS = ("recipes", "grid")
 
@@ -21,7 +22,7 @@ ZARR_GRID: dict[str, tuple[str, ...]] = {
     "chunk_size": ("1MiB", "4MiB", "16MiB"),
     "shards": ("none", "auto"),
     "compressor": ("zstd:3", "shuffle+lz4", "gzip:4"),
-    "layout": tuple(layout.name for layout in layouts_of("convert")),
+    "layout": tuple(layout.name for layout in layouts_of("convert") if layout.target == "zarr"),
 }
 HDF5_GRID: dict[str, tuple[str, ...]] = {
     "page_size": ("4MiB", "8MiB", "16MiB"),
@@ -43,9 +44,17 @@ class Candidate:
         return load_recipe(self.recipe).command
 
     def options(self, template: str) -> Any:
-        """The options dataclass this candidate writes with."""
-        typed: dict[str, Any] = {"template": template, **dict(self.overrides)}
-        return build_options(self.command, self.recipe, typed)
+        """The options dataclass this candidate writes with (the template, where its
+        layout takes one)."""
+        recipe = load_recipe(self.recipe)
+        typed: dict[str, Any] = dict(self.overrides)
+        if "template" in {key.name for key in recipe_keys(recipe.target)}:
+            typed["template"] = template
+        return build_options(recipe.command, recipe, typed)
+
+    def layout(self, template: str) -> Layout:
+        """The layout this candidate writes."""
+        return layout_for(self.command, self.options(template))
 
     def recipe_values(self, template: str) -> dict[str, Any]:
         """The full effective recipe (target and every key)."""
@@ -98,7 +107,7 @@ def candidates(which: str, template: str) -> list[Candidate]:
     if which == "grid":
         for c in base:
             recipe = load_recipe(c.recipe)
-            grid = ZARR_GRID if recipe.target == "zarr" else HDF5_GRID
+            grid = {"zarr": ZARR_GRID, "hdf5-paged": HDF5_GRID}.get(recipe.target, {})  # a plugin's: none
             found.extend(_grid_around(c.name, recipe.values, grid))
     unique: dict[str, Candidate] = {}
     for c in found:

@@ -321,12 +321,10 @@ def _observe(variants: dict[str, Variant], plans: list[ReadPlan], condition: Con
 def _write(candidate: Candidate, source: Path, written: Path | str, template: str, storage: dict[str, str],
            tmpdir: str | None) -> int:
     """Write the candidate from ``source``; returns the bytes it stored."""
-    from layoutkit.convert import convert
-    from layoutkit.reorder import reorder
+    from layoutkit.writing import write
 
     options = candidate.options(template)
-    write = convert if candidate.command == "convert" else reorder
-    return write(source, destination(written, storage, tmpdir), options).dest_bytes
+    return write(candidate.command, source, destination(written, storage, tmpdir), options).dest_bytes
 
 
 class _Clock:
@@ -588,7 +586,7 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
         trial.build_seconds = (build["small"], build["large"])
         # the full page buffer on the samples too: shrunk with them, it thrashes on metadata pages the full
         # file keeps (measured: 206 GETs predicted for a shot read that takes 18)
-        page_buffer = options.page_buffer if candidate.command == "reorder" else None
+        page_buffer = options.page_buffer if candidate.layout(options.template).format == "hdf5" else None
         measured = _measure(bench, written, page_buffer, clock)
         if isinstance(measured, str):
             trial.status, trial.reason = "failed", measured
@@ -688,11 +686,11 @@ def _resharded(candidate: Candidate, template: str, inventories: tuple[Inventory
     (measured on the 40-shot benchmark, signal-major Zarr's read of 2 shots: 273 GETs at
     5 shots, 16 such arrays, 307 at 9, one, 307-308 at 13, 20 and 40; the line in log
     of the size through 5 and 9 shots predicted 395)."""
-    if candidate.command != "convert" or inventories is None:
+    if candidate.layout(template).format != "zarr" or inventories is None:
         return None
     options = candidate.options(template)
     try:
-        layout = layout_for("convert", options)
+        layout = layout_for(candidate.command, options)
         large, full = ({a.path: a.shards is not None for a in layout.plan(i, options, {}).arrays} for i in inventories)
     except LayoutkitError:
         return None
@@ -735,10 +733,10 @@ def _paged_files(candidate: Candidate, template: str, inventories: tuple[Invento
     from the full source (the same plan ``reorder`` makes; every array at its stored size
     scaled by the bytes the candidate's datasets hold against the sample's source): None for a
     candidate that writes no paged file."""
-    if candidate.command != "reorder" or inventories is None:
+    if candidate.layout(template).format != "hdf5" or inventories is None:
         return None
     options = candidate.options(template)
-    layout = get_layout("hdf5-paged")
+    layout = candidate.layout(template)
     large_source = sum(a.storage_bytes for a in inventories[0].arrays) or 1
     ratio = stored_large / large_source
     out = []

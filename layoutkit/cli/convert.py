@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from layoutkit.cli.core import SOURCE_SIZE, State, app, fail, out
+from layoutkit.cli.core import State, app, fail, out
 from layoutkit.cli.running import (
     CONCAT_DIM_HELP,
     ICECHUNK_HELP,
@@ -22,13 +22,10 @@ from layoutkit.cli.running import (
     sources_given,
 )
 from layoutkit.layouts import layouts_of
-from layoutkit.options import format_size, plural, size_relative
-
-if TYPE_CHECKING:
-    from layoutkit.writers.zarr_convert import ConvertSummary
+from layoutkit.options import format_size, plural
 
 LAYOUT_NAMES = [layout.name for layout in layouts_of("convert")]
-LAYOUT_HELP = "Which Zarr layout: " + "; ".join(f"{layout.name}: {layout.description}" for layout in layouts_of("convert")) + "."
+LAYOUT_HELP = "Which layout: " + "; ".join(f"{layout.name}: {layout.description}" for layout in layouts_of("convert")) + "."
 
 
 @app.command()
@@ -128,6 +125,10 @@ def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None
 
 
 def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
+    if hasattr(plan, "lines"):  # a layout of another package that says its plan itself
+        for line in plan.lines():
+            out.print(line, highlight=False)
+        return
     table = Table(title=f"convert plan: {plan.source} -> {plan.dest}")
     for col in ("array", "shape", "dtype", "chunks", "shards", "codec", "read", "size"):
         table.add_column(col, overflow="fold")
@@ -145,28 +146,9 @@ def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
         out.print(f"skipped {path}: {reason}")
 
 
-def _print_summary(s: ConvertSummary) -> None:
-    what = (f"in {s.batches} batches (the first converted, each next appended)" if s.batches > 1
-            else f"{plural(s.arrays, 'array')} in {plural(s.groups, 'group')}")
-    out.print(
-        f"converted {s.source} -> {s.dest}: {what}, "
-        f"{format_size(s.logical_bytes)} of data, {size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, "
-        f"{s.seconds:.1f} s, {format_size(s.throughput)}/s of data, {format_size(s.stored_throughput)}/s stored"
-    )
-    if s.copied is not None:
-        said = "; ".join(f"{path} {reason}" for path, reason in s.reencoded[:5])
-        more = f" and {len(s.reencoded) - 5:,} more" if len(s.reencoded) > 5 else ""
-        out.print(f"{s.copied:,} arrays copied as stored, {len(s.reencoded):,} re-encoded" +
-                  (f": {said}{more}" if said else ""))
-    for line in s.layout_lines():  # what the layout alone has to say (the virtual layout: its references)
-        out.print(line)
-    if s.shards_requested:
-        out.print(f"{s.sharded:,} arrays sharded" if s.sharded else
-                  "no array large enough to shard: each fits in one chunk, so none was sharded")
-    if s.links:
-        out.print(f"{s.links} links recorded in {s.dest}/layoutkit.json")
-    for path, reason in s.skipped:
-        out.print(f"skipped {path}: {reason}")
+def _print_summary(summary: Any) -> None:
+    for line in summary.lines():  # every layout's summary says itself (a plugin's too)
+        out.print(line, highlight=False)
 
 
 __all__ = ['convert']

@@ -94,7 +94,7 @@ out = Console()
 EXIT_DIFFERENT = 1  # verify: a variant's data differ from the source's
 EXIT_BAD_INPUT = 2  # every command: a refused input, one sentence, nothing written
 EXIT_PATTERN_FAILED = 3  # verify: a read pattern could not run on a variant
-SOURCE_SIZE = "the source's size"
+from layoutkit.options import SOURCE_SIZE  # noqa: E402 - one wording for the summaries and the commands
 
 
 class State:

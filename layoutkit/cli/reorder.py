@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from layoutkit.cli.core import SOURCE_SIZE, State, app, out
+from layoutkit.cli.core import State, app, out
 from layoutkit.cli.running import (
     CONCAT_DIM_HELP,
     RECIPE_HELP,
@@ -20,7 +20,7 @@ from layoutkit.cli.running import (
     plan_and_run,
     sources_given,
 )
-from layoutkit.options import format_size, size_relative
+from layoutkit.options import format_size
 
 
 @app.command()
@@ -55,15 +55,8 @@ def reorder(
     if summary is None:
         return
     if not State.quiet:
-        s = summary
-        for path, reason in s.skipped:
-            out.print(f"skipped {path}: {reason}", highlight=False)
-        out.print(
-            f"reordered {s.source} -> {s.dest} by {s.by}: {s.arrays} datasets, "
-            f"{s.merged_scales} duplicate dimension scales merged, {s.raw_copied} chunks copied without "
-            f"re-encoding, page size {format_size(s.page_size)}, {format_size(s.logical_bytes)} of data, "
-            f"{size_relative(s.dest_bytes, s.source_bytes, SOURCE_SIZE)}, {s.seconds:.1f} s"
-        )
+        for line in summary.lines():
+            out.print(line, highlight=False)
 
 
 def _print_reorder_plan(plan) -> None:  # noqa: ANN001 - ReorderPlan

@@ -28,7 +28,7 @@ from typing import Any
 
 from layoutkit import zarr_options as _zarr_options
 from layoutkit.errors import InvalidOptionError, UnknownLayoutError
-from layoutkit.layout import Layout
+from layoutkit.layout import AnyLayout, Layout
 from layoutkit.layouts import hdf5_paged, shot_major, shot_packed, signal_major, virtual
 from layoutkit.options import RecipeKey
 
@@ -36,15 +36,15 @@ ENTRY_POINTS = "layoutkit.layouts"
 """The entry-point group other packages register their layouts in."""
 
 
-class _Registry(MutableMapping[str, Layout]):
+class _Registry(MutableMapping[str, AnyLayout]):
     """The layouts by name: layoutkit's, then those of the entry points, read on first use
     (every other mapping method goes through these five)."""
 
-    def __init__(self, own: Iterable[tuple[str, Layout]]) -> None:
+    def __init__(self, own: Iterable[tuple[str, AnyLayout]]) -> None:
         self._layouts = dict(own)
         self._loaded = False
 
-    def _all(self) -> dict[str, Layout]:
+    def _all(self) -> dict[str, AnyLayout]:
         if not self._loaded:
             self._loaded = True
             for name, layout in entry_point_layouts().items():
@@ -55,10 +55,10 @@ class _Registry(MutableMapping[str, Layout]):
                     self._layouts[name] = layout
         return self._layouts
 
-    def __getitem__(self, key: str) -> Layout:
+    def __getitem__(self, key: str) -> AnyLayout:
         return self._all()[key]
 
-    def __setitem__(self, key: str, value: Layout) -> None:
+    def __setitem__(self, key: str, value: AnyLayout) -> None:
         self._all()[key] = value
 
     def __delitem__(self, key: str) -> None:
@@ -71,13 +71,13 @@ class _Registry(MutableMapping[str, Layout]):
         return len(self._all())
 
 
-def entry_point_layouts() -> dict[str, Layout]:
+def entry_point_layouts() -> dict[str, AnyLayout]:
     """The layouts other packages register under :data:`ENTRY_POINTS`, by name. One
     that does not load, or is no :class:`~layoutkit.layout.Layout`, is left out with a
     warning naming it: another package's fault does not stop layoutkit."""
     from importlib.metadata import entry_points
 
-    found: dict[str, Layout] = {}
+    found: dict[str, AnyLayout] = {}
     for point in entry_points(group=ENTRY_POINTS):
         try:
             obj = point.load()
@@ -92,7 +92,7 @@ def entry_point_layouts() -> dict[str, Layout]:
     return found
 
 
-LAYOUTS: MutableMapping[str, Layout] = _Registry(
+LAYOUTS: MutableMapping[str, AnyLayout] = _Registry(
     (layout.name, layout)
     for layout in (shot_major.LAYOUT, signal_major.LAYOUT, shot_packed.LAYOUT, hdf5_paged.LAYOUT, virtual.LAYOUT)
 )
@@ -107,15 +107,15 @@ DEFAULT_ZARR_LAYOUT = shot_major.LAYOUT.name
 """The layout of a Zarr store that records none (:data:`~layoutkit.formats.LAYOUT_ATTR`)."""
 
 
-def _by_any_name() -> dict[str, Layout]:
-    out: dict[str, Layout] = {}
+def _by_any_name() -> dict[str, AnyLayout]:
+    out: dict[str, AnyLayout] = {}
     for layout in LAYOUTS.values():
         for name in layout.names:
             out.setdefault(name, layout)
     return out
 
 
-def get_layout(name: str) -> Layout:
+def get_layout(name: str) -> AnyLayout:
     """The registered layout called ``name`` (its name, or a former spelling).
 
     Raises
@@ -129,22 +129,22 @@ def get_layout(name: str) -> Layout:
     return found
 
 
-def find_layout(name: str | None) -> Layout | None:
+def find_layout(name: str | None) -> AnyLayout | None:
     """The registered layout called ``name`` (its name, or a former spelling), or None."""
     return _by_any_name().get(name) if name else None
 
 
-def layouts_of(command: str) -> list[Layout]:
+def layouts_of(command: str) -> list[AnyLayout]:
     """The layouts a command writes (``convert``: the Zarr ones; ``reorder``: paged HDF5)."""
     return [layout for layout in LAYOUTS.values() if layout.command == command]
 
 
-def layouts_of_format(fmt: str) -> list[Layout]:
+def layouts_of_format(fmt: str) -> list[AnyLayout]:
     """The layouts whose outputs are of ``fmt`` ("zarr", "hdf5", or a layout's own)."""
     return [layout for layout in LAYOUTS.values() if layout.format == fmt]
 
 
-def zarr_layout(recorded: Any) -> Layout | None:
+def zarr_layout(recorded: Any) -> AnyLayout | None:
     """The layout of a Zarr store whose root records ``recorded`` under
     :data:`~layoutkit.formats.LAYOUT_ATTR` (``{"name": ...}``, or nothing: shot-major);
     None when the name is not a registered Zarr layout's."""
@@ -153,7 +153,7 @@ def zarr_layout(recorded: Any) -> Layout | None:
     return layout if layout is not None and layout.format == "zarr" else None
 
 
-def detect(where: Any, recorded: Any = None, path: Any = None) -> Layout:
+def detect(where: Any, recorded: Any = None, path: Any = None) -> AnyLayout:
     """The registered layout that wrote the output at ``where``: decided here once, for
     ``layoutkit.open``, ``verify`` and ``convert --append`` alike, with one error.
 
@@ -185,7 +185,7 @@ def _either(names: list[str]) -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
 
 
-def layout_for(command: str, options: Any) -> Layout:
+def layout_for(command: str, options: Any) -> AnyLayout:
     """The layout ``command`` writes with ``options``: the one ``options.layout`` names
     (or a former spelling of it) when the command writes several.
 
@@ -197,6 +197,9 @@ def layout_for(command: str, options: Any) -> Layout:
     candidates = layouts_of(command)
     if len(candidates) == 1:
         return candidates[0]
+    own = [c for c in candidates if type(options) is c.options_class]
+    if len(own) == 1:  # the options of one layout alone (another package's): that layout
+        return own[0]
     name = getattr(options, "layout", None)
     layout = find_layout(str(name)) if name is not None else None
     if layout not in candidates:
@@ -218,10 +221,10 @@ def layout_key(target: str) -> RecipeKey:
     return RecipeKey("layout", "layout", parse, str, _either([f'"{n}"' for n in names]))
 
 
-def targets() -> dict[str, Layout]:
+def targets() -> dict[str, AnyLayout]:
     """Recipe target -> a layout of that target (the layouts of one target share their
     options and recipe keys)."""
-    out: dict[str, Layout] = {}
+    out: dict[str, AnyLayout] = {}
     for layout in LAYOUTS.values():
         out.setdefault(layout.target, layout)
     return out

@@ -63,6 +63,29 @@ class ConvertSummary:
         layout it holds)."""
         return []
 
+    def lines(self) -> list[str]:
+        """What ``layoutkit convert`` prints of the run, a line each."""
+        from layoutkit.options import SOURCE_SIZE, format_size, plural, size_relative
+
+        what = (f"in {self.batches} batches (the first converted, each next appended)" if self.batches > 1
+                else f"{plural(self.arrays, 'array')} in {plural(self.groups, 'group')}")
+        out = [f"converted {self.source} -> {self.dest}: {what}, {format_size(self.logical_bytes)} of data, "
+               f"{size_relative(self.dest_bytes, self.source_bytes, SOURCE_SIZE)}, {self.seconds:.1f} s, "
+               f"{format_size(self.throughput)}/s of data, {format_size(self.stored_throughput)}/s stored"]
+        if self.copied is not None:
+            said = "; ".join(f"{path} {reason}" for path, reason in self.reencoded[:5])
+            more = f" and {len(self.reencoded) - 5:,} more" if len(self.reencoded) > 5 else ""
+            out.append(f"{self.copied:,} arrays copied as stored, {len(self.reencoded):,} re-encoded"
+                       + (f": {said}{more}" if said else ""))
+        out += self.layout_lines()
+        if self.shards_requested:
+            out.append(f"{self.sharded:,} arrays sharded" if self.sharded else
+                       "no array large enough to shard: each fits in one chunk, so none was sharded")
+        if self.links:
+            out.append(f"{self.links} links recorded in {self.dest}/layoutkit.json")
+        out += [f"skipped {path}: {reason}" for path, reason in self.skipped]
+        return out
+
 
 # ---------------------------------------------------------------------------------
 # the worker side (module level so dask can pickle it)

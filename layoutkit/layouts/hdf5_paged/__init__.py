@@ -12,17 +12,21 @@ The package is the whole layout: :mod:`.spec`, :mod:`.options`, :mod:`.plan`,
 
 from __future__ import annotations
 
-from layoutkit.layout import Layout
+from typing import TYPE_CHECKING
+
+from layoutkit.layout import Comparator, Layout, Planner, Reader, Writer
 from layoutkit.layouts.hdf5_paged.options import REORDER_RECIPE_KEYS, ReorderOptions
 from layoutkit.layouts.hdf5_paged.spec import ALIASES, LAYOUT_NAME
 
+if TYPE_CHECKING:
+    from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary
 
-class HDF5Paged(Layout):
+
+class HDF5Paged(Layout[ReorderOptions, "ReorderPlan", "ReorderSummary"]):
     """Paged-aggregation HDF5 with the source's hierarchy, bytes in shot, signal or group order."""
 
     name = LAYOUT_NAME
     aliases = ALIASES
-    package = __name__
     command = "reorder"
     target = "hdf5-paged"
     format = "hdf5"
@@ -41,6 +45,26 @@ class HDF5Paged(Layout):
 
     def scale_template(self, options: ReorderOptions) -> str | None:
         return options.template if options.dedupe else None
+
+    def planner(self) -> Planner[ReorderOptions, ReorderPlan]:
+        from layoutkit.layouts.hdf5_paged import plan
+
+        return plan
+
+    def writer(self) -> Writer[ReorderPlan, ReorderSummary]:
+        from layoutkit.layouts.hdf5_paged import write
+
+        return write
+
+    def reader(self) -> Reader:
+        from layoutkit.layouts.hdf5_paged import read
+
+        return read
+
+    def comparator(self) -> Comparator:
+        from layoutkit.layouts.hdf5_paged import compare
+
+        return compare
 
 
 LAYOUT = HDF5Paged()

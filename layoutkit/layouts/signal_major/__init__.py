@@ -16,29 +16,60 @@ it is first used (:class:`~layoutkit.layout.Layout`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from layoutkit.layout import Appender, Comparator, Planner, Reader, Writer
 from layoutkit.layouts.signal_major.spec import ALIASES, LAYOUT_NAME, LAYOUT_VERSION
 from layoutkit.zarr_layout import ZarrLayout
 from layoutkit.zarr_options import ConvertOptions
 
+if TYPE_CHECKING:
+    from layoutkit.layouts.signal_major.plan import SignalMajorPlan
+    from layoutkit.writers.zarr_convert import ConvertSummary
 
-class SignalMajor(ZarrLayout):
+
+class SignalMajor(ZarrLayout["SignalMajorPlan", "ConvertSummary"]):
     """Signal-major Zarr: each signal of every shot packed end to end in one array."""
 
     name = LAYOUT_NAME
     aliases = ALIASES
-    package = __name__
     order = "signal"
 
     def needs_shot_archive(self, options: ConvertOptions) -> bool:
         return True
 
-    def appendable(self, recorded: dict) -> bool:
+    def appendable(self, recorded: dict[str, Any]) -> bool:
         return recorded.get("version") == LAYOUT_VERSION  # the root lists no shot (Zarr v3 stores)
 
     description = "each signal of every shot packed into one (sharded) array, with a per-shot index"
 
     def scale_template(self, options: ConvertOptions) -> str | None:
         return "/" + options.template.strip("/")
+
+    def planner(self) -> Planner[ConvertOptions, SignalMajorPlan]:
+        from layoutkit.layouts.signal_major import plan
+
+        return plan
+
+    def writer(self) -> Writer[SignalMajorPlan, ConvertSummary]:
+        from layoutkit.layouts.signal_major import write
+
+        return write
+
+    def reader(self) -> Reader:
+        from layoutkit.layouts.signal_major import read
+
+        return read
+
+    def comparator(self) -> Comparator:
+        from layoutkit.layouts.signal_major import compare
+
+        return compare
+
+    def appender(self) -> Appender:
+        from layoutkit.layouts.signal_major import append
+
+        return append
 
 
 LAYOUT = SignalMajor()

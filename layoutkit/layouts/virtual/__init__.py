@@ -17,26 +17,57 @@ The package is the whole layout, as every other's: :mod:`.spec`, :mod:`.plan`,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from layoutkit.layout import Appender, Comparator, Planner, Reader, Writer
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME, LAYOUT_VERSION
 from layoutkit.zarr_layout import ZarrLayout
 from layoutkit.zarr_options import ConvertOptions
 
+if TYPE_CHECKING:
+    from layoutkit.layouts.virtual.plan import VirtualPlan
+    from layoutkit.layouts.virtual.write import VirtualSummary
 
-class Virtual(ZarrLayout):
+
+class Virtual(ZarrLayout["VirtualPlan", "VirtualSummary"]):
     """The sources' chunks referenced where they lie, in an Icechunk repository."""
 
     name = LAYOUT_NAME
-    package = __name__
     destinations = ("icechunk",)
     suffix = ".icechunk"
     rewrites = False
     description = "no copy: an Icechunk repository of references to the sources' chunks (shot-major hierarchy)"
 
-    def appendable(self, recorded: dict) -> bool:
+    def appendable(self, recorded: dict[str, Any]) -> bool:
         return recorded.get("version") == LAYOUT_VERSION
 
     def can_append(self, options: ConvertOptions) -> bool:
         return True  # Icechunk holds Zarr format 3 only
+
+    def planner(self) -> Planner[ConvertOptions, VirtualPlan]:
+        from layoutkit.layouts.virtual import plan
+
+        return plan
+
+    def writer(self) -> Writer[VirtualPlan, VirtualSummary]:
+        from layoutkit.layouts.virtual import write
+
+        return write
+
+    def reader(self) -> Reader:
+        from layoutkit.layouts.virtual import read
+
+        return read
+
+    def comparator(self) -> Comparator:
+        from layoutkit.layouts.virtual import compare
+
+        return compare
+
+    def appender(self) -> Appender:
+        from layoutkit.layouts.virtual import append
+
+        return append
 
 
 LAYOUT = Virtual()

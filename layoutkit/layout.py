@@ -37,6 +37,7 @@ registered layout runs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,7 +81,23 @@ class Work:
     calls it before tasks that run in other processes (they read the skeleton from the
     destination) and before finishing; ``close`` must stop them."""
     done_bytes: int = 0  # bytes the layout already wrote while creating the skeleton
-    state: dict[str, Any] = field(default_factory=dict)  # the layout's own, e.g. its writer
+    complete: Callable[[bool], None] | None = None
+    """Completes a store's skeleton once every task ran: its consolidated metadata (True)
+    or not (False); :class:`~layoutkit.zarr_layout.ZarrLayout` calls it."""
+    counts: Counter[str] = field(default_factory=Counter)
+    """What the tasks counted (:class:`Done`), summed in the driver whatever process ran
+    them: the summary reads it."""
+    state: dict[str, Any] = field(default_factory=dict)  # the layout's own, for its own summarize
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a task returns when it has more to tell than its bytes: counts the pipeline
+    adds to :attr:`Work.counts` (a task that ran in a worker process cannot add to the
+    driver's objects itself)."""
+
+    nbytes: int
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 OptionsT = TypeVar("OptionsT")
@@ -299,4 +316,4 @@ class Layout(ABC, Generic[OptionsT, PlanT, SummaryT]):
 AnyLayout: TypeAlias = Layout[Any, Any, Any]
 """A layout of any options, plan and summary (what the registry holds)."""
 
-__all__ = ["DESTINATION_KINDS", "AnyLayout", "Appender", "Comparator", "Finisher", "Layout", "Planner", "Reader", "Work", "Writer"]
+__all__ = ["DESTINATION_KINDS", "AnyLayout", "Appender", "Comparator", "Done", "Finisher", "Layout", "Planner", "Reader", "Work", "Writer"]

@@ -52,7 +52,7 @@ from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.hdf5.scale_reads import read_scale_digests
 from layoutkit.hdf5.scales import ScaleDigest
-from layoutkit.layout import Layout, Work
+from layoutkit.layout import Done, Layout, Work
 from layoutkit.memory import settled_heap
 from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.stages import Stages
@@ -302,9 +302,15 @@ def io_options(options: Any, source: Source) -> Any:
 def _execute(work: Work, options: Any, report: Progress) -> None:
     workers = getattr(options, "workers", 1)
     if work.sink is None:
+        def done(result: int | Done) -> None:  # a task's bytes, and what it counted
+            if isinstance(result, Done):
+                work.counts.update(result.counts)
+                result = result.nbytes
+            report(result)
+
         run_tasks(
             work.fn, work.job, list(work.tasks), scheduler=getattr(options, "scheduler", "threads"),
-            workers=workers, progress=report, cleanup=work.cleanup,
+            workers=workers, progress=done, cleanup=work.cleanup,
         )
         return
     for result in map_ordered(partial(work.fn, work.job), work.tasks, workers, window=work.window):

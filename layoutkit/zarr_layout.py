@@ -41,7 +41,8 @@ class ZarrLayout(Layout[ConvertOptions, PlanT, SummaryT]):
 
     def finish(self, work: Work, staged: Any, plan: Any) -> None:  # every Zarr plan has options
         # a layout whose root must not grow with the shots says which nodes to consolidate
-        work.state["writer"].finish(plan.options.consolidate and self.consolidates, keep=work.state.get("keep"))
+        if work.complete is not None:
+            work.complete(plan.options.consolidate and self.consolidates)
 
 
 __all__ = ["ZarrLayout"]

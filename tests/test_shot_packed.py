@@ -78,8 +78,8 @@ def test_groups_the_index_implies_are_not_written(packed_store: tuple[Path, Path
     for name in inside:
         assert not (store / "shots" / shot / name / "zarr.json").exists(), name
     with layoutkit.open(store) as archive:  # the hierarchy the comparator walks
-        assert set(inside) <= set(archive._children(f"/shots/{shot}"))
-        assert all(archive._exists(f"/shots/{shot}/{name}") for name in inside)
+        assert set(inside) <= set(archive.children(f"/shots/{shot}"))
+        assert all(archive.exists(f"/shots/{shot}/{name}") for name in inside)
     assert compare_variant(src, store) == []
 
 

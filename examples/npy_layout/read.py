@@ -25,11 +25,11 @@ class NpyArchive(Archive):
         super().__init__(Path(path), template)
         self._files = {dataset_path(p.name): p for p in sorted(self.path.glob("*.npy"))}
 
-    def _children(self, group: str) -> list[str]:
+    def children(self, group: str) -> list[str]:
         prefix = group.rstrip("/") + "/"
         return sorted({p[len(prefix):].split("/")[0] for p in self._files if p.startswith(prefix)})
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         return path in self._files or any(p.startswith(path.rstrip("/") + "/") for p in self._files)
 
     def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -48,11 +48,11 @@ class NpyArchive(Archive):
     def blocks(self) -> list[tuple[str, Selection]]:
         return [(path, ()) for path in self._files]
 
-    def _variable(self, path: str) -> xr.DataArray:
+    def variable(self, path: str) -> xr.DataArray:
         data = self.get(path)
         return xr.DataArray(data, dims=[f"dim_{i}" for i in range(data.ndim)])
 
-    def _group_attrs(self, path: str) -> dict[str, Any]:
+    def group_attrs(self, path: str) -> dict[str, Any]:
         return json.loads((self.path / ATTRS_FILE).read_text()) if path in ("", "/") else {}
 
 

@@ -61,13 +61,15 @@ class Archive:
             )
         self._parts = parts
 
-    # -- what a layout implements --------------------------------------------------
+    # -- what a layout's reader implements (public hooks: a reader of another package's
+    # layout overrides these, and nothing private) -----------------------------------
 
-    def _children(self, group: str) -> list[str]:
+    def children(self, group: str) -> list[str]:
         """Names of the members of a group ([] when it does not exist)."""
         raise NotImplementedError
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
+        """Whether the archive has an array or group at ``path`` (a path of the source)."""
         raise NotImplementedError
 
     def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -92,11 +94,11 @@ class Archive:
         """Read one unit of :meth:`blocks`."""
         return self.get(path, selection)
 
-    def _variable(self, path: str) -> xr.DataArray:
+    def variable(self, path: str) -> xr.DataArray:
         """The array at ``path`` with its dimension scales as coordinates."""
         raise NotImplementedError
 
-    def _group_attrs(self, path: str) -> dict[str, Any]:
+    def group_attrs(self, path: str) -> dict[str, Any]:
         """The attributes of the group at ``path`` ({} when there is none)."""
         return {}
 
@@ -108,20 +110,12 @@ class Archive:
         reads it now."""
         return self._variables(paths)
 
-    def group_attrs(self, path: str) -> dict[str, Any]:
-        """The attributes of the group at ``path`` ({} when there is none)."""
-        return self._group_attrs(path)
-
-    def exists(self, path: str) -> bool:
-        """Whether the archive has an array or group at ``path`` (a path of the source)."""
-        return self._exists(path)
-
     def has_shots(self) -> bool:
         """Whether the archive is a shot archive (its template's groups hold signals),
         asked without listing the shots where the layout can: the group before the
         template's shot component exists and is not empty."""
         prefix = self.template[: self.template.index("{shot}")].rstrip("/")
-        if prefix and not self._exists(prefix):
+        if prefix and not self.exists(prefix):
             return False
         return next(self._expand({}), None) is not None
 
@@ -178,10 +172,10 @@ class Archive:
             if key is None or key in fixed:
                 name = fixed[key] if key else part
                 path = f"{prefix}/{name}"
-                if i + 1 < len(self._parts) or self._exists(path):
+                if i + 1 < len(self._parts) or self.exists(path):
                     yield from walk(i + 1, path, {**bound, key: name} if key else bound)
                 return
-            for name in sorted(self._children(prefix or "/"), key=natural_key):
+            for name in sorted(self.children(prefix or "/"), key=natural_key):
                 yield from walk(i + 1, f"{prefix}/{name}", {**bound, key: name})
 
         yield from walk(0, "", {})
@@ -212,9 +206,9 @@ class Archive:
             When the shot has no such signal.
         """
         path = self.path_of(str(shot), signal)
-        if not self._exists(path):
+        if not self.exists(path):
             raise KeyError(f"shot {shot} has no signal {signal!r} ({path} is not in {self.path})")
-        return self._variable(path).rename(signal)
+        return self.variable(path).rename(signal)
 
     def shot(self, shot: str | int) -> xr.DataTree:
         """Every signal of one shot: a DataTree with one node per signal (signals keep
@@ -226,7 +220,7 @@ class Archive:
         KeyError
             When the archive has no such shot, naming the nearest it has."""
         shot = str(shot)
-        attrs = self._group_attrs(self.shot_path(shot))  # metadata, before the data is fetched
+        attrs = self.group_attrs(self.shot_path(shot))  # metadata, before the data is fetched
         found: list[tuple[str, str, str]] = []
         arrays = self._variables(_paths(self._expand({"shot": shot}), found))
         return shot_tree(shot, [(sig, a) for (_, sig, _), a in zip(found, arrays)], attrs)
@@ -265,7 +259,7 @@ class Archive:
         their bytes together first). ``paths`` is taken one at a time as it is found, so
         that a reader can look at each dataset's metadata while the lookup that found it
         is fresh."""
-        return [self._variable(path) for path in paths]
+        return [self.variable(path) for path in paths]
 
     def iter_shots(self, shots: Iterable[str | int]) -> Iterator[tuple[str, xr.DataTree]]:
         """Several shots, one after another: ``(shot, shot tree)`` as :meth:`shot` gives it.

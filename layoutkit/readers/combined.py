@@ -80,7 +80,7 @@ class CombinedArchive(Archive):
         if self._owners is None:
             owners: dict[str, Archive] = {}
             for member in self.members:
-                for shot in member._children(self._shots_parent):
+                for shot in member.children(self._shots_parent):
                     first = owners.setdefault(shot, member)
                     if first is not member:
                         same_shot(shot, first, member)
@@ -102,22 +102,22 @@ class CombinedArchive(Archive):
             return owner
         holder = self._outside.get(path)
         if holder is None:
-            holder = self._outside[path] = next((m for m in self.members if m._exists(path)), self.members[0])
+            holder = self._outside[path] = next((m for m in self.members if m.exists(path)), self.members[0])
         return holder
 
     # -- the Archive interface, routed ---------------------------------------------
 
-    def _children(self, group: str) -> list[str]:
+    def children(self, group: str) -> list[str]:
         if (group.rstrip("/") or "/") == self._shots_parent:
             return sorted(self.owners, key=natural_key)
         owner = self._owner(group)
         if owner is not None:
-            return owner._children(group)
-        return sorted({c for m in self.members for c in m._children(group)}, key=natural_key)
+            return owner.children(group)
+        return sorted({c for m in self.members for c in m.children(group)}, key=natural_key)
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         owner = self._owner(path)
-        return owner._exists(path) if owner is not None else any(m._exists(path) for m in self.members)
+        return owner.exists(path) if owner is not None else any(m.exists(path) for m in self.members)
 
     def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         return {path: info for member in self.members for path, info in member.arrays().items()
@@ -136,8 +136,8 @@ class CombinedArchive(Archive):
     def read_block(self, path: str, selection: Selection) -> np.ndarray:
         return self._holder(path).read_block(path, selection)
 
-    def _variable(self, path: str) -> xr.DataArray:
-        return self._holder(path)._variable(path)
+    def variable(self, path: str) -> xr.DataArray:
+        return self._holder(path).variable(path)
 
     def _variables(self, paths: Iterable[str], lazy: bool = False) -> list[xr.DataArray]:
         """Each source's paths read by that source together (its batching kept), in order."""
@@ -157,8 +157,8 @@ class CombinedArchive(Archive):
     def stored_chunks(self, path: str) -> tuple[int, ...] | None:
         return self._holder(path).stored_chunks(path)
 
-    def _group_attrs(self, path: str) -> dict[str, Any]:
-        return self._holder(path)._group_attrs(path)
+    def group_attrs(self, path: str) -> dict[str, Any]:
+        return self._holder(path).group_attrs(path)
 
 
 def same_shot(shot: str, first: Archive, second: Archive, first_name: str | None = None) -> None:

@@ -138,11 +138,11 @@ class HDF5Archive(Archive):
             if self._threads is not None:
                 self._threads.shutdown(wait=False)
 
-    def _children(self, group: str) -> list[str]:
+    def children(self, group: str) -> list[str]:
         g = self.f.get(group)
         return list(g.keys()) if isinstance(g, h5py.Group) else []
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         return path in self.f
 
     def arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -233,7 +233,7 @@ class HDF5Archive(Archive):
             if raw:
                 self._values = dict(zip(raw, self._pool().map(decode, raw.values())))
             try:
-                return [self._variable(p) for p in batch]
+                return [self.variable(p) for p in batch]
             finally:
                 self._values = {}
 
@@ -276,11 +276,11 @@ class HDF5Archive(Archive):
     def lazy_variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
         self._coords, self._read_attrs = {}, {}  # each scale read once, as in _variables
         try:
-            return [self._variable(p, lazy=True) for p in paths]
+            return [self.variable(p, lazy=True) for p in paths]
         finally:
             self._coords, self._read_attrs = None, {}
 
-    def _variable(self, path: str, lazy: bool = False) -> xr.DataArray:
+    def variable(self, path: str, lazy: bool = False) -> xr.DataArray:
         ds = self.f[path]
         data = self._values.pop(path, None) if self._values else None
         if data is None and lazy and ds.dtype.kind != "O" and h5py.check_string_dtype(ds.dtype) is None:
@@ -350,7 +350,7 @@ class HDF5Archive(Archive):
         ds = self.f.get(path)
         return tuple(ds.chunks) if isinstance(ds, h5py.Dataset) and ds.chunks else None
 
-    def _group_attrs(self, path: str) -> dict[str, Any]:
+    def group_attrs(self, path: str) -> dict[str, Any]:
         g = self.f.get(path)
         return self._attrs(g, False) if isinstance(g, h5py.Group) else {}
 

@@ -89,11 +89,11 @@ class PackedArchive(ZarrArchive):
     def _is_stored_array(self, path: str) -> bool:
         return hasattr(self._nodes.get(path), "shape")
 
-    def _children(self, group: str) -> list[str]:
+    def children(self, group: str) -> list[str]:
         key = "/" if group in ("", "/") else group.rstrip("/")
-        return sorted(set(super()._children(group)) | self.virtual_tree().get(key, set()))
+        return sorted(set(super().children(group)) | self.virtual_tree().get(key, set()))
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         return path in self._nodes or self.locate(path) is not None or path in self.virtual_tree()
 
     @cached_property
@@ -174,7 +174,7 @@ class PackedArchive(ZarrArchive):
         which is built on first use (50 ms for 7,000 signals)."""
         return self.locate(path) is not None or self._is_stored_array(path)
 
-    def _variable(self, path: str) -> xr.DataArray:
+    def variable(self, path: str) -> xr.DataArray:
         if not self._has_array(path):
             raise KeyError(f"{path} is not an array in {self.path}")
         return self._variables([path])[0]
@@ -196,7 +196,7 @@ class PackedArchive(ZarrArchive):
         shot = str(shot)
         names, paths = self._shot_paths(shot)
         arrays = self._variables(paths)
-        return shot_tree(shot, list(zip(names, arrays)), self._group_attrs(self.shot_path(shot)))
+        return shot_tree(shot, list(zip(names, arrays)), self.group_attrs(self.shot_path(shot)))
 
 
 

@@ -194,7 +194,7 @@ class ZarrArchive(Archive):
         if self._shallow and listed:
             self.load_nodes(listed)
 
-    def _children(self, group: str) -> list[str]:
+    def children(self, group: str) -> list[str]:
         key = "/" if group in ("", "/") else group.rstrip("/")
         if self._shallow and (below := self._below(key)) is not None:
             depth = key.count("/") + 1
@@ -220,7 +220,7 @@ class ZarrArchive(Archive):
         :meth:`load_nodes` fetches more), or None."""
         return self._nodes.get(path)
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         if path in self._nodes:
             return True
         if self._shallow and (below := self._below(path)) is not None:
@@ -245,7 +245,7 @@ class ZarrArchive(Archive):
 
         return sync(first())
 
-    def _group_attrs(self, path: str) -> dict[str, Any]:
+    def group_attrs(self, path: str) -> dict[str, Any]:
         if path in ("", "/"):  # the root: its attributes are the root document's
             return bytes_back(plain_attrs(dict(self.root.attrs), self.hidden_attrs | {LAYOUT_ATTR}))
         self._ensure([path])
@@ -325,12 +325,12 @@ class ZarrArchive(Archive):
         top = self._shot_group(path) if self._shallow else None
 
         def is_array(candidate: str) -> bool:
-            if not self._exists(candidate):
+            if not self.exists(candidate):
                 return False
             self._ensure([candidate])
             return hasattr(self._nodes.get(candidate), "shape")
 
-        found = scale_by_name(path, name, is_array, self._children, top=top)
+        found = scale_by_name(path, name, is_array, self.children, top=top)
         return [found] if found else []
 
     def _read_many(self, reads: list[tuple[str, Any]]) -> list[np.ndarray]:
@@ -580,7 +580,7 @@ class ZarrArchive(Archive):
             out.append(with_coords(data, dims, coords, attrs))
         return out
 
-    def _variable(self, path: str) -> xr.DataArray:
+    def variable(self, path: str) -> xr.DataArray:
         return self._variables([path])[0]
 
     def lazy_variables(self, paths: Iterable[str]) -> list[xr.DataArray]:
@@ -591,7 +591,7 @@ class ZarrArchive(Archive):
         shot = str(shot)
         found = [(sig, path) for _, sig, path in self._expand({"shot": shot})]
         arrays = self._variables([path for _, path in found])
-        return shot_tree(shot, [(sig, a) for (sig, _), a in zip(found, arrays)], self._group_attrs(self.shot_path(shot)))
+        return shot_tree(shot, [(sig, a) for (sig, _), a in zip(found, arrays)], self.group_attrs(self.shot_path(shot)))
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         """One signal of every shot (as :meth:`Archive.signal`), fetched concurrently."""

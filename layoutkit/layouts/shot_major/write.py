@@ -45,7 +45,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ConvertPlan,
         writer.stop()  # before the pipeline discards the staged store
         raise
     return Work(copy_task, job, plan.tasks, cleanup=close_open_files, close=partial(_close, writer),
-                ready=partial(_written, writer, dest), state={"writer": writer})
+                ready=partial(_written, writer, dest), complete=writer.finish)
 
 
 def _written(writer: ZarrWriter, dest: Path) -> None:

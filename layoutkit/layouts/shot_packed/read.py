@@ -186,13 +186,13 @@ class ShotPackedArchive(PackedArchive):
             return None
         return self._segments[m.group("shot")].get(path[m.end():])
 
-    def _group_attrs(self, path: str) -> dict[str, Any]:
+    def group_attrs(self, path: str) -> dict[str, Any]:
         m = self._prefix.match(path.rstrip("/") + "/")
         if m is not None and self._meta.get("version", 0) >= 3:  # a shot's groups: in its index
             doc = self._segments.doc(m.group("shot"))
             rel = path.rstrip("/")[len(self.shot_path(m.group("shot"))) + 1:]
             return bytes_back(dict((doc or {}).get("groups", {}).get(rel, {})))
-        return super()._group_attrs(path)
+        return super().group_attrs(path)
 
     def virtual_tree(self) -> dict[str, set[str]]:
         if self._tree is None:
@@ -204,10 +204,10 @@ class ShotPackedArchive(PackedArchive):
         what needs the whole archive (listing every array, a full scan, a signal's every shot)."""
         self._segments.load(self._segments.shots)
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         m = self._prefix.match(path.rstrip("/") + "/")
         if m is None or self._meta.get("version", 0) < 3:
-            return super()._exists(path)
+            return super().exists(path)
         shot = m.group("shot")  # version 3: the shot's own index says, no other shot's
         doc = self._segments.doc(shot)
         if doc is None:
@@ -216,8 +216,8 @@ class ShotPackedArchive(PackedArchive):
         names = [*index_names(doc), *doc.get("mirrored", ())]
         return not rel or rel in names or rel in doc.get("groups", {}) or any(n.startswith(rel + "/") for n in names)
 
-    def _children(self, group: str) -> list[str]:
-        return [c for c in super()._children(group) if c != PACKED_ARRAY]
+    def children(self, group: str) -> list[str]:
+        return [c for c in super().children(group) if c != PACKED_ARRAY]
 
     @cached_property
     def _listing(self) -> tuple[list[str], list[str]]:
@@ -367,7 +367,7 @@ class ShotPackedArchive(PackedArchive):
 
     def signal(self, signal: str) -> dict[str, xr.DataArray]:
         self._every_shot()  # a signal of every shot: every shot's index, at once
-        shots = [shot for shot in self.shots if self._exists(self.path_of(shot, signal))]
+        shots = [shot for shot in self.shots if self.exists(self.path_of(shot, signal))]
         arrays = self._variables([self.path_of(shot, signal) for shot in shots])
         return {shot: a.rename(signal) for shot, a in zip(shots, arrays)}
 

@@ -132,7 +132,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ShotPackedPlan
     # version 3: the root's consolidated metadata lists the nodes outside shot groups only
     keep = (lambda node: prefix.match(f"/{node}/") is None) if plan.shot_names else None
     return Work(shot_pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                done_bytes=16 * len(plan.shot_names), state={"writer": writer, "keep": keep})
+                done_bytes=16 * len(plan.shot_names), complete=partial(writer.finish, keep=keep))
 
 
 def summarize(source: Path, dest: Destination, inventory: Inventory, plan: ShotPackedPlan,

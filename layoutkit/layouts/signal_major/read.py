@@ -269,16 +269,16 @@ class SignalMajorArchive(PackedArchive):
             return list(self._meta.get("signal_names", []))
         return super().signals
 
-    def _group_attrs(self, path: str) -> dict[str, Any]:
+    def group_attrs(self, path: str) -> dict[str, Any]:
         m = self._prefix.match(path.rstrip("/") + "/")
         if self._v2 and m is not None:
             self._load_shot_docs([m.group("shot")])
-        return super()._group_attrs(path)
+        return super().group_attrs(path)
 
-    def _exists(self, path: str) -> bool:
+    def exists(self, path: str) -> bool:
         m = self._prefix.match(path.rstrip("/") + "/")
         if not self._v2 or m is None:
-            return super()._exists(path)
+            return super().exists(path)
         shot = m.group("shot")  # version 2: this shot's rows and document, not the whole archive
         self._load_shot_docs([shot])
         if path in self._nodes or self.locate(path) is not None:

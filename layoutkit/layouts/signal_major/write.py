@@ -215,7 +215,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: SignalMajorPla
     # version 2: the root's consolidated metadata lists the nodes outside shot groups only
     keep = (lambda node: prefix.match(f"/{node}/") is None) if v2 else None
     return Work(pack_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                done_bytes=index_bytes, state={"writer": writer, "keep": keep})
+                done_bytes=index_bytes, complete=partial(writer.finish, keep=keep))
 
 
 def summarize(source: Path, dest: Destination, inventory: Inventory, plan: SignalMajorPlan,

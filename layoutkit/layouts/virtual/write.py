@@ -16,14 +16,13 @@ import itertools
 import json
 import math
 import os
-import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import Inventory
-from layoutkit.layout import Work
+from layoutkit.layout import Done, Work
 from layoutkit.layouts.virtual.plan import VirtualPlan
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME, LAYOUT_VERSION, REFS_PREFIX, VERSIONS_KEY
 from layoutkit.options import format_size
@@ -67,10 +66,6 @@ class VirtualJob:
     versions: dict[str, dict[str, Any]]  # source URL -> {"mtime": epoch seconds} or {"etag": ...}
 
 
-_WRITTEN: dict[str, int] = {}  # store -> chunks of referenced arrays written, this process
-_WRITTEN_LOCK = threading.Lock()
-
-
 def version_of(source: Path | ObjectSource) -> dict[str, Any]:
     """What identifies the version of a source a reference points into: its ETag in a
     bucket, else its modification time (whole seconds, rounded up: what a bucket's
@@ -104,15 +99,14 @@ def begin(staged: Any, source: Any, inventory: Inventory, plan: VirtualPlan, att
     copy = CopyJob(portable(source), portable_target(staged), 3, planned, frozenset(writer.fill_matches_source(planned)))
     adopt_job(copy, writer)
     job = VirtualJob(copy, frozenset(plan.referenced), versions)
-    with _WRITTEN_LOCK:
-        _WRITTEN[str(copy.dest)] = 0
     return Work(reference_task, job, plan.tasks, cleanup=close_open_files, close=close_open_files,
-                state={"writer": writer})
+                complete=writer.finish)
 
 
-def reference_task(job: VirtualJob, task: CopyTask) -> int:
+def reference_task(job: VirtualJob, task: CopyTask) -> Done:
     """Reference the chunks of ``task``'s referenced arrays, write the rest; the task's
-    logical bytes (the progress of a run counts the data it makes readable)."""
+    logical bytes (the progress of a run counts the data it makes readable), and the
+    chunks of referenced arrays it wrote instead (``chunks_written``)."""
     others = tuple(item for item in task.items if item[0] not in job.referenced)
     if others:
         copy_task(job.copy, replace(task, items=others))
@@ -142,11 +136,9 @@ def reference_task(job: VirtualJob, task: CopyTask) -> int:
                 written += 1
     if blocks:
         writer.write_many(blocks)
-        with _WRITTEN_LOCK:
-            _WRITTEN[str(job.copy.dest)] = _WRITTEN.get(str(job.copy.dest), 0) + written
     if refs:
         put_refs(job.copy.dest, task.index, refs, job.versions)
-    return task.nbytes
+    return Done(task.nbytes, {"chunks_written": written})
 
 
 def put_refs(dest: Any, number: int, refs: dict[str, list[list[Any]]], versions: dict[str, dict[str, Any]]) -> None:
@@ -164,8 +156,7 @@ def summarize(source: Any, dest: Destination, inventory: Inventory, plan: Virtua
               seconds: float) -> VirtualSummary:
     members = source.members if isinstance(source, SourceSet) else (source,)
     sizes = sum(m.size() if isinstance(m, ObjectSource) else os.stat(m).st_size for m in members)
-    with _WRITTEN_LOCK:
-        chunks_written = _WRITTEN.pop(str(work.job.copy.dest), 0)
+    chunks_written = work.counts["chunks_written"]
     return VirtualSummary(
         source=str(source), dest=str(dest), arrays=len(plan.arrays), groups=len(inventory.groups),
         links=len(inventory.links), skipped=plan.skipped, logical_bytes=plan.nbytes, source_bytes=sizes,

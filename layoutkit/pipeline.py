@@ -1,7 +1,11 @@
 """The one run sequence every layout shares.
 
 ``convert`` and ``reorder`` (and whatever writes a layout next) run the same steps, in
-this module and nowhere else:
+this module and nowhere else. Above it there is one path in: the command line calls
+:mod:`layoutkit.api`, which calls :func:`layoutkit.writing.write` (the destination's
+name and kind checked, sources and destination parsed once, ``--dry-run``), which calls
+:mod:`layoutkit.archiving.batches` (a set of many files as several runs of this
+sequence, the later ones appended), which calls :func:`run` here:
 
 1. check the source (:func:`~layoutkit.hdf5.files.check_source`) and the destination
    (:meth:`~layoutkit.storage.LocalDestination.check`), before any work;

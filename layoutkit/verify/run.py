@@ -521,10 +521,19 @@ def probe(variant: Variant, pattern: str, items: list[Any], template: str) -> tu
         await asyncio.sleep(PROBE_LATENCY)
         spans.append((t, time.perf_counter()))
 
+    def either(delay: float) -> Any:
+        """The wait as the reader calls it: awaited by the Zarr readers' event loop,
+        slept by HDF5's threads (a variant of either format, or a set of sources, may hold
+        both; a coroutine handed to a synchronous caller was never awaited, and not waited)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return wait(delay)
+        return await_(delay)
+
     path = variant.path if isinstance(variant.path, tuple) else str(variant.path)
     t0 = time.perf_counter()
-    with open_archive(path, template=template, model=LatencyModel(PROBE_LATENCY),
-                      sleep=wait if variant.format == "hdf5" else await_,
+    with open_archive(path, template=template, model=LatencyModel(PROBE_LATENCY), sleep=either,
                       storage_options=dict(variant.storage)) as archive:
         try:
             run_reads(archive, pattern, items)

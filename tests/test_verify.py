@@ -870,3 +870,25 @@ def test_verify_says_up_front_how_long_the_timed_runs_will_take(shot_file, varia
     assert said.index("expected to take about") < said.index("The answer")
     quiet = runner.invoke(app, ["--quiet", *args])
     assert quiet.exit_code == 0 and "expected to take" not in quiet.output
+
+
+def test_the_probe_waits_on_an_hdf5_file_whatever_its_variant_says(tmp_path, monkeypatch):
+    """The probe's wait is awaited by Zarr readers and slept by HDF5's: an HDF5 file probed
+    under a variant that does not say "hdf5" (a set of sources, a repository named without
+    its prefix) handed HDF5 a coroutine it never awaited, so no latency was charged."""
+    import warnings
+
+    import layoutkit
+    from layoutkit.sample import write_sample
+    from layoutkit.verify import run as run_module
+    from layoutkit.verify.run import Variant, probe
+
+    src = write_sample(tmp_path / "s.h5", shots=2, signals=2, seed=1).path
+    monkeypatch.setattr(run_module, "PROBE_LATENCY", 0.02)
+    with layoutkit.open(src) as archive:
+        shot = archive.shots[0]
+    for said in ("hdf5", "zarr"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # "coroutine ... was never awaited"
+            _, rounds = probe(Variant("s.h5", src, said, "hdf5", "hdf5", None), "shot", [shot], "/shots/{shot}/signals/{signal}")
+        assert rounds >= 1, said

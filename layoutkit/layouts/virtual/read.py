@@ -35,7 +35,6 @@ from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
 from layoutkit.storage.refindex import RefIndex
 
-
 FEW_CHUNKS = 2
 """A read of at most this many chunks, before the references' copy is loaded, goes
 through Icechunk (a GET a chunk) rather than loading it: merging saves at most one

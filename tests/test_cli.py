@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import re
 from pathlib import Path
 
 import h5py
@@ -448,3 +449,27 @@ def test_counts_agree_with_their_nouns(tmp_path: Path) -> None:
     assert converted.exit_code == 0 and "1 array in 1 group" in " ".join(converted.output.split()), converted.output
     verified = runner.invoke(app, ["verify", str(src), str(tmp_path / "one.zarr"), "--patterns", "open", "--repeat", "1"])
     assert verified.exit_code == 0 and "the 1 variant holds exactly the data of one.h5" in " ".join(verified.output.split())
+
+
+def test_a_dry_run_of_many_arrays_is_a_screen_and_detail_is_asked_for(tmp_path: Path) -> None:
+    """--dry-run of an archive of many arrays prints them by kind (904 lines for 4 shots
+    before); --detail a row for every array, in convert and in reorder (issue 66)."""
+    from layoutkit.sample import write_sample
+
+    src = write_sample(tmp_path / "s.h5", shots=4, signals=12, seed=1).path
+    with h5py.File(src) as f:
+        arrays = []
+        f.visititems(lambda name, obj: arrays.append(name) if isinstance(obj, h5py.Dataset) else None)
+    assert len(arrays) > 40
+    for command, dest in (("convert", "o.zarr"), ("reorder", "o.h5")):
+        short = run(command, src, tmp_path / dest, "--dry-run")
+        assert short.exit_code == 0, short.output
+        said = " ".join(short.output.split())
+        assert len(short.output.splitlines()) <= 30 and "by kind" in said and "add --detail" in said, short.output
+        full = run(command, src, tmp_path / dest, "--dry-run", "--detail")
+        assert full.exit_code == 0 and len(full.output.splitlines()) > len(arrays) and not (tmp_path / dest).exists()
+        if command == "convert":  # a row an array, each naming its codec
+            assert full.output.count("zstd:3") >= len(arrays)
+        else:  # a row a dataset, numbered in write order
+            written = int(re.search(r"(\d+) datasets in write order", " ".join(full.output.split())).group(1))
+            assert written > 40 and re.search(rf"│ {written - 1}\s+│", full.output), full.output[-2000:]

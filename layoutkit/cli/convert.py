@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from layoutkit.cli.core import State, app, fail, out
+from layoutkit.cli.core import DETAIL_ROWS, State, app, fail, out
 from layoutkit.cli.running import (
     CONCAT_DIM_HELP,
     ICECHUNK_HELP,
@@ -61,7 +62,8 @@ def convert(
     batch_files: Annotated[int, typer.Option(help="Many sources: write them this many files at a time, the first batch converted and each next appended, so the driver holds one batch's metadata (0: as many files as hold ~100,000 datasets).")] = 0,
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists: locally once the new store is complete; in a bucket the old store goes first; in Icechunk within the run's commit.")] = False,
     skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
-    dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing: the arrays by kind, a row each with --detail.")] = False,
+    detail: Annotated[bool, typer.Option("--detail", help="With --dry-run: a row for every array.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
     icechunk: Annotated[bool, typer.Option("--icechunk", help=ICECHUNK_HELP)] = False,
@@ -78,7 +80,7 @@ def convert(
         _append(ctx, sources_given(src, sources_from), dst, recipe, dry_run, storage_option, tmpdir, icechunk, concat_dim)
         return
     options = options_from(ctx, "convert", recipe)
-    summary = plan_and_run("convert", sources_given(src, sources_from), dst, options, _print_plan, dry_run,
+    summary = plan_and_run("convert", sources_given(src, sources_from), dst, options, partial(_print_plan, detail=detail), dry_run,
                            storage_option, tmpdir, icechunk, concat_dim)
     if summary is None:
         return
@@ -124,26 +126,42 @@ def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None
               f"{summary.seconds:.1f} s; the store has had {plural(summary.appends, 'append')}")
 
 
-def _print_plan(plan) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
+def _print_plan(plan, detail: bool = False) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily
     if hasattr(plan, "lines"):  # a layout of another package that says its plan itself
         for line in plan.lines():
             out.print(line, highlight=False)
         return
-    table = Table(title=f"convert plan: {plan.source} -> {plan.dest}")
-    for col in ("array", "shape", "dtype", "chunks", "shards", "codec", "read", "size"):
-        table.add_column(col, overflow="fold")
-    for a in plan.arrays:
-        table.add_row(
-            a.path, str(a.shape), a.dtype, str(a.chunks), str(a.shards or "-"),
-            str(a.source_encoding or a.compressor), a.read_mode, format_size(a.nbytes),
-        )
+    each = detail or len(plan.arrays) <= DETAIL_ROWS
+    table = Table(title=f"convert plan: {plan.source} -> {plan.dest}" + ("" if each else ", the arrays by kind"))
+    if each:
+        for col in ("array", "shape", "dtype", "chunks", "shards", "codec", "read", "size"):
+            table.add_column(col, overflow="fold")
+        for a in plan.arrays:
+            table.add_row(
+                a.path, str(a.shape), a.dtype, str(a.chunks), str(a.shards or "-"),
+                str(a.source_encoding or a.compressor), a.read_mode, format_size(a.nbytes),
+            )
+    else:
+        kinds: dict[tuple[str, str, str, bool], list[Any]] = {}
+        for a in plan.arrays:
+            kinds.setdefault((a.dtype, str(a.source_encoding or a.compressor), a.read_mode, bool(a.shards)), []).append(a)
+        for col in ("arrays", "dtype", "codec", "read", "sharded", "size", "for example"):
+            table.add_column(col, overflow="fold")
+        for (dtype, codec, read, sharded), arrays in sorted(kinds.items(), key=lambda kv: -sum(a.nbytes for a in kv[1])):
+            example = max(arrays, key=lambda a: a.nbytes)
+            table.add_row(f"{len(arrays):,}", dtype, codec, read, "yes" if sharded else "-",
+                          format_size(sum(a.nbytes for a in arrays)), f"{example.path} {example.shape} chunks {example.chunks}")
     out.print(table)
     out.print(
-        f"{len(plan.arrays)} arrays, {format_size(plan.nbytes)} of data, {len(plan.tasks)} tasks "
+        f"{plural(len(plan.arrays), 'array')}, {format_size(plan.nbytes)} of data, {plural(len(plan.tasks), 'task')} "
         f"of at most {format_size(plan.task_bytes)}, Zarr v{plan.options.zarr_format}"
+        + ("" if each else "; a row for every array: add --detail")
     )
-    for path, reason in plan.skipped:
+    skipped = plan.skipped if detail else plan.skipped[:DETAIL_ROWS]
+    for path, reason in skipped:
         out.print(f"skipped {path}: {reason}")
+    if len(plan.skipped) > len(skipped):
+        out.print(f"and {len(plan.skipped) - len(skipped):,} more skipped (--detail lists them)")
 
 
 def _print_summary(summary: Any) -> None:

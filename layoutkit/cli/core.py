@@ -96,6 +96,10 @@ EXIT_BAD_INPUT = 2  # every command: a refused input, one sentence, nothing writ
 EXIT_PATTERN_FAILED = 3  # verify: a read pattern could not run on a variant
 from layoutkit.options import SOURCE_SIZE  # noqa: E402 - one wording for the summaries and the commands
 
+DETAIL_ROWS = 20
+"""A --dry-run plan of at most this many arrays is printed a row each; a larger one by
+kind, a screen or less (issue 66: 904 lines for 4 shots), unless --detail."""
+
 
 class State:
     quiet = False

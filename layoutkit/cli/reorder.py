@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from layoutkit.cli.core import State, app, out
+from layoutkit.cli.core import DETAIL_ROWS, State, app, out
 from layoutkit.cli.running import (
     CONCAT_DIM_HELP,
     RECIPE_HELP,
@@ -41,7 +42,8 @@ def reorder(
     memory_limit: Annotated[str, typer.Option(help="Memory budget for chunks in flight, e.g. 1GiB.")] = "1GiB",
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists (only once the new file is complete).")] = False,
     skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be carried over, and list them.")] = False,
-    dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan and write nothing: the datasets by kind, a row each in write order with --detail.")] = False,
+    detail: Annotated[bool, typer.Option("--detail", help="With --dry-run: a row for every dataset, in write order.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
     sources_from: Annotated[Path | None, typer.Option("--sources-from", help=SOURCES_FROM_HELP)] = None,
@@ -50,7 +52,8 @@ def reorder(
     """Rewrite an HDF5 file, or several as one archive, as paged-aggregation HDF5, its bytes ordered by shot, signal
     or group."""
     options = options_from(ctx, "reorder", recipe)
-    summary = plan_and_run("reorder", sources_given(src, sources_from), dst, options, _print_reorder_plan, dry_run,
+    summary = plan_and_run("reorder", sources_given(src, sources_from), dst, options,
+                           partial(_print_reorder_plan, detail=detail), dry_run,
                            storage_option, tmpdir, concat_dim=concat_dim)
     if summary is None:
         return
@@ -59,18 +62,34 @@ def reorder(
             out.print(line, highlight=False)
 
 
-def _print_reorder_plan(plan) -> None:  # noqa: ANN001 - ReorderPlan
-    table = Table(title=f"reorder plan ({plan.options.by}): {plan.source} -> {plan.dest}")
-    for col in ("#", "dataset", "layout", "chunks", "compressor", "copy"):
-        table.add_column(col, overflow="fold")
-    for i, path in enumerate(plan.order):
-        st = plan.storage[path]
-        table.add_row(str(i), path, st.layout, str(st.chunks or "-"), str(st.compressor),
-                      "raw" if st.raw_copy else ("encode" if st.direct else "hdf5"))
+def _print_reorder_plan(plan, detail: bool = False) -> None:  # noqa: ANN001 - ReorderPlan
+    each = detail or len(plan.order) <= DETAIL_ROWS
+    table = Table(title=f"reorder plan ({plan.options.by}): {plan.source} -> {plan.dest}"
+                  + ("" if each else ", the datasets by kind"))
+
+    def copy(st: Any) -> str:
+        return "raw" if st.raw_copy else ("encode" if st.direct else "hdf5")
+
+    if each:
+        for col in ("#", "dataset", "layout", "chunks", "compressor", "copy"):
+            table.add_column(col, overflow="fold")
+        for i, path in enumerate(plan.order):
+            st = plan.storage[path]
+            table.add_row(str(i), path, st.layout, str(st.chunks or "-"), str(st.compressor), copy(st))
+    else:
+        kinds: dict[tuple[str, str, str], list[str]] = {}
+        for path in plan.order:
+            st = plan.storage[path]
+            kinds.setdefault((st.layout, str(st.compressor), copy(st)), []).append(path)
+        for col in ("datasets", "layout", "compressor", "copy", "first in write order"):
+            table.add_column(col, overflow="fold")
+        for (layout, compressor, how), paths in sorted(kinds.items(), key=lambda kv: -len(kv[1])):
+            table.add_row(f"{len(paths):,}", layout, compressor, how, paths[0])
     out.print(table)
     out.print(
         f"{len(plan.order)} datasets in write order, {plan.shots} shots x {plan.signals} signals, "
         f"{len(plan.dedupe)} duplicate scales to merge, page size {format_size(plan.page_size)}"
+        + ("" if each else "; a row for every dataset: add --detail")
     )
 
 

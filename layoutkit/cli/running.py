@@ -170,8 +170,8 @@ RECIPE_HELP = (
 )
 # arguments and switches that are not options of the layout or of the run (tests use it too)
 FORMER_OPTIONS = {"order": "layout"}  # options renamed: the former name is still taken
-NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "storage_option", "tmpdir", "icechunk", "sources_from",
-                                "append", "concat_dim"})
+NOT_LAYOUT_OPTIONS = frozenset({"src", "dst", "recipe", "dry_run", "detail", "storage_option", "tmpdir", "icechunk",
+                                "sources_from", "append", "concat_dim"})
 SOURCES_HELP = (
     "HDF5 or netCDF-4 file(s): paths, s3://bucket/key.h5 (gs://, az:// too), or quoted globs ('exports/shots-*.h5', "
     "'s3://bucket/exports/*.h5'). Several are written as one archive: the union of their shots."

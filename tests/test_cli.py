@@ -473,3 +473,11 @@ def test_a_dry_run_of_many_arrays_is_a_screen_and_detail_is_asked_for(tmp_path: 
         else:  # a row a dataset, numbered in write order
             written = int(re.search(r"(\d+) datasets in write order", " ".join(full.output.split())).group(1))
             assert written > 40 and re.search(rf"│ {written - 1}\s+│", full.output), full.output[-2000:]
+
+
+def test_a_refused_advise_leaves_no_progress_behind(good_h5: Path, tmp_path: Path) -> None:
+    """A value refused before any work is the one sentence: no "advise: sampling 0/None"
+    line of a progress bar started before the check (issue 66)."""
+    said = runner.invoke(app, ["advise", str(good_h5), "--latency", "1ms,2ms", "--out", str(tmp_path / "a")])
+    assert said.exit_code == 2 and "Expected one --latency" in said.output
+    assert "advise:" not in said.output and len(said.output.strip().splitlines()) == 1, said.output

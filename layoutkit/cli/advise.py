@@ -50,20 +50,27 @@ def advise(
     )  # fmt: skip
     task = bar.add_task("advise: sampling", total=None)
     try:
+        def shown() -> Progress:  # the bar appears once the input is checked: no residue before an error
+            if not bar.live.is_started:
+                bar.start()
+            return bar
+
         def on_step(name: str) -> None:
             check_interrupted()
-            bar.update(task, advance=1, description=f"advise: {name}")
+            shown().update(task, advance=1, description=f"advise: {name}")
 
         storage = parse_storage_options(storage_option)
-        with bar:
+        try:
             result = api.advise(
                 src, patterns=patterns, latency=latency, bandwidth=bandwidth, workers=workers, budget=budget,
                 candidates=candidates, sample=sample, sample_shots=sample_shots, seed=seed, repeat=repeat,
                 price_per_1000_get=price_per_1000_get, template=template, tmpdir=tmpdir, target=target,
                 storage_options=storage, out=out_dir if out_dir is not None else advice_folder(src),
                 overwrite=overwrite, on_step=on_step,
-                on_total=lambda n: bar.update(task, total=n, description="advise: candidates"),
+                on_total=lambda n: shown().update(task, total=n, description="advise: candidates"),
             )  # fmt: skip
+        finally:
+            bar.stop()
         written = result.written
     except LayoutkitError as exc:
         raise fail(exc) from None

@@ -93,18 +93,37 @@ class Recipe:
         return COMMANDS[self.target]
 
 
-def _shipped() -> dict[str, Any]:
-    """Every shipped recipe file by name: layoutkit's, then those each registered layout
-    ships (:attr:`~layoutkit.layout.Layout.recipes`: a plugin's own), none taking over
-    another's name."""
+_SCANNED: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, str]]] = {}
+"""The shipped recipe files and their former names, by the folders they were read from
+(a layout registered later adds a folder, and so a new scan)."""
+
+
+def _scanned() -> tuple[dict[str, Any], dict[str, str]]:
+    """Every shipped recipe file by name (layoutkit's, then those each registered layout
+    ships, :attr:`~layoutkit.layout.Layout.recipes`: a plugin's own; none taking over
+    another's name), and each former name's recipe: the folders listed and the files
+    parsed once, not at every lookup (advise looks a recipe up several times a candidate)."""
     from layoutkit.layouts import LAYOUTS
 
-    found: dict[str, Any] = {}
-    for folder in (SHIPPED, *(layout.recipes for layout in LAYOUTS.values() if layout.recipes is not None)):
-        for p in sorted(folder.iterdir(), key=lambda p: p.name):
-            if p.name.endswith(".toml"):
-                found.setdefault(p.name[: -len(".toml")], p)
-    return found
+    folders = (SHIPPED, *(layout.recipes for layout in LAYOUTS.values() if layout.recipes is not None))
+    key = tuple(map(str, folders))
+    if key not in _SCANNED:
+        found: dict[str, Any] = {}
+        for folder in folders:
+            for p in sorted(folder.iterdir(), key=lambda p: p.name):
+                if p.name.endswith(".toml"):
+                    found.setdefault(p.name[: -len(".toml")], p)
+        aliases: dict[str, str] = {}
+        for name, path in found.items():
+            doc = tomllib.loads(path.read_text(encoding="utf-8"))
+            aliases.update(dict.fromkeys(doc.get("aliases", []), name))
+        _SCANNED[key] = (found, aliases)
+    return _SCANNED[key]
+
+
+def _shipped() -> dict[str, Any]:
+    """Every shipped recipe file by name (:func:`_scanned`)."""
+    return _scanned()[0]
 
 
 def shipped_recipes() -> list[str]:
@@ -114,11 +133,7 @@ def shipped_recipes() -> list[str]:
 
 def _shipped_aliases() -> dict[str, str]:
     """A shipped recipe's former name -> its name (each recipe's ``aliases``)."""
-    out = {}
-    for name, path in _shipped().items():
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-        out.update(dict.fromkeys(doc.get("aliases", []), name))
-    return out
+    return _scanned()[1]
 
 
 def find_recipe(name_or_path: str | os.PathLike) -> tuple[str, str]:

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
-from layoutkit.layout import Layout
-from layoutkit.layouts import layout_for, layouts_of
+from layoutkit.layouts import layouts_of
 from layoutkit.recipes import build_options, load_recipe, recipe_keys, recipe_of, shipped_recipes
 
 CANDIDATE_SETS = ("recipes", "grid")
@@ -51,10 +50,6 @@ class Candidate:
         if "template" in {key.name for key in recipe_keys(recipe.target)}:
             typed["template"] = template
         return build_options(recipe.command, recipe, typed)
-
-    def layout(self, template: str) -> Layout:
-        """The layout this candidate writes."""
-        return layout_for(self.command, self.options(template))
 
     def recipe_values(self, template: str) -> dict[str, Any]:
         """The full effective recipe (target and every key)."""

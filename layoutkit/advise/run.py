@@ -586,7 +586,7 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
         trial.build_seconds = (build["small"], build["large"])
         # the full page buffer on the samples too: shrunk with them, it thrashes on metadata pages the full
         # file keeps (measured: 206 GETs predicted for a shot read that takes 18)
-        page_buffer = options.page_buffer if candidate.layout(options.template).format == "hdf5" else None
+        page_buffer = options.page_buffer if layout.format == "hdf5" else None
         measured = _measure(bench, written, page_buffer, clock)
         if isinstance(measured, str):
             trial.status, trial.reason = "failed", measured
@@ -686,11 +686,11 @@ def _resharded(candidate: Candidate, template: str, inventories: tuple[Inventory
     (measured on the 40-shot benchmark, signal-major Zarr's read of 2 shots: 273 GETs at
     5 shots, 16 such arrays, 307 at 9, one, 307-308 at 13, 20 and 40; the line in log
     of the size through 5 and 9 shots predicted 395)."""
-    if candidate.layout(template).format != "zarr" or inventories is None:
-        return None
     options = candidate.options(template)
+    layout = layout_for(candidate.command, options)
+    if layout.format != "zarr" or inventories is None:
+        return None
     try:
-        layout = layout_for(candidate.command, options)
         large, full = ({a.path: a.shards is not None for a in layout.plan(i, options, {}).arrays} for i in inventories)
     except LayoutkitError:
         return None
@@ -733,10 +733,10 @@ def _paged_files(candidate: Candidate, template: str, inventories: tuple[Invento
     from the full source (the same plan ``reorder`` makes; every array at its stored size
     scaled by the bytes the candidate's datasets hold against the sample's source): None for a
     candidate that writes no paged file."""
-    if candidate.layout(template).format != "hdf5" or inventories is None:
-        return None
     options = candidate.options(template)
-    layout = candidate.layout(template)
+    layout = layout_for(candidate.command, options)
+    if layout.format != "hdf5" or inventories is None:
+        return None
     large_source = sum(a.storage_bytes for a in inventories[0].arrays) or 1
     ratio = stored_large / large_source
     out = []

@@ -63,9 +63,11 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
         spinner = ExitStack()
         spinner.enter_context(status(f"{command}: reading the source's metadata and planning"))
         shown.callback(spinner.close)
-        bar: list[Any] = []
+        bar: Progress | None = None
+        task: Any = None
 
         def planned(plan: Any) -> None:  # the spinner gives way to the bar, or to the printed plan
+            nonlocal bar, task
             spinner.close()
             if dry_run:
                 print_plan(plan.plan)
@@ -77,13 +79,13 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
                               "(--batch-files): the first as planned above, each next appended to it; the driver "
                               "holds one batch's inventory at a time", highlight=False)
                 return
-            bar.append(shown.enter_context(progress_bar(plan.nbytes or 0, command)))
-            bar.append(bar[0].add_task(command, total=plan.nbytes))
+            bar = shown.enter_context(progress_bar(plan.nbytes or 0, command))
+            task = bar.add_task(command, total=plan.nbytes)
 
         def advance(n: int) -> None:
             check_interrupted()
-            if bar:
-                bar[0].advance(bar[1], n)
+            if bar is not None:
+                bar.advance(task, n)
 
         try:
             result = call(src, dst, options, storage_options=parse_storage_options(storage_options), tmpdir=tmpdir,

@@ -9,9 +9,13 @@ as users of xarray open anything else.
 
 The file or store is opened with :func:`layoutkit.open` (or an open
 :class:`~layoutkit.readers.base.Archive` is given), so every layout reads the same tree
-whatever its bytes' order. A shot archive is a tree of shots, each a group of signals,
-each signal a one-variable dataset with its time bases as coordinates (what
-``archive.shot(shot)`` gives); any other file is its groups and arrays, at their paths.
+whatever its bytes' order. A shot archive is a tree of shots, each a node holding its
+signals as variables and their time bases as coordinates where they align as a netCDF
+group's variables do (each dimension name one size, each coordinate name one time base),
+else a node per signal, each with its own time bases (:func:`_shot_node`); each signal
+is what ``archive.shot(shot)`` gives. xarray's own work on a tree is per node (0.8 ms),
+so a node per signal cost a 1,000-shot archive 5 s of it. Any other file is its groups
+and arrays, at their paths.
 
 **A group costs that group.** ``open_dataset(group=SHOT/SIGNAL)`` finds that one signal
 (:meth:`~layoutkit.readers.base.Archive.exists`) and ``group=SHOT`` that shot's signals
@@ -197,8 +201,8 @@ class _Tree:
         a = self.archive
         if len(parts) == 2 and a.exists(path := a.path_of(*parts)):  # a signal, found by the template
             return _signal_node(a, parts[1], a.lazy_variables([path])[0])
-        if len(parts) == 1 and a.signals_of(parts[0]):  # a shot
-            return {}, a.group_attrs(a.shot_path(parts[0]))
+        if len(parts) == 1 and (signals := a.signals_of(parts[0])):  # a shot
+            return _shot_node(a, parts[0], signals)[0]
         if not self.shots:
             found = dict(self._array_nodes(parts))
             if "/" not in found:
@@ -230,9 +234,9 @@ class _Tree:
                 by_shot.setdefault(shot, []).append((signal, path))
         for shot, signals in by_shot.items():  # a shot's signals together: each time base read once
             at = "/" if parts else f"/{shot}"
-            yield at, ({}, a.group_attrs(a.shot_path(shot)))
-            arrays = a.lazy_variables([path for _, path in signals])
-            for (signal, _), array in zip(signals, arrays):
+            node, apart = _shot_node(a, shot, signals)
+            yield at, node
+            for signal, array in apart:
                 yield f"{at.rstrip('/')}/{signal}", _signal_node(a, signal, array)
 
     def _array_nodes(self, parts: tuple[str, ...]) -> Iterator[tuple[str, Node]]:
@@ -276,6 +280,47 @@ class _Tree:
     @staticmethod
     def _no_group(parts: tuple[str, ...]) -> NoSuchGroupError:
         return NoSuchGroupError(f"no group {'/'.join(parts)!r} in this archive")
+
+
+def _shot_node(archive: Archive, shot: str, signals: list[tuple[str, str]]) -> tuple[Node, list[tuple[str, xr.DataArray]]]:
+    """A shot's node, and the signals that are nodes of their own below it (none when
+    they align). Its signals are its variables where they align as a netCDF group's
+    variables do: each dimension name one size, each coordinate name one time base;
+    else each signal is a node of its own, with its own time bases."""
+    attrs = archive.group_attrs(archive.shot_path(shot))
+    arrays = archive.lazy_variables([path for _, path in signals])
+    variables = _aligned(archive, [(signal, array) for (signal, _), array in zip(signals, arrays)])
+    if variables is not None:
+        return (variables, attrs), []
+    return ({}, attrs), [(signal, array) for (signal, _), array in zip(signals, arrays)]
+
+
+def _aligned(archive: Archive, arrays: list[tuple[str, xr.DataArray]]) -> dict[str, xr.Variable] | None:
+    """The variables of one node holding ``arrays`` and their coordinates, or None where
+    two of them give one name two meanings (a dimension two sizes, a coordinate two time
+    bases, a signal the name of another's coordinate)."""
+    sizes: dict[Any, int] = {}
+    coords: dict[Any, xr.DataArray] = {}
+    names = {signal for signal, _ in arrays}
+    for signal, array in arrays:
+        for dim, size in array.sizes.items():
+            if sizes.setdefault(dim, size) != size:
+                return None
+        for name, coord in array.coords.items():
+            seen = coords.setdefault(name, coord)
+            if name in names or (seen is not coord and not _same_coordinate(seen, coord)):
+                return None
+    variables: dict[str, xr.Variable] = {}
+    for signal, array in arrays:
+        _add_array(variables, archive, signal, array, archive_path(array))
+    return variables
+
+
+def _same_coordinate(a: xr.DataArray, b: xr.DataArray) -> bool:
+    """Whether two signals' coordinates of one name are one time base (the same values,
+    dimensions, type and attributes; read once per shot, they are mostly the same object)."""
+    return (a.dims == b.dims and a.dtype == b.dtype and a.attrs == b.attrs
+            and (a.variable._data is b.variable._data or np.array_equal(np.asarray(a.values), np.asarray(b.values))))
 
 
 def _signal_node(archive: Archive, signal: str, array: xr.DataArray) -> Node:

@@ -346,7 +346,7 @@ def test_a_repository_named_without_its_prefix_is_one_to_every_command(shot_file
     with layoutkit.open(repo) as store:
         assert len(store.shots) == 5 and store.layout == "virtual"
     tree = xr.open_datatree(repo, engine="layoutkit", group=store.shots[0])
-    assert len(tree.children) > 0
+    assert len(tree.data_vars) > 0
     # a folder that only looks alike (no snapshots) stays what it is: not a Zarr store
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "repo").write_text("")

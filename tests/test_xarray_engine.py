@@ -41,12 +41,40 @@ def test_the_engine_opens_every_layout_as_layoutkit_reads_it(variants):
         with layoutkit.open(where) as archive:
             assert sorted(tree.children) == archive.shots, name
             for shot in archive.shots:
-                want = archive.shot(shot)
-                assert sorted(tree[shot].children) == sorted(want.children), (name, shot)
+                want = archive.shot(shot)  # a node per signal
+                node = tree[shot]  # the sample's signals align: the shot's variables
+                assert not node.children and sorted(node.data_vars) == sorted(want.children), (name, shot)
+                assert node.attrs == want.attrs, (name, shot)
                 for signal in want.children:
-                    got, ref = tree[f"{shot}/{signal}"][signal], want[signal][signal]
+                    got, ref = tree[f"{shot}/{signal}"], want[signal][signal]
                     xr.testing.assert_identical(got.load(), ref)
+                    one = xr.open_dataset(where, engine="layoutkit", group=f"{shot}/{signal}")
+                    xr.testing.assert_identical(one[signal].load(), ref)
+                xr.testing.assert_identical(xr.open_dataset(where, engine="layoutkit", group=shot).load(),
+                                            node.to_dataset(inherit=False).load())
         tree.close()
+
+
+def test_a_shot_whose_signals_do_not_align_holds_a_node_per_signal(tmp_path):
+    """Two time bases named alike (``time``, in groups of their own) of different lengths
+    cannot be one dimension: that shot's signals are nodes of their own, each with its own
+    time base; the other shot's signals align and are its variables."""
+    path = tmp_path / "mixed.h5"
+    with h5py.File(path, "w") as f:
+        for shot, lengths in (("1", (4, 6)), ("2", (5, 5))):
+            for signal, n in zip(("a", "b"), lengths):
+                t = f.create_dataset(f"shots/{shot}/timebases/{signal}/time", data=np.arange(n) * 0.5)
+                t.make_scale("time")
+                s = f.create_dataset(f"shots/{shot}/signals/{signal}", data=np.arange(n, dtype="f4"))
+                s.dims[0].attach_scale(t)
+    tree = xr.open_datatree(path, engine="layoutkit")
+    assert sorted(tree["1"].children) == ["a", "b"] and not tree["1"].data_vars
+    assert tree["1/a"]["time"].size == 4 and tree["1/b"]["time"].size == 6
+    assert not tree["2"].children and sorted(tree["2"].data_vars) == ["a", "b"]
+    np.testing.assert_array_equal(tree["2"]["b"].values, np.arange(5, dtype="f4"))
+    shot = xr.open_dataset(path, engine="layoutkit", group="1")
+    assert not shot.data_vars  # the shot alone holds none of them
+    np.testing.assert_array_equal(xr.open_dataset(path, engine="layoutkit", group="1/b")["time"], np.arange(6) * 0.5)
 
 
 def test_the_engine_reads_values_only_when_asked(variants):
@@ -57,7 +85,7 @@ def test_the_engine_reads_values_only_when_asked(variants):
     for name in ("source", "shot-major", "virtual", "hdf5-paged by signal", "signal-major"):
         tree = xr.open_datatree(found[name], engine="layoutkit")
         shot = sorted(tree.children)[1]
-        var = tree[f"{shot}/ip"]["ip"]
+        var = tree[f"{shot}/ip"]
         assert not isinstance(var.variable._data, np.ndarray), name  # not read yet
         with h5py.File(src) as f:
             np.testing.assert_array_equal(var[5:50:7].values, f[f"shots/{shot}/signals/ip"][5:50:7])
@@ -240,7 +268,7 @@ def test_a_shot_major_store_read_node_by_node_reads_as_read_whole(variants, monk
             xr.testing.assert_identical(got, tree)
             sub = xr.open_datatree(archive, engine="layoutkit", group=shot)
             for signal in tree.children:
-                xr.testing.assert_identical(sub[signal][signal].load(), tree[signal][signal])
+                xr.testing.assert_identical(sub[signal].load(), tree[signal][signal])
 
 
 def test_a_paged_file_gets_a_page_buffer_unless_told(variants):
@@ -263,7 +291,9 @@ def test_drop_variables_and_an_unknown_group_in_a_group(variants):
     with pytest.raises(KeyError, match=f"no group '{shot}/nosuch'"):
         xr.open_dataset(src, engine="layoutkit", group=f"{shot}/nosuch")
     tree = xr.open_datatree(src, engine="layoutkit", group=shot)
-    assert set(tree.children) == set(xr.open_datatree(src, engine="layoutkit")[shot].children)
+    whole = xr.open_datatree(src, engine="layoutkit")[shot]
+    assert set(tree.data_vars) == set(whole.data_vars) == {"ip", "ne_bar", "te_ece_01"}
+    assert "ip" not in xr.open_datatree(src, engine="layoutkit", group=shot, drop_variables=["ip"]).data_vars
 
 
 def test_a_tree_is_lazy_and_honours_create_default_indexes(variants):
@@ -271,10 +301,10 @@ def test_a_tree_is_lazy_and_honours_create_default_indexes(variants):
     for name in ("source", "shot-major", "signal-major"):
         tree = xr.open_datatree(found[name], engine="layoutkit", create_default_indexes=False)
         shot = sorted(tree.children)[0]
-        node = tree[f"{shot}/ip"]
+        node = tree[shot]
         assert not node.dataset.xindexes and not isinstance(node["ip"].variable._data, np.ndarray), name
-        indexed = xr.open_datatree(found[name], engine="layoutkit")[f"{shot}/ip"]
-        assert list(indexed.dataset.xindexes) == [indexed["ip"].dims[0]], name
+        indexed = xr.open_datatree(found[name], engine="layoutkit")[shot]
+        assert set(indexed.dataset.xindexes) == set(indexed.dims), name
 
 
 def test_a_page_buffer_turns_a_shot_of_a_by_shot_file_into_few_requests(variants):

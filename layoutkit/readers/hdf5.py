@@ -81,6 +81,8 @@ class HDF5Archive(Archive):
             counting.counter = self.counter
             self._file = counting
         self._scale_paths: dict[Any, str] = {}  # header address -> path
+        self._dimension_only: dict[Any, bool] = {}  # header address -> a netCDF dimension without values
+        self._chunks: dict[str, tuple[int, ...] | None] = {}  # path -> its chunks, seen by variable()
         self._coords: dict[str, Any] | None = None  # during a read: scale path -> its coordinate
         self._read_attrs: dict[str, dict[str, Any]] = {}  # during a read: path -> attributes read ahead
         self._raw: dict[str, tuple[Any, Any, Any]] = {}  # during a read: path -> what decodes it here
@@ -282,6 +284,7 @@ class HDF5Archive(Archive):
 
     def variable(self, path: str, lazy: bool = False) -> xr.DataArray:
         ds = self.f[path]
+        self._chunks[path] = tuple(ds.chunks) if ds.chunks else None  # stored_chunks, without a second lookup
         data = self._values.pop(path, None) if self._values else None
         if data is None and lazy and ds.dtype.kind != "O" and h5py.check_string_dtype(ds.dtype) is None:
             data = lazy_data(self, path, tuple(ds.shape), ds.dtype)  # text is read as the reader reads it
@@ -290,7 +293,7 @@ class HDF5Archive(Archive):
         dims, coords = [], {}
         for axis, dim in enumerate(ds.dims):
             scales = dim.values()
-            if scales and _dimension_only(scales[0]):  # a netCDF dimension with no variable: a name, no values
+            if scales and self._is_dimension_only(scales[0]):  # a netCDF dimension with no variable: a name, no values
                 dims.append(self._scale_path(path, scales[0]).rsplit("/", 1)[-1])
             elif scales:
                 scale = scales[0]
@@ -346,7 +349,16 @@ class HDF5Archive(Archive):
         self._scale_paths[addr] = found or scale.name  # the search of last resort
         return self._scale_paths[addr]
 
+    def _is_dimension_only(self, scale: h5py.Dataset) -> bool:
+        """:func:`_dimension_only`, asked once per scale (a time base shared by a shot's signals)."""
+        addr = _address(scale)
+        if addr not in self._dimension_only:
+            self._dimension_only[addr] = _dimension_only(scale)
+        return self._dimension_only[addr]
+
     def stored_chunks(self, path: str) -> tuple[int, ...] | None:
+        if path in self._chunks:
+            return self._chunks[path]
         ds = self.f.get(path)
         return tuple(ds.chunks) if isinstance(ds, h5py.Dataset) and ds.chunks else None
 

@@ -302,7 +302,7 @@ def _aligned(archive: Archive, arrays: list[tuple[str, xr.DataArray]]) -> dict[s
     sizes: dict[Any, int] = {}
     coords: dict[Any, xr.DataArray] = {}
     names = {signal for signal, _ in arrays}
-    for signal, array in arrays:
+    for _, array in arrays:
         for dim, size in array.sizes.items():
             if sizes.setdefault(dim, size) != size:
                 return None

@@ -5,6 +5,7 @@ reader builds on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -46,6 +47,7 @@ from layoutkit.readers.base import (
 )
 from layoutkit.readers.zarr_direct import DirectRead, plan_direct_read
 from layoutkit.storage.counting import Counter, CountingStore, LatencyModel
+from layoutkit.storage.nodeindex import node_index_of
 
 # partial reads zarr makes at once, by the chunks they touch (fetched and decoded): a
 # signal of 100 shots from shot-packed Zarr is 200 such reads, 0.6 MiB each, and 8 threads
@@ -101,6 +103,8 @@ class ZarrArchive(Archive):
             self.counter = self.store.counter
         else:  # a root the caller opened its own way (e.g. without consolidated metadata)
             self.store, self.root = counting_store(path, model, self.counter, sleep, base=root.store), root
+        if (index := node_index_of(self.store)) is not None:
+            index.counted = self.store.counted  # its buckets' GETs counted as the store's
         if getattr(self.root, "shallow", False) and not self.reads_node_by_node:
             self.root.load_all()
         self._nodes = self._list_nodes()
@@ -170,6 +174,11 @@ class ZarrArchive(Archive):
         if shot is None:
             self._every_node()
             return None
+        if shot not in self._listed and (index := node_index_of(self.store)) is not None:
+            from zarr.core.sync import sync
+
+            with contextlib.suppress(FileNotFoundError):  # the snapshot's index: Icechunk's snapshot not loaded
+                self._listed[shot] = sync(index.nodes_below(shot))
         if shot not in self._listed:
             from zarr.core.sync import sync
 
@@ -303,11 +312,14 @@ class ZarrArchive(Archive):
         """The dimension scales of each axis, as ``convert`` recorded them in its sidecar;
         else found by dimension name in the array's group or an ancestor's subgroups."""
         if self._scales is None:
-            try:
-                self._scales = json.loads(_store_text(self.store, SIDECAR)).get("dimension_scales", {})
-            except (OSError, ValueError, TypeError):  # in Icechunk, the sidecar rides in the provenance
-                from layoutkit.storage.icechunk_repo import sidecar_in
+            from layoutkit.storage.counting import is_icechunk_store
+            from layoutkit.storage.icechunk_repo import sidecar_in
 
+            try:
+                if is_icechunk_store(self.store):  # the sidecar rides in the provenance (asking Icechunk loads its snapshot)
+                    raise OSError
+                self._scales = json.loads(_store_text(self.store, SIDECAR)).get("dimension_scales", {})
+            except (OSError, ValueError, TypeError):
                 self._scales = sidecar_in(self.root.attrs.get(PROVENANCE_ATTR)).get("dimension_scales", {})
         if path in self._scales:
             return self._scales[path]
@@ -893,6 +905,9 @@ def root_head(store: Any) -> Any:
 
     from layoutkit.storage.counting import is_icechunk_store
 
+    index = node_index_of(store)
+    if index is not None:  # the root's attributes, without Icechunk's snapshot (its whole document: Icechunk's)
+        return default_buffer_prototype().buffer.from_bytes(json.dumps(index.root).encode())
     if is_icechunk_store(store):  # its documents are made on request: no ranges (it panics)
         return sync(store.get("zarr.json", default_buffer_prototype()))
     return sync(store.get("zarr.json", default_buffer_prototype(), RangeByteRequest(0, ROOT_HEAD_BYTES)))

@@ -281,6 +281,7 @@ class IcechunkEditor:
 
         location, ref = parse(text)
         self.name = f"{PREFIX}{location}"
+        self.location = location
         self.branch = ref or BRANCH
         self.repo = open_repository(location, storage_options, create=False)
         self.storage_options = storage_options
@@ -326,7 +327,7 @@ class IcechunkEditor:
         self._kv.set_refs(path, chunks, versions)
 
     def commit(self, message: str) -> None:
-        from layoutkit.storage.icechunk_repo import add_containers
+        from layoutkit.storage.icechunk_repo import add_containers, index_nodes
 
         # the containers of the references this append set, in the config before the commit names them
         if self._kv.needed:
@@ -340,6 +341,7 @@ class IcechunkEditor:
                 f"{self}: the append's commit failed ({str(exc).splitlines()[0][:200]}); nothing was written"
                 + (": another append committed first, run this one again." if conflict else ".")
             ) from None
+        index_nodes(self.repo, self.snapshot, self.location, self.storage_options)
 
     def discard(self) -> None:
         with contextlib.suppress(Exception):

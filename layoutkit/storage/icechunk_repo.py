@@ -269,11 +269,28 @@ def readonly_store(text: str, storage_options: dict[str, str]) -> Any:
             session = repo.readonly_session(snapshot_id=ref)
     except Exception as exc:
         raise InvalidOptionError(f"{text}: no branch, tag or snapshot {ref!r} in the repository ({exc}).") from None
+    from layoutkit.storage.nodeindex import indexed
+
+    store = session.store
     if repo.config.virtual_chunk_containers:
         store = guarded(session.store)
         store.virtual = VirtualSource(repo, session.snapshot_id, location, storage_options)
-        return store
-    return session.store
+    return indexed(store, location, storage_options, session.snapshot_id)  # a shot without the snapshot
+
+
+def index_nodes(repo: Any, snapshot: str, location: str, storage_options: dict[str, str]) -> None:
+    """After a commit: layoutkit's index of its nodes (:mod:`layoutkit.storage.nodeindex`).
+    The commit stands whatever happens here: without an index, readers read through
+    Icechunk; a failure is said on stderr, not raised."""
+    from layoutkit.storage.nodeindex import build
+
+    try:
+        build(repo, snapshot, location, storage_options)
+    except Exception as exc:  # noqa: BLE001 - the commit is done; the index only speeds reading
+        import sys
+
+        print(f"layoutkit: {PREFIX}{location}: the index of its nodes was not written ({exc}); "
+              "it reads through Icechunk.", file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -524,6 +541,7 @@ class IcechunkDestination:
             self.snapshot = staged.session.commit(note or "layoutkit", metadata=staged.commit_metadata())
         except Exception as exc:
             raise OutputNotWritableError(f"{self}: the commit failed ({str(exc).splitlines()[0][:200]}).") from None
+        index_nodes(self._repo, self.snapshot, self.location, self.storage_options)
 
     def discard(self, staged: Any) -> None:
         """Nothing was committed: the repository stays at its previous snapshot."""

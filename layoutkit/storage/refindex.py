@@ -90,17 +90,33 @@ class RefIndex:
         self._lock = threading.Lock()
         self.versions: dict[str, dict[str, Any]] = {}
         for data in docs:
-            doc = json.loads(bytes(numcodecs.Zstd().decode(data)))
-            if doc.get("format") != FORMAT:
-                continue
-            urls = doc["urls"]
-            self.versions.update(doc.get("versions") or {})
-            for path, chunks in doc["arrays"].items():
-                if chunks:
-                    self._given.setdefault(path, []).append((urls, chunks))
+            self._take(json.loads(bytes(numcodecs.Zstd().decode(data))))
+
+    @classmethod
+    def from_documents(cls, docs: Iterable[dict[str, Any]]) -> RefIndex:
+        """An index of documents already parsed (a bucket of :mod:`layoutkit.storage.nodeindex`)."""
+        index = cls(())
+        for doc in docs:
+            index._take(doc)
+        return index
+
+    def _take(self, doc: dict[str, Any]) -> None:
+        if doc.get("format") != FORMAT:
+            return
+        urls = doc["urls"]
+        self.versions.update(doc.get("versions") or {})
+        for path, chunks in doc["arrays"].items():
+            if chunks:
+                self._given.setdefault(path, []).append((urls, chunks))
 
     def __bool__(self) -> bool:
         return bool(self._given)
+
+    def arrays(self) -> Iterable[tuple[str, list[str], list[list[Any]]]]:
+        """``(array path, urls, [[chunk index, url number, offset, length], ...])`` as given."""
+        for path, given in self._given.items():
+            for urls, chunks in given:
+                yield path, urls, chunks
 
     def get(self, key: str) -> tuple[str, int, int] | None:
         """The reference of the chunk stored under ``key``: (URL, offset, length)."""
@@ -140,6 +156,20 @@ def names_in(commits: Iterable[dict[str, Any] | None], count: int) -> list[str]:
             if entry["entry"] == 0:
                 break
     return [name for name in found.values() if isinstance(name, str) and name.startswith(PREFIX)]
+
+
+def load(repo: Any, snapshot: str, location: str, storage_options: dict[str, str],
+         provenance: dict[str, Any]) -> RefIndex | None:
+    """The references of ``snapshot`` of ``repo``, from the documents its log names (the
+    root's ``provenance`` tells how many entries it holds); None when it names none."""
+    from zarr.core.sync import sync
+
+    from layoutkit.storage.log import root_part
+
+    entries = int(root_part(provenance).get("entries", 0) or 0)
+    names = names_in((s.metadata for s in repo.ancestry(snapshot_id=snapshot)), entries) if entries else []
+    docs = [sync(get(location, storage_options, name)) for name in names]
+    return RefIndex(d for d in docs if d) if names else None
 
 
 def put(location: str, storage_options: dict[str, str], name: str, data: bytes) -> None:
@@ -192,4 +222,4 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-__all__ = ["ENTRY_KEY", "FORMAT", "PREFIX", "RefCopy", "RefIndex", "get", "names_in", "put"]
+__all__ = ["ENTRY_KEY", "FORMAT", "PREFIX", "RefCopy", "RefIndex", "get", "load", "names_in", "put"]

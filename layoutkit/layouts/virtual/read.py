@@ -33,6 +33,7 @@ from layoutkit.layouts.virtual.spec import LAYOUT_NAME
 from layoutkit.readers.zarr_ import ZarrArchive
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
+from layoutkit.storage.nodeindex import node_index_of
 from layoutkit.storage.refindex import RefIndex
 
 FEW_CHUNKS = 2
@@ -52,10 +53,29 @@ class VirtualArchive(ZarrArchive):
         self._index: asyncio.Future[RefIndex | None] | None = None
         self.merged_reads = True  # False: every chunk through Icechunk (what zarr-python alone does)
 
+    def get(self, path: str, selection: Any = ()) -> np.ndarray:
+        """A whole array of a snapshot with an index (:mod:`layoutkit.storage.nodeindex`)
+        read from its references (its chunks' bytes merged, decoded here), not through
+        Icechunk, whose first read loads the snapshot of every node; a part of one, or a
+        repository without the index, as zarr reads it."""
+        plan = self._direct(path, selection) if node_index_of(self.store) is not None else None
+        if plan is not None:
+            raw = self._fetch([f"{path.strip('/')}/{k}" for k in plan.keys])
+            if plan.decodes(raw) and (values := plan.decode(raw)) is not None:
+                return values
+        return super().get(path, selection)
+
     async def _fetch_async(self, keys: list[str]) -> list[np.ndarray | None]:
         loaded = self._index is not None and self._index.done()
         few = len(keys) <= FEW_CHUNKS and not loaded  # not worth reading every reference for
-        index = await self._refs() if self.merged_reads and not few else None
+        side = node_index_of(self.store) if self.merged_reads else None
+        if side is not None and all(side.group_of(k) for k in keys):  # the shots' buckets, not every reference
+            try:
+                index: RefIndex | None = await side.references(keys)
+            except FileNotFoundError:
+                index = await self._refs()
+        else:
+            index = await self._refs() if self.merged_reads and not few else None
         if not index:
             return await super()._fetch_async(keys)
         out: list[np.ndarray | None] = [None] * len(keys)

@@ -1329,3 +1329,49 @@ def test_sources_in_a_bucket_are_referenced_by_their_urls(endpoint, tmp_path, mo
     with layoutkit.open(f"icechunk:{repo}", storage_options=options) as store, \
             pytest.raises(SourceChangedError, match=re.escape(urls[0])):
         store.shot(shot)  # the merged read's If-Match
+
+
+def _shots_file(path: Path, shots: int) -> Path:
+    import h5py
+    import numpy as np
+
+    with h5py.File(path, "w") as f:
+        for k in range(shots):
+            g = f.create_group(f"shots/{100 + k}")
+            g.attrs["operator"] = f"op{k}"
+            t = g.create_dataset("timebases/t", data=np.arange(50.0) + k)
+            t.make_scale("t")
+            for j in range(3):
+                d = g.create_dataset(f"signals/s{j}", data=np.arange(50.0) * (j + 1) + k)
+                d.dims[0].attach_scale(t)
+    return path
+
+
+def test_a_group_in_a_bucket_costs_the_same_whatever_the_number_of_shots(endpoint, tmp_path):
+    """xarray's engine on stores and files in a bucket (issue 62): one signal through
+    ``group=`` (the opening included) takes the same requests from an archive of 4 shots as from one of 12, on
+    every layout and on the source, with the values of the source."""
+    import numpy as np
+    import xarray as xr
+
+    import layoutkit
+
+    opts = {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
+    costs: dict[str, list[int]] = {}
+    for shots in (4, 12):
+        src = _shots_file(tmp_path / f"a{shots}.h5", shots)
+        base = f"s3://{BUCKET}/engine-{shots}"
+        client(endpoint).upload_file(str(src), BUCKET, f"engine-{shots}/source.h5")
+        places = {"source": f"{base}/source.h5", "paged by shot": f"{base}/by-shot.h5"}
+        assert cli(endpoint, "reorder", src, places["paged by shot"], "--by", "shot").exit_code == 0
+        for layout in ("shot-major", "signal-major", "shot-packed"):
+            places[layout] = f"{base}/{layout}.zarr"
+            assert cli(endpoint, "convert", src, places[layout], "--layout", layout).exit_code == 0
+        for name, url in places.items():
+            with layoutkit.open(url, storage_options=opts) as archive:  # the opening's requests counted too
+                ds = xr.open_dataset(archive, engine="layoutkit", group="102/s1").load()
+                costs.setdefault(name, []).append(archive.counter.requests)
+                np.testing.assert_array_equal(ds["s1"].values, np.arange(50.0) * 2 + 2)
+                np.testing.assert_array_equal(ds["t"].values, np.arange(50.0) + 2)
+    for name, (few, many) in costs.items():
+        assert 0 < few == many, (name, costs)

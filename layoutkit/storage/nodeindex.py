@@ -156,6 +156,8 @@ class NodeIndex:
         self.names: list[str] = head["buckets"]
         self.location, self.storage_options = location, storage_options
         self._buckets: dict[int, dict[str, Any]] = {}
+        self._refs: dict[int, RefIndex] = {}
+        self._loading: dict[int, asyncio.Task[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.counted: Any = None
         """A reader's ``CountingStore.counted``: a bucket's GET is counted as the store's own."""
@@ -165,20 +167,35 @@ class NodeIndex:
         return _group_of(key.strip("/"), self.depth)
 
     async def bucket(self, group: str) -> dict[str, Any]:
-        import numcodecs
-
+        """The bucket holding ``group``, fetched once however many reads ask for it at once."""
         k = _bucket(group, len(self.names))
         found = self._buckets.get(k)
-        if found is None:
-            async def fetch() -> bytes:
-                return (await get_document(self.location, self.storage_options, self.names[k])) or b""
+        if found is not None:
+            return found
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            task = self._loading.get(k)
+            if task is None or task.get_loop() is not loop:  # a forked worker's loop is not its parent's
+                task = self._loading[k] = loop.create_task(self._load(k))
+        return await asyncio.shield(task)
 
+    async def _load(self, k: int) -> dict[str, Any]:
+        import numcodecs
+
+        async def fetch() -> bytes:
+            return (await get_document(self.location, self.storage_options, self.names[k])) or b""
+
+        try:
             data = await (self.counted(fetch) if self.counted is not None else fetch())
             if not data:  # its bucket removed: the repository's own copy is still whole
                 raise FileNotFoundError(f"{self.names[k]} is missing")
             found = json.loads(bytes(numcodecs.Zstd().decode(data)))
+        except BaseException:
             with self._lock:
-                self._buckets[k] = found
+                self._loading.pop(k, None)
+            raise
+        with self._lock:
+            self._buckets[k] = found
         return found
 
     async def document(self, key: str) -> bytes | None:
@@ -194,13 +211,46 @@ class NodeIndex:
         docs = (await self.bucket(group.strip("/")))["docs"]
         return {"/" + k[: -len("/zarr.json")] for k in docs if k.startswith(prefix)}
 
-    async def references(self, keys: Iterable[str]) -> RefIndex:
+    async def references(self, keys: Iterable[str]) -> BucketRefs:
         """The references of the chunks ``keys`` that lie in shot groups (one bucket each)."""
         groups = {g for key in keys if (g := self.group_of(key))}
-        buckets = await asyncio.gather(*(self.bucket(g) for g in groups))
-        return RefIndex.from_documents(
-            {"format": REF_FORMAT, "urls": b["urls"], "versions": b["versions"], "arrays": b["refs"]}
-            for b in buckets)
+        await asyncio.gather(*(self.bucket(g) for g in groups))
+        return BucketRefs(self)
+
+    def refs_of(self, group: str) -> RefIndex:
+        """The references of one loaded bucket, indexed once (a read of every shot asks
+        every bucket many times)."""
+        k = _bucket(group, len(self.names))
+        found = self._refs.get(k)
+        if found is None:
+            b = self._buckets[k]
+            found = RefIndex.from_documents([{"format": REF_FORMAT, "urls": b["urls"], "versions": b["versions"],
+                                              "arrays": b["refs"]}])
+            with self._lock:
+                self._refs[k] = found
+        return found
+
+
+class BucketRefs:
+    """The references of the loaded buckets, as :class:`RefIndex` gives them (``get``,
+    ``versions``), each looked up in its own bucket."""
+
+    def __init__(self, index: NodeIndex) -> None:
+        self._index = index
+        self.versions: dict[str, dict[str, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return True
+
+    def get(self, key: str) -> tuple[str, int, int] | None:
+        group = self._index.group_of(key)
+        if group is None:
+            return None
+        refs = self._index.refs_of(group)
+        found = refs.get(key)
+        if found is not None and found[0] not in self.versions:
+            self.versions[found[0]] = refs.versions.get(found[0], {})
+        return found
 
 
 def open_index(location: str, storage_options: dict[str, str], snapshot: str) -> NodeIndex | None:
@@ -258,5 +308,5 @@ def node_index_of(store: Any) -> NodeIndex | None:
     return None
 
 
-__all__ = ["FORMAT", "PREFIX", "SHOTS_PER_BUCKET", "IndexedStore", "NodeIndex", "build", "head_name", "indexed",
+__all__ = ["FORMAT", "PREFIX", "SHOTS_PER_BUCKET", "BucketRefs", "IndexedStore", "NodeIndex", "build", "head_name", "indexed",
            "node_index_of", "open_index", "shot_depth"]

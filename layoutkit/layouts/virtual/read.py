@@ -33,7 +33,7 @@ from layoutkit.layouts.virtual.spec import LAYOUT_NAME
 from layoutkit.readers.zarr_ import ZarrArchive
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
-from layoutkit.storage.nodeindex import node_index_of
+from layoutkit.storage.nodeindex import BucketRefs, node_index_of
 from layoutkit.storage.refindex import RefIndex
 
 FEW_CHUNKS = 2
@@ -71,7 +71,7 @@ class VirtualArchive(ZarrArchive):
         side = node_index_of(self.store) if self.merged_reads else None
         if side is not None and all(side.group_of(k) for k in keys):  # the shots' buckets, not every reference
             try:
-                index: RefIndex | None = await side.references(keys)
+                index: RefIndex | BucketRefs | None = await side.references(keys)
             except FileNotFoundError:
                 index = await self._refs()
         else:

@@ -41,7 +41,7 @@ from pathlib import Path
 from common import HERE
 
 import layoutkit
-from layoutkit.archiving.append import append
+from layoutkit.appending.append import append
 from layoutkit.sample import write_sample
 from layoutkit.zarr_options import ConvertOptions
 

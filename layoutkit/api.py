@@ -181,7 +181,7 @@ def append(
     AppendSummary
         ``new_sources``, ``new_shots``, ``objects``, ``bytes_written``, ``wrote_nothing``...
     """
-    from layoutkit.archiving.append import append as run_append
+    from layoutkit.appending.append import append as run_append
 
     if values.get("overwrite"):
         raise InvalidOptionError("--append writes with the store's own recipe and keeps what it holds: leave out "

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from layoutkit import pipeline
-from layoutkit.archiving import batches
+from layoutkit.appending import batches
 from layoutkit.errors import says_it_in_python
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import layout_for
-from layoutkit.stages import Stages
+from layoutkit.timings import Stages
 from layoutkit.writers.zarr_convert import ConvertSummary
 from layoutkit.zarr_options import ConvertOptions
 from layoutkit.zarr_plan import ConvertPlan
@@ -30,7 +30,7 @@ def plan_convert(
     """Walk the source and plan the whole conversion (no writing). With
     ``options.layout == "signal-major"`` the plan is a
     :class:`~layoutkit.layouts.signal_major.plan.SignalMajorPlan`. Of sources written in
-    batches (:mod:`layoutkit.archiving.batches`), the plan of the first batch."""
+    batches (:mod:`layoutkit.appending.batches`), the plan of the first batch."""
     if inventory is not None:
         return pipeline.plan(layout_for("convert", options), src, dst, options, inventory)
     _, inventory, the_plan = batches.plan(layout_for("convert", options), src, dst, options)
@@ -52,7 +52,7 @@ def convert(
     ----------
     src, dst
         Source HDF5 path (or several, or a glob: written as one archive, the union of
-        their shots; :mod:`layoutkit.hdf5.combined`; many, in batches: :mod:`layoutkit.archiving.batches`)
+        their shots; :mod:`layoutkit.hdf5.combined`; many, in batches: :mod:`layoutkit.appending.batches`)
         and destination store directory.
     options
         A :class:`ConvertOptions`; defaults to Zarr v3, auto chunks of 4 MiB, zstd:3.
@@ -61,7 +61,7 @@ def convert(
     plan
         A plan from :func:`plan_convert`, to avoid walking the source twice.
     stages
-        Gets where the time went: each step, and the work inside it (:mod:`layoutkit.stages`).
+        Gets where the time went: each step, and the work inside it (:mod:`layoutkit.timings`).
 
     Returns
     -------

@@ -284,7 +284,7 @@ class Layout(ABC, Generic[OptionsT, PlanT, SummaryT]):
 
     def can_append(self, options: Any) -> bool:
         """Whether a store this layout writes with ``options`` can be appended to (and so a
-        set of many sources written in batches: :mod:`layoutkit.archiving.batches`); never unless
+        set of many sources written in batches: :mod:`layoutkit.appending.batches`); never unless
         :attr:`appends`."""
         return False
 

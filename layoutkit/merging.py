@@ -5,7 +5,7 @@ A layout that can append (:attr:`layoutkit.layout.Layout.appends`) ships an ``ap
 whose ``merge(old, new, options)`` returns a :class:`Merge`: which staged objects move
 into the store under which keys, which documents are written before the root, the new
 root document (the commit), what is rewritten after it and what it no longer references.
-:mod:`layoutkit.archiving.append` (the command) stages the new shots, asks the layout's merge, and
+:mod:`layoutkit.appending.append` (the command) stages the new shots, asks the layout's merge, and
 applies it with a journal so that a killed append leaves the store as it was. What the
 merges share is here: the store's documents as they read them (:class:`StoreDocs`), the
 shots of a listing, the sidecar and root-level lists joined, and arrays grown by rows
@@ -47,11 +47,16 @@ class StoreDocs:
     """JSON documents and objects of a store, read as the merges need them."""
 
     def __init__(self, get: Callable[[str], bytes | None], keys: Callable[[], list[str]] | None = None,
-                 zarr_store: Callable[[], Any] | None = None, set_refs: Callable[..., None] | None = None) -> None:
+                 zarr_store: Callable[[], Any] | None = None, set_refs: Callable[..., None] | None = None,
+                 session: Any = None) -> None:
         self._get = get
         self._keys = keys
         self._zarr_store = zarr_store
         self._set_refs = set_refs
+        self.session = session
+        """The store's Icechunk session, as the writers see it (an
+        :class:`~layoutkit.storage.icechunk_repo.IcechunkKV`), when it is an Icechunk
+        repository's: a layout adds to its commit there."""
 
     def set_refs(self, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
         """Make chunks of array ``path`` references into source files (a store that holds

@@ -250,7 +250,7 @@ def parse_workers(value: int) -> int:
 
 
 def parse_batch_files(value: int) -> int:
-    """Check a batch's number of files (0: chosen by the run, :mod:`layoutkit.archiving.batches`)."""
+    """Check a batch's number of files (0: chosen by the run, :mod:`layoutkit.appending.batches`)."""
     if int(value) < 0:
         raise InvalidOptionError(f"Expected --batch-files of 1 or more (0: chosen for the files). Got {value}.")
     return int(value)

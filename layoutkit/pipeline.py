@@ -4,7 +4,7 @@
 this module and nowhere else. Above it there is one path in: the command line calls
 :mod:`layoutkit.api`, which calls :func:`layoutkit.writing.write` (the destination's
 name and kind checked, sources and destination parsed once, ``--dry-run``), which calls
-:mod:`layoutkit.archiving.batches` (a set of many files as several runs of this
+:mod:`layoutkit.appending.batches` (a set of many files as several runs of this
 sequence, the later ones appended), which calls :func:`run` here:
 
 1. check the source (:func:`~layoutkit.hdf5.files.check_source`) and the destination
@@ -16,8 +16,8 @@ sequence, the later ones appended), which calls :func:`run` here:
 3. stage the output (:meth:`~layoutkit.storage.LocalDestination.stage`) and let the layout
    create its skeleton there, stamped with the provenance attribute
    (:func:`provenance_attrs`), which hands back the :class:`Work` to do;
-4. run the work's tasks on the engine (:func:`~layoutkit.execute.run_tasks`: serial,
-   threads or dask.distributed; or :func:`~layoutkit.execute.map_ordered` when the
+4. run the work's tasks on the engine (:func:`~layoutkit.schedulers.run_tasks`: serial,
+   threads or dask.distributed; or :func:`~layoutkit.schedulers.map_ordered` when the
    results must be written in order on one thread, as HDF5 wants), while the layout may
    still be writing its skeleton (``Work.ready``: the tasks of this process need
    none of it, those of other processes wait for it);
@@ -49,7 +49,6 @@ from layoutkit.errors import (
     RawReadFallback,
     UnsupportedFeatureError,
 )
-from layoutkit.execute import file_mapper, map_ordered, run_tasks
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import check_source
@@ -59,10 +58,11 @@ from layoutkit.hdf5.scales import ScaleDigest
 from layoutkit.layout import Done, Layout, Work
 from layoutkit.memory import settled_heap
 from layoutkit.plan import DEFAULT_TEMPLATE
-from layoutkit.stages import Stages
+from layoutkit.schedulers import file_mapper, map_ordered, run_tasks
 from layoutkit.storage import Destination, ObjectSource, Source, SourceSet, as_kv, as_sources, destination
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, new_entry
 from layoutkit.storage.sources import source_records
+from layoutkit.timings import Stages
 
 Progress = Callable[[int], None]
 

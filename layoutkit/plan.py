@@ -1,12 +1,11 @@
 """Pure layout maths: chunks, shards and the batches of work a conversion runs.
 
 Nothing here opens a file. The functions take shapes, itemsizes and options and return
-frozen dataclasses; :mod:`layoutkit.execute` and the writers consume them.
+frozen dataclasses; :mod:`layoutkit.schedulers` and the writers consume them.
 """
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 import re
@@ -385,84 +384,3 @@ def write_order(
     return order
 
 
-MIN_PAGE_BYTES = 4096  # HDF5 accepts 512; below a file-system block a page saves nothing
-PAGES_PER_SMALL_FILE = 16
-
-
-def plan_page_size(largest_chunk_bytes: int, file_bytes: int | None = None, default: int = DEFAULT_PAGE_BYTES) -> int:
-    """``auto`` page size: 8 MiB, or the next power of two above the largest chunk when
-    that is larger (a chunk must fit in a page); for a file of under 128 MiB
-    (``file_bytes``, as estimated), the power of two near a sixteenth of it, at least
-    4 KiB, so the half-empty last metadata and raw-data pages cost at most about 1/8 of
-    the file (a 584 KiB file with 8 MiB pages grew to 24 MiB).
-
-    The metadata is not a reason for larger pages: it spans several pages, which the
-    page buffer serves, while every raw read through the buffer costs a whole page. With
-    32 MiB pages (a rule that once made a page hold all of a 16.6 MB metadata) and a
-    64 MiB buffer, reading one signal of 125 shots fetched 8 GiB.
-    """
-    if file_bytes is not None:
-        small = max(MIN_PAGE_BYTES, 1 << max(0, (file_bytes // PAGES_PER_SMALL_FILE)).bit_length())
-        if small < default:
-            return small
-    need = largest_chunk_bytes
-    if need <= default:
-        return default
-    return 1 << need.bit_length()  # the next power of two strictly above
-
-
-# ---------------------------------------------------------------------------------
-# signal-major packing: the shots of one signal end to end along the first axis
-
-
-def packed_pieces(
-    starts: Sequence[int], lengths: Sequence[int], lo: int, hi: int
-) -> list[tuple[int, int, int, int]]:
-    """The parts of rows ``[lo, hi)`` of a packed array that each shot supplies.
-
-    Shot ``k`` occupies rows ``starts[k] : starts[k] + lengths[k]`` (``starts`` sorted,
-    ranges disjoint). Returns ``(k, first, stop, at)``: rows ``first:stop`` of shot
-    ``k``'s own array go to row ``at`` of the block that begins at ``lo``. Shots with
-    no rows in the range, zero-length shots included, supply nothing.
-    """
-    out = []
-    k = max(0, bisect.bisect_right(starts, lo) - 1)
-    while k < len(starts) and starts[k] < hi:
-        first = max(lo, starts[k])
-        stop = min(hi, starts[k] + lengths[k])
-        if stop > first:
-            out.append((k, first - starts[k], stop - starts[k], first - lo))
-        k += 1
-    return out
-
-
-PACKED_MIN_CHUNK_BYTES = 64 * 1024
-
-
-def plan_packed_chunks(
-    shape: Sequence[int],
-    itemsize: int,
-    lengths: Sequence[int],
-    spec: ChunkSpec,
-    target_bytes: int,
-    sharded: bool,
-) -> tuple[int, ...]:
-    """Chunks of a packed array (all shots of one signal along the first axis).
-
-    An explicit ``spec`` shape of the array's rank is applied as given. Otherwise, when
-    sharding, a chunk holds about one shot's rows (the median), at least 64 KiB and at
-    most ``target_bytes``: a shot's slice is then one or two chunks, read as one
-    coalesced range of its shard. Unsharded, chunks grow to ``target_bytes`` so that
-    a signal of every shot is a few objects.
-    """
-    shape = tuple(int(s) for s in shape)
-    if spec.mode == "shape":
-        return plan_chunks(shape, itemsize, None, spec, target_bytes)
-    base = contiguous_base(shape, itemsize, target_bytes)
-    if not sharded or base[1:] != shape[1:]:
-        return plan_grid(shape, base, itemsize, target_bytes)
-    row = max(1, _prod(shape[1:]) * itemsize)
-    median = int(sorted(lengths)[len(lengths) // 2]) if lengths else 1
-    rows = max(median, -(-PACKED_MIN_CHUNK_BYTES // row))
-    rows = min(rows, max(1, target_bytes // row), max(1, shape[0]))
-    return (max(1, rows),) + shape[1:]

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, RecipeError, RecipeNotFoundError
-from layoutkit.execute import parse_scheduler
 from layoutkit.layouts import find_layout, layout_for, layout_key, targets
 from layoutkit.options import RecipeKey, parse_batch_files, parse_workers, size_parser
 from layoutkit.pipeline import PROVENANCE_ATTR, provenance_attrs
 from layoutkit.pipeline import recipe_of as layout_recipe_of
+from layoutkit.schedulers import parse_scheduler
 
 COMMANDS = {target: layout.command for target, layout in targets().items()}  # target -> the command that writes it
 

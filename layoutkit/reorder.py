@@ -17,7 +17,7 @@ from layoutkit.hdf5.scale_reads import find_duplicate_scales
 from layoutkit.layouts import get_layout
 from layoutkit.layouts.hdf5_paged.options import ReorderOptions
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary
-from layoutkit.stages import Stages
+from layoutkit.timings import Stages
 
 
 def plan_reorder(
@@ -37,7 +37,7 @@ def reorder(
     stages: Stages | None = None,
 ) -> ReorderSummary:
     """Rewrite ``src`` as a paged-aggregation HDF5 file ordered by shot, signal or group.
-    ``stages`` gets where the time went (:mod:`layoutkit.stages`).
+    ``stages`` gets where the time went (:mod:`layoutkit.timings`).
 
     Raises
     ------

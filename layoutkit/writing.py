@@ -5,8 +5,8 @@ and printing, nothing else).
 
 :func:`write` checks what can be checked before any work (the layout and its options, a
 destination named as the other format, the destination itself), parses the sources and
-the destination once, walks and plans the sources (:func:`layoutkit.archiving.batches.plan`),
-and runs the plan (:func:`layoutkit.archiving.batches.run`: one run of
+the destination once, walks and plans the sources (:func:`layoutkit.appending.batches.plan`),
+and runs the plan (:func:`layoutkit.appending.batches.run`: one run of
 :mod:`layoutkit.pipeline`, or batches). Meanwhile the sources' digests, which a new Zarr
 store records, are computed in a background thread
 (:func:`~layoutkit.storage.sources.digests_ahead`). With ``dry_run`` it returns the
@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from layoutkit import pipeline
-from layoutkit.archiving import batches
+from layoutkit.appending import batches
 from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layout import AnyLayout
 from layoutkit.layouts import layout_for
 from layoutkit.plan import DEFAULT_TEMPLATE
-from layoutkit.stages import Stages
 from layoutkit.storage import Destination, Source, SourceSet, as_sources, digests_ahead
+from layoutkit.timings import Stages
 
 ZARR_NAMES = (".zarr", ".zarr/")
 HDF5_NAMES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4")

@@ -37,7 +37,7 @@ class ZarrLayout(Layout[ConvertOptions, PlanT, SummaryT]):
         return ConvertOptions(layout=self.name)
 
     def can_append(self, options: ConvertOptions) -> bool:
-        return options.zarr_format == 3  # appends add to Zarr format 3 stores (layoutkit.archiving.append)
+        return options.zarr_format == 3  # appends add to Zarr format 3 stores (layoutkit.appending.append)
 
     def finish(self, work: Work, staged: Any, plan: Any) -> None:  # every Zarr plan has options
         # a layout whose root must not grow with the shots says which nodes to consolidate

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 import layoutkit
-from layoutkit.archiving.append import JOURNAL, PAUSE_ENV, append
+from layoutkit.appending.append import JOURNAL, PAUSE_ENV, append
 from layoutkit.cli import app
 from layoutkit.errors import DifferentDuplicateError, LayoutkitError
 from layoutkit.layouts import layouts_of

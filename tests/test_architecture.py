@@ -169,7 +169,7 @@ def test_no_module_reaches_another_modules_private_names() -> None:
 LAYOUT_PACKAGES = sorted({n.split(".")[2] for n in MODULES if n.startswith("layoutkit.layouts.")})
 COMMANDS = ("layoutkit.cli", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes", "layoutkit.verify",
             "layoutkit.advise", "layoutkit.inspect", "layoutkit.archive", "layoutkit.testing")
-WRITE_SIDE = ("layoutkit.writers", "layoutkit.pipeline", "layoutkit.execute")
+WRITE_SIDE = ("layoutkit.writers", "layoutkit.pipeline", "layoutkit.schedulers")
 
 
 def is_write_side(module: str) -> bool:
@@ -230,12 +230,12 @@ def test_a_layout_has_every_part(package: str) -> None:
 # the merge contract) knows no layout; the sides (readers, the proof, the writers' shared
 # machinery) know no layout; the layouts know no command; the commands no CLI.
 LAYERS = (
-    ("core", ("layoutkit.errors", "layoutkit.formats", "layoutkit.options", "layoutkit.stages", "layoutkit.memory",
+    ("core", ("layoutkit.errors", "layoutkit.formats", "layoutkit.options", "layoutkit.timings", "layoutkit.memory",
               "layoutkit.plan", "layoutkit.merging", "layoutkit.zarr_options", "layoutkit.zarr_plan",
-              "layoutkit.storage", "layoutkit.hdf5", "layoutkit.execute")),
+              "layoutkit.storage", "layoutkit.hdf5", "layoutkit.schedulers")),
     ("sides", ("layoutkit.readers", "layoutkit.equality", "layoutkit.writers")),
     ("layouts", ("layoutkit.layout", "layoutkit.layouts", "layoutkit.zarr_layout")),
-    ("commands", ("layoutkit.pipeline", "layoutkit.archiving", "layoutkit.writing",
+    ("commands", ("layoutkit.pipeline", "layoutkit.appending", "layoutkit.writing",
                   "layoutkit.archive", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes",
                   "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect",
                   "layoutkit.testing")),
@@ -430,26 +430,26 @@ def test_no_function_runs_over_60_lines_without_saying_why() -> None:
 
 
 RAW_READ_PATH = ("layoutkit.hdf5.raw", "layoutkit.readers.hdf5")
-PROOF = sorted(n for n in MODULES if n.startswith("layoutkit.equality") or n == "layoutkit.hdf5.reference")
+PROOF = sorted(n for n in MODULES if n.startswith("layoutkit.equality") or n == "layoutkit.hdf5.library_read")
 
 
 @pytest.mark.parametrize("name", PROOF)
 def test_the_proof_reads_the_source_through_hdf5_never_the_raw_path(name: str) -> None:
-    """verify's source side reads through HDF5's own read (:mod:`layoutkit.hdf5.reference`):
+    """verify's source side reads through HDF5's own read (:mod:`layoutkit.hdf5.library_read`):
     a bug in the converters' raw chunk reader would write wrong data and, read back the
     same way, prove it equal. No chain of imports brings the raw path to the proof."""
     assert sorted(m for m in closure(name) | {name} if m.startswith(RAW_READ_PATH)) == []
 
 
 def test_the_proof_has_modules_to_hold() -> None:
-    assert {"layoutkit.equality.zarr_", "layoutkit.equality.hdf5", "layoutkit.equality.reference"} <= set(PROOF)
+    assert {"layoutkit.equality.zarr_", "layoutkit.equality.hdf5", "layoutkit.equality.expected"} <= set(PROOF)
 
 
 def test_the_command_line_runs_the_commands_through_the_python_api() -> None:
     """``layoutkit convert`` and ``layoutkit.convert`` are one path (issue 62): the
     command line parses, shows progress and prints; checking, planning and running are
     :mod:`layoutkit.api`'s, so a Python caller gets every check the command makes."""
-    runs = ("layoutkit.pipeline", "layoutkit.archiving", "layoutkit.writing", "layoutkit.convert", "layoutkit.reorder",
+    runs = ("layoutkit.pipeline", "layoutkit.appending", "layoutkit.writing", "layoutkit.convert", "layoutkit.reorder",
             "layoutkit.verify.run", "layoutkit.inspect", "layoutkit.layouts.hdf5_paged")
     reached = sorted(f"{m} -> {t}" for m, targets in EDGES.items() if m.startswith("layoutkit.cli")
                      for t in targets if any(t == r or t.startswith(r + ".") for r in runs))

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import layoutkit
-from layoutkit.archiving import batches
+from layoutkit.appending import batches
 from layoutkit.cli import app
 from layoutkit.hdf5 import combined
 from layoutkit.layouts import get_layout, layouts_of

@@ -76,15 +76,15 @@ def test_the_readme_is_a_front_door() -> None:
 @pytest.mark.parametrize("page", sorted((DOCS / "commands").glob("*.md")), ids=lambda p: p.stem)
 def test_a_command_page_lists_the_options_the_command_has(page: Path) -> None:
     """Each command page's option table is the one the command's own parameters make
-    (python -m layoutkit.cli.reference docs/commands/*.md writes them again), and every
+    (python -m layoutkit.cli.option_tables docs/commands/*.md writes them again), and every
     option the page names in backticks is one the command (or another command) has."""
     import typer
 
     from layoutkit.cli import app
-    from layoutkit.cli.reference import MARK, refresh
+    from layoutkit.cli.option_tables import MARK, refresh
 
     assert MARK.search(page.read_text()), f"{page.name} has no <!-- options: ... --> table"
-    assert refresh(page, write=False) == [], f"{page.name}: run python -m layoutkit.cli.reference {page}"
+    assert refresh(page, write=False) == [], f"{page.name}: run python -m layoutkit.cli.option_tables {page}"
     group = typer.main.get_command(app)
     ctx = typer.Context(group)
     known = {"--help", "--version", "--quiet", "--timings", "--order", "--json"}

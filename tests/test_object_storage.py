@@ -1347,10 +1347,11 @@ def _shots_file(path: Path, shots: int) -> Path:
     return path
 
 
-def test_a_group_in_a_bucket_costs_the_same_whatever_the_number_of_shots(endpoint, tmp_path):
+def test_a_group_in_a_bucket_costs_the_same_whatever_the_number_of_shots(endpoint, tmp_path, monkeypatch):
     """xarray's engine on stores and files in a bucket (issue 62): one signal through
-    ``group=`` (the opening included) takes the same requests from an archive of 4 shots as from one of 12, on
-    every layout and on the source, with the values of the source."""
+    ``group=`` (the opening included) takes the same requests from an archive of 4 shots
+    as from one of 12, on every layout (the virtual layout's repository in the bucket too,
+    read from layoutkit's index of its nodes) and on the source, with the source's values."""
     import numpy as np
     import xarray as xr
 
@@ -1367,6 +1368,11 @@ def test_a_group_in_a_bucket_costs_the_same_whatever_the_number_of_shots(endpoin
         for layout in ("shot-major", "signal-major", "shot-packed"):
             places[layout] = f"{base}/{layout}.zarr"
             assert cli(endpoint, "convert", src, places[layout], "--layout", layout).exit_code == 0
+        for key, value in CREDENTIALS.items():
+            monkeypatch.setenv(key, value)
+        places["virtual"] = f"icechunk:{base}/virtual"
+        assert cli(endpoint, "convert", places["source"], places["virtual"], "--layout", "virtual").exit_code == 0
+        assert objects(endpoint, f"engine-{shots}/virtual/layoutkit.nodes/")
         for name, url in places.items():
             with layoutkit.open(url, storage_options=opts) as archive:  # the opening's requests counted too
                 ds = xr.open_dataset(archive, engine="layoutkit", group="102/s1").load()

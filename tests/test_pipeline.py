@@ -182,7 +182,7 @@ def test_open_verify_and_append_decide_the_layout_once_with_one_error(tmp_path: 
     import zarr
 
     import layoutkit
-    from layoutkit.archiving.append import append
+    from layoutkit.appending.append import append
     from layoutkit.errors import UnknownLayoutError
     from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR
     from layoutkit.sample import write_sample

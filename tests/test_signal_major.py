@@ -29,8 +29,8 @@ from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions, convert, plan_convert
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.layouts.signal_major.compare import compare as compare_signal_major
+from layoutkit.layouts.signal_major.plan import packed_pieces, plan_packed_chunks
 from layoutkit.options import parse_chunks, parse_shards
-from layoutkit.plan import packed_pieces, plan_packed_chunks
 from layoutkit.storage.counting import LatencyModel
 from layoutkit.verify.equality import compare_variant
 

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from layoutkit.cli import app
 from layoutkit.convert import ConvertOptions, convert
 from layoutkit.reorder import ReorderOptions, reorder
-from layoutkit.stages import KINDS, Stages, timed
+from layoutkit.timings import KINDS, Stages, timed
 
-stages_module = importlib.import_module("layoutkit.stages")
+stages_module = importlib.import_module("layoutkit.timings")
 
 
 class Clock:

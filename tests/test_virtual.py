@@ -221,7 +221,7 @@ def test_reads_merge_the_references_next_to_each_other(shot_files, tmp_path):
     one ranged GET (from layoutkit's copy of the references), where Icechunk alone makes
     one per chunk; a signal of every shot costs a GET per file. The values are the
     source's, as h5py reads them."""
-    from layoutkit.storage.refindex import PREFIX
+    from layoutkit.layouts.virtual.refindex import PREFIX
 
     files = shot_files[:6]
     repo = repository(tmp_path)
@@ -262,7 +262,7 @@ def test_merged_reads_refuse_a_rewritten_source_and_follow_an_append(shot_files,
     references, and its shots read merged too."""
     import shutil
 
-    from layoutkit.storage.refindex import PREFIX
+    from layoutkit.layouts.virtual.refindex import PREFIX
 
     files = [Path(shutil.copy(f, tmp_path / f.name)) for f in shot_files[:4]]
     repo = repository(tmp_path)

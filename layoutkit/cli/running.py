@@ -53,8 +53,8 @@ def plan_and_run(command, src, dst, options, print_plan, dry_run, storage_option
     plan printed); errors become one line."""
     import layoutkit.api as api
     from layoutkit.hdf5.combined import describe
-    from layoutkit.stages import Stages
     from layoutkit.storage import SourceSet, parse_storage_options
+    from layoutkit.timings import Stages
 
     stages = Stages()
     call = api.convert if command == "convert" else api.reorder
@@ -106,7 +106,7 @@ def run_with_bar(label: str, work: Any, given: tuple[Any, ...], total: int | Non
                  options: Any = None, outcome: str = "the store is as it was") -> Any:
     """``work(progress, stages)`` with a progress bar of the bytes it writes (``total``:
     None when unknown ahead); errors become one line, ending with ``outcome``."""
-    from layoutkit.stages import Stages
+    from layoutkit.timings import Stages
 
     stages = stages or Stages()
     try:
@@ -154,7 +154,7 @@ def run_options(ctx: typer.Context) -> dict[str, Any]:
 
 
 def print_timings(stages: Any, options: Any) -> None:
-    """``--timings``: the run's steps, and the work inside each (layoutkit/stages.py)."""
+    """``--timings``: the run's steps, and the work inside each (layoutkit/timings.py)."""
     workers, scheduler = getattr(options, "workers", "?"), getattr(options, "scheduler", "threads")
     out.print(f"where the time went (seconds; after each step, the thread seconds of its work and their CPU seconds "
               f"in brackets, {workers} workers):",

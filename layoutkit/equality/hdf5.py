@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.equality.reference import ReferenceReader, proof_blocks
+from layoutkit.equality.expected import ReferenceReader, proof_blocks
 from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, first_line, open_h5

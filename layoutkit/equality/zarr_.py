@@ -30,7 +30,7 @@ import numpy as np
 import zarr
 from zarr.core.metadata import ArrayV3Metadata
 
-from layoutkit.equality.reference import ReferenceReader, proof_blocks
+from layoutkit.equality.expected import ReferenceReader, proof_blocks
 from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line

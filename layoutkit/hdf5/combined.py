@@ -32,8 +32,8 @@ from layoutkit.hdf5.concat import RULE as CONCAT_RULE
 from layoutkit.hdf5.concat import concatenate
 from layoutkit.hdf5.files import Members, open_source
 from layoutkit.hdf5.inventory import read_inventory
+from layoutkit.hdf5.library_read import read_all
 from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, GroupInfo, Inventory, LinkInfo
-from layoutkit.hdf5.reference import read_all
 from layoutkit.hdf5.values import attrs_difference, equal_values, info_difference
 from layoutkit.plan import compile_template, natural_key
 from layoutkit.storage import AnySource, SourceSet
@@ -46,7 +46,7 @@ def walk_sources(source: AnySource, workers: int = 1,
     """The inventory of a source, or of a set of sources combined (module docstring).
 
     ``map_files(walk, members)``, when given, walks the files elsewhere: on a dask
-    cluster (:func:`layoutkit.execute.file_mapper`) the files are the unit of work, each
+    cluster (:func:`layoutkit.schedulers.file_mapper`) the files are the unit of work, each
     worker walks its own, and this process only combines what they found. Otherwise the
     files are walked one after another here (a file with many datasets shared out to
     ``workers`` processes, as one file is): spawning processes per set outside dask was

@@ -32,10 +32,10 @@ from layoutkit.hdf5.chunk_index import direct_chunk, entries_in_bucket, index_di
 from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import RAW_DECODABLE, Filter, can_read_raw
 from layoutkit.hdf5.inventory import ArrayInfo
-from layoutkit.hdf5.reference import read_block
+from layoutkit.hdf5.library_read import read_block
 from layoutkit.plan import Region
-from layoutkit.stages import timed
 from layoutkit.storage import AnySource, ObjectSource, SourceSet
+from layoutkit.timings import timed
 
 ALL_FILTERS_SKIPPED = 0xFFFFFFFF  # a filter mask: the chunk's bytes are to be decoded by no filter
 def _unlz4_hdf5(buf: bytes) -> bytes:

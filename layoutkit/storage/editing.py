@@ -17,7 +17,7 @@ implementation per place a store lives:
   the commit itself (the second one's commit conflicts), so it needs no lock or journal.
 
 The lock holds who took it (host, process, time), so a lock left by a killed append on
-this host is recognised as stale and taken over (:func:`layoutkit.archiving.append.append` then
+this host is recognised as stale and taken over (:func:`layoutkit.appending.append.append` then
 cleans up what that run left).
 """
 
@@ -40,7 +40,7 @@ from layoutkit.storage.retry import retrying
 LOCK = "layoutkit.lock"
 """The key of an append's lock, beside the store's root document."""
 JOURNAL = "layoutkit-append.json"
-"""What an append is about to write, recorded before it writes (see :mod:`layoutkit.archiving.append`)."""
+"""What an append is about to write, recorded before it writes (see :mod:`layoutkit.appending.append`)."""
 
 
 class AppendRunningError(OutputNotWritableError):
@@ -322,6 +322,11 @@ class IcechunkEditor:
     def zarr_store(self) -> Any:
         return self.session.store
 
+    @property
+    def kv(self) -> Any:
+        """The session as the writers see it (:class:`~layoutkit.storage.icechunk_repo.IcechunkKV`)."""
+        return self._kv
+
     def set_refs(self, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
         """Make chunks of array ``path`` references (:meth:`IcechunkKV.set_refs`)."""
         self._kv.set_refs(path, chunks, versions)
@@ -332,7 +337,7 @@ class IcechunkEditor:
         # the containers of the references this append set, in the config before the commit names them
         if self._kv.needed:
             self.repo = add_containers(self.repo, self._kv.needed, self.storage_options)
-        self._kv.keep_refs(self.storage_options)
+        self._kv.before_commit(self.storage_options)
         try:
             self.snapshot = self.session.commit(message, metadata=self._kv.commit_metadata())
         except Exception as exc:  # icechunk's ConflictError among them
@@ -341,7 +346,7 @@ class IcechunkEditor:
                 f"{self}: the append's commit failed ({str(exc).splitlines()[0][:200]}); nothing was written"
                 + (": another append committed first, run this one again." if conflict else ".")
             ) from None
-        index_nodes(self.repo, self.snapshot, self.location, self.storage_options)
+        index_nodes(self.repo, self.snapshot, self.location, self.storage_options, self._kv.index_references)
 
     def discard(self) -> None:
         with contextlib.suppress(Exception):

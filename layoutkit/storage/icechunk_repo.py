@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, OutputExistsError, OutputNotWritableError
 from layoutkit.storage.buckets import describe_store_error, is_url
-from layoutkit.storage.refindex import ENTRY_KEY as REFINDEX_KEY
-from layoutkit.storage.refindex import RefCopy
-from layoutkit.storage.refindex import put as put_refindex
 
 PREFIX = "icechunk:"
 BRANCH = "main"
@@ -278,14 +275,15 @@ def readonly_store(text: str, storage_options: dict[str, str]) -> Any:
     return indexed(store, location, storage_options, session.snapshot_id)  # a shot without the snapshot
 
 
-def index_nodes(repo: Any, snapshot: str, location: str, storage_options: dict[str, str]) -> None:
+def index_nodes(repo: Any, snapshot: str, location: str, storage_options: dict[str, str],
+                references: Callable[..., Any] | None = None) -> None:
     """After a commit: layoutkit's index of its nodes (:mod:`layoutkit.storage.nodeindex`).
     The commit stands whatever happens here: without an index, readers read through
     Icechunk; a failure is said on stderr, not raised."""
     from layoutkit.storage.nodeindex import build
 
     try:
-        build(repo, snapshot, location, storage_options)
+        build(repo, snapshot, location, storage_options, references)
     except Exception as exc:  # noqa: BLE001 - the commit is done; the index only speeds reading
         import sys
 
@@ -296,19 +294,16 @@ def index_nodes(repo: Any, snapshot: str, location: str, storage_options: dict[s
 @dataclass(frozen=True)
 class VirtualSource:
     """A version of a repository of virtual references, as its reader needs it to read
-    the references itself (:mod:`layoutkit.storage.refindex`)."""
+    the references itself (the virtual layout's copy of them)."""
 
     repo: Any
     snapshot: str
     location: str
     storage_options: dict[str, str]
 
-    def refindex_names(self, entries: int) -> list[str]:
-        """The documents of the references set by the runs this snapshot holds (the log's
-        first ``entries`` entries, :mod:`layoutkit.storage.log`), read from its ancestry."""
-        from layoutkit.storage.refindex import names_in
-
-        return names_in((s.metadata for s in self.repo.ancestry(snapshot_id=self.snapshot)), entries)
+    def commits(self) -> Any:
+        """The metadata of this snapshot's commits, newest first (its ancestry)."""
+        return (s.metadata for s in self.repo.ancestry(snapshot_id=self.snapshot))
 
 
 def virtual_source(store: Any) -> VirtualSource | None:
@@ -394,7 +389,15 @@ class IcechunkKV:
         self.needed: set[str] = set()  # the container prefixes of the references set
         self._sidecar: dict[str, Any] | None = None
         self.log_entry: dict[str, Any] | None = None  # the run's log entry: its commit's metadata
-        self.refs = RefCopy()  # the references set, as layoutkit's own copy keeps them (refindex)
+        # what a layout adds to a run (the virtual layout's copy of its references):
+        self.refs: Any = None
+        self.ref_hooks: list[Callable[[str, list[list[Any]], dict[str, dict[str, Any]]], None]] = []
+        """Called with each :meth:`set_refs`."""
+        self.commit_hooks: list[Callable[[dict[str, str]], None]] = []
+        """Called with the run's storage options before the commit (:meth:`before_commit`)."""
+        self.index_references: Callable[..., Any] | None = None
+        """``(repo, snapshot, provenance, storage_options)`` -> the snapshot's references,
+        for the index of its nodes (:func:`index_nodes`); None: the index holds none."""
 
     def __str__(self) -> str:
         return f"{PREFIX}{self.location}"
@@ -453,16 +456,13 @@ class IcechunkKV:
         ``versions`` (modification time, or ETag)."""
         self.needed.update(container_prefix(url) for _, url, _, _ in chunks)
         set_refs(self.session.store, path, chunks, versions)
-        self.refs.add(path, chunks, versions)
+        for hook in self.ref_hooks:
+            hook(path, chunks, versions)
 
-    def keep_refs(self, storage_options: dict[str, str]) -> None:
-        """Before the commit: write layoutkit's copy of the references this run set, and
-        name it in the run's log entry (:mod:`layoutkit.storage.refindex`)."""
-        if not self.refs or self.log_entry is None:
-            return
-        name, data = self.refs.encode()
-        put_refindex(self.location, storage_options, name, data)
-        self.log_entry[REFINDEX_KEY] = name
+    def before_commit(self, storage_options: dict[str, str]) -> None:
+        """What the run's layout does before the commit (:attr:`commit_hooks`)."""
+        for hook in self.commit_hooks:
+            hook(storage_options)
 
 
 class IcechunkDestination:
@@ -536,12 +536,12 @@ class IcechunkDestination:
         needed = staged.needed
         if needed:  # the references' containers, in the repository's config, before the commit names them
             self._repo = add_containers(self._repo, needed, self.storage_options)
-        staged.keep_refs(self.storage_options)
+        staged.before_commit(self.storage_options)
         try:
             self.snapshot = staged.session.commit(note or "layoutkit", metadata=staged.commit_metadata())
         except Exception as exc:
             raise OutputNotWritableError(f"{self}: the commit failed ({str(exc).splitlines()[0][:200]}).") from None
-        index_nodes(self._repo, self.snapshot, self.location, self.storage_options)
+        index_nodes(self._repo, self.snapshot, self.location, self.storage_options, staged.index_references)
 
     def discard(self, staged: Any) -> None:
         """Nothing was committed: the repository stays at its previous snapshot."""
@@ -565,7 +565,7 @@ class IcechunkDestination:
         return None if self._repo is None else self._repo.lookup_branch(self.branch)
 
     def rewind(self, snapshot: str | None) -> None:
-        """Take back a run of several commits (:mod:`layoutkit.archiving.batches`): the branch reset to
+        """Take back a run of several commits (:mod:`layoutkit.appending.batches`): the branch reset to
         ``snapshot``, the one it had before the run, or, when this run created the
         repository, the repository removed. Best effort, as the run is failing already."""
         if self._created:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from layoutkit.stages import timed
 from layoutkit.storage.buckets import METADATA_NAMES, store_at, store_error
 from layoutkit.storage.retry import aretrying, retrying
+from layoutkit.timings import timed
 
 # Objects up to this size go up in one PUT. obstore (and so zarr's ObjectStore) splits
 # anything over 5 MiB into a multipart upload: create, a part per 5 MiB, complete, i.e.

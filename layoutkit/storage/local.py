@@ -218,7 +218,7 @@ class LocalDestination:
 
 class StagingDestination(LocalDestination):
     """The folder an append writes the new shots to before they join the store
-    (:mod:`layoutkit.archiving.append`): a local folder whatever the store's destination,
+    (:mod:`layoutkit.appending.append`): a local folder whatever the store's destination,
     so a layout that appends writes there even when it writes nowhere else locally
     (the virtual layout's staged references, which its merge sets in the repository)."""
 

@@ -15,7 +15,7 @@ the store adds one entry instead:
 
 The root's provenance keeps only ``"log": {"entries": N, "last": ID}``: how many entries
 are committed and the last one's id (an append's journal names the id it writes, so a
-killed append is known committed or not, :func:`layoutkit.archiving.append.recover`). An entry
+killed append is known committed or not, :func:`layoutkit.appending.append.recover`). An entry
 numbered N or more was written by a run that did not commit: readers never look at it,
 and the next append's recovery removes it. So the root has the same size whatever the
 number of files, and an append reads the log (one small document per run, fetched

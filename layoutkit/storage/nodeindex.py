@@ -4,7 +4,7 @@ snapshot.
 Icechunk keeps the metadata of every node in one snapshot file, which a session loads
 whole at its first read: 0.6 s at 50,000 shots of 5 signals (400,002 nodes), most of a
 1.8 s read of one signal, and growing with the archive. So after each commit layoutkit
-writes, beside the repository's own objects (as :mod:`layoutkit.storage.refindex` does):
+writes, beside the repository's own objects (:mod:`layoutkit.storage.beside`):
 
 - **bucket documents** ``layoutkit.nodes/<digest>.json.zst``, each holding the node
   documents (``zarr.json``) and chunk references of about :data:`SHOTS_PER_BUCKET` shot
@@ -35,16 +35,13 @@ import hashlib
 import json
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from zarr.storage import WrapperStore
 
-from layoutkit.storage.refindex import FORMAT as REF_FORMAT
-from layoutkit.storage.refindex import RefIndex
-from layoutkit.storage.refindex import get as get_document
-from layoutkit.storage.refindex import load as load_refs
-from layoutkit.storage.refindex import put as put_document
+from layoutkit.storage.beside import get as get_document
+from layoutkit.storage.beside import put as put_document
 
 PREFIX = "layoutkit.nodes/"
 FORMAT = 1
@@ -75,10 +72,14 @@ def _bucket(group: str, count: int) -> int:
 # -- writing: after a commit ------------------------------------------------------------
 
 
-def build(repo: Any, snapshot: str, location: str, storage_options: dict[str, str]) -> bool:
+def build(repo: Any, snapshot: str, location: str, storage_options: dict[str, str],
+          references: Callable[..., Any] | None = None) -> bool:
     """Write the index of ``snapshot`` (a commit just made): its buckets, then its head.
-    False when the repository's root holds no consolidated metadata to build it from
-    (it is then read through Icechunk)."""
+    ``references(repo, snapshot, provenance, storage_options)``: the snapshot's chunk
+    references (``arrays()`` giving ``(array, urls, [[chunk index, url number, offset,
+    length], ...])``, and ``versions``), from the layout that set them; None: none. False
+    when the repository's root holds no consolidated metadata to build the index from (it
+    is then read through Icechunk)."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
@@ -106,9 +107,10 @@ def build(repo: Any, snapshot: str, location: str, storage_options: dict[str, st
         if doc.get("node_type") == "group":  # consolidation adds an empty listing to a group's own document
             doc = {k: v for k, v in doc.items() if k != "consolidated_metadata"}
         buckets[_bucket(group, count)]["docs"][name] = doc
-    refs = load_refs(repo, snapshot, location, storage_options, provenance) or RefIndex(())
+    refs = references(repo, snapshot, provenance, storage_options) if references is not None else None
     numbers: list[dict[str, int]] = [{} for _ in range(count)]
-    for path, urls, chunks in refs.arrays():
+    versions: dict[str, dict[str, Any]] = refs.versions if refs else {}
+    for path, urls, chunks in refs.arrays() if refs else ():
         group = _group_of(f"{path}/c", depth)
         if group is None:
             continue
@@ -119,7 +121,7 @@ def build(repo: Any, snapshot: str, location: str, storage_options: dict[str, st
             if u not in number:
                 number[u] = len(into["urls"])
                 into["urls"].append(u)
-                into["versions"][u] = refs.versions.get(u, {})
+                into["versions"][u] = versions.get(u, {})
             into["refs"].setdefault(path, []).append([index, number[u], offset, length])
     names = [_put_bucket(location, storage_options, b) for b in buckets]
     head = {"format": FORMAT, "snapshot": snapshot, "depth": depth, "root": root, "buckets": names}
@@ -156,7 +158,6 @@ class NodeIndex:
         self.names: list[str] = head["buckets"]
         self.location, self.storage_options = location, storage_options
         self._buckets: dict[int, dict[str, Any]] = {}
-        self._refs: dict[int, RefIndex] = {}
         self._loading: dict[int, asyncio.Task[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.counted: Any = None
@@ -211,46 +212,18 @@ class NodeIndex:
         docs = (await self.bucket(group.strip("/")))["docs"]
         return {"/" + k[: -len("/zarr.json")] for k in docs if k.startswith(prefix)}
 
-    async def references(self, keys: Iterable[str]) -> BucketRefs:
-        """The references of the chunks ``keys`` that lie in shot groups (one bucket each)."""
+    def bucket_number(self, group: str) -> int:
+        return _bucket(group, len(self.names))
+
+    async def load_buckets(self, keys: Iterable[str]) -> None:
+        """The buckets of the shot groups holding ``keys``, fetched (each once)."""
         groups = {g for key in keys if (g := self.group_of(key))}
         await asyncio.gather(*(self.bucket(g) for g in groups))
-        return BucketRefs(self)
 
-    def refs_of(self, group: str) -> RefIndex:
-        """The references of one loaded bucket, indexed once (a read of every shot asks
-        every bucket many times)."""
-        k = _bucket(group, len(self.names))
-        found = self._refs.get(k)
-        if found is None:
-            b = self._buckets[k]
-            found = RefIndex.from_documents([{"format": REF_FORMAT, "urls": b["urls"], "versions": b["versions"],
-                                              "arrays": b["refs"]}])
-            with self._lock:
-                self._refs[k] = found
-        return found
-
-
-class BucketRefs:
-    """The references of the loaded buckets, as :class:`RefIndex` gives them (``get``,
-    ``versions``), each looked up in its own bucket."""
-
-    def __init__(self, index: NodeIndex) -> None:
-        self._index = index
-        self.versions: dict[str, dict[str, Any]] = {}
-
-    def __bool__(self) -> bool:
-        return True
-
-    def get(self, key: str) -> tuple[str, int, int] | None:
-        group = self._index.group_of(key)
-        if group is None:
-            return None
-        refs = self._index.refs_of(group)
-        found = refs.get(key)
-        if found is not None and found[0] not in self.versions:
-            self.versions[found[0]] = refs.versions.get(found[0], {})
-        return found
+    def loaded(self, group: str) -> dict[str, Any]:
+        """The bucket of ``group``, loaded already (:meth:`load_buckets`): its ``refs``,
+        ``urls`` and ``versions`` as the layout that set them wrote them."""
+        return self._buckets[_bucket(group, len(self.names))]
 
 
 def open_index(location: str, storage_options: dict[str, str], snapshot: str) -> NodeIndex | None:
@@ -308,5 +281,5 @@ def node_index_of(store: Any) -> NodeIndex | None:
     return None
 
 
-__all__ = ["FORMAT", "PREFIX", "SHOTS_PER_BUCKET", "BucketRefs", "IndexedStore", "NodeIndex", "build", "head_name", "indexed",
+__all__ = ["FORMAT", "PREFIX", "SHOTS_PER_BUCKET", "IndexedStore", "NodeIndex", "build", "head_name", "indexed",
            "node_index_of", "open_index", "shot_depth"]

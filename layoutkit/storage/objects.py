@@ -159,7 +159,7 @@ class ObjectDestination:
 
     def remove(self) -> None:
         """Delete every object under the key: a run that published before it failed (one
-        in batches, :mod:`layoutkit.archiving.batches`) takes its store back. Best effort, as the run
+        in batches, :mod:`layoutkit.appending.batches`) takes its store back. Best effort, as the run
         is failing already."""
         try:
             delete_keys(self.store, self._existing())

@@ -38,7 +38,7 @@ BACKOFF_MAX = 5.0
 
 class RetryCounts:
     """Retries made in this process, by cause (thread-safe); worker processes' counts are
-    added to the driver's at the end of a run (:func:`layoutkit.execute.run_distributed`)."""
+    added to the driver's at the end of a run (:func:`layoutkit.schedulers.run_distributed`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

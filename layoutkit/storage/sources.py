@@ -482,7 +482,7 @@ class SourceSet:
     members: tuple[Path | ObjectSource, ...]
     template: str
     concat_dim: str | None = None  # netCDF files without shots: the dimension they are joined along
-    # files a run writes at a time (:mod:`layoutkit.archiving.batches`): None until decided; as many as
+    # files a run writes at a time (:mod:`layoutkit.appending.batches`): None until decided; as many as
     # the members, one run
     batch: int | None = None
 

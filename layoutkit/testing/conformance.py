@@ -416,14 +416,14 @@ class LayoutTests:
 
     def write_files(self, files: list[Path], place: Place) -> Any:
         """The files as one archive, in one run (batches where the layout writes in them)."""
-        from layoutkit.archiving import batches
+        from layoutkit.appending import batches
 
         return batches.run(self.the_layout(), [str(f) for f in files], place.destination(), self.the_options())
 
     def assert_append_refused(self, files: list[Path], place: Place) -> None:
         """What a layout that does not append must do: refuse in one sentence, its
         output as it was."""
-        from layoutkit.archiving.append import append
+        from layoutkit.appending.append import append
 
         self.write(files[0], place)  # one file: a layout that does not append need not take many
         before = _files_of(place.path)
@@ -437,7 +437,7 @@ class LayoutTests:
         archive of the four written in one run. A layout that does not append refuses,
         in one sentence, and its output is as it was."""
         import layoutkit
-        from layoutkit.archiving.append import append
+        from layoutkit.appending.append import append
         from layoutkit.verify.equality import compare_set
 
         grown = self.place(self.home(), tmp_path, None, name="grown")
@@ -456,7 +456,7 @@ class LayoutTests:
             assert_same_values(one, two)
 
     def test_the_same_append_again_writes_nothing(self, shot_files: list[Path], tmp_path: Path) -> None:
-        from layoutkit.archiving.append import append
+        from layoutkit.appending.append import append
 
         store = self.place(self.home(), tmp_path, None, name="store")
         if not self.appends():
@@ -473,7 +473,7 @@ class LayoutTests:
         """An append killed just before its commit leaves the store as it was (the next
         append takes over and cleans up; tests/test_append.py holds that part)."""
         import layoutkit
-        from layoutkit.archiving.append import JOURNAL, PAUSE_ENV
+        from layoutkit.appending.append import JOURNAL, PAUSE_ENV
         from layoutkit.verify.equality import compare_set
 
         store = self.place(self.home(), tmp_path, None, name="store")

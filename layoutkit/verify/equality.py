@@ -20,8 +20,8 @@ import h5py
 import zarr
 
 from layoutkit.equality import Mismatch
+from layoutkit.equality.expected import unwalked
 from layoutkit.equality.hdf5 import compare_hdf5
-from layoutkit.equality.reference import unwalked
 from layoutkit.errors import LayoutkitError
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.combined import walk_sources

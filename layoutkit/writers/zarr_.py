@@ -43,8 +43,8 @@ from layoutkit.formats import (
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
-from layoutkit.stages import timed
 from layoutkit.storage.kv import as_kv
+from layoutkit.timings import timed
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
 from layoutkit.zarr_plan import target_dtype
 

@@ -42,7 +42,7 @@ class ConvertSummary:
     shards_requested: bool = False
     copied: int | None = None  # --compressor source: arrays whose stored chunks were copied as they are
     reencoded: tuple[tuple[str, str], ...] = ()
-    batches: int = 1  # a set of many sources written in batches (layoutkit.archiving.batches): how many
+    batches: int = 1  # a set of many sources written in batches (layoutkit.appending.batches): how many
 
     @property
     def stored_throughput(self) -> float:

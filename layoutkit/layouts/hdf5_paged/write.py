@@ -33,8 +33,8 @@ from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import Region, blocks_over, region_size
-from layoutkit.stages import timed
 from layoutkit.storage import Destination, read_head
+from layoutkit.timings import timed
 
 
 def filter_kwargs(spec: CompressorSpec) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The new shots are packed by a run of their own (a staged store). Each of its parts whose
 shots are alike a part of the store's series (the same scales, type, shape past the
 first axis, fill value and common attributes: what makes a run put shots in one part)
-joins that part: the part's data array and its index arrays grow (:mod:`layoutkit.archiving.grow`).
+joins that part: the part's data array and its index arrays grow (:mod:`layoutkit.appending.grow`).
 The data's new rows start at its next chunk (shard) boundary, so no object of it is
 written again (the rows before the boundary stay unwritten, no shot's: the spec's
 appended stores), the new starts shifted to it; the index arrays take their rows right

@@ -12,8 +12,10 @@ datasets that fall in them, so memory stays within the budget however large a si
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,20 +48,77 @@ from layoutkit.layouts.signal_major.spec import (
     PackedSeries,
     same_as_rows,
 )
-from layoutkit.options import ShardSpec
+from layoutkit.options import ChunkSpec, ShardSpec
 from layoutkit.plan import (
     ArrayPlan,
     CopyTask,
     compile_template,
+    contiguous_base,
     match_template,
     names_plan,
     natural_key,
-    plan_packed_chunks,
+    plan_chunks,
+    plan_grid,
     plan_shards,
     plan_tasks,
     task_budget,
 )
 from layoutkit.zarr_options import ConvertOptions
+
+# the shots of one signal end to end along the first axis
+
+
+def packed_pieces(
+    starts: Sequence[int], lengths: Sequence[int], lo: int, hi: int
+) -> list[tuple[int, int, int, int]]:
+    """The parts of rows ``[lo, hi)`` of a packed array that each shot supplies.
+
+    Shot ``k`` occupies rows ``starts[k] : starts[k] + lengths[k]`` (``starts`` sorted,
+    ranges disjoint). Returns ``(k, first, stop, at)``: rows ``first:stop`` of shot
+    ``k``'s own array go to row ``at`` of the block that begins at ``lo``. Shots with
+    no rows in the range, zero-length shots included, supply nothing.
+    """
+    out = []
+    k = max(0, bisect.bisect_right(starts, lo) - 1)
+    while k < len(starts) and starts[k] < hi:
+        first = max(lo, starts[k])
+        stop = min(hi, starts[k] + lengths[k])
+        if stop > first:
+            out.append((k, first - starts[k], stop - starts[k], first - lo))
+        k += 1
+    return out
+
+
+PACKED_MIN_CHUNK_BYTES = 64 * 1024
+
+
+def plan_packed_chunks(
+    shape: Sequence[int],
+    itemsize: int,
+    lengths: Sequence[int],
+    spec: ChunkSpec,
+    target_bytes: int,
+    sharded: bool,
+) -> tuple[int, ...]:
+    """Chunks of a packed array (all shots of one signal along the first axis).
+
+    An explicit ``spec`` shape of the array's rank is applied as given. Otherwise, when
+    sharding, a chunk holds about one shot's rows (the median), at least 64 KiB and at
+    most ``target_bytes``: a shot's slice is then one or two chunks, read as one
+    coalesced range of its shard. Unsharded, chunks grow to ``target_bytes`` so that
+    a signal of every shot is a few objects.
+    """
+    shape = tuple(int(s) for s in shape)
+    if spec.mode == "shape":
+        return plan_chunks(shape, itemsize, None, spec, target_bytes)
+    base = contiguous_base(shape, itemsize, target_bytes)
+    if not sharded or base[1:] != shape[1:]:
+        return plan_grid(shape, base, itemsize, target_bytes)
+    row = max(1, math.prod(shape[1:]) * itemsize)
+    median = int(sorted(lengths)[len(lengths) // 2]) if lengths else 1
+    rows = max(median, -(-PACKED_MIN_CHUNK_BYTES // row))
+    rows = min(rows, max(1, target_bytes // row), max(1, shape[0]))
+    return (max(1, rows),) + shape[1:]
 from layoutkit.zarr_plan import packable, plan_arrays
 
 # -- the arrays of a series, described as source datasets (the writer creates them so)

@@ -19,7 +19,7 @@ from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.raw import RawReader
 from layoutkit.layout import Work
-from layoutkit.layouts.signal_major.plan import SignalMajorPlan, index_values, packed_arrays
+from layoutkit.layouts.signal_major.plan import SignalMajorPlan, index_values, packed_arrays, packed_pieces
 from layoutkit.layouts.signal_major.spec import (
     DATA,
     MIRRORED_ARRAY,
@@ -31,7 +31,7 @@ from layoutkit.layouts.signal_major.spec import (
     series_document_v2,
     shot_documents,
 )
-from layoutkit.plan import ArrayPlan, CopyTask, Region, compile_template, packed_pieces
+from layoutkit.plan import ArrayPlan, CopyTask, Region, compile_template
 from layoutkit.storage import Destination, portable, portable_target
 from layoutkit.writers.zarr_ import ZarrWriter
 from layoutkit.writers.zarr_convert import (

@@ -7,7 +7,8 @@ changed since it was referenced is refused by name
 
 Icechunk fetches each referenced chunk with a GET of its own. Archival files have small
 chunks, and a shot's chunks lie next to each other in its file, so this reader reads the
-references itself (layoutkit's copy of them, :mod:`layoutkit.storage.refindex`) and
+references itself (layoutkit's copy of them, :mod:`.refindex`, or the bucket of the
+index of the snapshot's nodes that holds the shot, :mod:`layoutkit.storage.nodeindex`) and
 fetches the chunks of one read that lie near each other in one file with one ranged GET
 (:func:`~layoutkit.storage.buckets.coalesce`: gaps up to 1 MiB, GETs up to 16 MiB), the
 GETs of different files and ranges concurrently. Each GET checks the file's version as
@@ -29,18 +30,26 @@ from typing import Any
 import numpy as np
 
 from layoutkit.formats import PROVENANCE_ATTR
+from layoutkit.layouts.virtual.refindex import FORMAT, RefIndex, names_in
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME
 from layoutkit.readers.zarr_ import ZarrArchive
+from layoutkit.storage.beside import get as get_document
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
-from layoutkit.storage.nodeindex import BucketRefs, node_index_of
-from layoutkit.storage.refindex import RefIndex
+from layoutkit.storage.nodeindex import NodeIndex, node_index_of
 
 FEW_CHUNKS = 2
 """A read of at most this many chunks, before the references' copy is loaded, goes
 through Icechunk (a GET a chunk) rather than loading it: merging saves at most one
 request there, and the copy holds every reference of the repository (1.3 s to parse at
 50,000 shots of 5 signals, in a 2 s read of one signal)."""
+
+
+MANY_BUCKETS = 16
+"""A reader that has needed more of the node index's buckets than this reads the one copy
+of every reference instead (one GET, 1.3 s to parse at 50,000 shots) for the rest of its
+reads: a signal of every shot through the buckets took 42 s at 50,000 shots, 26 s
+through the copy."""
 
 
 class VirtualArchive(ZarrArchive):
@@ -51,6 +60,8 @@ class VirtualArchive(ZarrArchive):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._index: asyncio.Future[RefIndex | None] | None = None
+        self._bucket_refs: dict[int, RefIndex] = {}  # the index's buckets' references, each indexed once
+        self._buckets_needed: set[int] = set()
         self.merged_reads = True  # False: every chunk through Icechunk (what zarr-python alone does)
 
     def get(self, path: str, selection: Any = ()) -> np.ndarray:
@@ -68,10 +79,11 @@ class VirtualArchive(ZarrArchive):
     async def _fetch_async(self, keys: list[str]) -> list[np.ndarray | None]:
         loaded = self._index is not None and self._index.done()
         few = len(keys) <= FEW_CHUNKS and not loaded  # not worth reading every reference for
-        side = node_index_of(self.store) if self.merged_reads else None
-        if side is not None and all(side.group_of(k) for k in keys):  # the shots' buckets, not every reference
+        side = node_index_of(self.store) if self.merged_reads and self._index is None else None
+        if side is not None and self._few_buckets(side, keys):  # the shots' buckets, not every reference
             try:
-                index: RefIndex | BucketRefs | None = await side.references(keys)
+                await side.load_buckets(keys)
+                index: RefIndex | BucketRefs | None = BucketRefs(side, self._bucket_refs)
             except FileNotFoundError:
                 index = await self._refs()
         else:
@@ -105,6 +117,16 @@ class VirtualArchive(ZarrArchive):
         await asyncio.gather(through_icechunk(), *(one_file(url, items) for url, items in by_file.items()))
         return out
 
+    def _few_buckets(self, side: NodeIndex, keys: list[str]) -> bool:
+        """Whether the references of ``keys`` are taken from the index's buckets: while
+        this reader has needed at most :data:`MANY_BUCKETS` of them; past that (a scan, a
+        signal of every shot) the one copy of every reference is read instead, once."""
+        groups = [side.group_of(k) for k in keys]
+        if any(g is None for g in groups):
+            return False
+        self._buckets_needed.update(side.bucket_number(g) for g in groups if g is not None)
+        return len(self._buckets_needed) <= MANY_BUCKETS
+
     async def _refs(self) -> RefIndex | None:
         """The repository's copy of its references (read once, on the first read)."""
         loop = asyncio.get_running_loop()
@@ -117,7 +139,6 @@ class VirtualArchive(ZarrArchive):
         return virtual_source(self.store)
 
     async def _load_refs(self) -> RefIndex | None:
-        from layoutkit.storage import refindex
         from layoutkit.storage.log import root_part
 
         source = self._virtual
@@ -128,9 +149,10 @@ class VirtualArchive(ZarrArchive):
         except (TypeError, ValueError):
             return None
         entries = int(root_part(provenance if isinstance(provenance, dict) else {}).get("entries", 0))
-        names = await asyncio.to_thread(source.refindex_names, entries) if entries else []
+        names = await asyncio.to_thread(lambda: names_in(source.commits(), entries)) if entries else []
+
         def fetch(name: str) -> Any:
-            return _body(refindex.get(source.location, source.storage_options, name))
+            return _body(get_document(source.location, source.storage_options, name))
 
         docs = await asyncio.gather(*(self.store.counted(partial(fetch, name)) for name in names))
         return RefIndex(d for d in docs if d)
@@ -138,6 +160,34 @@ class VirtualArchive(ZarrArchive):
 
 async def _body(got: Any) -> bytes:
     return (await got) or b""
+
+
+class BucketRefs:
+    """The references of the index's loaded buckets, as :class:`RefIndex` gives them
+    (``get``, ``versions``), each looked up in its own bucket's, indexed once (a read of
+    every shot asks every bucket many times)."""
+
+    def __init__(self, index: NodeIndex, indexed: dict[int, RefIndex]) -> None:
+        self._index, self._indexed = index, indexed
+        self.versions: dict[str, dict[str, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return True
+
+    def get(self, key: str) -> tuple[str, int, int] | None:
+        group = self._index.group_of(key)
+        if group is None:
+            return None
+        k = self._index.bucket_number(group)
+        refs = self._indexed.get(k)
+        if refs is None:
+            b = self._index.loaded(group)
+            refs = self._indexed[k] = RefIndex.from_documents(
+                [{"format": FORMAT, "urls": b["urls"], "versions": b["versions"], "arrays": b["refs"]}])
+        found = refs.get(key)
+        if found is not None and found[0] not in self.versions:
+            self.versions[found[0]] = refs.versions.get(found[0], {})
+        return found
 
 
 def _readable(url: str) -> bool:

@@ -24,6 +24,7 @@ from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layout import Done, Work
 from layoutkit.layouts.virtual.plan import VirtualPlan
+from layoutkit.layouts.virtual.refindex import attach
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME, LAYOUT_VERSION, REFS_PREFIX, VERSIONS_KEY
 from layoutkit.options import format_size
 from layoutkit.plan import CopyTask
@@ -92,7 +93,9 @@ def begin(staged: Any, source: Any, inventory: Inventory, plan: VirtualPlan, att
         raise not_writable(Path(plan.dest or str(staged)), exc) from None
     members = source.members if isinstance(source, SourceSet) else (source,)
     versions = {source_url(m): version_of(m) for m in members}
-    if not isinstance(kv, IcechunkKV):  # an append's staging folder: the merge sets the references
+    if isinstance(kv, IcechunkKV):
+        attach(kv)  # layoutkit's copy of the references set, written before the commit
+    else:  # an append's staging folder: the merge sets the references
         kv.put(VERSIONS_KEY, json.dumps(versions).encode())
     infos = {a.path: a for a in inventory.arrays}
     planned = {a.path: infos[a.path] for a in plan.arrays}

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 from collections.abc import Iterable
 from typing import Any
+
+from layoutkit.storage.beside import get, put
 
 PREFIX = "layoutkit.refindex/"
 """Where a repository's copies of its references are, beside its own objects."""
@@ -172,54 +173,32 @@ def load(repo: Any, snapshot: str, location: str, storage_options: dict[str, str
     return RefIndex(d for d in docs if d) if names else None
 
 
-def put(location: str, storage_options: dict[str, str], name: str, data: bytes) -> None:
-    """Write a document beside the repository at ``location`` (a folder or an s3:// prefix)."""
-    from layoutkit.storage.buckets import is_url
 
-    if is_url(location):
-        import obstore
 
-        from layoutkit.storage.buckets import object_store
-        from layoutkit.storage.retry import retrying
-
-        store, key = object_store(location.rstrip("/") + "/" + name, storage_options)
-        retrying(lambda: obstore.put(store, key, data))
+def attach(kv: Any) -> None:
+    """Keep a copy of the references a run sets in the Icechunk session ``kv``
+    (:class:`~layoutkit.storage.icechunk_repo.IcechunkKV`): each set is copied
+    (``ref_hooks``); before the commit the copy is written beside the repository and
+    named in the run's log entry (``commit_hooks``); after it, the index of the
+    snapshot's nodes takes the snapshot's references from the copies
+    (``index_references``). Once per session."""
+    if getattr(kv, "refs", None) is not None:
         return
-    path = os.path.join(os.path.abspath(location.removeprefix("file://")), name)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "wb") as f:
-        f.write(data)
-    os.replace(path + ".tmp", path)
+    copy = kv.refs = RefCopy()
+    kv.ref_hooks.append(copy.add)
+
+    def keep(storage_options: dict[str, str]) -> None:
+        if not copy or kv.log_entry is None:
+            return
+        name, data = copy.encode()
+        put(kv.location, storage_options, name, data)
+        kv.log_entry[ENTRY_KEY] = name
+
+    def references(repo: Any, snapshot: str, provenance: dict[str, Any], storage_options: dict[str, str]) -> Any:
+        return load(repo, snapshot, kv.location, storage_options, provenance)
+
+    kv.commit_hooks.append(keep)
+    kv.index_references = references
 
 
-async def get(location: str, storage_options: dict[str, str], name: str) -> bytes | None:
-    """A document beside the repository at ``location``, or None when it is missing."""
-    import asyncio
-
-    from layoutkit.storage.buckets import is_url
-
-    if is_url(location):
-        import obstore
-
-        from layoutkit.storage.buckets import object_store
-        from layoutkit.storage.retry import aretrying
-
-        store, key = object_store(location.rstrip("/") + "/" + name, storage_options)
-        try:
-            result = await aretrying(lambda: obstore.get_async(store, key))
-            return bytes(await result.bytes_async())
-        except FileNotFoundError:
-            return None
-    path = os.path.join(os.path.abspath(location.removeprefix("file://")), name)
-    try:
-        return await asyncio.to_thread(_read, path)
-    except FileNotFoundError:
-        return None
-
-
-def _read(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
-__all__ = ["ENTRY_KEY", "FORMAT", "PREFIX", "RefCopy", "RefIndex", "get", "load", "names_in", "put"]
+__all__ = ["ENTRY_KEY", "FORMAT", "PREFIX", "RefCopy", "RefIndex", "attach", "load", "names_in"]

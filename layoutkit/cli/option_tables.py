@@ -4,7 +4,7 @@ Each page under ``docs/commands/`` holds, between ``<!-- options: NAME -->`` and
 ``<!-- /options -->``, the table :func:`option_table` makes from the command's own
 parameters (their names, values, defaults and help, as ``--help`` prints them), so a page
 cannot list an option the command lacks or miss one it has: ``tests/test_docs.py``
-compares them, and ``python -m layoutkit.cli.reference`` writes them again.
+compares them, and ``python -m layoutkit.cli.option_tables`` writes them again.
 """
 
 from __future__ import annotations
@@ -65,6 +65,6 @@ def refresh(page: Path, write: bool) -> list[str]:
     return stale
 
 
-if __name__ == "__main__":  # python -m layoutkit.cli.reference docs/commands/*.md
+if __name__ == "__main__":  # python -m layoutkit.cli.option_tables docs/commands/*.md
     for path in sys.argv[1:]:
         print(path, refresh(Path(path), write=True) or "up to date")

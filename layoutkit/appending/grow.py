@@ -102,7 +102,7 @@ def grow(zarr_store: Any, sources: SourceSet, plans: list[tuple[str, ArrayInfo, 
     """An append along the record dimension: the new shapes put in ``root`` (its listing);
     returns the arrays' own documents with them (written after the root), the chunk keys
     the rows add, and the writing of the rows after the store's (into ``zarr_store``,
-    the store's own zarr store), which :func:`layoutkit.archiving.append._apply` runs before the root."""
+    the store's own zarr store), which :func:`layoutkit.appending.append._apply` runs before the root."""
     listed = (root.get("consolidated_metadata") or {}).get("metadata")
     after: dict[str, bytes] = {}
     added: list[str] = []

@@ -26,8 +26,8 @@ import numpy as np
 
 from layoutkit.hdf5.chunk_index import sparse_candidate, sparse_storage
 from layoutkit.hdf5.files import Members
+from layoutkit.hdf5.library_read import read_block
 from layoutkit.hdf5.model import ArrayInfo
-from layoutkit.hdf5.reference import read_block
 from layoutkit.plan import Region, blocks_over, iter_blocks
 from layoutkit.storage import ObjectSource, SourceSet
 

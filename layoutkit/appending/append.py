@@ -17,7 +17,7 @@ layout, locally, in a bucket or in Icechunk:
    prefix beside it in the bucket, copied in by the bucket: :class:`Staged`), and the
    layout's ``append.merge`` says how they join the store (:class:`Merge`): which objects are added under which keys (nothing of the
    store is rewritten but its small shared documents; a signal-major series grows in
-   place, :mod:`layoutkit.archiving.grow`), which new documents are written, and the new root
+   place, :mod:`layoutkit.appending.grow`), which new documents are written, and the new root
    document. netCDF files along a record dimension are not staged: their rows are
    written after the store's through zarr, the new shapes held back until the root.
 4. They are written in an order that keeps the store readable and whole
@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError, OutputNotWritableError
-from layoutkit.execute import file_mapper
 from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.combined import shot_of, walk_sources
 from layoutkit.hdf5.files import check_source
@@ -56,11 +55,12 @@ from layoutkit.hdf5.model import Inventory
 from layoutkit.layout import Layout
 from layoutkit.merging import Merge, StoreDocs, folder_docs
 from layoutkit.plan import natural_key
-from layoutkit.stages import Stages
+from layoutkit.schedulers import file_mapper
 from layoutkit.storage import SourceSet, as_sources
 from layoutkit.storage.editing import JOURNAL, LOCK, BucketEditor, StoreEditor, editor_for
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, last_id, new_entry
 from layoutkit.storage.sources import KnownFiles, digest_algorithm, source_record
+from layoutkit.timings import Stages
 
 PAUSE_ENV = "LAYOUTKIT_APPEND_PAUSE"
 """Tests only: a path. Before its commit an append creates that file and waits while it
@@ -105,7 +105,7 @@ def append(
 
     ``typed``: options given on the command line; only those of the run (workers,
     memory limit, scheduler) may differ from the store's recipe. ``shown``: how messages
-    name what the store holds (a run in batches, :mod:`layoutkit.archiving.batches`: its earlier
+    name what the store holds (a run in batches, :mod:`layoutkit.appending.batches`: its earlier
     files); by default ``dst``.
 
     Raises
@@ -177,7 +177,7 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
                 shown: str | None) -> Added:
     """Walk the new sources, join what they bring to the store, write it: the shots
     they add (staged, then merged), or the rows they add along the record dimension
-    (netCDF files: :mod:`layoutkit.archiving.grow`). ``entry``: the append's log entry, which
+    (netCDF files: :mod:`layoutkit.appending.grow`). ``entry``: the append's log entry, which
     records the new sources and, here, what they added."""
     inventory = walk_sources(sources, options.workers, file_mapper(options.scheduler, options.workers))
     added = Added(entry)
@@ -203,11 +203,11 @@ def _append_new(editor: StoreEditor, root: dict[str, Any], layout: Layout, sourc
 
 
 def _records(editor: StoreEditor, root: dict[str, Any], sources: SourceSet, inventory: Inventory, dst: str) -> Merge:
-    """netCDF files appended along the record dimension (:mod:`layoutkit.archiving.grow`): they
+    """netCDF files appended along the record dimension (:mod:`layoutkit.appending.grow`): they
     must continue the store, and what lies outside the dimension must be the store's."""
     import zarr
 
-    from layoutkit.archiving.grow import RecordsError, grow, plan_growth
+    from layoutkit.appending.grow import RecordsError, grow, plan_growth
     from layoutkit.hdf5.combined import read_whole
 
     plans = plan_growth(inventory, root, editor.get, dst)
@@ -419,7 +419,8 @@ def _stage_and_merge(layout: Layout, sources: SourceSet, inventory: Inventory, o
     dest = staged.destination()
     planned = pipeline.plan(layout, sources, str(staged.where), options, inventory=inventory, stages=stages)
     summary = pipeline.run(layout, sources, dest, options, progress, planned, stages=stages)
-    old = StoreDocs(editor.get, zarr_store=editor.zarr_store, set_refs=getattr(editor, "set_refs", None))
+    old = StoreDocs(editor.get, zarr_store=editor.zarr_store, set_refs=getattr(editor, "set_refs", None),
+                    session=getattr(editor, "kv", None))
     return layout.merge(old, staged.docs(), options), summary
 
 

@@ -8,12 +8,12 @@ shot archives larger than a batch (``--batch-files``; by default as many files a
 :data:`BATCH_DATASETS` datasets, judged by the first file) is written as
 
 1. the first batch, converted by the pipeline as any run (checked, planned, staged, written);
-2. each next batch appended to it (:mod:`layoutkit.archiving.append`: walked, its shots checked
+2. each next batch appended to it (:mod:`layoutkit.appending.append`: walked, its shots checked
    against those already written, written with the store's recipe, joined to the store);
 3. published once at the end.
 
 The driver holds one batch's inventory at a time (on a cluster its workers walk the
-batch's files, :func:`layoutkit.execute.file_mapper`), so its memory does not grow with
+batch's files, :func:`layoutkit.schedulers.file_mapper`), so its memory does not grow with
 the number of files. That takes handing what each batch freed back to the system
 (:func:`~layoutkit.memory.release_freed_memory`): glibc's heaps otherwise kept it, and
 the driver's resident memory grew by 20-50 MiB a batch while the memory Python held
@@ -48,14 +48,14 @@ from typing import Any
 
 from layoutkit import pipeline
 from layoutkit.errors import InvalidOptionError
-from layoutkit.execute import file_mapper
 from layoutkit.hdf5.combined import shot_of, walk_sources
 from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layout import Layout
 from layoutkit.memory import release_freed_memory
-from layoutkit.stages import Stages
+from layoutkit.schedulers import file_mapper
 from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet, digests_ahead
+from layoutkit.timings import Stages
 
 BATCH_DATASETS = 100_000
 """A batch holds about this many datasets unless ``--batch-files`` says otherwise: ~200 MiB
@@ -171,7 +171,7 @@ def _run(layout: Layout, src: Any, dst: Any, options: Any, progress: Any, planne
 def _run_batches(layout: Layout, source: SourceSet, dest: Any, options: Any, progress: Any,
                  planned: tuple[Inventory, Any] | None, stages: Stages, storage_options: dict[str, str] | None,
                  tmpdir: str | os.PathLike | None) -> Any:
-    from layoutkit.archiving.append import append
+    from layoutkit.appending.append import append
 
     batches = parts(source)
     t0 = time.perf_counter()

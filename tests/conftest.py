@@ -239,3 +239,23 @@ def without_provenance(variant: Path) -> Path:
     with h5py.File(copy, "a") as f:
         del f.attrs[PROVENANCE_ATTR]
     return copy
+
+
+def small_archive(path: Path, shots: int) -> Path:
+    """Shots 100, 101... of three signals (``s0``..``s2``: 0..49 times j+1, plus the shot's
+    number) on a time base ``t`` of their own (50 values from the shot's number)."""
+    import h5py
+    import numpy as np
+
+    with h5py.File(path, "w") as f:
+        f.attrs["title"] = "small"
+        for k in range(shots):
+            g = f.create_group(f"shots/{100 + k}")
+            g.attrs["operator"] = f"op{k}"
+            t = g.create_dataset("timebases/t", data=np.arange(50.0) + k)
+            t.make_scale("t")
+            for j in range(3):
+                d = g.create_dataset(f"signals/s{j}", data=np.arange(50.0) * (j + 1) + k)
+                d.dims[0].attach_scale(t)
+                d.attrs["units"] = "V"
+    return path

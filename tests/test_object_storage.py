@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
-from conftest import _compact_dcpl
+from conftest import _compact_dcpl, small_archive
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
@@ -1331,22 +1331,6 @@ def test_sources_in_a_bucket_are_referenced_by_their_urls(endpoint, tmp_path, mo
         store.shot(shot)  # the merged read's If-Match
 
 
-def _shots_file(path: Path, shots: int) -> Path:
-    import h5py
-    import numpy as np
-
-    with h5py.File(path, "w") as f:
-        for k in range(shots):
-            g = f.create_group(f"shots/{100 + k}")
-            g.attrs["operator"] = f"op{k}"
-            t = g.create_dataset("timebases/t", data=np.arange(50.0) + k)
-            t.make_scale("t")
-            for j in range(3):
-                d = g.create_dataset(f"signals/s{j}", data=np.arange(50.0) * (j + 1) + k)
-                d.dims[0].attach_scale(t)
-    return path
-
-
 def test_a_group_in_a_bucket_costs_the_same_whatever_the_number_of_shots(endpoint, tmp_path, monkeypatch):
     """xarray's engine on stores and files in a bucket (issue 62): one signal through
     ``group=`` (the opening included) takes the same requests from an archive of 4 shots
@@ -1360,7 +1344,7 @@ def test_a_group_in_a_bucket_costs_the_same_whatever_the_number_of_shots(endpoin
     opts = {"endpoint_url": endpoint, "access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
     costs: dict[str, list[int]] = {}
     for shots in (4, 12):
-        src = _shots_file(tmp_path / f"a{shots}.h5", shots)
+        src = small_archive(tmp_path / f"a{shots}.h5", shots)
         base = f"s3://{BUCKET}/engine-{shots}"
         client(endpoint).upload_file(str(src), BUCKET, f"engine-{shots}/source.h5")
         places = {"source": f"{base}/source.h5", "paged by shot": f"{base}/by-shot.h5"}

@@ -7,6 +7,7 @@ import h5py
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import small_archive
 
 import layoutkit
 from layoutkit.layouts import LAYOUTS
@@ -199,21 +200,6 @@ def test_chunks_are_the_stored_chunks_and_a_selection_reads_only_its_chunks(cf_v
         assert archive.counter.requests - before == 2
 
 
-def _small_archive(path, shots):
-    with h5py.File(path, "w") as f:
-        f.attrs["title"] = "small"
-        for k in range(shots):
-            g = f.create_group(f"shots/{100 + k}")
-            g.attrs["operator"] = f"op{k}"
-            t = g.create_dataset("timebases/t", data=np.arange(50.0) + k)
-            t.make_scale("t")
-            for j in range(3):
-                d = g.create_dataset(f"signals/s{j}", data=np.arange(50.0) * (j + 1) + k)
-                d.dims[0].attach_scale(t)
-                d.attrs["units"] = "V"
-    return path
-
-
 @pytest.mark.parametrize("node_by_node", [False, True], ids=["root read whole", "node by node"])
 def test_a_group_costs_the_same_whatever_the_number_of_shots(tmp_path, monkeypatch, node_by_node):
     """One signal, or one shot, through ``group=``: the same requests for a store of 4 shots
@@ -228,7 +214,7 @@ def test_a_group_costs_the_same_whatever_the_number_of_shots(tmp_path, monkeypat
         monkeypatch.setattr(zarr_reader, "ROOT_WHOLE_BYTES", 512)
     costs: dict[str, list[int]] = {}
     for shots in (4, 12):
-        src = _small_archive(tmp_path / f"a{shots}.h5", shots)
+        src = small_archive(tmp_path / f"a{shots}.h5", shots)
         for layout in ("shot-major", "signal-major", "shot-packed", "virtual"):
             place = f"icechunk:{tmp_path / f'a{shots}.icechunk'}" if layout == "virtual" else tmp_path / f"a{shots}-{layout}.zarr"
             layoutkit.convert(src, place, layoutkit.ConvertOptions(layout=layout))

@@ -23,7 +23,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from zarr.abc.store import Store
 from zarr.storage import WrapperStore
@@ -148,13 +148,31 @@ class CountingFile(io.RawIOBase):
         self.counter.reset()
 
 
+T = TypeVar("T")
+
+
+def layers(store: Any) -> list[Any]:
+    """``store`` and the stores it wraps, outermost first (counting, guarding, indexing:
+    zarr's ``WrapperStore`` keeps the wrapped store in ``_store``)."""
+    out = [store]
+    while hasattr(out[-1], "_store") and len(out) < 8:
+        out.append(out[-1]._store)
+    return out
+
+
+def layer_attribute(store: Any, name: str, kind: type[T]) -> T | None:
+    """The attribute ``name`` of ``store`` or of a store it wraps, the outermost of type
+    ``kind`` (what a wrapper carries for the readers: a repository's version, its index)."""
+    for layer in layers(store):
+        found = getattr(layer, name, None)
+        if isinstance(found, kind):
+            return found
+    return None
+
+
 def is_icechunk_store(store: Any) -> bool:
     """Whether ``store``, or a store it wraps (counting, guarding), is an Icechunk session's."""
-    layers, base = [store], store
-    while hasattr(base, "_store") and len(layers) < 8:
-        base = base._store
-        layers.append(base)
-    return any(type(b).__module__.startswith("icechunk") for b in layers)
+    return any(type(b).__module__.startswith("icechunk") for b in layers(store))
 
 
 class CountingStore(WrapperStore):

@@ -309,14 +309,9 @@ class VirtualSource:
 def virtual_source(store: Any) -> VirtualSource | None:
     """The :class:`VirtualSource` under ``store`` (wrapped by any number of zarr
     ``WrapperStore``s), or None for a store of no repository of references."""
-    for _ in range(8):
-        found = getattr(store, "virtual", None)
-        if isinstance(found, VirtualSource):
-            return found
-        store = getattr(store, "_store", None)
-        if store is None:
-            return None
-    return None
+    from layoutkit.storage.counting import layer_attribute
+
+    return layer_attribute(store, "virtual", VirtualSource)
 
 
 def guarded(store: Any) -> Any:

@@ -271,14 +271,9 @@ def indexed(store: Any, location: str, storage_options: dict[str, str], snapshot
 
 def node_index_of(store: Any) -> NodeIndex | None:
     """The :class:`NodeIndex` under ``store`` (wrapped by counting or other stores), or None."""
-    for _ in range(8):
-        found = getattr(store, "node_index", None)
-        if isinstance(found, NodeIndex):
-            return found
-        store = getattr(store, "_store", None)
-        if store is None:
-            return None
-    return None
+    from layoutkit.storage.counting import layer_attribute
+
+    return layer_attribute(store, "node_index", NodeIndex)
 
 
 __all__ = ["FORMAT", "PREFIX", "SHOTS_PER_BUCKET", "IndexedStore", "NodeIndex", "build", "head_name", "indexed",

@@ -174,14 +174,12 @@ class ZarrArchive(Archive):
         if shot is None:
             self._every_node()
             return None
-        if shot not in self._listed and (index := node_index_of(self.store)) is not None:
-            from zarr.core.sync import sync
+        from zarr.core.sync import sync
 
+        if shot not in self._listed and (index := node_index_of(self.store)) is not None:
             with contextlib.suppress(FileNotFoundError):  # the snapshot's index: Icechunk's snapshot not loaded
                 self._listed[shot] = sync(index.nodes_below(shot))
         if shot not in self._listed:
-            from zarr.core.sync import sync
-
             async def listing() -> list[str]:
                 return [key async for key in self.store.list_prefix(shot.strip("/") + "/")]
 
@@ -315,11 +313,10 @@ class ZarrArchive(Archive):
             from layoutkit.storage.counting import is_icechunk_store
             from layoutkit.storage.icechunk_repo import sidecar_in
 
-            try:
-                if is_icechunk_store(self.store):  # the sidecar rides in the provenance (asking Icechunk loads its snapshot)
-                    raise OSError
-                self._scales = json.loads(_store_text(self.store, SIDECAR)).get("dimension_scales", {})
-            except (OSError, ValueError, TypeError):
+            if not is_icechunk_store(self.store):  # in Icechunk the sidecar rides in the provenance (and asking loads its snapshot)
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    self._scales = json.loads(_store_text(self.store, SIDECAR)).get("dimension_scales", {})
+            if self._scales is None:
                 self._scales = sidecar_in(self.root.attrs.get(PROVENANCE_ATTR)).get("dimension_scales", {})
         if path in self._scales:
             return self._scales[path]

@@ -123,19 +123,32 @@ def build(repo: Any, snapshot: str, location: str, storage_options: dict[str, st
                 into["urls"].append(u)
                 into["versions"][u] = versions.get(u, {})
             into["refs"].setdefault(path, []).append([index, number[u], offset, length])
-    names = [_put_bucket(location, storage_options, b) for b in buckets]
+    kept = _previous_buckets(repo, snapshot, location, storage_options)
+    names = [_put_bucket(location, storage_options, b, kept) for b in buckets]
     head = {"format": FORMAT, "snapshot": snapshot, "depth": depth, "root": root, "buckets": names}
     put_document(location, storage_options, head_name(snapshot), json.dumps(head, separators=(",", ":")).encode())
     return True
 
 
-def _put_bucket(location: str, storage_options: dict[str, str], bucket: dict[str, Any]) -> str:
+def _put_bucket(location: str, storage_options: dict[str, str], bucket: dict[str, Any], kept: set[str]) -> str:
+    """Write a bucket, unless the parent snapshot's index holds it already (``kept``: its
+    name is its bytes' digest)."""
     import numcodecs
 
     data = bytes(numcodecs.Zstd(level=3).encode(json.dumps(bucket, separators=(",", ":"), sort_keys=True).encode()))
     name = f"{PREFIX}{hashlib.sha256(data).hexdigest()[:32]}.json.zst"
-    put_document(location, storage_options, name, data)
+    if name not in kept:
+        put_document(location, storage_options, name, data)
     return name
+
+
+def _previous_buckets(repo: Any, snapshot: str, location: str, storage_options: dict[str, str]) -> set[str]:
+    """The buckets the index of ``snapshot``'s parent names (none: no parent, or no index)."""
+    import itertools
+
+    parent = [s.id for s in itertools.islice(repo.ancestry(snapshot_id=snapshot), 2)][1:]
+    index = open_index(location, storage_options, parent[0]) if parent else None
+    return set(index.names) if index is not None else set()
 
 
 def _json(text: Any) -> dict[str, Any]:
@@ -263,9 +276,6 @@ def indexed(store: Any, location: str, storage_options: dict[str, str], snapshot
         return store
     wrapped = IndexedStore(store)
     wrapped.node_index = index
-    virtual = getattr(store, "virtual", None)
-    if virtual is not None:
-        wrapped.virtual = virtual  # type: ignore[attr-defined]
     return wrapped
 
 

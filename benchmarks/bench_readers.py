@@ -236,7 +236,7 @@ def main() -> None:  # long: the benchmark's one run, step by step
     from obstore.store import S3Store
 
     from layoutkit.options import parse_duration
-    from layoutkit.plan import DEFAULT_TEMPLATE
+    from layoutkit.templates import DEFAULT_TEMPLATE
 
     def extra(parser: argparse.ArgumentParser) -> None:
         parser.set_defaults(shots=20)

@@ -239,7 +239,7 @@ def verify(
         parse_durations,
         parse_sizes,
     )
-    from layoutkit.plan import DEFAULT_TEMPLATE, parse_template
+    from layoutkit.templates import DEFAULT_TEMPLATE, parse_template
     from layoutkit.verify.run import CACHES, ENGINES, VerifyOptions
     from layoutkit.verify.run import verify as run_verify
 
@@ -278,7 +278,7 @@ def inspect(
     """
     from layoutkit.inspect import inspect_path
     from layoutkit.options import RUN_PARSERS
-    from layoutkit.plan import DEFAULT_TEMPLATE, parse_template
+    from layoutkit.templates import DEFAULT_TEMPLATE, parse_template
 
     return inspect_path(path, parse_template(template) if template else DEFAULT_TEMPLATE, storage_options,
                         RUN_PARSERS["workers"](workers), progress)
@@ -324,8 +324,8 @@ def advise(
     from layoutkit.advise.run import AdviseOptions, parse_budget, write_outputs
     from layoutkit.advise.run import advise as run_advise
     from layoutkit.options import parse_bandwidths, parse_durations
-    from layoutkit.plan import DEFAULT_TEMPLATE, parse_template
     from layoutkit.storage.local import check_report_folder
+    from layoutkit.templates import DEFAULT_TEMPLATE, parse_template
 
     if out is not None:  # before any work: a report that cannot be written is bad input
         out = Path(out)

@@ -34,7 +34,6 @@ from layoutkit.errors import LayoutkitError, SourceNotFoundError, UnknownLayoutE
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts import detect
 from layoutkit.options import ZarrFormat
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
 from layoutkit.readers.combined import CombinedArchive, expand_sources, is_source_set
 from layoutkit.readers.hdf5 import HDF5Archive, is_paged
@@ -44,6 +43,7 @@ from layoutkit.storage.counting import Counter, LatencyModel
 from layoutkit.storage.icechunk_repo import named as named_repository
 from layoutkit.storage.kv import bucket_zarr_store
 from layoutkit.storage.retry import retrying
+from layoutkit.templates import DEFAULT_TEMPLATE
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
 """Object names read as HDF5 files first in a bucket (anything else is asked for a Zarr root first)."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from layoutkit.hdf5.combined import shot_of
-from layoutkit.plan import natural_key
+from layoutkit.templates import natural_key
 
 SLAB_BYTES = 16 * 1024**2
 """Rows written at a time, at most this many bytes of them (memory bound)."""

@@ -57,11 +57,11 @@ from layoutkit.hdf5.scale_reads import read_scale_digests
 from layoutkit.hdf5.scales import ScaleDigest
 from layoutkit.layout import Done, Layout, Work
 from layoutkit.memory import settled_heap
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.schedulers import file_mapper, map_ordered, run_tasks
 from layoutkit.storage import Destination, ObjectSource, Source, SourceSet, as_kv, as_sources, destination
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, new_entry
 from layoutkit.storage.sources import source_records
+from layoutkit.templates import DEFAULT_TEMPLATE
 from layoutkit.timings import Stages
 
 Progress = Callable[[int], None]

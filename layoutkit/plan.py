@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layoutkit.errors import InvalidOptionError
-from layoutkit.options import ChunkSpec, CompressorSpec, RecipeKey, ShardSpec
+from layoutkit.options import ChunkSpec, CompressorSpec, ShardSpec
 
 Region = tuple[tuple[int, int], ...]  # (start, stop) per axis
 
@@ -240,147 +238,8 @@ def task_budget(memory_limit: int, workers: int) -> int:
     return max(1 << 20, min(TASK_TARGET_BYTES, memory_limit // (8 * max(1, workers))))
 
 
-# ---------------------------------------------------------------------------------
-# HDF5 byte order: which arrays' data come first in the file
-
-
-DEFAULT_TEMPLATE = "/shots/{shot}/signals/{signal}"
-DEFAULT_PAGE_BYTES = 8 * 1024**2
-
-
-def compile_template(template: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """Turn ``/shots/{shot}/signals/{signal}`` into two regexes: one matching a signal
-    path (groups ``shot`` and ``signal``), one matching a path's shot prefix (the part
-    up to and including the ``{shot}`` component). Each placeholder is one component."""
-    if template.count("{shot}") != 1 or template.count("{signal}") != 1:
-        raise InvalidOptionError(
-            f"Expected a --template with one {{shot}} and one {{signal}}, such as "
-            f"{DEFAULT_TEMPLATE}. Got {template!r}."
-        )
-    parts = re.split(r"(\{shot\}|\{signal\})", "/" + template.strip("/"))
-    full = "".join(
-        "(?P<shot>[^/]+)" if p == "{shot}" else "(?P<signal>[^/]+)" if p == "{signal}" else re.escape(p)
-        for p in parts
-    )
-    head = template[: template.index("{shot}")]
-    prefix = "^" + re.escape("/" + head.strip("/") + "/" if head.strip("/") else "/") + "(?P<shot>[^/]+)(?:/|$)"
-    return re.compile("^" + full + "$"), re.compile(prefix)
-
-
-def parse_template(text: object) -> str:
-    """A shot-archive template such as ``/shots/{shot}/signals/{signal}`` (command line or recipe)."""
-    compile_template(str(text))  # raises with what was expected
-    return str(text)
-
-
-TEMPLATE_KEY = RecipeKey("template", "template", parse_template, str,
-                         "a template such as \"/shots/{shot}/signals/{signal}\"")
-
-
 def names_plan(path: str, count: int, compressor: CompressorSpec) -> ArrayPlan:
     """A root-level list of names (a layout's shots, say): text, one chunk, written
     with the layout's index, not by the copy tasks (``read_mode="index"``)."""
     return ArrayPlan(path=path, shape=(count,), dtype="str", itemsize=16, chunks=(max(1, count),), shards=None,
                      compressor=compressor, read_mode="index", nbytes=16 * count)
-
-
-def natural_key(name: str) -> tuple[int, int | str]:
-    """Sort key: numeric names (shot numbers) in numeric order, before other names."""
-    return (0, int(name)) if name.isdigit() else (1, name)
-
-
-def match_template(paths: Sequence[str], template: str) -> dict[str, tuple[str, str]]:
-    """Map each path that matches the template to its ``(shot, signal)``."""
-    full, _ = compile_template(template)
-    out = {}
-    for p in paths:
-        m = full.match(p)
-        if m:
-            out[p] = (m.group("shot"), m.group("signal"))
-    return out
-
-
-def write_order(
-    paths: Sequence[str],
-    by: str,
-    template: str = DEFAULT_TEMPLATE,
-    scales_of: dict[str, Sequence[str]] | None = None,
-    sizes: dict[str, int] | None = None,
-) -> list[str]:
-    """The order in which to write the arrays' data, which is the order of their bytes.
-
-    ``group``: the hierarchy, depth-first (``paths`` as given). ``shot``: shot after shot
-    (numerically when shots are numbers), and within a shot each signal's dimension
-    scales before the first signal that uses them, then the signals, then anything else
-    under the shot. ``signal``: signal after signal, and within a signal shot after
-    shot, each preceded by scales not written yet; then what remains of each shot.
-    Arrays outside every shot come last, in hierarchy order.
-
-    With ``sizes`` (stored bytes per path), each shot's run (``shot``) is written largest
-    first. Order inside a shot is free, and HDF5's page allocator fills the gap a piece
-    leaves at the end of a page with the next small allocation: largest first, those are
-    pieces of the same shot, not of the next one. (Measured on the sample: every shot
-    then stays within ceil(bytes/page)+1 pages. Signal runs, whose pieces are alike in
-    size, measured better in shot order.)
-    """
-    if by == "group":
-        return list(paths)
-    if by not in ("shot", "signal"):
-        raise InvalidOptionError(f"Expected --by shot, signal or group. Got {by!r}.")
-    scales_of = scales_of or {}
-    signals = match_template(paths, template)
-    _, prefix = compile_template(template)
-    by_shot: dict[str, list[str]] = {}
-    outside: list[str] = []
-    for p in paths:
-        m = prefix.match(p)
-        (by_shot.setdefault(m.group("shot"), []) if m else outside).append(p)
-    shots = sorted(by_shot, key=natural_key)
-    placed: set[str] = set()
-    order: list[str] = []
-
-    def place(p: str) -> None:
-        if p not in placed:
-            placed.add(p)
-            order.append(p)
-
-    def place_signal(p: str) -> None:
-        for scale in scales_of.get(p, ()):
-            if scale in by_shot_set:
-                place(scale)
-        place(p)
-
-    by_shot_set = set(paths)
-
-    def largest_first(start: int) -> None:
-        if sizes:
-            order[start:] = sorted(order[start:], key=lambda p: -sizes.get(p, 0))
-
-    if by == "shot":
-        for shot in shots:
-            start = len(order)
-            members = sorted((p for p in by_shot[shot] if p in signals), key=lambda p: natural_key(signals[p][1]))
-            for p in members:
-                place_signal(p)
-            for p in by_shot[shot]:
-                place(p)
-            largest_first(start)
-    else:
-        cells: dict[tuple[str, str], str] = {(s, sig): p for p, (s, sig) in signals.items()}
-        names = sorted({sig for _, sig in signals.values()}, key=natural_key)
-        for name in names:
-            members = [cells[(shot, name)] for shot in shots if (shot, name) in cells]
-            for p in members:  # the scales this signal needs, for every shot, as one run
-                for scale in scales_of.get(p, ()):
-                    if scale in by_shot_set:
-                        place(scale)
-            for p in members:
-                place(p)
-        for shot in shots:
-            for p in by_shot[shot]:
-                place(p)
-    for p in outside:
-        place(p)
-    return order
-
-

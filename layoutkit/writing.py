@@ -26,8 +26,8 @@ from layoutkit.errors import InvalidOptionError
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layout import AnyLayout
 from layoutkit.layouts import layout_for
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import Destination, Source, SourceSet, as_sources, digests_ahead
+from layoutkit.templates import DEFAULT_TEMPLATE
 from layoutkit.timings import Stages
 
 ZARR_NAMES = (".zarr", ".zarr/")

@@ -58,8 +58,8 @@ from xarray.backends import BackendEntrypoint
 from xarray.backends.common import AbstractDataStore
 from xarray.backends.store import StoreBackendEntrypoint
 
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, ArchiveBackendArray, tree_of
+from layoutkit.templates import DEFAULT_TEMPLATE
 
 DECODE_PARAMETERS = ("mask_and_scale", "decode_times", "concat_characters", "decode_coords", "drop_variables",
                      "use_cftime", "decode_timedelta")

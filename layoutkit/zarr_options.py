@@ -27,7 +27,7 @@ from layoutkit.options import (
     take_typed_values,
     takes_command_names,
 )
-from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
+from layoutkit.templates import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
 LAYOUT_CHECKS: list[Callable[[Any], Any]] = []
 """Checks of ``ConvertOptions.layout`` that the registry of layouts installs when it loads

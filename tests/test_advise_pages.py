@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from layoutkit.advise.model import Observation, predict
 from layoutkit.advise.pages import PagedFile, extra_requests, interleave, layout_pages, page_requests, read_sequence
-from layoutkit.plan import match_template, write_order
+from layoutkit.layouts.hdf5_paged.plan import write_order
+from layoutkit.templates import match_template
 
 TEMPLATE = "/shots/{shot}/signals/{signal}"
 MiB = 1024**2

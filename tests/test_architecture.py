@@ -231,7 +231,7 @@ def test_a_layout_has_every_part(package: str) -> None:
 # machinery) know no layout; the layouts know no command; the commands no CLI.
 LAYERS = (
     ("core", ("layoutkit.errors", "layoutkit.formats", "layoutkit.options", "layoutkit.timings", "layoutkit.memory",
-              "layoutkit.plan", "layoutkit.merging", "layoutkit.zarr_options", "layoutkit.zarr_plan",
+              "layoutkit.plan", "layoutkit.templates", "layoutkit.merging", "layoutkit.zarr_options", "layoutkit.zarr_plan",
               "layoutkit.storage", "layoutkit.hdf5", "layoutkit.schedulers")),
     ("sides", ("layoutkit.readers", "layoutkit.equality", "layoutkit.writers")),
     ("layouts", ("layoutkit.layout", "layoutkit.layouts", "layoutkit.zarr_layout")),

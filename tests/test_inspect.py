@@ -27,8 +27,8 @@ from layoutkit.convert import ConvertOptions, convert
 from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.inspect import SMALL_CHUNK_BYTES, InspectReport, inspect_path
 from layoutkit.options import parse_chunks, parse_shards
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.reorder import ReorderOptions, find_duplicate_scales, reorder
+from layoutkit.templates import DEFAULT_TEMPLATE
 
 runner = CliRunner()
 requires_h5stat = pytest.mark.skipif(shutil.which("h5stat") is None, reason="needs Debian's hdf5-tools")

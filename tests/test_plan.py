@@ -127,8 +127,7 @@ def test_task_budget_scales_with_memory_and_workers():
 
 
 def test_auto_page_size_grows_only_for_chunks():
-    from layoutkit.layouts.hdf5_paged.plan import plan_page_size
-    from layoutkit.plan import DEFAULT_PAGE_BYTES
+    from layoutkit.layouts.hdf5_paged.plan import DEFAULT_PAGE_BYTES, plan_page_size
 
     assert plan_page_size(1000) == DEFAULT_PAGE_BYTES == 8 << 20
     assert plan_page_size(8 << 20) == 8 << 20
@@ -141,8 +140,7 @@ def test_small_files_get_pages_that_fit_them(file_bytes: int, chunk: int) -> Non
     """Below 128 MiB the page is a power of two near a sixteenth of the file (4 KiB at
     least), so a file's two half-empty last pages cost at most about 1/8 of it; above,
     the rule for large files holds."""
-    from layoutkit.layouts.hdf5_paged.plan import MIN_PAGE_BYTES, plan_page_size
-    from layoutkit.plan import DEFAULT_PAGE_BYTES
+    from layoutkit.layouts.hdf5_paged.plan import DEFAULT_PAGE_BYTES, MIN_PAGE_BYTES, plan_page_size
 
     page = plan_page_size(chunk, file_bytes)
     assert page & (page - 1) == 0 and page >= MIN_PAGE_BYTES

@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 from layoutkit.cli import app
 from layoutkit.equality.hdf5 import compare_hdf5
 from layoutkit.errors import ChunkDecodeError, InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.plan import match_template
 from layoutkit.reorder import ReorderOptions, plan_reorder, reorder
 from layoutkit.storage.counting import CountingFile
+from layoutkit.templates import match_template
 
 
 def h5diff(a: Path, b: Path) -> subprocess.CompletedProcess:

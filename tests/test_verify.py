@@ -810,8 +810,8 @@ def test_open_is_opening_and_list_lists(tmp_path):
     GET, as its format page says); listing every array is the ``list`` pattern, asked by
     name (on signal-major it reads the series' indexes)."""
     import layoutkit
-    from layoutkit.plan import DEFAULT_TEMPLATE
     from layoutkit.sample import write_sample
+    from layoutkit.templates import DEFAULT_TEMPLATE
 
     src = write_sample(tmp_path / "shots.h5", shots=4, signals=4, seed=3).path
     store = tmp_path / "signal-major.zarr"

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import Archive, Selection
+from layoutkit.templates import DEFAULT_TEMPLATE
 from npy_layout.spec import ATTRS_FILE, LAYOUT_NAME, dataset_path
 
 

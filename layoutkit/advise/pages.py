@@ -6,7 +6,7 @@ hides how a read grows: a signal of 7 shots and of 13 fits the same few 8 MiB pa
 the line through the samples predicts no growth, and the full archive spreads the same
 signal over many more (measured on the 40-shot benchmark: 14 GETs predicted, 19 made;
 51 predicted, 69 made). The file's geometry knows better: ``reorder`` writes the arrays
-in an order :func:`layoutkit.plan.write_order` decides, HDF5 packs them into pages, and
+in an order :func:`layoutkit.layouts.hdf5_paged.plan.write_order` decides, HDF5 packs them into pages, and
 a read with a page buffer fetches each page it touches once.
 
 :func:`layout_pages` lays the arrays out in that order at their stored sizes, as
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
-from layoutkit.plan import match_template, natural_key
+from layoutkit.templates import match_template, natural_key
 
 PAGED_PATTERNS = ("shot", "signal")  # the reads whose pages the geometry knows
 
@@ -71,7 +71,7 @@ def read_sequence(matches: Mapping[str, tuple[str, str]], scales_of: Mapping[str
     """The arrays one ``shot`` or ``signal`` read of ``item`` fetches, in the order a
     reader fetches them: shot by shot (or signal by signal) in natural order, each
     signal's dimension scales before it. ``matches``: each signal's ``(shot, signal)``
-    (:func:`layoutkit.plan.match_template`)."""
+    (:func:`layoutkit.templates.match_template`)."""
     which = 0 if pattern == "shot" else 1
     found = [(parts[1 - which], p) for p, parts in matches.items() if parts[which] == item]
     out: list[str] = []

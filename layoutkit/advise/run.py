@@ -59,7 +59,6 @@ from layoutkit.hdf5.files import check_source, first_line
 from layoutkit.hdf5.inventory import Inventory, read_inventory
 from layoutkit.layouts import get_layout, layout_for
 from layoutkit.options import duration_text, format_size, parse_duration
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import (
     ObjectSource,
     as_source,
@@ -70,6 +69,7 @@ from layoutkit.storage import (
     object_store,
 )
 from layoutkit.storage.buckets import delete_keys, list_keys
+from layoutkit.templates import DEFAULT_TEMPLATE
 from layoutkit.verify.patterns import ARRAY_PATTERNS, PATTERNS, SHOT_ARCHIVE_PATTERNS, ReadPlan, plan_reads, split
 from layoutkit.verify.patterns import OPEN_ONLY as OPENING
 from layoutkit.verify.run import Condition, Variant, describe, measure

@@ -28,8 +28,8 @@ import numpy as np
 from layoutkit.errors import CorruptSourceError
 from layoutkit.hdf5.files import first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.plan import compile_template, match_template, natural_key
 from layoutkit.storage import SourceLike
+from layoutkit.templates import compile_template, match_template, natural_key
 
 SCALE_BOOKKEEPING = ("DIMENSION_LIST", "REFERENCE_LIST")
 

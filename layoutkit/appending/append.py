@@ -54,12 +54,12 @@ from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.model import Inventory
 from layoutkit.layout import Layout
 from layoutkit.merging import Merge, StoreDocs, folder_docs
-from layoutkit.plan import natural_key
 from layoutkit.schedulers import file_mapper
 from layoutkit.storage import SourceSet, as_sources
 from layoutkit.storage.editing import JOURNAL, LOCK, BucketEditor, StoreEditor, editor_for
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, last_id, new_entry
 from layoutkit.storage.sources import KnownFiles, digest_algorithm, source_record
+from layoutkit.templates import natural_key
 from layoutkit.timings import Stages
 
 PAUSE_ENV = "LAYOUTKIT_APPEND_PAUSE"

@@ -35,8 +35,8 @@ from layoutkit.hdf5.inventory import read_inventory
 from layoutkit.hdf5.library_read import read_all
 from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, GroupInfo, Inventory, LinkInfo
 from layoutkit.hdf5.values import attrs_difference, equal_values, info_difference
-from layoutkit.plan import compile_template, natural_key
 from layoutkit.storage import AnySource, SourceSet
+from layoutkit.templates import compile_template, natural_key
 
 RULE = "the union of their shots"
 

@@ -10,8 +10,8 @@ from layoutkit.hdf5.filters import can_read_raw
 from layoutkit.hdf5.model import ArrayInfo, Inventory
 from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.hdf5.scales import ScaleDigest, duplicate_scales, scale_digest
-from layoutkit.plan import compile_template
 from layoutkit.storage import AnySource
+from layoutkit.templates import compile_template
 
 
 def _candidates(inventory: Inventory, template: str) -> list[ArrayInfo]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from layoutkit.hdf5.model import ArrayInfo
-from layoutkit.plan import compile_template
+from layoutkit.templates import compile_template
 
 ScaleDigest = tuple[Any, ...]
 

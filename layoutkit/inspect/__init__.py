@@ -27,10 +27,10 @@ from layoutkit.inspect.recommend import recommend
 from layoutkit.inspect.report import SMALL_CHUNK_BYTES, CodecUse, FileSpace, HistogramBin, InspectReport, Recommendation
 from layoutkit.inspect.zarr_ import BucketFiles, NotAStoreError, StoreFiles, inspect_zarr, inspect_zarr_store
 from layoutkit.options import parse_workers
-from layoutkit.plan import DEFAULT_TEMPLATE, compile_template
 from layoutkit.storage import ObjectSource, is_icechunk, is_url, store_at
 from layoutkit.storage.icechunk_repo import named as named_repository
 from layoutkit.storage.icechunk_repo import readonly_store
+from layoutkit.templates import DEFAULT_TEMPLATE, compile_template
 
 
 def inspect_path(

@@ -23,10 +23,10 @@ from layoutkit.hdf5.scales import scale_digest
 from layoutkit.hdf5.walk import NETCDF4_HINT_DATASETS, PARALLEL_MIN_DATASETS, netcdf4_hint, walk_objects
 from layoutkit.hdf5.walkers import Walkers
 from layoutkit.inspect.report import FileSpace, InspectReport, Tally, present_part, recorded_provenance
-from layoutkit.plan import DEFAULT_PAGE_BYTES, compile_template
 from layoutkit.storage import ObjectSource
+from layoutkit.templates import compile_template
 
-REGION_BYTES = DEFAULT_PAGE_BYTES  # metadata "spread": object headers in how many 8 MiB stretches
+REGION_BYTES = 8 * 1024**2  # metadata "spread": object headers in how many 8 MiB stretches (reorder's page)
 
 SCALE_READ_LIMIT = 64 * 1024**2  # larger scales are not compared by content
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from layoutkit.plan import match_template
+from layoutkit.templates import match_template
 
 SMALL_CHUNK_BYTES = 16 * 1024
 

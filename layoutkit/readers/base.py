@@ -18,8 +18,9 @@ import xarray as xr
 from xarray.backends.common import BackendArray
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
-from layoutkit.plan import DEFAULT_TEMPLATE, iter_blocks, natural_key
+from layoutkit.plan import iter_blocks
 from layoutkit.storage.counting import Counter
+from layoutkit.templates import DEFAULT_TEMPLATE, natural_key
 
 Selection = tuple[slice | int, ...]
 SCAN_BLOCK_BYTES = 16 * 1024**2  # contiguous datasets are scanned in blocks of this size

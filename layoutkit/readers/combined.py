@@ -22,9 +22,9 @@ import xarray as xr
 
 from layoutkit.errors import DifferentDuplicateError
 from layoutkit.hdf5.combined import duplicate_shot_error
-from layoutkit.plan import natural_key
 from layoutkit.readers.base import Archive, Selection
 from layoutkit.storage.sources import expand_sources, is_source_set
+from layoutkit.templates import natural_key
 
 
 class _Counters:

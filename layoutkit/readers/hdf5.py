@@ -21,7 +21,6 @@ from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
     NotAnArchiveError,
@@ -36,6 +35,7 @@ from layoutkit.readers.base import (
 from layoutkit.storage import ObjectSource, RangeFile
 from layoutkit.storage.counting import CountingFile, LatencyModel
 from layoutkit.storage.sources import READER_BLOCK_BYTES, READER_CACHE_BLOCKS, READER_READAHEAD, LocalObject
+from layoutkit.templates import DEFAULT_TEMPLATE
 
 # HDF5 bookkeeping attributes a reader does not show as data attributes
 _HIDDEN_ATTRS = frozenset({"DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict"})

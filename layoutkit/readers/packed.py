@@ -20,7 +20,6 @@ from typing import Any
 
 import xarray as xr
 
-from layoutkit.plan import match_template
 from layoutkit.readers.base import (
     ScaleCoordinate,
     bytes_back,
@@ -31,6 +30,7 @@ from layoutkit.readers.base import (
     with_coords,
 )
 from layoutkit.readers.zarr_ import ZarrArchive, zarr_dtype
+from layoutkit.templates import match_template
 
 
 class PackedArchive(ZarrArchive):
@@ -49,7 +49,7 @@ class PackedArchive(ZarrArchive):
 
     _prefix: re.Pattern[str]
     """What matches a shot's path under the store's template (each packing layout's reader
-    compiles it from its template, :func:`~layoutkit.plan.compile_template`)."""
+    compiles it from its template, :func:`~layoutkit.templates.compile_template`)."""
 
     def has_shots(self) -> bool:
         """A packing layout packs a shot archive's signals: it is one by what it is."""

@@ -32,7 +32,6 @@ from layoutkit.formats import (
     scale_by_name,
 )
 from layoutkit.options import ZarrFormat
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.readers.base import (
     Archive,
     ScaleCoordinate,
@@ -48,6 +47,7 @@ from layoutkit.readers.base import (
 from layoutkit.readers.zarr_direct import DirectRead, plan_direct_read
 from layoutkit.storage.counting import Counter, CountingStore, LatencyModel
 from layoutkit.storage.nodeindex import node_index_of
+from layoutkit.templates import DEFAULT_TEMPLATE
 
 # partial reads zarr makes at once, by the chunks they touch (fetched and decoded): a
 # signal of 100 shots from shot-packed Zarr is 200 such reads, 0.6 MiB each, and 8 threads

@@ -84,7 +84,7 @@ def build(repo: Any, snapshot: str, location: str, storage_options: dict[str, st
     from zarr.core.sync import sync
 
     from layoutkit.formats import PROVENANCE_ATTR
-    from layoutkit.plan import DEFAULT_TEMPLATE
+    from layoutkit.templates import DEFAULT_TEMPLATE
 
     store = repo.readonly_session(snapshot_id=snapshot).store
     buf = sync(store.get("zarr.json", default_buffer_prototype()))

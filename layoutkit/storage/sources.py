@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, TypeAlias, overload
 
 from layoutkit.errors import SourceNotFoundError
-from layoutkit.plan import natural_key
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, MAX_IN_FLIGHT, coalesce, is_url, object_store
 from layoutkit.storage.retry import aretrying, retrying
+from layoutkit.templates import natural_key
 
 _LOOP: Any = None
 _LOOP_LOCK = threading.Lock()

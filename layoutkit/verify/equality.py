@@ -27,11 +27,11 @@ from layoutkit.formats import LAYOUT_ATTR, PROVENANCE_ATTR, SIDECAR
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layouts import detect
-from layoutkit.plan import DEFAULT_TEMPLATE
 from layoutkit.storage import AnySource, ObjectSource, SourceLike, as_sources, is_url, store_at
 from layoutkit.storage.icechunk_repo import is_icechunk, readonly_store, sidecar_in
 from layoutkit.storage.icechunk_repo import named as named_repository
 from layoutkit.storage.kv import bucket_zarr_store
+from layoutkit.templates import DEFAULT_TEMPLATE
 
 
 def recorded_skips(variant: str | os.PathLike[str], storage_options: dict[str, str] | None = None) -> list[str]:

@@ -217,7 +217,7 @@ def unnamed_scales(inventory: Inventory, plan: Any) -> dict[str, list[list[str]]
     does not grow with the shots and a reader of one shot need not read it whole. For a
     shot archive of consistent names the map is empty."""
     from layoutkit.formats import scale_by_name
-    from layoutkit.plan import DEFAULT_TEMPLATE
+    from layoutkit.templates import DEFAULT_TEMPLATE
 
     skipped = {p for p, _ in plan.skipped}
     stored = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]

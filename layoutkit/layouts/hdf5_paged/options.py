@@ -26,7 +26,7 @@ from layoutkit.options import (
     take_typed_values,
     takes_command_names,
 )
-from layoutkit.plan import DEFAULT_TEMPLATE, TEMPLATE_KEY
+from layoutkit.templates import DEFAULT_TEMPLATE, TEMPLATE_KEY
 
 
 @takes_command_names

@@ -32,7 +32,8 @@ from layoutkit.layouts.shot_packed.spec import (
     index_doc,
     index_doc_v3,
 )
-from layoutkit.plan import ArrayPlan, CopyTask, compile_template, names_plan, natural_key, plan_tasks, task_budget
+from layoutkit.plan import ArrayPlan, CopyTask, names_plan, plan_tasks, task_budget
+from layoutkit.templates import compile_template, natural_key
 from layoutkit.zarr_options import ConvertOptions
 from layoutkit.zarr_plan import packable, plan_arrays
 

@@ -16,10 +16,10 @@ from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts.shot_packed.spec import INDEX_ATTR as SHOT_INDEX_ATTR
 from layoutkit.layouts.shot_packed.spec import LAYOUT_NAME, PACKED_ARRAY, SHOTS_ARRAY, index_names, index_rows
 from layoutkit.layouts.shot_packed.spec import LAYOUT_VERSION as SHOT_PACKED_VERSION
-from layoutkit.plan import compile_template, match_template, natural_key
 from layoutkit.readers.base import NotAnArchiveError, Selection, bytes_back, selections
 from layoutkit.readers.packed import PackedArchive
 from layoutkit.readers.zarr_ import AHEAD_SHOTS, tree_of
+from layoutkit.templates import compile_template, match_template, natural_key
 
 WHOLE_READ_BYTES = 4 * 1024**2  # a shot's packed array this small is read whole: one GET, not two
 INDEX_AHEAD = 64  # version 3: shots whose indexes iter_shots fetches at once

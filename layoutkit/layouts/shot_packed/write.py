@@ -22,8 +22,9 @@ from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.layout import Work
 from layoutkit.layouts.shot_packed.plan import ShotPackedPlan
 from layoutkit.layouts.shot_packed.spec import INDEX_ATTR, SHOTS_ARRAY, IndexTables, Segment
-from layoutkit.plan import ArrayPlan, CopyTask, compile_template
+from layoutkit.plan import ArrayPlan, CopyTask
 from layoutkit.storage import Destination, portable, portable_target
+from layoutkit.templates import compile_template
 from layoutkit.writers.zarr_ import ZarrWriter
 from layoutkit.writers.zarr_convert import (
     ConvertSummary,

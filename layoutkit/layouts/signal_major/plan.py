@@ -52,17 +52,15 @@ from layoutkit.options import ChunkSpec, ShardSpec
 from layoutkit.plan import (
     ArrayPlan,
     CopyTask,
-    compile_template,
     contiguous_base,
-    match_template,
     names_plan,
-    natural_key,
     plan_chunks,
     plan_grid,
     plan_shards,
     plan_tasks,
     task_budget,
 )
+from layoutkit.templates import compile_template, match_template, natural_key
 from layoutkit.zarr_options import ConvertOptions
 
 # the shots of one signal end to end along the first axis

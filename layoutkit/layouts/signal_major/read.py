@@ -32,7 +32,6 @@ from layoutkit.layouts.signal_major.spec import (
     series_rows,
     series_same_as,
 )
-from layoutkit.plan import compile_template, match_template, natural_key
 from layoutkit.readers.base import (
     NotAnArchiveError,
     Selection,
@@ -42,6 +41,7 @@ from layoutkit.readers.base import (
 )
 from layoutkit.readers.packed import PackedArchive
 from layoutkit.readers.zarr_ import tree_of
+from layoutkit.templates import compile_template, match_template, natural_key
 
 
 @dataclass(frozen=True)

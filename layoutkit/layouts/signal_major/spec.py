@@ -154,7 +154,7 @@ def series_document(series: PackedSeries) -> dict[str, Any]:
 def same_as_rows(series: PackedSeries) -> list[tuple[str, str]]:
     """(shot, the other scale's source) of every shot in which the series repeats another
     scale, in natural shot order (version 2's ``same_as_shot`` / ``same_as`` arrays)."""
-    from layoutkit.plan import natural_key
+    from layoutkit.templates import natural_key
 
     rows = [(shot, other) for other, shots in series.same_as.items() for shot in shots]
     return sorted(rows, key=lambda r: natural_key(r[0]))

@@ -31,8 +31,9 @@ from layoutkit.layouts.signal_major.spec import (
     series_document_v2,
     shot_documents,
 )
-from layoutkit.plan import ArrayPlan, CopyTask, Region, compile_template
+from layoutkit.plan import ArrayPlan, CopyTask, Region
 from layoutkit.storage import Destination, portable, portable_target
+from layoutkit.templates import compile_template
 from layoutkit.writers.zarr_ import ZarrWriter
 from layoutkit.writers.zarr_convert import (
     ConvertSummary,

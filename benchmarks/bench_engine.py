@@ -16,6 +16,8 @@ different shot each time), in one process whose imports are warm:
   ``engine="h5netcdf"`` opening it in the source;
 - ``open_datatree(group="SHOT")`` (one shot's subtree, values lazy);
 - ``layoutkit.open(store).shot(SHOT)`` and ``.signal("sig0")`` (every shot's);
+- the same shot from a bucket of 30 ms a request and 100 MB/s (``model=LatencyModel(...)``:
+  the requests a bucket would get, each waited for, those sent together overlapping);
 - ``open_datatree()`` of the whole archive, at the smallest size only, beside
   ``engine="zarr"``'s tree of the shot-major store.
 
@@ -99,6 +101,24 @@ def build(work: Path, shots: int, layouts: list[str], write: bool = True) -> dic
     return found
 
 
+BUCKET = {"latency": 0.03, "bandwidth": 100e6}
+BUCKET_ROW = "layoutkit.open().shot() in a bucket (simulated)"
+
+
+def in_a_bucket(where: str, shot: str) -> None:
+    """One shot read as from a bucket of 30 ms a request and 100 MB/s: the requests a
+    bucket would get, each waited for (those sent together overlap, as on S3)."""
+    import layoutkit
+    from layoutkit.storage.counting import LatencyModel
+
+    with layoutkit.open(where, model=LatencyModel(**BUCKET)) as archive:
+        archive.shot(shot)
+        GETS[where] = archive.counter.requests
+
+
+GETS: dict[str, int] = {}
+
+
 def median_of(fn, shots: list[str], repeat: int) -> float:  # noqa: ANN001
     times = []
     for k in range(repeat):
@@ -150,6 +170,7 @@ def measure(found: dict[str, str], shots: int, repeat: int, whole_tree: bool,
         row = {"open_dataset(group=SHOT/SIGNAL)": median_of(group, picks, repeat),
                "open_datatree(group=SHOT)": median_of(subtree, picks, repeat),
                "layoutkit.open().shot()": median_of(one_shot, picks, repeat)}
+        row[BUCKET_ROW] = median_of(lambda shot, where=where: in_a_bucket(where, shot), picks, repeat)
         t0 = time.perf_counter()
         with layoutkit.open(where) as archive:
             archive.signal("sig0")
@@ -159,7 +180,8 @@ def measure(found: dict[str, str], shots: int, repeat: int, whole_tree: bool,
             xr.open_datatree(where, engine="layoutkit").close()
             row["open_datatree() (whole archive)"] = time.perf_counter() - t0
         out[name] = row
-        print(f"  {name}: " + ", ".join(f"{k} {v:.3f} s" for k, v in row.items()), flush=True)
+        print(f"  {name}: " + ", ".join(f"{k} {v:.3f} s" for k, v in row.items())
+              + f" (GETs of the last shot in the bucket: {GETS[where]})", flush=True)
     if whole_tree and "shot-major" in found:
         t0 = time.perf_counter()
         xr.open_datatree(found["shot-major"], engine="zarr").close()
@@ -200,19 +222,23 @@ def plot(results: dict[int, dict[str, dict[str, float]]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     sizes = sorted(results)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, bucket) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name in [k for k in results[sizes[0]] if k != "references"]:
         have = [n for n in sizes if name in results[n]]
         ax.plot(have, [results[n][name]["open_dataset(group=SHOT/SIGNAL)"] for n in have], marker="o", label=name)
+        have = [n for n in have if BUCKET_ROW in results[n][name]]
+        bucket.plot(have, [results[n][name][BUCKET_ROW] for n in have], marker="o", label=name)
     for ref, style in (("engine=zarr, shot-major store", "k--"), ("engine=h5netcdf, source", "k:")):
         if all(ref in results[n]["references"] for n in sizes):
             ax.plot(sizes, [results[n]["references"][ref] for n in sizes], style, label=ref)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("shots in the archive")
-    ax.set_ylabel("seconds (median of 5)")
-    ax.set_title('xr.open_dataset(..., group="SHOT/SIGNAL").load()')
-    ax.legend(fontsize=7)
+    for axis in (ax, bucket):
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("shots in the archive")
+        axis.set_ylabel("seconds (median of 5)")
+        axis.legend(fontsize=7)
+    ax.set_title('local: xr.open_dataset(..., group="SHOT/SIGNAL").load()', fontsize=10)
+    bucket.set_title("a bucket (30 ms a GET, 100 MB/s): layoutkit.open(...).shot(SHOT)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -74,9 +74,9 @@ def open_archive(
         Simulated object-store latency and bandwidth (None: no delay; reads are
         counted either way in ``archive.counter``).
     page_buffer
-        HDF5 page buffer bytes, for paged HDF5 files. None (the default): 64 MiB
-        (:data:`~layoutkit.readers.hdf5.DEFAULT_PAGE_BUFFER`) where a file is paged, none
-        where it is not; 0: none.
+        HDF5 page buffer bytes, for paged HDF5 files. None (the default) or 0: none of
+        HDF5's; a paged file in a bucket or under ``model`` is read a page per GET all the
+        same (:data:`~layoutkit.readers.hdf5.DEFAULT_PAGE_BUFFER` says why).
     sleep
         Replaces the wait (tests record instead of sleeping).
     storage_options

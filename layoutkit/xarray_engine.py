@@ -38,8 +38,8 @@ xarray reads index coordinates. On shot-packed Zarr a shot's arrays are bytes of
 packed row, whose types are known only by reading it, so opening a shot reads it.
 
 Options (``backend_kwargs`` or keywords of ``open_dataset``): ``template``,
-``storage_options``, ``page_buffer`` (HDF5 page buffer bytes; by default 64 MiB where a
-file is paged), as :func:`layoutkit.open` takes them.
+``storage_options``, ``page_buffer`` (HDF5 page buffer bytes; by default none: a paged file
+in a bucket is read a page per GET all the same), as :func:`layoutkit.open` takes them.
 
 Registered as the ``xarray.backends`` entry point ``layoutkit``; nothing is guessed from
 a file's name (``guess_can_open`` is False): the engine is named.

@@ -92,7 +92,7 @@ def open_archive(
         return _open_set(expand_sources(path, storage_options), template, model, page_buffer, sleep, storage_options)
     if isinstance(path, str) and path.startswith("file://"):  # a local path, as the commands take it
         path = path.removeprefix("file://")
-    path = named_repository(path)  # an Icechunk repository's folder, named without icechunk:
+    path = named_repository(path, storage_options)  # an Icechunk repository named without icechunk:
     if is_url(str(path)):
         return _open_url(str(path), template, model, page_buffer, sleep, storage_options or {})
     p = Path(path)

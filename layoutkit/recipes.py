@@ -328,7 +328,7 @@ def read_provenance(variant: str | os.PathLike, storage_options: dict[str, str] 
     from layoutkit.storage import is_url
     from layoutkit.storage.icechunk_repo import named
 
-    variant = named(variant)  # an Icechunk repository's folder, named without icechunk:
+    variant = named(variant, storage_options)  # an Icechunk repository named without icechunk:
     path = Path(variant)
     text = None
     if is_url(str(variant)):

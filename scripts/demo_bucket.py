@@ -51,13 +51,13 @@ def main() -> int:
         # no rewrite: the virtual layout, references to shots.h5 where it lies in the bucket, written there
         direct = [arg for key, value in storage_options(server.endpoint).items()
                   for arg in ("--storage-option", f"{key}={value}")]
-        subprocess.run([layoutkit, "-q", "convert", f"s3://{BUCKET}/shots.h5", f"icechunk:s3://{BUCKET}/{VIRTUAL}",
+        subprocess.run([layoutkit, "-q", "convert", f"s3://{BUCKET}/shots.h5", f"s3://{BUCKET}/{VIRTUAL}",
                         "--layout", "virtual", *direct], check=True,
                        env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
         proxy.latency = latency
         options = [arg for key, value in storage_options(proxy.endpoint).items()
                    for arg in ("--storage-option", f"{key}={value}")]
-        urls = [*(f"s3://{BUCKET}/{name}" for name in FILES), f"icechunk:s3://{BUCKET}/{VIRTUAL}"]
+        urls = [*(f"s3://{BUCKET}/{name}" for name in FILES), f"s3://{BUCKET}/{VIRTUAL}"]  # told by its objects
         print(f"reading them through a proxy that holds each request {latency * 1e3:.0f} ms", flush=True)
         command = [layoutkit, "verify", *urls, "--workers", "2", "--sample", "3", "--repeat", "1",
                    "--out", str(args.demo / "report-bucket"), *options]

@@ -1365,3 +1365,37 @@ def test_a_group_in_a_bucket_costs_the_same_whatever_the_number_of_shots(endpoin
                 np.testing.assert_array_equal(ds["t"].values, np.arange(50.0) + 2)
     for name, (few, many) in costs.items():
         assert 0 < few == many, (name, costs)
+
+
+def test_a_repository_in_a_bucket_is_named_without_icechunk(endpoint, tmp_path):
+    """One name for a repository (issue 64): what `convert --layout virtual` is given and
+    prints is what every command, `layoutkit.open` and the xarray engine take, in a bucket
+    as in a folder."""
+    import layoutkit
+    from layoutkit.sample import write_sample
+    from layoutkit.verify.equality import compare_set
+
+    write_sample(tmp_path / "files", shots=4, signals=3, seed=2, shots_per_file=2)
+    first, second = sorted((tmp_path / "files").glob("*.h5"), key=lambda p: int(p.stem.split("-")[1]))
+    repo = f"s3://{BUCKET}/named/repo"
+    written = cli(endpoint, "convert", first, repo, "--layout", "virtual")
+    assert written.exit_code == 0, written.output
+    options = {"endpoint_url": endpoint, **{k.lower().removeprefix("aws_"): v for k, v in CREDENTIALS.items()}}
+    with h5py.File(first) as f:
+        shot = sorted(f["shots"])[0]
+        ip = f[f"shots/{shot}/signals/ip"][...]
+    with layoutkit.open(repo, storage_options=options) as store:
+        assert store.layout == "virtual"
+        np.testing.assert_array_equal(store.shot(shot)["ip"].ds["ip"].values, ip)
+    ds = xr.open_dataset(repo, engine="layoutkit", group=f"{shot}/ip", storage_options=options)
+    np.testing.assert_array_equal(ds["ip"].values, ip)
+    for args in (["inspect", repo], ["verify", first, repo, "--patterns", "shot", "--repeat", "1"],
+                 ["recipes", "from", repo], ["convert", second, repo, "--layout", "virtual", "--append"]):
+        result = cli(endpoint, *args)
+        assert result.exit_code == 0, (args, result.output)
+        assert "not a Zarr store" not in result.output and "holds no Zarr" not in result.output
+    assert compare_set([first, second], repo, storage_options=options) == []
+    assert compare_set([first, second], f"icechunk:{repo}", storage_options=options) == []  # the prefix still names it
+    plain = cli(endpoint, "convert", first, f"s3://{BUCKET}/named/store.zarr")  # a Zarr store is not asked about
+    assert plain.exit_code == 0 and layoutkit.open(f"s3://{BUCKET}/named/store.zarr",
+                                                   storage_options=options).layout == "shot-major"

@@ -164,3 +164,33 @@ def test_a_forked_child_decodes_with_a_pool_of_its_own(tmp_path: Path) -> None:
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung decoding: it used the parent's pool, whose threads it does not have")
+
+
+def test_a_block_of_whole_chunks_is_planned_and_anything_else_is_left_to_zarr(tmp_path):
+    data = np.arange(45 * 7 * 3, dtype="u2").reshape(45, 7, 3)
+    z, plan, raw = _written(tmp_path / "a.zarr", data, chunks=(10, 4, 2), compressors=GzipCodec(level=1))
+    by_key = dict(zip(plan.keys, raw))
+    for sel in [(slice(0, 20), slice(0, 7), slice(0, 3)), (slice(40, 45), slice(4, 7), slice(2, 3)),
+                (slice(10, 30), slice(0, 4), slice(0, 2)), (slice(None), slice(None), slice(None)), ()]:
+        part = plan.part(sel)
+        assert part is not None, sel
+        np.testing.assert_array_equal(part.decode([by_key[k] for k in part.keys]), data[sel])
+    for sel in [(slice(5, 20), slice(None), slice(None)), (slice(0, 20, 2), slice(None), slice(None)),
+                (slice(0, 20), slice(None)), (3, slice(None), slice(None)), (slice(0, 25), slice(None), slice(None))]:
+        assert plan.part(sel) is None, sel  # not on chunks' edges, strided, too few axes, an index
+    _, sharded, _ = _written(tmp_path / "s.zarr", np.arange(100, dtype="f4"), chunks=(10,), shards=(50,), compressors=None)
+    assert sharded.part((slice(0, 50),)) is None  # a shard's inner chunks are not objects
+
+
+def test_a_hyperslab_is_covered_by_the_whole_chunks_it_touches(tmp_path):
+    data = np.arange(45 * 7 * 3, dtype="f4").reshape(45, 7, 3)
+    _, plan, raw = _written(tmp_path / "a.zarr", data, chunks=(10, 4, 2), compressors=ZstdCodec())
+    by_key = dict(zip(plan.keys, raw))
+    for sel in [(slice(5, 23), slice(1, 6), slice(1, 3)), (12,), (slice(None), 3), (-1, slice(2, 3), -3),
+                (slice(41, 45),), (), Ellipsis, 44]:
+        block, inner = plan.cover(sel)
+        assert len(block.keys) <= len(plan.keys)
+        np.testing.assert_array_equal(block.decode([by_key[k] for k in block.keys])[inner], data[sel])
+    assert len(plan.cover((slice(11, 12), slice(0, 1), slice(0, 1)))[0].keys) == 1  # one chunk touched: one read
+    for sel in [(slice(0, 10, 2),), (45,), (slice(3, 3),), (0, 0, 0, 0), ([1, 2],)]:
+        assert plan.cover(sel) is None, sel

@@ -68,7 +68,7 @@ def inspect_path(
     compile_template(template)  # refuse a malformed template, or a worker count below 1, before any work
     parse_workers(workers)
     t0 = time.perf_counter()
-    path = named_repository(path)  # an Icechunk repository's folder, named without icechunk:
+    path = named_repository(path, storage_options)  # an Icechunk repository named without icechunk:
     if is_icechunk(str(path)):
         report = inspect_zarr_store(StoreFiles(readonly_store(str(path), storage_options or {})), str(path), template)
         report = replace(report, recommendations=tuple(recommend(report)))

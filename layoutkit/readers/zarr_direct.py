@@ -19,7 +19,9 @@ zarr checks it) at either end; at most :data:`MAX_OBJECTS` objects. Anything els
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import itertools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -32,10 +34,13 @@ MISSING = 2**64 - 1  # a shard index entry of a chunk that is not stored
 _POOL: ThreadPoolExecutor | None = None
 
 
+_POOL_THREADS = max(2, os.cpu_count() or 2)
+
+
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max(2, os.cpu_count() or 2), thread_name_prefix="layoutkit-decode")
+        _POOL = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="layoutkit-decode")
     return _POOL
 
 
@@ -118,11 +123,72 @@ class DirectRead:
             target[...] = values[tuple(slice(0, w.stop - w.start) for w in where)]
 
         if len(pieces) > 1 and self.compressor:
-            list(_pool().map(one, pieces))
+            # in runs, a few per thread: a task per chunk cost more than decoding it when
+            # chunks are small (14,000 chunks of 0.5 kB: 0.9 s a scan, 0.5 s in runs)
+            runs = max(1, min(len(pieces), 4 * _POOL_THREADS))
+
+            def each(run: list[Any]) -> None:
+                for piece in run:
+                    one(piece)
+
+            list(_pool().map(each, [pieces[k::runs] for k in range(runs)]))
         else:
             for piece in pieces:
                 one(piece)
         return out
+
+    def part(self, selection: Any) -> DirectRead | None:
+        """The plan of a block of whole chunks of the array (on every axis a slice that
+        starts on a chunk's edge and stops on one or at the array's end): its chunks' keys
+        and its shape. None for any other selection, and for shards (their inner chunks
+        are not objects of their own)."""
+        if selection is None or selection is Ellipsis or selection == ():
+            return self
+        if self.inner is not None or not isinstance(selection, tuple) or len(selection) != len(self.shape):
+            return None
+        ranges, shape = [], []
+        for s, n, c in zip(selection, self.shape, self.chunk_shape):
+            if not isinstance(s, slice) or s.step not in (None, 1):
+                return None
+            start, stop, _ = s.indices(n)
+            if stop <= start or start % c or (stop % c and stop != n):
+                return None
+            ranges.append(range(start // c, -(-stop // c)))
+            shape.append(stop - start)
+        grid = self.grid
+        strides = [math.prod(grid[k + 1:]) for k in range(len(grid))]
+        keys = tuple(self.keys[sum(i * s for i, s in zip(position, strides))] for position in itertools.product(*ranges))
+        return dataclasses.replace(self, keys=keys, shape=tuple(shape))
+
+    def cover(self, selection: Any) -> tuple[DirectRead, tuple[slice | int, ...]] | None:
+        """The plan of the block of whole chunks that holds a basic selection (integers and
+        slices of step 1, on the first axes), and the selection within that block: a
+        hyperslab read as one merged read of the chunks it touches, as zarr would read
+        them. None for other selections."""
+        sel = () if selection is None or selection is Ellipsis else selection
+        sel = sel if isinstance(sel, tuple) else (sel,)
+        if len(sel) > len(self.shape):
+            return None
+        sel = sel + (slice(None),) * (len(self.shape) - len(sel))
+        block, inner = [], []
+        for s, n, c in zip(sel, self.shape, self.chunk_shape):
+            if isinstance(s, (int, np.integer)) and not isinstance(s, bool):
+                index = int(s) + n if s < 0 else int(s)
+                if not 0 <= index < n:
+                    return None
+                start, stop, keep = index, index + 1, index
+            elif isinstance(s, slice) and s.step in (None, 1):
+                start, stop, _ = s.indices(n)
+                if stop <= start:
+                    return None
+                keep = None
+            else:
+                return None
+            lo, hi = start - start % c, min(n, -(-stop // c) * c)
+            block.append(slice(lo, hi))
+            inner.append(keep - lo if keep is not None else slice(start - lo, stop - lo))
+        part = self.part(tuple(block))
+        return (part, tuple(inner)) if part is not None else None
 
     def _decompress(self, raw: Any) -> Any:
         data = _codec(self.compressor).decode(raw) if self.compressor else raw

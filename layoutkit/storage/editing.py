@@ -376,7 +376,7 @@ def editor_for(text: str, storage_options: dict[str, str] | None = None) -> Stor
     from layoutkit.storage.buckets import is_url
     from layoutkit.storage.icechunk_repo import is_icechunk, named
 
-    text = str(named(text))  # an Icechunk repository's folder, named without icechunk:
+    text = str(named(text, storage_options))  # an Icechunk repository named without icechunk:
     if is_icechunk(text):
         return IcechunkEditor(text, storage_options or {})
     if is_url(text):

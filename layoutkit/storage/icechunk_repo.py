@@ -41,15 +41,42 @@ def holds_repository(path: str | os.PathLike) -> bool:
     return (folder / "snapshots").is_dir() and ((folder / "repo").is_file() or (folder / "refs").is_dir())
 
 
-def named(text: str | os.PathLike[str]) -> str | os.PathLike[str]:
-    """``text`` as every command reads it: a local folder that holds an Icechunk
-    repository, named without ``icechunk:`` (as ``convert --layout virtual`` writes it),
-    is ``icechunk:FOLDER``; anything else is itself. (A repository in a bucket keeps
-    needing the prefix: telling it by its objects would cost a request at every name.)"""
-    if is_icechunk(text) or is_url(str(text)):
+FILE_NAMES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad", ".zarr")
+"""Names that say a file or a Zarr store: a bucket prefix named so is not asked whether it
+holds a repository (a request saved at every such name)."""
+
+
+def named(text: str | os.PathLike[str], storage_options: dict[str, str] | None = None) -> str | os.PathLike[str]:
+    """``text`` as every command reads it: a location that holds an Icechunk repository,
+    named without ``icechunk:`` (as ``convert --layout virtual`` writes and prints it), is
+    ``icechunk:LOCATION``; anything else is itself. A local folder is told by its files; a
+    bucket prefix by its ``repo`` object (one HEAD, not asked of names that end like a file
+    or a Zarr store, :data:`FILE_NAMES`)."""
+    if is_icechunk(text):
         return text
+    if is_url(str(text)):
+        return PREFIX + str(text) if _bucket_holds_repository(str(text), storage_options or {}) else text
     local = str(text).removeprefix("file://")
     return PREFIX + local if holds_repository(local) else text
+
+
+def _bucket_holds_repository(url: str, storage_options: dict[str, str]) -> bool:
+    """Whether the bucket prefix ``url`` holds an Icechunk repository (its ``repo``
+    object). Any failure is a no: what the name is then is said by the command that
+    opens it, in its own words."""
+    if url.rstrip("/").lower().endswith(FILE_NAMES):
+        return False
+    import obstore
+
+    from layoutkit.storage.buckets import store_at
+    from layoutkit.storage.retry import retrying
+
+    try:
+        store = store_at(url.rstrip("/"), storage_options)
+        retrying(lambda: obstore.head(store, "repo"))
+    except Exception:  # noqa: BLE001 - absent, refused, or unreachable: not told to be a repository
+        return False
+    return True
 
 
 def parse(text: str) -> tuple[str, str | None]:

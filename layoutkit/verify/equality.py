@@ -38,7 +38,7 @@ def recorded_skips(variant: str | os.PathLike[str], storage_options: dict[str, s
     """The datasets a variant leaves out on purpose (``--skip-unsupported``), as a Zarr
     store's ``layoutkit.json`` lists them (docs/formats: "What every variant carries"),
     or an HDF5 file's provenance attribute."""
-    variant = named_repository(variant)
+    variant = named_repository(variant, storage_options)
     if not is_url(str(variant)) and Path(variant).is_file():
         from layoutkit.hdf5.files import open_h5
 
@@ -84,7 +84,7 @@ def _skipped_paths(doc: Any) -> list[str]:
 def _locate_variant(variant: str | os.PathLike[str], storage_options: dict[str, str]) -> tuple[str, str, Any]:
     """(name, "zarr", "hdf5" or "other", what the comparators open): a local path, or for
     a URL a zarr ``ObjectStore`` over the bucket prefix or an :class:`ObjectSource`."""
-    variant = named_repository(variant)
+    variant = named_repository(variant, storage_options)
     if not is_url(str(variant)):
         path = Path(variant)
         if path.is_dir():

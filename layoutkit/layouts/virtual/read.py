@@ -32,12 +32,16 @@ import numpy as np
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layouts.virtual.refindex import FORMAT, RefIndex, names_in
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME
+from layoutkit.readers.base import scan_grid, selections
 from layoutkit.readers.zarr_ import ZarrArchive
 from layoutkit.storage.beside import get as get_document
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
 from layoutkit.storage.nodeindex import NodeIndex, node_index_of
 
+MAX_COVER_BYTES = 256 * 1024**2
+"""The most a read decodes here to give a part of it (the whole chunks a hyperslab
+touches); a larger one is left to zarr, which keeps only the part of each chunk asked for."""
 FEW_CHUNKS = 2
 """A read of at most this many chunks, before the references' copy is loaded, goes
 through Icechunk (a GET a chunk) rather than loading it: merging saves at most one
@@ -65,16 +69,31 @@ class VirtualArchive(ZarrArchive):
         self.merged_reads = True  # False: every chunk through Icechunk (what zarr-python alone does)
 
     def get(self, path: str, selection: Any = ()) -> np.ndarray:
-        """A whole array of a snapshot with an index (:mod:`layoutkit.storage.nodeindex`)
-        read from its references (its chunks' bytes merged, decoded here), not through
-        Icechunk, whose first read loads the snapshot of every node; a part of one, or a
-        repository without the index, as zarr reads it."""
-        plan = self._direct(path, selection) if node_index_of(self.store) is not None else None
-        if plan is not None:
+        """An array of a snapshot with an index (:mod:`layoutkit.storage.nodeindex`), or a
+        hyperslab of one, read from its references: the whole chunks it touches, their
+        bytes merged (a GET per span of the file), decoded here, not through Icechunk,
+        whose first read loads the snapshot of every node. Other selections, or a
+        repository without the index, as zarr reads them."""
+        whole = self._direct(path, ()) if node_index_of(self.store) is not None else None
+        covered = whole.cover(selection) if whole is not None else None
+        if covered is not None and math.prod(covered[0].shape) * covered[0].dtype.itemsize <= MAX_COVER_BYTES:
+            plan, inner = covered
             raw = self._fetch([f"{path.strip('/')}/{k}" for k in plan.keys])
             if plan.decodes(raw) and (values := plan.decode(raw)) is not None:
-                return values
+                return values if all(s == slice(0, n) for s, n in zip(inner, plan.shape)) else values[inner].copy()
         return super().get(path, selection)
+
+    def blocks(self) -> list[tuple[str, Any]]:
+        """A scan's units: runs of whole chunks of about
+        :data:`~layoutkit.readers.base.SCAN_BLOCK_BYTES` (:func:`~layoutkit.readers.base.scan_grid`,
+        as the HDF5 reader scans its source), each read as one merged read of the
+        references, where a unit a chunk was a GET a chunk (a NeXus-like file of 14,000
+        small chunks: 14,160 GETs, 15 s, against 0.26 s for its source)."""
+        out: list[tuple[str, Any]] = []
+        for p, (shape, dtype) in sorted(self.arrays().items()):
+            chunks = tuple(self.zarr_array(p).chunks)
+            out.extend((p, sel) for sel in selections(shape, scan_grid(shape, dtype.itemsize, chunks)))
+        return out
 
     async def _fetch_async(self, keys: list[str]) -> list[np.ndarray | None]:
         loaded = self._index is not None and self._index.done()

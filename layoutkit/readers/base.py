@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -563,6 +563,25 @@ def scan_grid(shape: tuple[int, ...], itemsize: int, chunks: tuple[int, ...] | N
     return (max(1, min(shape[0], SCAN_BLOCK_BYTES // row)),) + tuple(shape[1:])
 
 
+SPARSE_SCAN_BLOCKS = 4096
+"""Above this many blocks in an array's scan, only the blocks holding a stored chunk are
+read (:func:`scan_selections`)."""
+
+
+def scan_selections(shape: tuple[int, ...], grid: tuple[int, ...],
+                    stored: Callable[[], Iterable[tuple[int, ...]]]) -> Iterator[Selection]:
+    """A scan's units of one array: every block of ``grid``, or, when there are more than
+    :data:`SPARSE_SCAN_BLOCKS` of them, the blocks that hold a stored chunk (``stored()``:
+    the origins of the chunks or objects stored, in elements), in order. The rest is the
+    fill value a reader makes up, not data it reads: an array declared with 2**40
+    elements and one chunk written was 500,000 blocks of fill and a minute a scan."""
+    if not shape or 0 in shape or math.prod(-(-n // g) for n, g in zip(shape, grid)) <= SPARSE_SCAN_BLOCKS:
+        yield from selections(shape, grid)
+        return
+    for block in sorted({tuple(o // g for o, g in zip(origin, grid)) for origin in stored()}):
+        yield tuple(slice(b * g, min(n, (b + 1) * g)) for b, g, n in zip(block, grid, shape))
+
+
 def selections(shape: tuple[int, ...], grid: tuple[int, ...]) -> Iterator[Selection]:
     if not shape:
         yield ()
@@ -577,4 +596,4 @@ Archive.shot = _refusing_unknown(Archive.shot, "shot")  # type: ignore[method-as
 Archive.signal = _refusing_unknown(Archive.signal, "signal")  # type: ignore[method-assign]
 Archive.signal_packed = _refusing_unknown(Archive.signal_packed, "signal")  # type: ignore[method-assign]
 
-__all__ = ["Archive", "ArchiveArray", "ArchiveBackendArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "pack_signal", "packed_dataset", "plain_attrs", "scale_coordinate", "scan_grid", "selections", "shot_tree", "tree_of", "unknown_name", "with_coords"]
+__all__ = ["Archive", "ArchiveArray", "ArchiveBackendArray", "NotAnArchiveError", "SCAN_BLOCK_BYTES", "ScaleCoordinate", "Selection", "bytes_back", "lazy_data", "pack_signal", "packed_dataset", "plain_attrs", "scale_coordinate", "scan_grid", "scan_selections", "selections", "shot_tree", "tree_of", "unknown_name", "with_coords"]

@@ -7,7 +7,7 @@ import json
 import os
 import time
 from collections.abc import Iterable
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from layoutkit.readers.base import (
     lazy_data,
     scale_coordinate,
     scan_grid,
+    scan_selections,
     selections,
     with_coords,
 )
@@ -177,7 +178,10 @@ class HDF5Archive(Archive):
         def visit(name: str, obj: Any) -> None:
             if isinstance(obj, h5py.Dataset) and obj.shape is not None:
                 grid = scan_grid(tuple(obj.shape), obj.dtype.itemsize, obj.chunks)
-                out.extend(("/" + name, sel) for sel in selections(tuple(obj.shape), grid))
+                shape = tuple(obj.shape)
+                out.extend(("/" + name, sel) for sel in (
+                    scan_selections(shape, grid, partial(_chunk_origins, obj.id)) if obj.chunks
+                    else selections(shape, grid)))
 
         self.f.visititems(visit)
         return out
@@ -418,6 +422,13 @@ def is_paged(path: str | os.PathLike) -> bool:
     """True when an HDF5 file was written with the PAGE file space strategy."""
     with h5py.File(path, "r") as f:
         return f.id.get_create_plist().get_file_space_strategy()[0] == h5py.h5f.FSPACE_STRATEGY_PAGE
+
+
+def _chunk_origins(dsid: Any) -> list[tuple[int, ...]]:
+    """Where each chunk HDF5 has allocated for a chunked dataset starts."""
+    origins: list[tuple[int, ...]] = []
+    dsid.chunk_iter(lambda info: origins.append(tuple(info.chunk_offset)))
+    return origins
 
 
 def _recorded_layout(raw: Any) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
@@ -40,7 +41,7 @@ from layoutkit.readers.base import (
     lazy_data,
     plain_attrs,
     scale_coordinate,
-    selections,
+    scan_selections,
     shot_tree,
     with_coords,
 )
@@ -303,7 +304,8 @@ class ZarrArchive(Archive):
         for p in sorted(self.arrays()):
             a = self.zarr_array(p)
             grid = a.shards or a.chunks
-            out.extend((p, sel) for sel in selections(tuple(a.shape), tuple(grid)))
+            out.extend((p, sel) for sel in scan_selections(tuple(a.shape), tuple(grid),
+                                                           partial(stored_origins, a)))
         return out
 
     def _scale_paths(self, path: str) -> list[list[str]]:
@@ -690,6 +692,41 @@ def _batches(items: list[int], sizes: list[int], budget: int) -> Iterator[list[i
         yield batch
 
 
+def stored_origins(array: Any) -> list[tuple[int, ...]]:
+    """Where each object a zarr array has in its store starts (a shard, or a chunk where
+    there are no shards), from one listing of the array's prefix."""
+    from zarr.core.sync import sync
+
+    store, prefix = array.store_path.store, array.store_path.path.strip("/")
+    prefix = f"{prefix}/" if prefix else ""
+
+    async def listed() -> list[str]:
+        return [k async for k in store.list_prefix(prefix)]
+
+    grid = tuple(array.shards or array.chunks)
+    meta = array.metadata
+    if meta.zarr_format == 3:
+        decode = meta.chunk_key_encoding.decode_chunk_key
+    else:
+        separator = meta.dimension_separator or "."
+
+        def decode(key: str) -> tuple[int, ...]:
+            return tuple(int(x) for x in key.split(separator))
+
+    origins = []
+    for key in sync(listed()):
+        name = key[len(prefix):]
+        if name.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zattrs", ".zgroup"):
+            continue
+        try:
+            index = tuple(int(i) for i in decode(name))
+        except (ValueError, TypeError):
+            continue
+        if len(index) == len(grid):
+            origins.append(tuple(i * g for i, g in zip(index, grid)))
+    return origins
+
+
 def _whole(selection: Any, shape: tuple[int, ...]) -> bool:
     """Whether a selection is the whole array (``()``, ``...``, or full slices)."""
     if selection is None or selection is Ellipsis or selection == ():
@@ -968,4 +1005,4 @@ def tree_of(paths: Iterator[str]) -> dict[str, set[str]]:
     return tree
 
 
-__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ROOT_HEAD_BYTES", "ROOT_WHOLE_BYTES", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "head_of_document", "open_counted", "root_head", "tree_of", "zarr_dtype"]
+__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ROOT_HEAD_BYTES", "ROOT_WHOLE_BYTES", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "head_of_document", "open_counted", "root_head", "stored_origins", "tree_of", "zarr_dtype"]

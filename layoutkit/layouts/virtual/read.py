@@ -32,8 +32,8 @@ import numpy as np
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layouts.virtual.refindex import FORMAT, RefIndex, names_in
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME
-from layoutkit.readers.base import scan_grid, selections
-from layoutkit.readers.zarr_ import ZarrArchive
+from layoutkit.readers.base import scan_grid, scan_selections
+from layoutkit.readers.zarr_ import ZarrArchive, stored_origins
 from layoutkit.storage.beside import get as get_document
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
@@ -91,8 +91,9 @@ class VirtualArchive(ZarrArchive):
         small chunks: 14,160 GETs, 15 s, against 0.26 s for its source)."""
         out: list[tuple[str, Any]] = []
         for p, (shape, dtype) in sorted(self.arrays().items()):
-            chunks = tuple(self.zarr_array(p).chunks)
-            out.extend((p, sel) for sel in selections(shape, scan_grid(shape, dtype.itemsize, chunks)))
+            a = self.zarr_array(p)
+            grid = scan_grid(shape, dtype.itemsize, tuple(a.chunks))
+            out.extend((p, sel) for sel in scan_selections(shape, grid, partial(stored_origins, a)))
         return out
 
     async def _fetch_async(self, keys: list[str]) -> list[np.ndarray | None]:

@@ -1,6 +1,12 @@
 """Building a virtual store: layoutkit against VirtualiZarr and kerchunk on the same files (issue #50).
 
     python benchmarks/bench_virtual.py --anchor-python PYTHON [--files 100] [--signals 20] [--repeat 3]
+    python benchmarks/bench_virtual.py --anchor-python PYTHON --kind shots,nexus,netcdf [--repeat 3]
+
+With ``--kind``, each builder indexes one file of each kind (:func:`write_kind`: a shot
+archive, a NeXus-like file of 14,000 small chunks, an ERA5-like netCDF month), and a scan
+of layoutkit's store is counted in GETs beside the chunks zarr reads a GET each through
+the anchors' references (issue 64). Otherwise:
 
 ``--files`` shot files of one shot each (``layoutkit sample --shots-per-file 1``) are
 indexed where they lie, each run a process of its own (start-up included for all), page
@@ -96,6 +102,114 @@ print("equal")
 '''
 
 
+KINDS = ("shots", "nexus", "netcdf")
+
+
+def write_kind(kind: str, path: Path) -> Path:
+    """One file of a kind (``--kind``): ``shots``, a shot archive of 25 shots x 70 signals
+    (layoutkit's sample, ~200 MB); ``nexus``, a NeXus-like file of 40 collections, each
+    three axes in chunks of 64 values and a stack of 16 images of 64 x 64 in chunks of
+    16 x 16, deflated and shuffled, each array the ``data`` of a group of its own (14,080
+    chunks of a few hundred bytes); ``netcdf``, an
+    ERA5-like month of 6-hourly 2 m temperature on a 0.25-degree grid of Europe (124 x
+    201 x 281, float32, chunks of 31 x 67 x 71, deflated) with CF coordinates."""
+    import h5py
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    if kind == "shots":
+        return Path(write_sample(path, shots=25, signals=70, seed=3).path)
+    if kind == "nexus":
+        with h5py.File(path, "w") as f:
+            entry = f.create_group("entry")
+            entry.attrs["NX_class"] = "NXentry"
+            for i in range(40):  # an array a group (NXdata's "data"): xarray's model, so VirtualiZarr takes it
+                g = entry.create_group(f"collection_{i}")
+                g.attrs["NX_class"] = "NXcollection"
+                for j in range(3):
+                    g.create_dataset(f"axis{j}/data", data=rng.standard_normal(2000 + 37 * j), chunks=(64,),
+                                     compression="gzip")
+                g.create_dataset("frames/data", data=rng.integers(0, 1000, (16, 64, 64), dtype="u2"),
+                                 chunks=(1, 16, 16), compression="gzip", shuffle=True)
+        return path
+    import pandas as pd
+    import xarray as xr
+
+    time_ = pd.date_range("2010-01-01", periods=124, freq="6h")
+    lat, lon = np.linspace(72, 22, 201), np.linspace(-25, 45, 281)
+    t2m = (270 + 10 * rng.standard_normal((124, 201, 281))).astype("f4")
+    ds = xr.Dataset({"t2m": (("time", "latitude", "longitude"), t2m, {"units": "K", "long_name": "2 metre temperature"})},
+                    coords={"time": time_, "latitude": ("latitude", lat, {"units": "degrees_north"}),
+                            "longitude": ("longitude", lon, {"units": "degrees_east"})},
+                    attrs={"Conventions": "CF-1.6"})
+    ds.to_netcdf(path, engine="h5netcdf", encoding={"t2m": {"zlib": True, "complevel": 4, "chunksizes": (31, 67, 71)}})
+    return path
+
+
+def scan_gets(store: str, source: Path) -> tuple[int, int]:
+    """(GETs, chunks) of a scan of a layoutkit virtual store (``layoutkit.open``'s own
+    count, every array read in the units its ``blocks`` plan), and the number of chunks
+    referenced: what zarr-python reads a chunk a GET, as it does through Icechunk or a
+    kerchunk reference file."""
+    import layoutkit
+
+    with layoutkit.open(store) as archive:
+        blocks = archive.blocks()
+        archive.counter.reset()
+        for path, sel in blocks:
+            archive.read_block(path, sel)
+        gets = archive.counter.requests
+    import h5py
+
+    chunks = 0
+    with h5py.File(source) as f:
+        def count(_name: str, obj: object) -> None:
+            nonlocal chunks
+            if isinstance(obj, h5py.Dataset) and obj.chunks:
+                chunks += obj.id.get_num_chunks()
+            elif isinstance(obj, h5py.Dataset) and obj.shape:
+                chunks += 1
+        f.visititems(count)
+    return gets, chunks
+
+
+def per_file(args: argparse.Namespace, scripts: dict[str, Path]) -> None:
+    """Each builder on one file of each ``--kind``, a process each, median of ``--repeat``."""
+    rows = []
+    for kind in args.kind.split(","):
+        source = write_kind(kind, args.work / f"{kind}.{'nc' if kind == 'netcdf' else 'h5'}")
+        runs = {
+            "layoutkit": lambda out, s=source: [sys.executable, "-m", "layoutkit", "--quiet", "convert", str(s), str(out),
+                                                "--layout", "virtual"],
+            "VirtualiZarr": lambda out, s=source: [args.anchor_python, str(scripts["virtualizarr"]), str(out), str(s)],
+            "kerchunk": lambda out, s=source: [args.anchor_python, str(scripts["kerchunk"]), str(out), str(s)],
+        }
+        row: dict = {"kind": kind, "bytes": source.stat().st_size}
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for i in range(args.repeat):  # the builders in turn, so a slower spell of the machine falls on each
+            for name, command in runs.items():
+                out = args.work / f"{kind}-{name}-{i}" if name != "kerchunk" else args.work / f"{kind}-{name}-{i}.json"
+                times[name].append(timed(command(out)))
+        for name in runs:
+            row[name] = statistics.median(times[name])
+        row["gets"], row["chunks"] = scan_gets(str(args.work / f"{kind}-layoutkit-0"), source)
+        rows.append(row)
+        print(f"  {kind}: " + ", ".join(f"{n} {row[n]:.2f} s" for n in runs) + f"; scan {row['gets']} GETs, "
+              f"{row['chunks']} chunks", flush=True)
+    print(f"\nOne file of each kind, each builder a process of its own (start-up included), the builders "
+          f"in turn, median of {args.repeat}\n")
+    print("| file | MB | layoutkit | VirtualiZarr | kerchunk | layoutkit vs the faster anchor | scan GETs, layoutkit | "
+          "scan GETs, zarr over the anchors' references (a chunk a GET) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        faster = min(r["VirtualiZarr"], r["kerchunk"])
+        print(f"| {r['kind']} | {r['bytes'] / 1e6:.1f} | {r['layoutkit']:.2f} s | {r['VirtualiZarr']:.2f} s | "
+              f"{r['kerchunk']:.2f} s | {faster / r['layoutkit']:.2f}x | {r['gets']:,} | {r['chunks']:,} |")
+    out = HERE / "out"
+    out.mkdir(exist_ok=True)
+    (out / "virtual-kinds.json").write_text(json.dumps({"repeat": args.repeat, "rows": rows}, indent=2))
+
+
 def timed(cmd: list[str]) -> float:
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -116,16 +230,21 @@ def main() -> None:
     ap.add_argument("--signals", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/bench-virtual"))
+    ap.add_argument("--kind", default=None, help=f"comma-separated, from {', '.join(KINDS)}: one file of each "
+                    "kind built by each builder (per file), instead of --files shot files")
     args = ap.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
-    folder = args.work / "files"
-    write_sample(folder, shots=args.files, signals=args.signals, seed=7, shots_per_file=1)
-    files = [str(p) for p in sorted(folder.glob("*.h5"))]
     scripts = {}
     for name, text in (("virtualizarr", VIRTUALIZARR), ("kerchunk", KERCHUNK), ("check", CHECK_ICECHUNK)):
         scripts[name] = args.work / f"run_{name}.py"  # not the name of the package it imports
         scripts[name].write_text(text)
+    if args.kind:
+        per_file(args, scripts)
+        return
+    folder = args.work / "files"
+    write_sample(folder, shots=args.files, signals=args.signals, seed=7, shots_per_file=1)
+    files = [str(p) for p in sorted(folder.glob("*.h5"))]
     layoutkit_cli = [sys.executable, "-m", "layoutkit", "--quiet", "convert"]
     runs = {
         "layoutkit": lambda out: [*layoutkit_cli, *files, str(out), "--layout", "virtual"],

@@ -115,6 +115,7 @@ def reference_task(job: VirtualJob, task: CopyTask) -> Done:
         copy_task(job.copy, replace(task, items=others))
     reader, writer = open_job(job.copy)
     refs: dict[str, list[list[Any]]] = {}
+    urls: dict[str, str] = {}  # array -> its file's URL (a task holds thousands of small chunks of a few arrays)
     blocks = []
     written = 0  # chunks of referenced arrays written instead
     for path, region in task.items:
@@ -128,7 +129,7 @@ def reference_task(job: VirtualJob, task: CopyTask) -> Done:
             blocks.append((path, region, reader.read(path, region)))
             written += len(origins)
             continue
-        url = source_url(reader.source_of(path))
+        url = urls.get(path) or urls.setdefault(path, source_url(reader.source_of(path)))
         for origin in origins:
             entry = found.get(origin)
             if entry is not None and entry[2] == 0:

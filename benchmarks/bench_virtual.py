@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import statistics
 import subprocess
@@ -189,7 +190,7 @@ def per_file(args: argparse.Namespace, scripts: dict[str, Path]) -> None:
         for i in range(args.repeat):  # the builders in turn, so a slower spell of the machine falls on each
             for name, command in runs.items():
                 out = args.work / f"{kind}-{name}-{i}" if name != "kerchunk" else args.work / f"{kind}-{name}-{i}.json"
-                times[name].append(timed(command(out)))
+                times[name].append(timed(command(out), args.timeout))
         for name in runs:
             row[name] = statistics.median(times[name])
         row["gets"], row["chunks"] = scan_gets(str(args.work / f"{kind}-layoutkit-0"), source)
@@ -203,16 +204,22 @@ def per_file(args: argparse.Namespace, scripts: dict[str, Path]) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         faster = min(r["VirtualiZarr"], r["kerchunk"])
-        print(f"| {r['kind']} | {r['bytes'] / 1e6:.1f} | {r['layoutkit']:.2f} s | {r['VirtualiZarr']:.2f} s | "
-              f"{r['kerchunk']:.2f} s | {faster / r['layoutkit']:.2f}x | {r['gets']:,} | {r['chunks']:,} |")
+        cells = [f"{r[n]:.2f} s" if math.isfinite(r[n]) else f"> {args.timeout:.0f} s"
+                 for n in ("layoutkit", "VirtualiZarr", "kerchunk")]
+        print(f"| {r['kind']} | {r['bytes'] / 1e6:.1f} | {' | '.join(cells)} | {faster / r['layoutkit']:.2f}x | "
+              f"{r['gets']:,} | {r['chunks']:,} |")
     out = HERE / "out"
     out.mkdir(exist_ok=True)
     (out / "virtual-kinds.json").write_text(json.dumps({"repeat": args.repeat, "rows": rows}, indent=2))
 
 
-def timed(cmd: list[str]) -> float:
+def timed(cmd: list[str], timeout: float | None = None) -> float:
+    """Seconds ``cmd`` takes; ``inf`` when it is still running after ``timeout``."""
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return math.inf
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{cmd[:3]}... failed:\n{done.stderr[-2000:]}")
@@ -230,6 +237,7 @@ def main() -> None:
     ap.add_argument("--signals", type=int, default=20)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/bench-virtual"))
+    ap.add_argument("--timeout", type=float, default=600, help="seconds a builder may take on one file (--kind)")
     ap.add_argument("--kind", default=None, help=f"comma-separated, from {', '.join(KINDS)}: one file of each "
                     "kind built by each builder (per file), instead of --files shot files")
     args = ap.parse_args()

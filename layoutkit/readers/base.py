@@ -95,6 +95,12 @@ class Archive:
         """Read one unit of :meth:`blocks`."""
         return self.get(path, selection)
 
+    def read_blocks(self, units: Iterable[tuple[str, Selection]]) -> Iterator[np.ndarray]:
+        """Read units of :meth:`blocks` in turn, each given back before the next is read
+        (a layout whose units are small may read several together)."""
+        for path, selection in units:
+            yield self.read_block(path, selection)
+
     def variable(self, path: str) -> xr.DataArray:
         """The array at ``path`` with its dimension scales as coordinates."""
         raise NotImplementedError

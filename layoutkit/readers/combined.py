@@ -14,7 +14,7 @@ interface of every other reader, so that the read patterns of ``verify`` measure
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -135,6 +135,10 @@ class CombinedArchive(Archive):
 
     def read_block(self, path: str, selection: Selection) -> np.ndarray:
         return self._holder(path).read_block(path, selection)
+
+    def read_blocks(self, units: Iterable[tuple[str, Selection]]) -> Iterator[np.ndarray]:
+        for path, selection in units:
+            yield from self._holder(path).read_blocks([(path, selection)])
 
     def variable(self, path: str) -> xr.DataArray:
         return self._holder(path).variable(path)

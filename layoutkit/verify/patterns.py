@@ -185,6 +185,11 @@ def run_reads(archive: Archive, pattern: str, items: Sequence[Any]) -> int:
         return sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in archive.arrays().values())
     if pattern == "shot":  # as a user reads several shots: the layout may fetch the next one ahead
         return sum(_nbytes(tree) for _, tree in archive.iter_shots(items))
+    if pattern == "scan":  # unit after unit, a layout of small units reading several together
+        for block in archive.read_blocks(items):
+            _reduce(block)
+            total += block.nbytes
+        return total
     for item in items:
         if pattern == "signal":
             total += sum(_nbytes(v) for v in archive.signal(item).values())

@@ -24,6 +24,7 @@ import bisect
 import json
 import math
 import os
+from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any
 
@@ -32,8 +33,9 @@ import numpy as np
 from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layouts.virtual.refindex import FORMAT, RefIndex, names_in
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME
-from layoutkit.readers.base import scan_grid, scan_selections
+from layoutkit.readers.base import SCAN_BLOCK_BYTES, scan_grid, scan_selections
 from layoutkit.readers.zarr_ import ZarrArchive, stored_origins
+from layoutkit.readers.zarr_direct import DirectRead
 from layoutkit.storage.beside import get as get_document
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
@@ -74,14 +76,48 @@ class VirtualArchive(ZarrArchive):
         bytes merged (a GET per span of the file), decoded here, not through Icechunk,
         whose first read loads the snapshot of every node. Other selections, or a
         repository without the index, as zarr reads them."""
+        covered = self._covered(path, selection)
+        if covered is not None:
+            plan, inner = covered
+            values = _decoded(plan, inner, self._fetch([f"{path.strip('/')}/{k}" for k in plan.keys]))
+            if values is not None:
+                return values
+        return super().get(path, selection)
+
+    def _covered(self, path: str, selection: Any) -> tuple[DirectRead, tuple[Any, ...]] | None:
+        """The plan of the whole chunks ``selection`` touches, and the selection within
+        them; None where zarr reads it (no index, no plain codecs, too large)."""
         whole = self._direct(path, ()) if node_index_of(self.store) is not None else None
         covered = whole.cover(selection) if whole is not None else None
-        if covered is not None and math.prod(covered[0].shape) * covered[0].dtype.itemsize <= MAX_COVER_BYTES:
-            plan, inner = covered
-            raw = self._fetch([f"{path.strip('/')}/{k}" for k in plan.keys])
-            if plan.decodes(raw) and (values := plan.decode(raw)) is not None:
-                return values if all(s == slice(0, n) for s, n in zip(inner, plan.shape)) else values[inner].copy()
-        return super().get(path, selection)
+        if covered is None or math.prod(covered[0].shape) * covered[0].dtype.itemsize > MAX_COVER_BYTES:
+            return None
+        return covered
+
+    def read_blocks(self, units: Iterable[tuple[str, Any]]) -> Iterator[np.ndarray]:
+        """Units of a scan read together, about :data:`~layoutkit.readers.base.SCAN_BLOCK_BYTES`
+        at a time: their chunks' references merged across the arrays of one file (a shot
+        archive's small signals, a chunk each: a GET per array, now per span of the file)."""
+        batch: list[tuple[str, Any, Any]] = []
+        size = 0
+
+        def flush() -> Iterator[np.ndarray]:
+            keys = [f"{p.strip('/')}/{k}" for p, _, c in batch if c is not None for k in c[0].keys]
+            fetched = iter(self._fetch(keys)) if keys else iter(())
+            for p, sel, c in batch:
+                raw = [next(fetched) for _ in c[0].keys] if c is not None else None
+                values = _decoded(c[0], c[1], raw) if c is not None and raw is not None else None
+                yield values if values is not None else self.get(p, sel)
+
+        for path, selection in units:
+            covered = self._covered(path, selection)
+            nbytes = math.prod(covered[0].shape) * covered[0].dtype.itemsize if covered is not None else 0
+            if batch and size + nbytes > SCAN_BLOCK_BYTES:
+                yield from flush()
+                batch, size = [], 0
+            batch.append((path, selection, covered))
+            size += nbytes
+        if batch:
+            yield from flush()
 
     def blocks(self) -> list[tuple[str, Any]]:
         """A scan's units: runs of whole chunks of about
@@ -208,6 +244,13 @@ class BucketRefs:
         if found is not None and found[0] not in self.versions:
             self.versions[found[0]] = refs.versions.get(found[0], {})
         return found
+
+
+def _decoded(plan: DirectRead, inner: tuple[Any, ...], raw: list[Any]) -> np.ndarray | None:
+    """A covering block's values, cut to the selection; None where zarr must read it."""
+    if not plan.decodes(raw) or (values := plan.decode(raw)) is None:
+        return None
+    return values if all(s == slice(0, n) for s, n in zip(inner, plan.shape)) else values[inner].copy()
 
 
 def _readable(url: str) -> bool:

@@ -497,3 +497,19 @@ def test_a_scan_of_huge_declared_extents_reads_what_is_stored(tmp_path):
             assert archive.get("/huge2d", (150_000, 150_000)) == 9
     result = cli("verify", src, repo, store, "--patterns", "scan", "--repeat", "1")
     assert result.exit_code == 0, result.output
+
+
+def test_an_array_at_the_root_is_read_from_the_references_not_a_get_a_chunk(tmp_path):
+    """A netCDF file's variables sit at the root, in no shot's bucket of the node index:
+    their chunks come from the one copy of every reference, merged, not through Icechunk
+    a chunk at a time."""
+    src = tmp_path / "era.h5"
+    data = np.random.default_rng(1).standard_normal((40, 30, 20)).astype("f4")
+    with h5py.File(src, "w") as f:
+        f.create_dataset("t2m", data=data, chunks=(4, 15, 20), compression="gzip")
+    repo = repository(tmp_path)
+    assert cli("--quiet", "convert", src, repo, "--layout", "virtual").exit_code == 0
+    with layoutkit.open(repo) as archive:
+        archive.counter.reset()
+        np.testing.assert_array_equal(archive.get("/t2m", (slice(3, 37), slice(None), 5)), data[3:37, :, 5])
+        assert archive.counter.requests <= 3  # 20 chunks: the references' copy and one merged read

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import threading
 import zlib
 from collections.abc import Callable, Iterable
@@ -57,6 +58,9 @@ def head_name(snapshot: str) -> str:
 def shot_depth(template: str) -> int:
     """How many path components a shot group has (``/shots/{shot}/signals/{signal}``: 2)."""
     return len([p for p in template[: template.index("{shot}")].split("/") if p]) + 1
+
+
+_CHUNK_KEY = re.compile(r"^(.*)/c(?:/\d+)+$")  # an array's chunk (Zarr v3's default key encoding)
 
 
 def _group_of(key: str, depth: int) -> str | None:
@@ -177,8 +181,12 @@ class NodeIndex:
         """A reader's ``CountingStore.counted``: a bucket's GET is counted as the store's own."""
 
     def group_of(self, key: str) -> str | None:
-        """The shot group whose bucket holds ``key``, or None: the key is not indexed."""
-        return _group_of(key.strip("/"), self.depth)
+        """The shot group whose bucket holds ``key``, or None: the key is not indexed. A
+        chunk's key is placed by its array's path, as :func:`build` placed its reference
+        (an array at the root, ``t2m/c/0/0/0``, is in no shot's bucket)."""
+        key = key.strip("/")
+        chunk = _CHUNK_KEY.match(key)
+        return _group_of(f"{chunk.group(1)}/c" if chunk else key, self.depth)
 
     async def bucket(self, group: str) -> dict[str, Any]:
         """The bucket holding ``group``, fetched once however many reads ask for it at once."""

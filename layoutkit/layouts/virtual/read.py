@@ -148,7 +148,6 @@ class VirtualArchive(ZarrArchive):
             return await super()._fetch_async(keys)
         out: list[np.ndarray | None] = [None] * len(keys)
         by_file: dict[str, list[tuple[int, int, int]]] = {}
-        versions = dict(index.versions)
         rest = []
         for i, key in enumerate(keys):
             ref = index.get(key)
@@ -156,24 +155,13 @@ class VirtualArchive(ZarrArchive):
                 rest.append(i)
             else:
                 by_file.setdefault(ref[0], []).append((ref[1], ref[2], i))
-        if rest and isinstance(index, BucketRefs) and len(rest) > FEW_CHUNKS and (every := await self._refs()):
-            # outside every shot's bucket (an array at the root, a file that is no shot
-            # archive): from the one copy of every reference, not a GET a chunk
-            missing, rest = rest, []
-            versions.update(every.versions)
-            for i in missing:
-                ref = every.get(keys[i])
-                if ref is None or not _readable(ref[0]):
-                    rest.append(i)
-                else:
-                    by_file.setdefault(ref[0], []).append((ref[1], ref[2], i))
 
         async def through_icechunk() -> None:
             for i, got in zip(rest, await super(VirtualArchive, self)._fetch_async([keys[i] for i in rest])):
                 out[i] = got
 
         async def one_file(url: str, items: list[tuple[int, int, int]]) -> None:
-            source = _File(url, versions.get(url, {}), self._virtual)
+            source = _File(url, index.versions.get(url, {}), self._virtual)
             merged = coalesce([(offset, length) for offset, length, _ in items], COALESCE_GAP, COALESCE_MAX)
             bodies = await asyncio.gather(*(self.store.counted(partial(source.read, o, n)) for o, n in merged))
             starts = [o for o, _ in merged]

@@ -194,3 +194,17 @@ def test_a_hyperslab_is_covered_by_the_whole_chunks_it_touches(tmp_path):
     assert len(plan.cover((slice(11, 12), slice(0, 1), slice(0, 1)))[0].keys) == 1  # one chunk touched: one read
     for sel in [(slice(0, 10, 2),), (45,), (slice(3, 3),), (0, 0, 0, 0), ([1, 2],)]:
         assert plan.cover(sel) is None, sel
+
+
+def test_an_array_of_many_chunks_is_planned_in_parts_only(tmp_path):
+    data = np.arange(40 * 30, dtype="i4").reshape(40, 30)
+    z = zarr.create_array(tmp_path / "m.zarr", shape=data.shape, dtype=data.dtype, chunks=(2, 2), compressors=None)
+    z[...] = data
+    doc = json.loads((tmp_path / "m.zarr" / "zarr.json").read_text())
+    assert plan_direct_read(doc, data.shape, data.dtype) is None  # 300 chunks: zarr reads it whole
+    plan = plan_direct_read(doc, data.shape, data.dtype, any_size=True)
+    assert plan is not None and plan.keys == () and plan.decode([]) is None  # no whole-array read
+    block, inner = plan.cover((slice(3, 9), slice(5, 30)))
+    raw = [(tmp_path / "m.zarr" / k).read_bytes() for k in block.keys]
+    np.testing.assert_array_equal(block.decode(raw)[inner], data[3:9, 5:30])
+    assert len(block.keys) == 4 * 13

@@ -73,6 +73,7 @@ class DirectRead:
     index_at_end: bool = True
     index_checksum: bool = True
     shuffle: int = 0  # numcodecs' byte shuffle of this element size, undone after decompressing (0: none)
+    key_format: tuple[str, str] | None = None  # (encoding, separator): a part's keys made when the array's are not listed
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -90,7 +91,7 @@ class DirectRead:
             When a shard's index does not match its checksum.
         """
         raws = raw if isinstance(raw, list) else [raw]
-        if len(raws) != len(self.keys) or all(r is None for r in raws):
+        if not self.keys or len(raws) != len(self.keys) or all(r is None for r in raws):
             return None
         if any(r is None for r in raws) and not _plain_number(self.fill_value):
             return None
@@ -158,7 +159,13 @@ class DirectRead:
             shape.append(stop - start)
         grid = self.grid
         strides = [math.prod(grid[k + 1:]) for k in range(len(grid))]
-        keys = tuple(self.keys[sum(i * s for i, s in zip(position, strides))] for position in itertools.product(*ranges))
+        if self.keys:
+            keys = tuple(self.keys[sum(i * s for i, s in zip(position, strides))]
+                         for position in itertools.product(*ranges))
+        elif self.key_format is not None and math.prod(len(r) for r in ranges) <= MAX_PART_OBJECTS:
+            keys = tuple(_key(self.key_format, position) for position in itertools.product(*ranges))
+        else:
+            return None
         return dataclasses.replace(self, keys=keys, shape=tuple(shape))
 
     def cover(self, selection: Any) -> tuple[DirectRead, tuple[slice | int, ...]] | None:
@@ -203,7 +210,7 @@ class DirectRead:
         without decoding them: it gives None only when nothing is stored, or when an
         object or a shard's inner chunk may be missing and the fill value is not a plain
         number."""
-        if len(raw) != len(self.keys) or all(r is None for r in raw):
+        if not self.keys or len(raw) != len(self.keys) or all(r is None for r in raw):
             return False
         return _plain_number(self.fill_value) or (self.inner is None and all(r is not None for r in raw))
 
@@ -269,15 +276,26 @@ def _region(origin: tuple[int, ...], block: tuple[int, ...], shape: tuple[int, .
     return tuple(slice(o, min(o + b, n)) for o, b, n in zip(origin, block, shape))
 
 
+def _key_format(doc: dict[str, Any]) -> tuple[str, str] | None:
+    """The array's chunk key encoding and separator; None for an unknown encoding."""
+    keys = doc.get("chunk_key_encoding") or {}
+    name = keys.get("name")
+    if name not in ("default", "v2"):
+        return None
+    return name, (keys.get("configuration") or {}).get("separator", "/" if name == "default" else ".")
+
+
+def _key(key_format: tuple[str, str], position: tuple[int, ...]) -> str:
+    name, separator = key_format
+    if name == "default":
+        return "c" + "".join(f"{separator}{k}" for k in position)
+    return separator.join(str(k) for k in position)
+
+
 def _keys(doc: dict[str, Any], grid: tuple[int, ...]) -> tuple[str, ...] | None:
     """The keys of every object of the grid, in C order; None for an unknown encoding."""
-    keys = doc.get("chunk_key_encoding") or {}
-    separator = (keys.get("configuration") or {}).get("separator", "/")
-    if keys.get("name") == "default":
-        return tuple("c" + "".join(f"{separator}{k}" for k in position) for position in np.ndindex(*grid))
-    if keys.get("name") == "v2":
-        return tuple(separator.join(str(k) for k in position) for position in np.ndindex(*grid))
-    return None
+    key_format = _key_format(doc)
+    return None if key_format is None else tuple(_key(key_format, position) for position in np.ndindex(*grid))
 
 
 def _plain_codecs(codecs: list[dict[str, Any]]) -> tuple[bool, str | None, int]:
@@ -305,12 +323,15 @@ _COMPRESSORS = {"zstd": "zstd", "gzip": "gzip", "numcodecs.zlib": "zlib"}
 
 
 MAX_OBJECTS = 256  # more objects than this: zarr reads the array, with its own limits
+MAX_PART_OBJECTS = 65536  # a part of an array planned here reads at most this many objects
 
 
-def plan_direct_read(doc: dict[str, Any], shape: tuple[int, ...], dtype: np.dtype) -> DirectRead | None:
+def plan_direct_read(doc: dict[str, Any], shape: tuple[int, ...], dtype: np.dtype,
+                     any_size: bool = False) -> DirectRead | None:
     """The plan for a Zarr v3 array of numbers stored in at most :data:`MAX_OBJECTS`
     chunks or shards of plain codecs, from its metadata document; None for anything else
-    (zarr reads it)."""
+    (zarr reads it). ``any_size``: an array of more objects too, whose plan lists no keys
+    and reads only parts of the array (:meth:`DirectRead.part`)."""
     if not shape or 0 in shape or dtype.kind not in "biufc?" or dtype.byteorder == ">":
         return None
     grid_doc = doc.get("chunk_grid") or {}
@@ -318,18 +339,19 @@ def plan_direct_read(doc: dict[str, Any], shape: tuple[int, ...], dtype: np.dtyp
     if grid_doc.get("name") != "regular" or len(chunk_shape) != len(shape) or 0 in chunk_shape:
         return None
     grid = tuple(-(-n // c) for n, c in zip(shape, chunk_shape))
-    if math.prod(grid) > MAX_OBJECTS:
+    key_format = _key_format(doc)
+    if key_format is None or (math.prod(grid) > MAX_OBJECTS and not any_size):
         return None
-    keys = _keys(doc, grid)
-    if keys is None:
-        return None
+    keys = _keys(doc, grid) if math.prod(grid) <= MAX_OBJECTS else ()
     dtype = dtype.newbyteorder("<") if dtype.itemsize > 1 else dtype
     codecs = list(doc.get("codecs") or ())
     fill_value = doc.get("fill_value", 0)
     if len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed":
-        return _plan_shard(codecs[0].get("configuration") or {}, keys, dtype, chunk_shape, shape, fill_value)
+        return _plan_shard(codecs[0].get("configuration") or {}, keys, dtype, chunk_shape, shape, fill_value) if keys \
+            else None
     plain, compressor, shuffle = _plain_codecs(codecs)
-    return DirectRead(keys, dtype, chunk_shape, shape, compressor, None, fill_value, shuffle=shuffle) if plain else None
+    return DirectRead(keys or (), dtype, chunk_shape, shape, compressor, None, fill_value, shuffle=shuffle,
+                      key_format=key_format) if plain else None
 
 
 def _plan_shard(config: dict[str, Any], keys: tuple[str, ...], dtype: np.dtype, shard: tuple[int, ...], shape: tuple[int, ...],
@@ -349,4 +371,4 @@ def _plan_shard(config: dict[str, Any], keys: tuple[str, ...], dtype: np.dtype, 
                       index_codecs[-1] == "crc32c", shuffle)
 
 
-__all__ = ["MAX_OBJECTS", "ChecksumError", "DirectRead", "plan_direct_read"]
+__all__ = ["MAX_OBJECTS", "MAX_PART_OBJECTS", "ChecksumError", "DirectRead", "plan_direct_read"]

@@ -41,6 +41,7 @@ from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
 from layoutkit.storage.icechunk_repo import VirtualSource, local_path, source_changed, virtual_source
 from layoutkit.storage.nodeindex import NodeIndex, node_index_of
 
+LISTED_ABOVE = 64  # a read of more chunks of one array than this lists the array's chunks first
 MAX_COVER_BYTES = 256 * 1024**2
 """The most a read decodes here to give a part of it (the whole chunks a hyperslab
 touches); a larger one is left to zarr, which keeps only the part of each chunk asked for."""
@@ -69,6 +70,7 @@ class VirtualArchive(ZarrArchive):
         self._bucket_refs: dict[int, RefIndex] = {}  # the index's buckets' references, each indexed once
         self._buckets_needed: set[int] = set()
         self.merged_reads = True  # False: every chunk through Icechunk (what zarr-python alone does)
+        self._stored_keys: dict[str, frozenset[str]] = {}  # array -> the keys of its chunks, listed once
 
     def get(self, path: str, selection: Any = ()) -> np.ndarray:
         """An array of a snapshot with an index (:mod:`layoutkit.storage.nodeindex`), or a
@@ -79,15 +81,43 @@ class VirtualArchive(ZarrArchive):
         covered = self._covered(path, selection)
         if covered is not None:
             plan, inner = covered
-            values = _decoded(plan, inner, self._fetch([f"{path.strip('/')}/{k}" for k in plan.keys]))
+            values = _decoded(plan, inner, self._fetch_stored(path, plan.keys))
             if values is not None:
                 return values
         return super().get(path, selection)
 
+    def _fetch_stored(self, path: str, keys: Iterable[str]) -> list[Any]:
+        return self._fetch_stored_many([(path, k) for k in keys])
+
+    def _fetch_stored_many(self, keys: list[tuple[str, str]]) -> list[Any]:
+        """The objects of ``(array, chunk key)`` pairs; of an array asked for more than
+        :data:`LISTED_ABOVE` chunks at once, only those its listing holds are fetched, the
+        others being its fill value (an array declared with 2**40 elements and one chunk
+        written: 2,047 of a scan unit's 2,048 chunks were a request each, for nothing)."""
+        counts: dict[str, int] = {}
+        for path, _ in keys:
+            counts[path] = counts.get(path, 0) + 1
+        listed = {path: self._stored(path) for path, n in counts.items() if n > LISTED_ABOVE}
+        wanted = [f"{path.strip('/')}/{k}" for path, k in keys]
+        present = [path not in listed or full in listed[path] for (path, _), full in zip(keys, wanted)]
+        fetched = iter(self._fetch([full for full, here in zip(wanted, present) if here]))
+        return [next(fetched) if here else None for here in present]
+
+    def _stored(self, path: str) -> frozenset[str]:
+        """The keys of the chunks an array has, Icechunk's listing of it (kept)."""
+        found = self._stored_keys.get(path)
+        if found is None:
+            a = self.zarr_array(path)
+            grid = tuple(a.chunks)
+            found = self._stored_keys[path] = frozenset(
+                f"{path.strip('/')}/{a.metadata.encode_chunk_key(tuple(o // c for o, c in zip(origin, grid)))}"
+                for origin in stored_origins(a))
+        return found
+
     def _covered(self, path: str, selection: Any) -> tuple[DirectRead, tuple[Any, ...]] | None:
         """The plan of the whole chunks ``selection`` touches, and the selection within
         them; None where zarr reads it (no index, no plain codecs, too large)."""
-        whole = self._direct(path, ()) if node_index_of(self.store) is not None else None
+        whole = self._direct(path, (), any_size=True) if node_index_of(self.store) is not None else None
         covered = whole.cover(selection) if whole is not None else None
         if covered is None or math.prod(covered[0].shape) * covered[0].dtype.itemsize > MAX_COVER_BYTES:
             return None
@@ -101,8 +131,8 @@ class VirtualArchive(ZarrArchive):
         size = 0
 
         def flush() -> Iterator[np.ndarray]:
-            keys = [f"{p.strip('/')}/{k}" for p, _, c in batch if c is not None for k in c[0].keys]
-            fetched = iter(self._fetch(keys)) if keys else iter(())
+            keys = [(p, k) for p, _, c in batch if c is not None for k in c[0].keys]
+            fetched = iter(self._fetch_stored_many(keys)) if keys else iter(())
             for p, sel, c in batch:
                 raw = [next(fetched) for _ in c[0].keys] if c is not None else None
                 values = _decoded(c[0], c[1], raw) if c is not None and raw is not None else None

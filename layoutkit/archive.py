@@ -31,7 +31,7 @@ from typing import Any
 import h5py
 
 from layoutkit.errors import LayoutkitError, SourceNotFoundError, UnknownLayoutError, says_it_in_python
-from layoutkit.formats import LAYOUT_ATTR
+from layoutkit.formats import HDF5_SUFFIXES, LAYOUT_ATTR
 from layoutkit.layouts import detect
 from layoutkit.options import ZarrFormat
 from layoutkit.readers.base import Archive, NotAnArchiveError, Selection, scan_grid
@@ -44,9 +44,6 @@ from layoutkit.storage.icechunk_repo import named as named_repository
 from layoutkit.storage.kv import bucket_zarr_store
 from layoutkit.storage.retry import retrying
 from layoutkit.templates import DEFAULT_TEMPLATE
-
-HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
-"""Object names read as HDF5 files first in a bucket (anything else is asked for a Zarr root first)."""
 
 
 @says_it_in_python

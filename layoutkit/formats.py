@@ -46,6 +46,10 @@ NULL_SPACE_ATTR = "hdf5_null_dataspace"
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
+HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
+"""Names that say an HDF5 (or netCDF-4) file: in a bucket such an object is read as a file
+first, and such a prefix is not asked whether it holds an Icechunk repository."""
+
 NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 """JSON has no NaN or infinities: attributes and fill values hold them as these strings."""
 
@@ -89,6 +93,7 @@ def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
+    "HDF5_SUFFIXES",
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
     "LAYOUT_ATTR",

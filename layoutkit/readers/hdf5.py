@@ -66,8 +66,8 @@ class HDF5Archive(Archive):
     page_buffer
         Bytes of HDF5 page buffer (``page_buf_size``); only for files written with
         paged aggregation (HDF5 refuses it for others). None or 0: none; a paged file in
-        a bucket or under a simulated latency is still read a page per GET, its pages
-        kept (:data:`DEFAULT_PAGE_BUFFER` says why that is the default).
+        a bucket or under a simulated latency is read in the reader's own blocks, kept
+        (:data:`DEFAULT_PAGE_BUFFER` says why that is the default).
     """
 
     format = "hdf5"
@@ -177,8 +177,8 @@ class HDF5Archive(Archive):
 
         def visit(name: str, obj: Any) -> None:
             if isinstance(obj, h5py.Dataset) and obj.shape is not None:
-                grid = scan_grid(tuple(obj.shape), obj.dtype.itemsize, obj.chunks)
                 shape = tuple(obj.shape)
+                grid = scan_grid(shape, obj.dtype.itemsize, obj.chunks)
                 out.extend(("/" + name, sel) for sel in (
                     scan_selections(shape, grid, partial(_chunk_origins, obj.id)) if obj.chunks
                     else selections(shape, grid)))

@@ -696,9 +696,10 @@ def _batches(items: list[int], sizes: list[int], budget: int) -> Iterator[list[i
         yield batch
 
 
-def stored_origins(array: Any) -> list[tuple[int, ...]]:
-    """Where each object a zarr array has in its store starts (a shard, or a chunk where
-    there are no shards), from one listing of the array's prefix."""
+def stored_objects(array: Any) -> dict[str, tuple[int, ...]]:
+    """The objects a zarr array has in its store (shards, or chunks where there are no
+    shards), from one listing of the array's prefix: each key, relative to the array,
+    with where its object starts."""
     from zarr.core.sync import sync
 
     store, prefix = array.store_path.store, array.store_path.path.strip("/")
@@ -717,7 +718,7 @@ def stored_origins(array: Any) -> list[tuple[int, ...]]:
         def decode(key: str) -> tuple[int, ...]:
             return tuple(int(x) for x in key.split(separator))
 
-    origins = []
+    objects = {}
     for key in sync(listed()):
         name = key[len(prefix):]
         if name.rsplit("/", 1)[-1] in ("zarr.json", ".zarray", ".zattrs", ".zgroup"):
@@ -727,8 +728,13 @@ def stored_origins(array: Any) -> list[tuple[int, ...]]:
         except (ValueError, TypeError):
             continue
         if len(index) == len(grid):
-            origins.append(tuple(i * g for i, g in zip(index, grid)))
-    return origins
+            objects[name] = tuple(i * g for i, g in zip(index, grid))
+    return objects
+
+
+def stored_origins(array: Any) -> list[tuple[int, ...]]:
+    """Where each object a zarr array has in its store starts (:func:`stored_objects`)."""
+    return list(stored_objects(array).values())
 
 
 def _whole(selection: Any, shape: tuple[int, ...]) -> bool:
@@ -1009,4 +1015,4 @@ def tree_of(paths: Iterator[str]) -> dict[str, set[str]]:
     return tree
 
 
-__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ROOT_HEAD_BYTES", "ROOT_WHOLE_BYTES", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "head_of_document", "open_counted", "root_head", "stored_origins", "tree_of", "zarr_dtype"]
+__all__ = ["AHEAD_DECODED_BYTES", "AHEAD_SHOTS", "ROOT_HEAD_BYTES", "ROOT_WHOLE_BYTES", "ZARR_BATCH_BYTES", "ZarrArchive", "counting_store", "head_of_document", "open_counted", "root_head", "stored_objects", "stored_origins", "tree_of", "zarr_dtype"]

@@ -14,7 +14,6 @@ Readers name a version after ``@``: ``icechunk:LOCATION@main`` (a branch, the de
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from layoutkit.errors import InvalidOptionError, OutputExistsError, OutputNotWritableError
+from layoutkit.formats import HDF5_SUFFIXES
 from layoutkit.storage.buckets import describe_store_error, is_url
 
 PREFIX = "icechunk:"
@@ -42,7 +42,7 @@ def holds_repository(path: str | os.PathLike) -> bool:
     return (folder / "snapshots").is_dir() and ((folder / "repo").is_file() or (folder / "refs").is_dir())
 
 
-FILE_NAMES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad", ".zarr")
+FILE_NAMES = (*HDF5_SUFFIXES, ".zarr")
 """Names that say a file or a Zarr store: a bucket prefix named so is not asked whether it
 holds a repository (a request saved at every such name)."""
 
@@ -167,16 +167,9 @@ def source_url(source: Any) -> str:
     url = getattr(source, "url", None)
     if url is not None:
         return str(url)
-    return _file_url(os.fspath(source), os.getcwd())
-
-
-@functools.lru_cache(maxsize=1024)
-def _file_url(path: str, cwd: str) -> str:
-    """A local file's URL, worked out once per file and working folder: asked for every
-    chunk a run references (14,000 chunks of one file: 0.5 s of resolving the same path)."""
     from pathlib import Path
 
-    return Path(cwd, path).resolve().as_uri()
+    return Path(source).resolve().as_uri()
 
 
 def local_path(url: str) -> str:

@@ -34,7 +34,7 @@ from layoutkit.formats import PROVENANCE_ATTR
 from layoutkit.layouts.virtual.refindex import FORMAT, RefIndex, names_in
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME
 from layoutkit.readers.base import SCAN_BLOCK_BYTES, scan_grid, scan_selections
-from layoutkit.readers.zarr_ import ZarrArchive, stored_origins
+from layoutkit.readers.zarr_ import ZarrArchive, stored_objects, stored_origins
 from layoutkit.readers.zarr_direct import DirectRead
 from layoutkit.storage.beside import get as get_document
 from layoutkit.storage.buckets import COALESCE_GAP, COALESCE_MAX, coalesce
@@ -107,11 +107,8 @@ class VirtualArchive(ZarrArchive):
         """The keys of the chunks an array has, Icechunk's listing of it (kept)."""
         found = self._stored_keys.get(path)
         if found is None:
-            a = self.zarr_array(path)
-            grid = tuple(a.chunks)
             found = self._stored_keys[path] = frozenset(
-                f"{path.strip('/')}/{a.metadata.encode_chunk_key(tuple(o // c for o, c in zip(origin, grid)))}"
-                for origin in stored_origins(a))
+                f"{path.strip('/')}/{key}" for key in stored_objects(self.zarr_array(path)))
         return found
 
     def _covered(self, path: str, selection: Any) -> tuple[DirectRead, tuple[Any, ...]] | None:

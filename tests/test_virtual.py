@@ -516,3 +516,33 @@ def test_an_array_at_the_root_is_read_from_the_references_not_a_get_a_chunk(tmp_
         archive.counter.reset()
         np.testing.assert_array_equal(archive.get("/t2m", (slice(3, 37), slice(None), 5)), data[3:37, :, 5])
         assert archive.counter.requests <= 3  # 20 chunks: the references' copy and one merged read
+
+
+def test_references_set_over_a_box_leave_the_chunks_never_written_unset(tmp_path):
+    """The references of an array go to Icechunk as flat arrays over the box of chunks
+    they cover: a chunk never written inside that box must stay unset (read as the fill
+    value), each written one point at its own bytes, also from an origin other than 0
+    and in an array whose written chunks are too sparse for a box. Read back by
+    icechunk and zarr alone."""
+    import zarr
+
+    src = tmp_path / "holes.h5"
+    grid = np.zeros((60, 40), dtype="i4")
+    with h5py.File(src, "w") as f:
+        d = f.create_dataset("holes", shape=(60, 40), dtype="i4", chunks=(10, 10), fillvalue=-5)
+        for i in range(6):
+            for j in range(4):
+                if (i + j) % 2 and i >= 2:  # a checkerboard, starting at chunk row 2
+                    d[i * 10:(i + 1) * 10, j * 10:(j + 1) * 10] = 100 * i + j
+        grid[...] = d[...]
+        s = f.create_dataset("sparse", shape=(100_000,), dtype="f4", chunks=(10,), fillvalue=np.nan)
+        s[0:3], s[99_990:99_992] = [1, 2, 3], [4, 5]
+    repo = repository(tmp_path)
+    result = cli("--quiet", "convert", src, repo, "--layout", "virtual")
+    assert result.exit_code == 0, result.output
+    root = zarr.open_group(zarr_alone(repo, top_folder(tmp_path)), mode="r")
+    np.testing.assert_array_equal(root["holes"][...], grid)
+    assert (grid == -5).sum() == 60 * 40 // 2 + 20 * 40 // 2  # the holes read as the fill value
+    sparse = root["sparse"]
+    assert sparse[0:3].tolist() == [1, 2, 3] and sparse[99_990:99_992].tolist() == [4, 5]
+    assert np.isnan(sparse[500:510]).all()

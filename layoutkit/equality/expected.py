@@ -15,11 +15,12 @@ this process read the variant.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import threading
-from collections.abc import Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,9 @@ from layoutkit.storage import ObjectSource, SourceSet
 PROCESS_MIN_BYTES = 256 << 20
 """Below this much data a worker process costs more to start (about a second, h5py and
 numpy imported) than it saves: the blocks are read in this process."""
+
+READ_AHEAD = 2
+"""Reads of one dataset under way in the worker processes while a block is compared."""
 
 
 # -- worker processes: each opens the source once --------------------------------------
@@ -97,6 +101,30 @@ class ReferenceReader:
             return self._pool.submit(_read_in_worker, info, region).result()
         with self._lock:
             return read_block(self._files, info, region)
+
+    def read_each(self, path: str, regions: Iterable[Region]) -> Iterator[tuple[Region, np.ndarray]]:
+        """Each of ``regions`` of ``path`` with its values, in order: with worker
+        processes, the next :data:`READ_AHEAD` reads are under way while the caller
+        compares one (a read waited for at once kept the comparison and HDF5's decoding
+        in turn: verify of a 2 GiB dataset took 23 s, 15 s without the workers)."""
+        info = self.arrays[path]
+        if self._pool is None or not info.shape or info.dtype.hasobject:
+            for region in regions:
+                yield region, self.read(path, region)
+            return
+        pending: collections.deque[tuple[Region, Future[np.ndarray]]] = collections.deque()
+        try:
+            for region in regions:
+                pending.append((region, self._pool.submit(_read_in_worker, info, region)))
+                if len(pending) > READ_AHEAD:
+                    done, future = pending.popleft()
+                    yield done, future.result()
+            while pending:
+                done, future = pending.popleft()
+                yield done, future.result()
+        finally:  # a caller that stops at a difference leaves the rest unread
+            for _, future in pending:
+                future.cancel()
 
     def stored_regions(self, path: str) -> tuple[Region, ...] | None:
         """Where ``path``'s data lie when it is declared far larger than it is written,
@@ -188,4 +216,4 @@ def proof_blocks(path: str, shape: tuple[int, ...], block: Sequence[int], source
     yield from blocks_over(shape, block, [*source, *variant, *samples])
 
 
-__all__ = ["PROCESS_MIN_BYTES", "SAMPLED_BLOCKS", "ReferenceReader", "proof_blocks", "read_block", "unwalked"]
+__all__ = ["PROCESS_MIN_BYTES", "READ_AHEAD", "SAMPLED_BLOCKS", "ReferenceReader", "proof_blocks", "read_block", "unwalked"]

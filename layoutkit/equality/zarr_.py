@@ -204,9 +204,10 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
     # values, one write block at a time
     block = z.shards or z.chunks if z.shape else ()
     where = reader.stored_regions(path)
-    for region in proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z)):
+    blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))
+    for region, values in reader.read_each(path, blocks):
         sel = tuple(slice(a, b) for a, b in region) if region else ()
-        expected_v = np.asarray(reader.read(path, region))
+        expected_v = np.asarray(values)
         got_v = np.asarray(z[sel] if sel else z[...])
         eq = equal_values(expected_v, got_v)
         if not eq.all():

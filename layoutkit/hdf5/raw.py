@@ -18,8 +18,9 @@ import struct
 import threading
 import warnings
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, cast
 
 import h5py
@@ -391,10 +392,10 @@ class RawReader:
             out[origin] = (data, entry[2] if entry is not None else 0)
         return out
 
-    def chunk_locations(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[int, int, int]] | None:
-        """Where the allocated chunks of ``path`` that ``region`` touches lie in the file:
-        origin -> (byte offset, stored size, filter mask); a contiguous dataset is one chunk
-        at the origin. Reads the chunk index only. None when the raw path is not trusted
+    def chunk_locations(self, path: str, region: Region | None = None) -> Mapping[tuple[int, ...], tuple[int, int, int]] | None:
+        """Where the allocated chunks of ``path`` that ``region`` touches (all, when None)
+        lie in the file: origin -> (byte offset, stored size, filter mask); a contiguous
+        dataset is one chunk at the origin. Reads the chunk index only. None when the raw path is not trusted
         with ``path`` (its index failed the self-check, or it is read through HDF5): a
         reference to its bytes could point at the wrong ones."""
         info = self.arrays[path]
@@ -406,6 +407,8 @@ class RawReader:
             return {(0,) * len(info.shape): (info.offset, info.nbytes, 0)}
         assert info.chunks is not None
         entries = self._index(info).entries
+        if region is None:  # the index itself, read-only (a copy per task of a large array's would add up)
+            return MappingProxyType(entries)
         origins = itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, info.chunks)))
         return {o: entries[o] for o in origins if o in entries}
 
@@ -726,7 +729,7 @@ class SetReader:
         with self._of(path) as reader:
             return reader.read_raw_chunk(path, origin)
 
-    def chunk_locations(self, path: str, region: Region) -> dict[tuple[int, ...], tuple[int, int, int]] | None:
+    def chunk_locations(self, path: str, region: Region | None = None) -> Mapping[tuple[int, ...], tuple[int, int, int]] | None:
         if self.arrays[path].segments is not None:
             return None  # joined from several files: no one file holds its chunks
         with self._of(path) as reader:

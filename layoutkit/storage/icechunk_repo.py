@@ -251,23 +251,56 @@ def authorisation(config: Any, storage_options: dict[str, str]) -> dict[str, Any
 
 
 def set_refs(store: Any, path: str, chunks: list[list[Any]], versions: dict[str, dict[str, Any]]) -> None:
-    """Set virtual references in an Icechunk store (:meth:`IcechunkKV.set_refs`)."""
-    import datetime
+    """Set virtual references in an Icechunk store (:meth:`IcechunkKV.set_refs`).
+
+    The references of each file go in as flat arrays over the box of the chunk grid
+    they cover (``set_virtual_refs_arr``, Icechunk >= 2.3: no Python object per chunk;
+    a file of 14,000 small chunks spent 0.2 s building a ``VirtualChunkSpec`` a chunk), or as
+    one spec per chunk where that box would be mostly empty or Icechunk is older."""
+    import numpy as np
 
     icechunk = _require()
-    specs = []
-    for index, url, offset, length in chunks:
-        version = versions.get(url, {})
-        check: dict[str, Any] = {}
-        if version.get("etag"):
-            check["etag_checksum"] = version["etag"]
-        elif version.get("mtime") is not None:
-            check["last_updated_at_checksum"] = datetime.datetime.fromtimestamp(version["mtime"], tz=datetime.UTC)
-        specs.append(icechunk.VirtualChunkSpec(index=list(index), location=url, offset=int(offset),
-                                               length=int(length), **check))
-    failed = store.set_virtual_refs(path.strip("/"), specs, validate_containers=False)
+    by_url: dict[str, list[list[Any]]] = {}
+    for chunk in chunks:
+        by_url.setdefault(chunk[1], []).append(chunk)
+    failed: list[Any] = []
+    for url, group in by_url.items():
+        check = _checksum(versions.get(url, {}))
+        index = np.array([c[0] for c in group], dtype=np.int64).reshape(len(group), -1)
+        low = index.min(axis=0) if len(group) else np.zeros(0, np.int64)
+        grid = index.max(axis=0) - low + 1 if len(group) else np.zeros(0, np.int64)
+        cells = int(np.prod(grid, dtype=np.int64))
+        if hasattr(store, "set_virtual_refs_arr") and index.shape[1] and cells <= 4 * len(group) + 64:
+            flat = np.ravel_multi_index(tuple((index - low).T), tuple(int(g) for g in grid))
+            locations = [""] * cells
+            for i in flat.tolist():
+                locations[i] = url
+            offsets, lengths = np.zeros(cells, np.uint64), np.zeros(cells, np.uint64)
+            offsets[flat] = [c[2] for c in group]
+            lengths[flat] = [c[3] for c in group]
+            failed += store.set_virtual_refs_arr(path.strip("/"), tuple(int(g) for g in grid), locations, offsets,
+                                                 lengths, validate_containers=False,
+                                                 arr_offset=tuple(int(v) for v in low), checksum=check) or []
+            continue
+        keyword = {} if check is None else (
+            {"etag_checksum": check} if isinstance(check, str) else {"last_updated_at_checksum": check})
+        specs = [icechunk.VirtualChunkSpec(index=list(i), location=url, offset=int(offset), length=int(length),
+                                           **keyword) for i, _, offset, length in group]
+        failed += store.set_virtual_refs(path.strip("/"), specs, validate_containers=False) or []
     if failed:
         raise OutputNotWritableError(f"{path}: Icechunk refused the references of {len(failed)} chunks.")
+
+
+def _checksum(version: dict[str, Any]) -> Any:
+    """What Icechunk checks a reference's file against when reading it: its ETag, or its
+    modification time; None when neither is known."""
+    import datetime
+
+    if version.get("etag"):
+        return str(version["etag"])
+    if version.get("mtime") is not None:
+        return datetime.datetime.fromtimestamp(version["mtime"], tz=datetime.UTC)
+    return None
 
 
 def changed_source(exc: BaseException) -> str | None:
@@ -462,6 +495,30 @@ class IcechunkKV:
             attrs["layoutkit"] = json.dumps(provenance)
             data = json.dumps(doc, allow_nan=False).encode()
         sync(self.session.store.set(key, default_buffer_prototype().buffer.from_bytes(bytes(data))))
+
+    def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Several documents in one call to the session (what :meth:`put` does one at a
+        time: a call through zarr's event loop costs ~1 ms, and a NeXus-like file has
+        hundreds of nodes)."""
+        import asyncio
+
+        from zarr.core.buffer import default_buffer_prototype
+        from zarr.core.sync import sync
+
+        from layoutkit.storage.log import is_log_key
+
+        plain = []
+        for key, data in items:
+            if is_log_key(key) or key in ("layoutkit.json", "zarr.json"):
+                self.put(key, data)
+            else:
+                plain.append((key, default_buffer_prototype().buffer.from_bytes(bytes(data))))
+
+        async def put_all() -> None:
+            await asyncio.gather(*(self.session.store.set(key, buf) for key, buf in plain))
+
+        if plain:
+            sync(put_all())
 
     def get(self, key: str) -> bytes | None:
         from zarr.core.buffer import default_buffer_prototype

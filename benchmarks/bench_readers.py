@@ -14,8 +14,9 @@ to every request, each cell in a fresh process, by:
   over s3fs, an 8 MiB ``blockcache`` and a 64 MiB page buffer on the paged files
   (NSIDC's recommendation for cloud-optimised HDF5); zarr-python over obstore for Zarr;
   each signal and the time bases it is on, the arrays layoutkit returns;
-- **layoutkit**: ``layoutkit.open(url, storage_options=..., page_buffer=64 MiB)`` (on
-  paged files): the signals as DataArrays, their time bases as coordinates.
+- **layoutkit**: ``layoutkit.open(url, storage_options=...)`` with its defaults (a paged
+  file in a bucket read in 1 MiB blocks, no page buffer: issue 62): the signals as
+  DataArrays, their time bases as coordinates.
 
 The virtual layout (``virtual.icechunk``: no rewrite, an Icechunk repository in the
 bucket of references to ``source.h5``'s chunks, written bucket to bucket once the source
@@ -80,7 +81,7 @@ elif kind == "standard":
     standard_readers.hdf5(url, endpoint, pattern, item, paged == "1")
 else:
     options = {"endpoint_url": endpoint, "key": "test", "secret": "test", "region": "us-east-1"}
-    with layoutkit.open(url, storage_options=options, page_buffer=64 * 1024**2 if paged == "1" else 0) as a:
+    with layoutkit.open(url, storage_options=options) as a:  # its defaults, as a user opens it
         a.signal(item) if pattern == "signal" else a.shot(item)
 print(json.dumps({"seconds": time.perf_counter() - t0 if done else None}))
 """

@@ -925,8 +925,10 @@ def test_a_file_in_a_bucket_lets_go_of_its_blocks_when_it_closes(endpoint, sourc
 
 
 def test_the_reader_of_a_paged_file_in_a_bucket_fetches_whole_pages(endpoint, shot_file, tmp_path):
-    """layoutkit.open of a paged HDF5 file in a bucket fetches blocks of the file's page
-    size, and reads it as it reads the local file; of any other file, 8 MiB blocks."""
+    """layoutkit.open of a paged HDF5 file in a bucket with a page buffer fetches blocks
+    of the file's page size, and reads it as it reads the local file; without one,
+    blocks of 1 MiB of reorder's file (its metadata in its first pages) and of 8 MiB of
+    any other file, paged by another tool or not."""
     import layoutkit
 
     key = "files/by-shot-pages.h5"
@@ -939,9 +941,25 @@ def test_the_reader_of_a_paged_file_in_a_bucket_fetches_whole_pages(endpoint, sh
             layoutkit.open(shot_file) as local:
         assert a._file._blocks.block_bytes == 16 * 1024**2  # a page a block (the reader's are 8 MiB otherwise)
         assert_same_values(local, a)  # every array (reorder stores a repeated time base once)
+    with layoutkit.open(f"s3://{BUCKET}/{key}", storage_options=options) as a:
+        assert a._file._blocks.block_bytes == 1024**2
     client(endpoint).put_object(Bucket=BUCKET, Key="files/unpaged.h5", Body=shot_file.read_bytes())
-    with layoutkit.open(f"s3://{BUCKET}/files/unpaged.h5", storage_options=options) as a:
-        assert a._file._blocks.block_bytes == 8 * 1024**2  # the blocks of s3fs's blockcache, as NSIDC sets it
+    foreign = tmp_path / "paged-elsewhere.h5"  # what h5repack -S PAGE makes: paged, no layout of reorder's
+    with h5py.File(foreign, "w", fs_strategy="page", fs_page_size=64 * 1024) as f:
+        for shot in (1, 2, 3):
+            time_ = f.create_dataset(f"shots/{shot}/time", data=np.linspace(0, 1, 5000))
+            time_.make_scale("time")
+            for signal in ("ip", "ne"):
+                ds = f.create_dataset(f"shots/{shot}/signals/{signal}", data=np.arange(5000.0) * shot, chunks=(1000,))
+                ds.dims[0].attach_scale(time_)
+    client(endpoint).put_object(Bucket=BUCKET, Key="files/paged-elsewhere.h5", Body=foreign.read_bytes())
+    for name in ("unpaged.h5", "paged-elsewhere.h5"):
+        with layoutkit.open(f"s3://{BUCKET}/files/{name}", storage_options=options) as a, \
+                layoutkit.open(foreign) as local:
+            assert a._file._blocks.block_bytes == 8 * 1024**2, name  # the blocks of s3fs's blockcache, as NSIDC sets it
+            if name == "paged-elsewhere.h5":
+                assert local._storage == "hdf5-paged"
+                assert_same_values(local, a)
 
 
 @pytest.mark.parametrize("pattern", ["signal", "shot"])
@@ -963,9 +981,9 @@ def test_the_reader_of_hdf5_in_a_bucket_fetches_the_data_together_and_each_block
         calls.append(("one", [offset]))
         return one(self, offset, size)
 
-    def read_ranges(self, ranges, on_get=None):  # a batch of concurrent GETs
+    def read_ranges(self, ranges, on_get=None, window=0):  # a batch of concurrent GETs
         calls.append(("batch", [o for o, _ in ranges]))
-        return many(self, ranges, on_get)
+        return many(self, ranges, on_get, window)
 
     monkeypatch.setattr(sources.ObjectSource, "read_range", read_range)
     monkeypatch.setattr(sources.ObjectSource, "read_ranges", read_ranges)

@@ -100,6 +100,10 @@ def test_coalesce_merges_neighbours_within_the_gap_and_size_limits():
     assert coalesce(ranges, gap=100, limit=1000) == [(0, 110)]
     assert coalesce(ranges, gap=100, limit=40) == [(0, 35), (100, 10)]  # a merged GET stays under the limit
     assert coalesce([(0, 500), (500, 10)], gap=0, limit=100) == [(0, 500), (500, 10)]  # a big range stays whole
+    # within a window: ranges that start in the window the last one ends in, however far apart
+    assert coalesce(ranges, gap=0, limit=1000, window=64) == [(0, 35), (100, 10)]
+    assert coalesce([(0, 10), (60, 10), (130, 5)], gap=0, limit=1000, window=64) == [(0, 70), (130, 5)]
+    assert coalesce([(0, 10), (60, 10)], gap=0, limit=50, window=64) == [(0, 10), (60, 10)]  # the limit still holds
 
 
 @pytest.mark.parametrize("options, gets", [

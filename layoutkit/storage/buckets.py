@@ -277,13 +277,18 @@ def delete_keys(store: Any, keys: list[str]) -> None:
             retrying(lambda: obstore.delete(store, group[i : i + 1000]))  # noqa: B023 - called at once
 
 
-def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP, limit: int = COALESCE_MAX) -> list[tuple[int, int]]:
-    """Merge ``(offset, size)`` ranges whose gap is at most ``gap`` into requests of at
-    most ``limit`` bytes (a range larger than ``limit`` stays whole); sorted, no overlap."""
+def coalesce(ranges: list[tuple[int, int]], gap: int = COALESCE_GAP, limit: int = COALESCE_MAX,
+             window: int = 0) -> list[tuple[int, int]]:
+    """Merge ``(offset, size)`` ranges whose gap is at most ``gap``, or that start in the
+    ``window``-aligned span of bytes the last one ends in (when ``window``), into requests
+    of at most ``limit`` bytes (a range larger than ``limit`` stays whole); sorted, no
+    overlap. With ``window`` the GETs are at most as many as a reader of whole blocks of
+    ``window`` bytes would make for the same ranges."""
     merged: list[list[int]] = []
     for offset, size in sorted(ranges):
         end = offset + size
-        if merged and offset - merged[-1][1] <= gap and max(end, merged[-1][1]) - merged[-1][0] <= limit:
+        near = merged and (offset - merged[-1][1] <= gap or window and offset // window == (merged[-1][1] - 1) // window)
+        if near and max(end, merged[-1][1]) - merged[-1][0] <= limit:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([offset, end])

@@ -85,8 +85,8 @@ def test_compare_hdf5_checks_exact_types(tmp_path: Path) -> None:
 def test_the_proof_reads_ahead_in_worker_processes_and_still_names_the_first_difference(
         tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001 - pytest's fixture
     """With worker processes (a source of gigabytes), the source's blocks are read ahead
-    of the comparison: each block must still meet its own region of the variant, and the
-    first difference, in a late block and in an early one, is the one named."""
+    of the comparison: each block must still meet its own region of the variant, and of
+    two differences, one in a late block and one in an early one, the first is named."""
     import layoutkit.equality.expected as expected
 
     src = tmp_path / "src.h5"
@@ -96,7 +96,6 @@ def test_the_proof_reads_ahead_in_worker_processes_and_still_names_the_first_dif
     dst = tmp_path / "a.zarr"
     convert(src, dst)
     monkeypatch.setattr(expected, "PROCESS_MIN_BYTES", 0)  # the workers, for 20 KB
-    assert compare_zarr(src, dst) == []
     with expected.ReferenceReader(src, {"/a": read_inventory(src).arrays[0]}) as reader:
         assert reader._pool is not None
         regions = [((r, r + 4), (0, 40)) for r in range(60, -4, -4)]  # backwards: order is the caller's
@@ -106,9 +105,7 @@ def test_the_proof_reads_ahead_in_worker_processes_and_still_names_the_first_dif
             np.testing.assert_array_equal(block, values[rows[0]:rows[1]])
         for _ in reader.read_each("/a", regions):  # stopped after one: the reads ahead are left
             break
-    for index in ((61, 7), (2, 39)):
-        bad = tmp_path / f"bad-{index[0]}.zarr"
-        shutil.copytree(dst, bad)
-        zarr.open_group(bad, mode="r+", use_consolidated=False)["a"][index] = -1
-        (m,) = compare_zarr(src, bad)
-        assert m.path == "/a" and str(index) in m.detail
+    changed = zarr.open_group(dst, mode="r+", use_consolidated=False)["a"]
+    changed[61, 7] = changed[2, 39] = -1
+    (m,) = compare_zarr(src, dst)
+    assert m.path == "/a" and "(2, 39)" in m.detail, m

@@ -8,6 +8,7 @@ name survived. netCDF-4 sources must also look identical to xarray.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import h5py
@@ -75,6 +76,10 @@ class ConformanceBase:
             assert_xarray_identical(hard_cases[case], dst)
 
     def test_sample_archive(self, shot_file: Path, tmp_path: Path) -> None:
+        if self.options.chunks == VARIANTS["v3-unaligned-chunks"].chunks:
+            # still unaligned with the sample's chunks (2048 x 32, whole signals) and smaller on both
+            # axes, in 1,606 chunks rather than 14,582 (the proof read them one at a time: 50 s of 57)
+            self.options = replace(self.options, chunks=parse_chunks("333,2"))
         dst = self.convert_and_check(shot_file, tmp_path)
         tree = xr.open_datatree(dst, engine="zarr")  # every group opens
         assert any("signals" in n.path for n in tree.subtree)

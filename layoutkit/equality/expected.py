@@ -106,7 +106,8 @@ class ReferenceReader:
         """Each of ``regions`` of ``path`` with its values, in order: with worker
         processes, the next :data:`READ_AHEAD` reads are under way while the caller
         compares one (a read waited for at once kept the comparison and HDF5's decoding
-        in turn: verify of a 2 GiB dataset took 23 s, 15 s without the workers)."""
+        in turn: verify of a 2 GiB dataset took 23 s, 15 s without the workers; 15.5 s
+        with them reading ahead, against two stores 53 -> 29 s)."""
         info = self.arrays[path]
         if self._pool is None or not info.shape or info.dtype.hasobject:
             for region in regions:

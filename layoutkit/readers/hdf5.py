@@ -130,7 +130,9 @@ class HDF5Archive(Archive):
     def layout(self) -> str:  # type: ignore[override]
         """The layout ``reorder`` recorded in the root's attributes, else the storage's.
         Read when asked: in a bucket the root's attributes may be a page (a GET) that
-        reading a shot or a signal never needs."""
+        reading a shot or a signal never needs; a paged file in a bucket asks it at
+        opening (reorder's file and another's are read in blocks of different sizes).
+        In reorder's files the root's attributes lie in the first block, fetched anyway."""
         return _recorded_layout(self.f.attrs.get("layoutkit")) or self._storage
 
     def _charge(self, *sizes: int) -> None:

@@ -111,8 +111,7 @@ class ZarrArchive(Archive):
         self._nodes = self._list_nodes()
         self._listed: dict[str, set[str]] = {}  # node by node: a shot group -> the nodes below it
         self._scales: dict[str, list[list[str]]] | None = None
-        self._chunk_plans: dict[str, DirectRead | None] = {}
-        self._any_size_plans: dict[str, DirectRead | None] = {}  # for parts of arrays of any number of chunks
+        self._chunk_plans: dict[str, DirectRead | None] = {}  # of any number of chunks (_direct)
         self._local = threading.local()  # per thread: the objects fetched ahead for its next read
         self._kept_objects: dict[str, Any] = {}  # objects fetched for a later read (_fetch_with_next_read)
 
@@ -503,18 +502,19 @@ class ZarrArchive(Archive):
         """The direct-read plan of a whole-array read (worked out once per array), or None.
         ``any_size``: of an array of any number of chunks too, for reading parts of it
         (:meth:`DirectRead.part`; such a plan of a large array lists no keys)."""
-        plans = self._any_size_plans if any_size else self._chunk_plans
-        if path not in plans:
+        if path not in self._chunk_plans:  # one plan per array: a large one's lists no keys
             self._ensure([path])
             node, plan = self._nodes.get(path), None
             if isinstance(node, _ArrayDoc):
                 try:
-                    plan = plan_direct_read(node.doc, tuple(node.shape), node.native_dtype, any_size=any_size)
+                    plan = plan_direct_read(node.doc, tuple(node.shape), node.native_dtype, any_size=True)
                 except (TypeError, ValueError):  # a data type zarr's parser refuses: zarr reads it
                     pass
-            plans[path] = plan
-        plan = plans[path]
-        return plan if plan is not None and _whole(selection, plan.shape) else None
+            self._chunk_plans[path] = plan
+        plan = self._chunk_plans[path]
+        if plan is None or not (any_size or plan.keys):
+            return None
+        return plan if _whole(selection, plan.shape) else None
 
     def _attrs_of(self, path: str) -> dict[str, Any]:
         self._ensure([path])

@@ -267,8 +267,8 @@ def set_refs(store: Any, path: str, chunks: list[list[Any]], versions: dict[str,
     for url, group in by_url.items():
         check = _checksum(versions.get(url, {}))
         index = np.array([c[0] for c in group], dtype=np.int64).reshape(len(group), -1)
-        low = index.min(axis=0) if len(group) else np.zeros(0, np.int64)
-        grid = index.max(axis=0) - low + 1 if len(group) else np.zeros(0, np.int64)
+        low = index.min(axis=0)
+        grid = index.max(axis=0) - low + 1
         cells = int(np.prod(grid, dtype=np.int64))
         if hasattr(store, "set_virtual_refs_arr") and index.shape[1] and cells <= 4 * len(group) + 64:
             flat = np.ravel_multi_index(tuple((index - low).T), tuple(int(g) for g in grid))
@@ -470,9 +470,6 @@ class IcechunkKV:
     def put(self, key: str, data: bytes | Sequence[bytes]) -> None:
         import json
 
-        from zarr.core.buffer import default_buffer_prototype
-        from zarr.core.sync import sync
-
         from layoutkit.storage.kv import joined
         from layoutkit.storage.log import is_log_key
 
@@ -494,31 +491,35 @@ class IcechunkKV:
             provenance[SIDECAR_KEY] = self._sidecar
             attrs["layoutkit"] = json.dumps(provenance)
             data = json.dumps(doc, allow_nan=False).encode()
-        sync(self.session.store.set(key, default_buffer_prototype().buffer.from_bytes(bytes(data))))
+        self._set([(key, data)])
 
     def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Several documents in one call to the session (what :meth:`put` does one at a
         time: a call through zarr's event loop costs ~1 ms, and a NeXus-like file has
         hundreds of nodes)."""
+        from layoutkit.storage.log import is_log_key
+
+        special = {"layoutkit.json", "zarr.json"}
+        for key, data in items:
+            if is_log_key(key) or key in special:
+                self.put(key, data)
+        self._set([(key, data) for key, data in items if not is_log_key(key) and key not in special])
+
+    def _set(self, items: Sequence[tuple[str, bytes | Sequence[bytes]]]) -> None:
+        """Zarr keys set in the session, in one call through zarr's event loop."""
         import asyncio
 
         from zarr.core.buffer import default_buffer_prototype
         from zarr.core.sync import sync
 
-        from layoutkit.storage.log import is_log_key
+        from layoutkit.storage.kv import joined
 
-        plain = []
-        for key, data in items:
-            if is_log_key(key) or key in ("layoutkit.json", "zarr.json"):
-                self.put(key, data)
-            else:
-                plain.append((key, default_buffer_prototype().buffer.from_bytes(bytes(data))))
+        async def set_all() -> None:
+            await asyncio.gather(*(self.session.store.set(key, default_buffer_prototype().buffer.from_bytes(
+                bytes(joined(data)))) for key, data in items))
 
-        async def put_all() -> None:
-            await asyncio.gather(*(self.session.store.set(key, buf) for key, buf in plain))
-
-        if plain:
-            sync(put_all())
+        if items:
+            sync(set_all())
 
     def get(self, key: str) -> bytes | None:
         from zarr.core.buffer import default_buffer_prototype

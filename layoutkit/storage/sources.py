@@ -479,8 +479,7 @@ class RangeFile(io.RawIOBase):
         with self._blocks.widened(self._blocks.limit + len(wanted)):
             missing = [i for i in wanted if self._blocks.get(i) is None]
             spans = [(i * block_bytes, min(block_bytes, self._size - i * block_bytes)) for i in missing]
-            window = READER_BLOCK_BYTES if block_bytes < READER_BLOCK_BYTES else 0
-            for i, block in zip(missing, self.source.read_ranges(spans, self._got, window)):
+            for i, block in zip(missing, self.source.read_ranges(spans, self._got, READER_BLOCK_BYTES)):
                 if self._blocks.block_bytes == block_bytes:
                     self._blocks.put(i, block)
             yield

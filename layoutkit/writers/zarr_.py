@@ -110,6 +110,12 @@ def encode_fill_attr(value: Any, dtype: np.dtype) -> Any:
     return value
 
 
+def _node_items(node: str, files: dict[str, dict[str, Any]]) -> list[tuple[str, bytes]]:
+    """The keys and bytes of a node's metadata documents (``node``: its path without the
+    leading slash; "" for the root)."""
+    return [(f"{node}/{name}" if node else name, json.dumps(doc, allow_nan=False).encode()) for name, doc in files.items()]
+
+
 def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4: bool) -> Any:
     if dtype is str:
         return ""
@@ -237,8 +243,7 @@ class ZarrWriter:
         if hasattr(self.kv, "put_many"):  # a target that takes many documents in one call (an Icechunk session)
             for _, level in itertools.groupby(nodes, key=lambda n: n.count("/")):
                 if not self._stop.is_set():
-                    self.kv.put_many([(f"{node}/{name}" if node else name, json.dumps(doc, allow_nan=False).encode())
-                                      for node in level for name, doc in docs[node].items()])
+                    self.kv.put_many([item for node in level for item in _node_items(node, docs[node])])
             return
         with ThreadPoolExecutor(max_workers=16) as pool:
             depth = -1
@@ -269,8 +274,8 @@ class ZarrWriter:
     def _write_node(self, node: str, files: dict[str, dict[str, Any]]) -> None:
         if self._stop.is_set():
             return
-        for filename, doc in files.items():
-            self.kv.put(f"{node}/{filename}" if node else filename, json.dumps(doc, allow_nan=False).encode())
+        for key, data in _node_items(node, files):
+            self.kv.put(key, data)
 
     def _group_docs(self, attrs: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if self.zarr_format == 3:

@@ -293,3 +293,84 @@ def test_a_page_size_that_hdf5_cannot_use_is_refused_before_any_work(shot_file: 
     assert result.exit_code == 2, result.output
     assert "Expected a page size that is a power of two of at least 512 B" in " ".join(result.output.split())
     assert "Traceback" not in result.output and list(tmp_path.iterdir()) == []
+
+
+class _ReadLog:
+    """A file h5py reads through, which keeps where each read started and how long it was."""
+
+    def __init__(self, path: Path) -> None:
+        self.f = open(path, "rb")  # noqa: SIM115 - closed by the test
+        self.reads: list[tuple[int, int]] = []
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - seek, tell and the rest, as the file has them
+        return getattr(self.f, name)
+
+    def readinto(self, buffer) -> int:  # noqa: ANN001
+        self.reads.append((self.f.tell(), len(buffer)))
+        return self.f.readinto(buffer)
+
+    def taken(self) -> list[int]:
+        """Where the reads since the last call started, but for those of a global heap
+        collection (a variable-length string attribute's bytes: raw data to HDF5)."""
+        heaps = []
+        for offset, _ in self.reads:
+            head = self._head(offset, 16)
+            if head[:4] == b"GCOL":
+                heaps.append((offset, offset + int.from_bytes(head[8:16], "little")))
+        out = [offset for offset, _ in self.reads if not any(a <= offset < b for a, b in heaps)]
+        self.reads.clear()
+        return out
+
+    def _head(self, offset: int, size: int) -> bytes:
+        here = self.f.tell()
+        self.f.seek(offset)
+        head = self.f.read(size)
+        self.f.seek(here)
+        return head
+
+
+def test_a_shots_metadata_lies_together_and_the_recipe_in_the_first_block(tmp_path: Path) -> None:
+    """What a reader in a bucket pays a GET for: opening reads the first block alone (the
+    superblock's extension was moved to the end of the metadata on closing while free
+    space was persisted; the recipe was added last, and as a variable-length string
+    in a global heap on a raw-data page), and one shot's groups, datasets and the
+    attributes attaching their scales added lie together (they were made all groups,
+    then all datasets, then attached: three places tens of MiB apart at 50,000 shots)."""
+    import json
+    import struct
+
+    src, out = tmp_path / "s.h5", tmp_path / "by-shot.h5"
+    with h5py.File(src, "w", libver="latest") as f:  # 120 shots of 5 signals on a time base of the shot's
+        for k in range(120):
+            g = f.create_group(f"shots/{1_000_000 + k}")
+            g.attrs["shot"] = 1_000_000 + k
+            t = g.create_dataset("t", data=np.arange(100.0))
+            t.make_scale("t")
+            t.attrs["units"] = "s"
+            for j in range(5):
+                d = g.create_dataset(f"signals/sig{j}", data=np.arange(100, dtype="f4") * j)
+                d.dims[0].attach_scale(t)
+                d.attrs["units"] = "V"
+    reorder(src, out, ReorderOptions(by="shot"))
+    head = out.read_bytes()[:48]
+    extension = struct.unpack("<Q", head[20:28])[0]  # superblock version 2 or 3, 8-byte addresses
+    assert head[8] >= 2 and extension < 64 * 1024
+
+    log = _ReadLog(out)
+    try:
+        with h5py.File(log, "r") as f:
+            assert max(log.taken()) < 64 * 1024
+            assert json.loads(f.attrs["layoutkit"])["command"] == "reorder"
+            assert max(log.taken(), default=0) < 64 * 1024
+            for shot in ("1000007", "1000060", "1000119"):
+                f[f"/shots/{shot}"]
+                log.taken()  # the lookup of its name in /shots
+                g = f[f"/shots/{shot}"]
+                dict(g.attrs)
+                for ds in [*f[f"/shots/{shot}/signals"].values(), f[f"/shots/{shot}/t"]]:
+                    dict(ds.attrs)
+                    assert [len(s) for s in ds.dims[0].values()] in ([], [len(ds)])
+                own = log.taken()
+                assert own and max(own) - min(own) < 16 * 1024, (shot, sorted(own))
+    finally:
+        log.f.close()

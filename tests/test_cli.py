@@ -481,3 +481,66 @@ def test_a_refused_advise_leaves_no_progress_behind(good_h5: Path, tmp_path: Pat
     said = runner.invoke(app, ["advise", str(good_h5), "--latency", "1ms,2ms", "--out", str(tmp_path / "a")])
     assert said.exit_code == 2 and "Expected one --latency" in said.output
     assert "advise:" not in said.output and len(said.output.strip().splitlines()) == 1, said.output
+
+
+WRITES = {
+    "sample": lambda src, out: ["sample", str(out / "s.h5"), "--shots", "2", "--signals", "3"],
+    "convert": lambda src, out: ["convert", str(src), str(out / "c.zarr"), "--compressor", "none"],
+    "reorder": lambda src, out: ["reorder", str(src), str(out / "r.h5")],
+    "verify": lambda src, out: ["verify", str(src), str(src), "--out", str(out / "report"), "--patterns", "open",
+                                "--repeat", "1"],
+    "advise": lambda src, out: ["advise", str(src), "--out", str(out / "advice"), "--budget", "20s"],
+}
+
+
+@pytest.mark.parametrize("command", list(WRITES))
+def test_every_write_path_is_refused_before_any_work_in_one_sentence(command: str, tmp_path: Path) -> None:
+    """A folder of a file system that makes no files (procfs: root passes ``os.access``
+    there, so `verify --out /proc/x` measured everything and then ended in a traceback,
+    and `reorder SRC /proc/x.h5` and `sample /proc/x/s.h5` were tracebacks): one sentence,
+    exit 2, nothing written, the source untouched (issue 66)."""
+    from layoutkit.sample import write_sample
+
+    src = tmp_path / "s.h5"
+    write_sample(src, shots=2, signals=3, seed=0)
+    before = src.read_bytes()
+    # a destination's own folder (a missing one is refused as missing), a report's below it
+    where = Path("/proc") if command in ("convert", "reorder") else Path("/proc/layoutkit-test")
+    result = runner.invoke(app, WRITES[command](src, where))
+    assert result.exit_code == 2, result.output
+    assert_refused(result, "/proc")
+    assert result.output.count("error:") == 1
+    assert src.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]
+
+
+@pytest.mark.parametrize("command", ["sample", "convert", "reorder", "advise"])
+def test_a_disk_that_refuses_more_mid_run_is_one_sentence_and_leaves_nothing(command: str, tmp_path: Path) -> None:
+    """A disk that stops taking bytes once the work is under way (a file-size limit in
+    the child process, what a full disk is to a writer, without mounting one): one
+    sentence naming why, exit 2, no traceback and no bar's last frame above it, no
+    partial output, the source untouched. reorder and sample ended in HDF5's
+    "Can't decrement id ref count" traceback (issue 66)."""
+    import resource
+    import subprocess
+    import sys
+
+    from layoutkit.sample import write_sample
+
+    src = tmp_path / "s.h5"
+    write_sample(src, shots=2, signals=3, seed=0)
+    before = src.read_bytes()
+    out = tmp_path / "out"
+    out.mkdir()
+    limit = 32 * 1024  # a sample's file, an uncompressed chunk of it, advise's candidates: each larger
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    done = subprocess.run([sys.executable, "-m", "layoutkit", *WRITES[command](src, out)], capture_output=True,
+                          text=True, preexec_fn=limited, timeout=300)
+    said = done.stderr.strip()
+    assert done.returncode == 2, (done.stdout, said)
+    assert said.startswith("error: The output could not be written") and "Traceback" not in said, said
+    assert len(said.splitlines()) <= 3 and "File too large" in " ".join(said.split()), said
+    assert src.read_bytes() == before
+    assert list(out.iterdir()) == []

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from layoutkit.cli.core import State, app, check_interrupted, console, ended_by_interrupt, fail, out
-from layoutkit.cli.running import STORAGE_HELP
+from layoutkit.cli.running import STORAGE_HELP, stop_quietly
 from layoutkit.errors import LayoutkitError
 from layoutkit.options import format_size
 
@@ -69,8 +69,12 @@ def advise(
                 overwrite=overwrite, on_step=on_step,
                 on_total=lambda n: shown().update(task, total=n, description="advise: candidates"),
             )  # fmt: skip
+        except BaseException:
+            stop_quietly(bar)  # no last frame of the bar above the error
+            raise
         finally:
-            bar.stop()
+            if bar.live.is_started:  # stopping a bar never shown prints an empty line
+                bar.stop()
         written = result.written
     except LayoutkitError as exc:
         raise fail(exc) from None

@@ -4,6 +4,8 @@ failure, and an interrupt (Ctrl-C, SIGTERM) that removes what the run wrote."""
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import signal
 import sys
@@ -42,9 +44,12 @@ class _Commands(typer.core.TyperGroup):
             raise
         except Exception as exc:
             store = store_error(exc)
-            if store is None:
+            if store is not None:
+                raise fail(store_failure(store, tuple(given))) from None
+            disk = disk_failure(exc)
+            if disk is None:
                 raise
-            raise fail(store_failure(store, tuple(given))) from None
+            raise fail(disk) from None
 
 
 METAVARS = {
@@ -263,6 +268,30 @@ def store_error(exc: BaseException) -> BaseException | None:
     return None
 
 
+_DISK_ERRORS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EFBIG: "a file would pass the size this process may write, ulimit -f",
+    errno.EROFS: "the file system is read-only",
+}
+
+
+def disk_failure(exc: BaseException) -> str | None:
+    """One sentence for an output that could not be written because the disk refused more
+    (full, over quota, a file-size limit, read-only), found in ``exc`` or an error it came
+    from; HDF5 gives the system's errno only in its message. None for anything else.
+    ``convert``, ``reorder`` and ``sample`` have removed what they wrote by then."""
+    seen: BaseException | None = exc
+    while seen is not None and not interrupted(seen):
+        code = seen.errno if isinstance(seen, OSError) else None
+        m = re.search(r"errno = (\d+)", str(seen))
+        code = code if code in _DISK_ERRORS else int(m.group(1)) if m else None
+        if code in _DISK_ERRORS:
+            return f"The output could not be written: {_DISK_ERRORS[code]} ({os.strerror(code)})."
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def store_failure(exc: BaseException, given: tuple[str, ...]) -> str:
     """One sentence for a store's failure during a run, naming the bucket URL it concerns
     (of the arguments given, the URL whose bucket and key the request named; else the
@@ -277,5 +306,5 @@ def store_failure(exc: BaseException, given: tuple[str, ...]) -> str:
 
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_DIFFERENT", "EXIT_PATTERN_FAILED", "SOURCE_SIZE", "Interrupted", "State", "app",
-           "check_interrupted", "console", "ended_by_interrupt", "fail", "interrupted", "out", "store_error",
+           "check_interrupted", "console", "disk_failure", "ended_by_interrupt", "fail", "interrupted", "out", "store_error",
            "store_failure"]

@@ -15,6 +15,7 @@ from layoutkit.cli.core import (
     State,
     check_interrupted,
     console,
+    disk_failure,
     ended_by_interrupt,
     fail,
     out,
@@ -24,8 +25,33 @@ from layoutkit.cli.core import (
 from layoutkit.errors import LayoutkitError
 
 
+class _Bar(Progress):
+    """A progress bar that leaves nothing behind when the work under it fails: in a log
+    (not a terminal) a bar prints its last frame as it stops, which above an error reads
+    as what the work did ("reorder 0.0/812.4 KiB")."""
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            stop_quietly(self)
+        elif self.live.is_started:  # rich's stop ends a log's line each time it is called
+            super().__exit__(exc_type, exc, tb)
+
+
+def stop_quietly(bar: Progress) -> None:
+    """Stop ``bar`` printing nothing (a run that failed: rich prints the bar's last frame
+    and a line's end in a log)."""
+    if not bar.live.is_started:
+        return
+    quiet, bar.live.console.quiet = bar.live.console.quiet, True
+    try:
+        bar.live.transient = True
+        bar.stop()
+    finally:
+        bar.live.console.quiet = quiet
+
+
 def progress_bar(total: int, label: str) -> Progress:
-    return Progress(
+    return _Bar(
         TextColumn(f"[bold]{label}"),
         BarColumn(),
         DownloadColumn(binary_units=True),
@@ -128,9 +154,12 @@ def run_with_bar(label: str, work: Any, given: tuple[Any, ...], total: int | Non
 
 
 def _said(exc: BaseException, given: tuple[Any, ...], outcome: str) -> BaseException:
-    """A failure mid-run in one line: a request a store refused, or an interruption."""
+    """A failure mid-run in one line: a request a store refused, a disk that refused
+    more, or an interruption."""
     if (store := store_error(exc)) is not None:  # a request failed mid-run: what was written is gone
         return fail(store_failure(store, tuple(map(str, given))) + f" {outcome[0].upper()}{outcome[1:]}.")
+    if (disk := disk_failure(exc)) is not None:
+        return fail(f"{disk} {outcome[0].upper()}{outcome[1:]}.")
     return ended_by_interrupt(exc, f"interrupted; {outcome}.")
 
 

@@ -11,11 +11,13 @@ run to the same destination removes it once that process is gone.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import shutil
 import socket
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Protocol
@@ -81,9 +83,35 @@ def check_report_folder(path: str | os.PathLike[str], option: str = "--out", wha
         where = "is a file" if existing == folder else f"lies under the file {str(existing)!r}"
         raise OutputNotWritableError(f"{option} {str(folder)!r} {where}; name a folder for {what}.")
     read_only = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
-    if read_only or not os.access(existing, os.W_OK | os.X_OK):
-        said = "is on a read-only file system" if read_only else "cannot be written by this user"
-        raise OutputNotWritableError(f"{option} {str(folder)!r} cannot be written: {str(existing)!r} {said}.")
+    why = "is on a read-only file system" if read_only else unwritable(existing)
+    if why:
+        raise OutputNotWritableError(f"{option} {str(folder)!r} cannot be written: {str(existing)!r} {why}.")
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be made in the existing ``folder``, found by making one (and
+    writing a byte to it), or None. ``os.access`` answers from permission bits: root
+    passes it on a folder of /proc, a quota or a full disk passes it too.
+    """
+    try:
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".layoutkit-probe-")
+    except OSError as exc:
+        return _because(exc)
+    try:
+        os.write(fd, b"\0")
+    except OSError as exc:
+        return _because(exc)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return None
+
+
+def _because(exc: OSError) -> str:
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "cannot be written by this user"
+    return f"refuses a new file ({(exc.strerror or str(exc)).lower()})"
 
 
 def disk_usage(path: Path) -> int:
@@ -143,8 +171,9 @@ class LocalDestination:
             raise OutputNotWritableError(f"Destination folder {str(parent)!r} does not exist.")
         if not parent.is_dir():
             raise OutputNotWritableError(f"Destination parent {str(parent)!r} is not a folder.")
-        if not os.access(parent, os.W_OK):
-            raise OutputNotWritableError(f"Destination folder {str(parent)!r} is not writable.")
+        why = "is on a read-only file system" if os.statvfs(parent).f_flag & os.ST_RDONLY else unwritable(parent)
+        if why:
+            raise OutputNotWritableError(f"Destination {str(dst)!r} cannot be written: its folder {str(parent)!r} {why}.")
 
     def stale(self) -> list[Path]:
         """Staging areas of this destination left by runs on this host whose process is gone."""
@@ -230,4 +259,5 @@ def glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
-__all__ = ["StagingDestination", "Destination", "LocalDestination", "check_report_folder", "disk_usage", "glob_escape", "remove_path"]
+__all__ = ["StagingDestination", "Destination", "LocalDestination", "check_report_folder", "disk_usage", "glob_escape", "remove_path",
+           "unwritable"]

@@ -34,7 +34,7 @@ from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, Stora
 from layoutkit.options import CompressorSpec
 from layoutkit.plan import Region, blocks_over, region_size
 from layoutkit.storage import Destination, read_head
-from layoutkit.templates import compile_template, natural_key
+from layoutkit.templates import compile_template
 from layoutkit.timings import timed
 
 
@@ -386,7 +386,8 @@ class ShotUnit:
 def shot_units(inventory: Inventory, template: str | None) -> list[ShotUnit]:
     """The objects below the root by the shot the ``template`` places them in: those
     outside every shot first (the groups that hold the shots among them), then each
-    shot's, in natural order. No template: one unit of everything."""
+    shot's, in the inventory's order (the order links are made in is the order netCDF
+    lists groups in). No template: one unit of everything."""
     groups = [g for g in inventory.groups if g.path != "/"]
     if template is None:
         return [ShotUnit(None, tuple(groups), inventory.arrays)]
@@ -396,8 +397,7 @@ def shot_units(inventory: Inventory, template: str | None) -> list[ShotUnit]:
         for item in items:
             m = prefix.match(item.path)
             members.setdefault(m.group("shot") if m else None, ([], []))[kind].append(item)  # type: ignore[arg-type]
-    shots = sorted((s for s in members if s is not None), key=natural_key)
-    return [ShotUnit(s, tuple(members[s][0]), tuple(members[s][1])) for s in [None, *shots]]
+    return [ShotUnit(s, tuple(groups), tuple(arrays)) for s, (groups, arrays) in members.items()]
 
 
 class _Attacher:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 import time
@@ -489,7 +490,7 @@ def test_the_answer_names_the_fastest_layout_and_what_it_beats():
     fast = answers["0 ms"]
     assert (fast.best, fast.vs_source, fast.worst) == ("mirror.zarr", 2.0, "src.h5")  # the source is slowest here
     md = report.answer_markdown(rows, "src.h5")
-    assert "| shot | 10 ms | paged.h5 | 0.500 s | 8 | **8.0x** (400 requests) | 16.0x (mirror.zarr, 900 requests) |" in md
+    assert "| shot | 10 ms | paged.h5 | 0.500 s | 8 | **8.0x** (source: 400 requests) | 16.0x (mirror.zarr, 900 requests) |" in md
     assert md.startswith("Conditions: engine threads, 1 worker, cold cache.")
     assert report.too_small_to_matter(rows) is None  # 0.2 s against 0.4 s: well over the noise
 
@@ -892,3 +893,46 @@ def test_the_probe_waits_on_an_hdf5_file_whatever_its_variant_says(tmp_path, mon
             warnings.simplefilter("error", RuntimeWarning)  # "coroutine ... was never awaited"
             _, rounds = probe(Variant("s.h5", src, said, "hdf5", "hdf5", None), "shot", [shot], "/shots/{shot}/signals/{signal}")
         assert rounds >= 1, said
+
+
+def _rows(text: str, title: str) -> list[dict[str, str]]:
+    """Each row of the table printed under ``title``, by column name."""
+    lines = text[text.index(title):].splitlines()
+    head: list[str] = []
+    out = []
+    for line in lines[1:]:
+        if line.startswith("┃") and not head:
+            head = [c.strip() for c in line.strip("┃").split("┃")]
+        elif line.startswith("│"):
+            out.append(dict(zip(head, (c.strip() for c in line.strip("│").split("│")))))
+        elif out and line.startswith("└"):
+            break
+    return out
+
+
+def test_the_answers_numbers_are_the_measurements_and_its_columns_are_explained(shot_file, variants):
+    """The answer's "vs the source" says whose requests it shows (it printed the source's
+    count beside the winner's speed-up: "8.5x (824 requests)"), and every number in the
+    answer is the measurement table's: the winner's seconds and requests, the source's
+    requests, each speed-up the ratio of the table's seconds. Under each table, what its
+    columns mean; with no latency simulated, what that favours (issue 66)."""
+    result = cli("verify", shot_file, *variants.values(), "--patterns", "shot,signal", "--repeat", "1")
+    assert result.exit_code == 0, result.output
+    text = result.output
+    measured = {(r["variant"], r["pattern"]): r for r in _rows(text, "every measurement")}
+    answers = _rows(text, "The answer")
+    assert {a["read"] for a in answers} == {"shot", "signal"}
+    for a in answers:
+        mine, source = measured[a["fastest"], a["read"]], measured[shot_file.name, a["read"]]
+        assert a["seconds"] == mine["seconds"] and a["requests"] == mine["requests"]
+        m = re.fullmatch(r"([\d.]+)x \(source: ([\d,]+) requests?\)", a["vs the source"])
+        assert m and m.group(2) == source["requests"], a
+        ratio = float(source["seconds"]) / float(a["seconds"])
+        assert abs(float(m.group(1)) - ratio) <= 0.05 * ratio + 0.06, (a, ratio)
+        slowest = re.fullmatch(r"([\d.]+)x \((.+): ([\d,]+) requests?\)", a["vs the slowest"])
+        assert a["vs the slowest"] == "-" or (slowest and measured[slowest.group(2), a["read"]]["requests"]
+                                              == slowest.group(3)), a
+    flat = " ".join(text.split())
+    for column in ("page buf", "spread", "requests", "hits m/r", "equal", "vs the source", "vs the slowest"):
+        assert f"{column}: " in flat, column
+    assert "No latency was simulated" in flat and "w 1" not in flat and "1 worker" in flat

@@ -66,13 +66,35 @@ def table(results: Sequence[Result], title: str) -> Table:
         values = {col[2](r) for r in results}
         (fixed if col[0] in constant and len(values) == 1 else shown).append(col)
     if fixed and results:
-        title += " (" + ", ".join(f"{name} {fn(results[0])}" for name, _, fn in fixed) + ")"
-    t = Table(title=title, title_justify="left")
+        title += " (" + ", ".join(_fixed_text(name, fn(results[0])) for name, _, fn in fixed) + ")"
+    legend = [f"{name}: {COLUMNS[name]}" for name, _, _ in shown if name in COLUMNS]
+    t = Table(title=title, title_justify="left", caption="; ".join(legend) + ".", caption_justify="left")
     for name, justify, _ in shown:
         t.add_column(name, justify=justify, no_wrap=name != "variant")
     for r in results:
         t.add_row(*(fn(r) for _, _, fn in shown))
     return t
+
+
+COLUMNS = {
+    "w": "workers",
+    "page buf": "HDF5's page buffer (0: none; -: not an HDF5 file)",
+    "seconds": "the median of the repeats",
+    "spread": "fastest to slowest of the repeats",
+    "requests": "reads of the file, or GETs from the bucket",
+    "read": "the bytes they read",
+    "MB/s": "the pattern's data per second",
+    "hits m/r": "share of HDF5's metadata / raw-data reads its page buffer held",
+    "equal": "whether the variant holds exactly the source's data (the proof)",
+}
+"""What each column of :func:`table` means, printed under it."""
+
+
+def _fixed_text(name: str, value: str) -> str:
+    """A column every row shares, as the title says it: "1 worker", "cold cache"."""
+    if name == "w":
+        return f"{value} worker{'' if value == '1' else 's'}"
+    return f"{value} cache" if name == "cache" else f"{name} {value}"
 
 
 def _equal(r: Result, source: str) -> str:
@@ -235,7 +257,10 @@ def answer_table(results: Sequence[Result], source: str) -> Table:
     """The short table that leads the report: the answer, before the details."""
     rows = answers(results, source)
     varying = bool(_varying(results))
-    t = Table(title=f"The answer: the fastest layout for each read ({conditions_text(results)})", title_justify="left")
+    t = Table(title=f"The answer: the fastest layout for each read ({conditions_text(results)})", title_justify="left",
+              caption="seconds: the median of the repeats; vs the source: how many times faster than the source "
+                      "read the same way (and the source's requests); vs the slowest: than the slowest layout (and "
+                      "its requests)." + latency_note(results), caption_justify="left")
     headers: list[tuple[str, JustifyMethod]] = [
         ("read", "left"), *((("conditions", "left"),) if varying else ()), ("fastest", "left"), ("seconds", "right"),
         ("requests", "right"), ("vs the source", "right"), ("vs the slowest", "right")]
@@ -244,10 +269,19 @@ def answer_table(results: Sequence[Result], source: str) -> Table:
     for a in rows:
         t.add_row(
             a.pattern, *((a.condition,) if varying else ()), _named(a.best, source), f"{a.seconds:.3f}", f"{a.requests:,}",
-            f"{a.vs_source:.1f}x ({_requests(a.source_requests)})",
+            f"{a.vs_source:.1f}x (source: {_requests(a.source_requests)})",
             f"{a.vs_worst:.1f}x ({a.worst}: {_requests(a.worst_requests)})" if a.worst != a.best else "-",
         )
     return t
+
+
+def latency_note(results: Sequence[Result]) -> str:
+    """What decides the answer when no request cost anything but its bytes: said under it."""
+    if not results or any(r.latency or r.remote for r in results):
+        return ""
+    return (" No latency was simulated: a request cost only its bytes, which favours many small reads; the "
+            "layouts made for object storage (paged HDF5, sharded Zarr) are for where each request waits: "
+            "--latency 20ms, or a bucket.")
 
 
 def _named(variant: str, source: str) -> str:
@@ -269,7 +303,7 @@ def answer_markdown(results: Sequence[Result], source: str) -> str:
     for a in rows:
         cells = [a.pattern, *([a.condition] if varying else []), _named(a.best, source), f"{a.seconds:.3f} s",
                  f"{a.requests:,}",
-                 f"**{a.vs_source:.1f}x** ({_requests(a.source_requests)})",
+                 f"**{a.vs_source:.1f}x** (source: {_requests(a.source_requests)})",
                  f"{a.vs_worst:.1f}x ({a.worst}, {_requests(a.worst_requests)})" if a.worst != a.best else "-"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

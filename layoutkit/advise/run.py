@@ -8,8 +8,10 @@ The run, within ``--budget`` of wall time:
    archive, ``n`` and ``2n`` whole shots spread over the archive (the smaller inside the
    larger), ``n`` chosen from the budget; for any other file, whole arrays up to two
    sizes in bytes. Both keep the source's chunking, filters and stored bytes.
-2. **Candidates** (:mod:`layoutkit.advise.candidates`), in order, each while the
-   budget lasts (the cost of the next one is estimated from those done): written from
+2. **Candidates** (:mod:`layoutkit.advise.candidates`), the likeliest to win the
+   patterns asked first (:func:`~layoutkit.advise.candidates.likeliest_first`, a cheap
+   model of what each layout puts together), each while the budget lasts (the cost of
+   the next one is estimated from those done): written from
    both samples through the layout registry, the larger checked equal to its sample,
    then measured with verify's patterns (:func:`layoutkit.verify.run.measure`): both
    without latency (requests, bytes, local seconds, CPU), the larger once more with the
@@ -39,7 +41,7 @@ from typing import Any
 
 from obstore.exceptions import BaseError as StoreError
 
-from layoutkit.advise.candidates import Candidate, candidates
+from layoutkit.advise.candidates import CANDIDATE_SETS, Candidate, candidates, likeliest_first
 from layoutkit.advise.model import (
     Observation,
     Prediction,
@@ -381,6 +383,8 @@ def advise(
     default = "shot=1,signal=1" if len(shots) >= 2 else "scan=1,subset=1"
     weights = parse_weights(options.patterns or default, available)
     trials = candidates(options.candidates, options.template)
+    if options.candidates in CANDIDATE_SETS:  # names the user gave are tried in the order given
+        trials = likeliest_first(trials, weights, options.template)
     storage = dict(options.storage_options)
     target = _target(options, storage)
     work = Path(tempfile.mkdtemp(prefix="layoutkit-advise-", dir=options.tmpdir))

@@ -250,6 +250,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/layoutkit-bench"))
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-build", action="store_true", help="measure only the variants written already")
+    parser.add_argument("--bucket-only", action="store_true",
+                        help="measure only one shot from the simulated bucket (time and GETs), on the variants "
+                             "written already: benchmarks/out/engine-bucket.{json,md}")
     parser.add_argument("--slow-references-above", type=int, default=10_000,
                         help="above this many shots the references (minutes a read there) are timed once, not --repeat times")
     args = parser.parse_args()
@@ -258,12 +261,49 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict[int, dict[str, dict[str, float]]] = {}
+    if args.bucket_only:
+        bucket_only(args.workdir, sizes, layouts, args.repeat)
+        return
     for n in sizes:
         print(f"{n:,} shots", flush=True)
         found = build(args.workdir, n, [x for x in layouts if x != "source"], write=not args.no_build)
         results[n] = measure(found, n, args.repeat, whole_tree=n == min(sizes),
                              reference_repeat=1 if n > args.slow_references_above else args.repeat)
         write(results, "benchmarks/bench_engine.py " + " ".join(sys.argv[1:]))  # each size as it is done
+
+
+def bucket_only(work: Path, sizes: list[int], layouts: list[str], repeat: int) -> None:
+    """One shot from the simulated bucket on each variant written already: the median
+    time of ``repeat`` shots and the median of their GETs, by size."""
+    rng = np.random.default_rng(1)
+    rows: dict[str, dict[int, tuple[float, float]]] = {}
+    for n in sizes:
+        found = build(work, n, [x for x in layouts if x != "source"], write=False)
+        picks = [str(1_000_000 + int(k)) for k in rng.choice(n, size=repeat, replace=False)]
+        for name, where in found.items():
+            times, gets = [], []
+            for shot in picks:
+                t0 = time.perf_counter()
+                in_a_bucket(where, shot)
+                times.append(time.perf_counter() - t0)
+                gets.append(GETS[where])
+            rows.setdefault(name, {})[n] = (statistics.median(times), statistics.median(gets))
+            print(f"  {n:,} shots, {name}: {rows[name][n][0]:.3f} s, {rows[name][n][1]:g} GETs", flush=True)
+    command = "benchmarks/bench_engine.py " + " ".join(sys.argv[1:])
+    lines = [f"# One shot from a bucket, by archive size ({time.strftime('%Y-%m-%d')})", "",
+             f"`{command}`: `layoutkit.open(store, model=LatencyModel(latency=0.03, bandwidth=100e6)).shot(SHOT)`, "
+             f"median of {repeat} shots (seconds, and GETs).", "",
+             "| layout | " + " | ".join(f"{n:,} shots" for n in sizes) + " |",
+             "|---|" + "---:|" * len(sizes)]
+    for name, by_size in rows.items():
+        lines.append(f"| {name} | " + " | ".join(f"{by_size[n][0]:.3f} s ({by_size[n][1]:g})" if n in by_size else "-"
+                                                 for n in sizes) + " |")
+    OUT.mkdir(exist_ok=True)
+    (OUT / "engine-bucket.json").write_text(json.dumps({"command": command, "date": time.strftime("%Y-%m-%d"),
+                                                        "rows": {k: {str(n): v for n, v in r.items()}
+                                                                 for k, r in rows.items()}}, indent=2))
+    (OUT / "engine-bucket.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines), flush=True)
 
 
 def write(results: dict[int, dict[str, dict[str, float]]], command: str) -> None:

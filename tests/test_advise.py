@@ -586,7 +586,22 @@ def test_candidates_within_the_uncertainty_are_ranked_by_requests_then_bytes():
     assert abs(shot_major.weighted_uncertainty - 0.0863 * 0.15) < 1e-9
     note = tied.tie_note()
     assert note and "ranked by requests, then by bytes read, then by bytes stored" in note, note
-    assert "signal-major (27 GETs reading 976.6 KiB, 1.9 MiB stored)" in " ".join(note.split()), note
+    assert "signal-major (27 weighted GETs reading 976.6 KiB, 1.9 MiB stored)" in " ".join(note.split()), note
+    # every number the sentence gives a candidate is in that candidate's row of the table (issue 66:
+    # "cmod-shot (6 GETs...) before cmod-signal (7 GETs...)", numbers that appeared nowhere in it)
+    from rich.console import Console
+
+    from layoutkit.cli.advise import advice_table
+
+    console = Console(width=400, record=True)
+    console.print(advice_table(tied))
+    rows = {line.split("│")[2].strip(): [c.strip() for c in line.split("│")] for line in console.export_text().splitlines()
+            if line.count("│") > 5}
+    said = re.findall(r"(\S+) \(([\d,]+) weighted GETs reading ([\d.]+ \S+), ([\d.]+ \S+) stored\)", note)
+    times = dict(re.findall(r"([\w.-]+) ([\d.]+ ± [\d.e-]+) s\b", note))
+    assert len(said) == 2 and len(times) == 2, note
+    for name, gets, read, stored in said:
+        assert {gets, read, stored, times[name]} <= set(rows[name]), (name, rows[name], note)
     apart = result(trial("shot-major", 0.0863, 0.02, 76, 3.0e6), trial("signal-major", 0.0913, 0.02, 27, 1.95e6))
     assert [t.name for t in apart.ranked] == ["shot-major", "signal-major"] and apart.tie_note() is None
     same_requests = result(trial("a", 0.0863, 0.15, 27, 3.0e6), trial("b", 0.0900, 0.15, 27, 1.0e6))

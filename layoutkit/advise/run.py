@@ -250,7 +250,7 @@ class AdviseResult:
         ranked = self.ranked[: len(tied)]
         first, runner = ranked[0], ranked[1]
         return (f"{len(tied)} candidates are predicted within the uncertainty of the fastest "
-                f"({', '.join(f'{t.name} {t.weighted_seconds:.3g} ± {t.weighted_uncertainty:.2g} s' for t in tied[:4])}"
+                f"({', '.join(f'{t.name} {t.weighted_seconds:.3g} ± {t.weighted_uncertainty:.1g} s' for t in tied[:4])}"
                 f"{', ...' if len(tied) > 4 else ''}): they are ranked by requests, then by bytes read, then by "
                 f"bytes stored, so {first.name} ({_counts(first)}) comes before {runner.name} ({_counts(runner)}).")
 
@@ -259,9 +259,15 @@ class AdviseResult:
         return self.ranked[0]
 
 
+def weighted_counts(trial: Trial) -> tuple[str, str, str]:
+    """The weighted GETs, bytes read and bytes stored of a candidate, as the table and the
+    sentences print them (one formatting, so that a sentence's numbers are its table's)."""
+    return (f"{trial.weighted_requests:,.0f}", format_size(trial.weighted_bytes_read), format_size(trial.predicted_bytes))
+
+
 def _counts(trial: Trial) -> str:
-    return (f"{trial.weighted_requests:,.0f} GETs reading {format_size(trial.weighted_bytes_read)}, "
-            f"{format_size(trial.predicted_bytes)} stored")
+    gets, read, stored = weighted_counts(trial)
+    return f"{gets} weighted GETs reading {read}, {stored} stored"
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -947,6 +953,7 @@ __all__ = [
     "recommended_toml",
     "rewrite_verdict",
     "to_json",
+    "weighted_counts",
     "write_command",
     "write_outputs",
 ]

@@ -13,7 +13,6 @@ from rich.table import Table
 from layoutkit.cli.core import State, app, check_interrupted, console, ended_by_interrupt, fail, out
 from layoutkit.cli.running import STORAGE_HELP, stop_quietly
 from layoutkit.errors import LayoutkitError
-from layoutkit.options import format_size
 
 
 # long: typer declares each of the 18 options as a parameter; the body builds the options, runs, prints.
@@ -114,23 +113,28 @@ def advice_folder(src: str) -> Path:
 
 
 def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazily
+    from layoutkit.advise.run import weighted_counts
+
     unit = "shots" if result.unit == "shots" else "MB"
     scale = (lambda x: f"{x:.0f}") if result.unit == "shots" else (lambda x: f"{x / 1e6:.0f}")
     o = result.options
     title = (
         f"advise: {Path(result.source).name}, predicted at full size ({scale(result.scales[2])} {unit}; samples of "
         f"{scale(result.scales[0])} and {scale(result.scales[1])}), {o.latency * 1e3:g} ms latency, {o.workers} "
-        f"workers, K={result.reads}; best first (within the uncertainty of the fastest: fewest requests first, then fewest bytes read, then stored)"
+        f"workers, {result.reads} read{'' if result.reads == 1 else 's'} a pattern; best first (within the uncertainty "
+        "of the fastest: fewest weighted GETs first, then fewest bytes read, then stored)"
     )
     t = Table(title=title, title_justify="left")
     t.add_column("#", justify="right")
     t.add_column("candidate")
     t.add_column("writes with")
     for p, w in result.weights.items():
-        t.add_column(f"{p} s (w {w:g})", justify="right")
+        t.add_column(f"{p} s (weight {w:g})", justify="right")
         t.add_column(f"{p} GETs", justify="right")
     t.add_column("weighted s", justify="right")
-    t.add_column("size", justify="right")
+    t.add_column("weighted GETs", justify="right")
+    t.add_column("read", justify="right")
+    t.add_column("stored", justify="right")
     t.add_column("build", justify="right")
     t.add_column(f"$ per 1000 runs (at ${o.price_per_1000_get:g}/1000 GET)", justify="right")
     alike = False
@@ -145,15 +149,17 @@ def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazi
             cells += [f"{pred.seconds:.3g} ± {fit.uncertainty:.1g}{mark}", f"{pred.requests:,.0f}"]
             cost += pred.requests * w / sum(result.weights.values())
         t.add_row(str(i), trial.name, trial.command, *cells,
-                  f"{trial.weighted_seconds:.3g} ± {trial.weighted_uncertainty:.1g}",
-                  format_size(trial.predicted_bytes), f"{trial.predicted_build_seconds:.3g} s",
+                  f"{trial.weighted_seconds:.3g} ± {trial.weighted_uncertainty:.1g}", *weighted_counts(trial),
+                  f"{trial.predicted_build_seconds:.3g} s",
                   f"{cost * o.price_per_1000_get:.4f}")
+    t.caption = ("s: predicted seconds of a pattern's read at full size, ± its uncertainty; GETs: its requests; "
+                 "weighted: over the patterns by their weights; read: the weighted bytes read; stored: the "
+                 "predicted size of the layout; build: the predicted time to write it.")
     if alike:
-        t.caption = ("* both samples made the same requests for a read that grows with the archive (they fit the "
-                     "same objects, and no geometry counted its pages): no growth is predicted, and the time may "
-                     "be low. Larger samples "
-                     "(--sample-shots, --budget) show the growth.")
-        t.caption_justify = "left"
+        t.caption += (" * both samples made the same requests for a read that grows with the archive (they fit "
+                      "the same objects, and no geometry counted its pages): no growth is predicted, and the time "
+                      "may be low. Larger samples (--sample-shots, --budget) show the growth.")
+    t.caption_justify = "left"
     return t
 
 

@@ -421,3 +421,55 @@ def test_walkers_report_what_one_process_reports(case: str, shot_file: Path, har
         assert serial.duplicate_scales > 0 and serial.shot_duplicate_scales > 0
     if case == "netcdf4":
         assert parallel.format == "netcdf4"
+
+
+def _small_chunk_advice(report: InspectReport) -> list[str]:
+    return [f"{r.finding} -> {r.action}" for r in report.recommendations if "under 16 KiB" in r.finding]
+
+
+def test_a_recommendation_applied_changes_what_it_found_and_a_store_is_never_advised_what_it_is(tmp_path):
+    """inspect's advice is tested by applying it: the rerun it names must change what it
+    said was wrong. A store written with --chunks auto was told to rerun with --chunks
+    auto; now it is told what would change it (issue 66)."""
+    rng = np.random.default_rng(0)
+    src, tiny = tmp_path / "s.h5", tmp_path / "tiny.h5"
+    with h5py.File(src, "w") as f:  # 2,000-byte chunks of 80 kB signals
+        for s, j in itertools.product(range(6), range(8)):
+            f.create_dataset(f"shots/{s}/signals/x{j}", data=rng.standard_normal(20_000).astype("f4"), chunks=(500,))
+    with h5py.File(tiny, "w") as f:  # signals of 4 kB: small whatever their chunks
+        for s, j in itertools.product(range(12), range(8)):
+            f.create_dataset(f"shots/{s}/signals/x{j}", data=rng.standard_normal(1000).astype("f4"))
+
+    kept = tmp_path / "kept.zarr"
+    convert(src, kept, ConvertOptions(chunks=parse_chunks("source")))
+    (advice,) = _small_chunk_advice(inspect_path(kept))
+    assert "`layoutkit convert --chunks auto`" in advice
+    applied = tmp_path / "auto.zarr"
+    convert(src, applied, ConvertOptions(chunks=parse_chunks("auto")))
+    assert _small_chunk_advice(inspect_path(applied)) == [] and inspect_path(applied).small_chunks == 0
+
+    auto = tmp_path / "tiny-auto.zarr"
+    convert(tiny, auto, ConvertOptions())  # --chunks auto, the default
+    (advice,) = _small_chunk_advice(inspect_path(auto))
+    assert "--chunks auto`" not in advice and "--recipe shot-packed" in advice, advice
+    result = runner.invoke(app, ["-q", "convert", str(tiny), str(tmp_path / "packed.zarr"), "--recipe", "shot-packed"])
+    assert result.exit_code == 0, result.output
+    packed = inspect_path(tmp_path / "packed.zarr")
+    assert _small_chunk_advice(packed) == [] and packed.small_chunks < inspect_path(auto).small_chunks
+
+
+def test_a_virtual_repository_is_its_own_size_on_disk(tmp_path):
+    """On disk is what the repository holds, not the sizes its keys report (a virtual
+    chunk's is the range it points to in a source: a repository of 1.6 MB was "21.2 MiB
+    on disk"); the data stays counted, said to lie in the sources (issue 66)."""
+    from layoutkit.sample import write_sample
+    from layoutkit.storage.local import disk_usage
+
+    src, repo = tmp_path / "s.h5", tmp_path / "v.icechunk"
+    write_sample(src, shots=2, signals=4, seed=0)
+    result = runner.invoke(app, ["-q", "convert", str(src), str(repo), "--layout", "virtual"])
+    assert result.exit_code == 0, result.output
+    report = inspect_path(repo)
+    assert report.total_bytes == disk_usage(repo) < report.stored_bytes
+    shown = runner.invoke(app, ["inspect", str(repo)])
+    assert shown.exit_code == 0 and "in the sources its references point to" in " ".join(shown.output.split())

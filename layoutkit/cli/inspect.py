@@ -68,8 +68,10 @@ def _print_inspect(r) -> None:  # noqa: ANN001 - InspectReport, imported lazily
     out.print(f"{_count(r.groups, 'group')}, {_count(r.arrays, 'array')}: {format_size(r.logical_bytes)} of data"
               + (f" ({format_size(unwritten)} never written: it reads as the fill value)" if unwritten > 0 else "")
               + ", "
-              f"{size_relative(r.stored_bytes, r.logical_bytes, 'the data' + chr(39) + 's size')}; "
-              f"metadata {format_size(r.metadata_bytes)}", highlight=False)
+              f"{size_relative(r.stored_bytes, r.logical_bytes, 'the data' + chr(39) + 's size')}"
+              + (" in the sources its references point to" if (r.written_by or {}).get("recipe", {}).get("layout")
+                 == "virtual" else "")
+              + f"; metadata {format_size(r.metadata_bytes)}", highlight=False)
     out.print("layouts: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.layouts.items(), key=lambda kv: -kv[1]))
               + ("; filters: " + ", ".join(f"{k} {v:,}" for k, v in sorted(r.filters.items())) if r.filters else ""),
               highlight=False)

@@ -24,11 +24,20 @@ def recommend(r: InspectReport) -> list[Recommendation]:
     if r.missing_filters:
         add(f"{len(r.missing_filters)} dataset(s) use a filter with no plugin installed, e.g. {r.missing_filters[0]}.",
             "pip install hdf5plugin (or set HDF5_PLUGIN_PATH) before `layoutkit convert` or `reorder`.")
+    recipe = (r.written_by or {}).get("recipe", {})
     if r.chunks and r.small_chunks >= 10 and r.small_chunks * 4 >= r.chunks:
-        add(f"{r.small_chunks:,} of {r.chunks:,} chunks ({pct(r.small_chunks, r.chunks)}) are under 16 KiB: "
-            "each costs a request, mostly latency, on object storage.",
-            "`layoutkit convert --chunks auto` grows them to ~4 MiB (recipes shot-major, cloud-netcdf)"
-            + ("; re-convert from the HDF5 source." if zarr_store else "; for HDF5, `layoutkit reorder --chunks auto`."))
+        small = (f"{r.small_chunks:,} of {r.chunks:,} chunks ({pct(r.small_chunks, r.chunks)}) are under 16 KiB: "
+                 "each costs a request, mostly latency, on object storage")
+        if recipe.get("layout") in ("shot-packed", "signal-major"):
+            pass  # packed already: what is small is the archive (never advise a store what it already is)
+        elif recipe.get("chunks") == "auto":  # chunks as large as the arrays allow: the arrays are that small
+            add(f"{small}, and it was written with --chunks auto: the arrays themselves are that small.",
+                "Pack them: `layoutkit convert --recipe shot-packed` puts a shot's signals in one object, "
+                "`--recipe signal-major` a signal of every shot in one series.")
+        else:
+            add(f"{small}.",
+                "`layoutkit convert --chunks auto` grows them to ~4 MiB (recipes shot-major, cloud-netcdf)"
+                + ("; re-convert from the HDF5 source." if zarr_store else "; for HDF5, `layoutkit reorder --chunks auto`."))
     if r.large_chunks:
         add(f"{r.large_chunks:,} chunk(s) are 16 MiB or larger: reading one value reads the whole chunk.",
             "`layoutkit convert --chunks auto --chunk-size 4MiB`" + ("" if zarr_store else " or `layoutkit reorder --chunks auto`."))
@@ -53,7 +62,6 @@ def recommend(r: InspectReport) -> list[Recommendation]:
         add(f"{r.shot_duplicate_scales:,} dimension scale(s) repeat another of the same shot byte for byte"
             + (f" (and {extra:,} repeat one of another shot)" if extra > 0 else "") + ".",
             "`layoutkit reorder` stores them once per shot (--dedupe, on by default; recipes cmod-shot, cmod-signal).")
-    recipe = (r.written_by or {}).get("recipe", {})
     layout = find_layout(recipe.get("layout", recipe.get("order")))  # "order": an earlier layoutkit's key
     # the recorded recipe's keys are the options' fields: the layout says whether they order shots
     ordered = layout is not None and layout.needs_shot_archive(SimpleNamespace(**recipe))

@@ -99,6 +99,12 @@ def test_the_former_spelling_of_layout_works_with_append(tmp_path):
     assert runner.invoke(app, ["-q", "convert", str(src), str(dst), "--order", "shot"]).exit_code == 0
     added = runner.invoke(app, ["convert", str(more), str(dst), "--order", "shot", "--append"])
     assert added.exit_code == 0 and "appended 1 of 1 source to" in " ".join(added.output.split()), added.output
+    # the bytes written (rewritten objects whole) beside what the store holds after, which is what
+    # is on disk: "723 objects written (138.0 MiB)" read as the size of a store of 91 MB (issue 66)
+    from layoutkit.options import format_size
+    from layoutkit.storage.local import disk_usage
+
+    assert f"the store now {format_size(disk_usage(dst))}" in " ".join(added.output.split()), added.output
     other = runner.invoke(app, ["convert", str(more), str(dst), "--order", "signal", "--append"])
     assert other.exit_code == 2 and "Traceback" not in other.output
     assert "leave out --layout" in " ".join(other.output.split())

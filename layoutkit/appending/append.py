@@ -84,6 +84,7 @@ class AppendSummary:
     records: int = 0  # rows added along the record dimension (netCDF files)
     data_bytes: int = 0  # the new shots' (or rows') data, uncompressed
     skipped: tuple[tuple[str, str], ...] = ()  # --skip-unsupported: datasets left out, and why
+    store_bytes: int | None = None  # what a local store holds after it (written bytes replace rewritten ones)
 
     @property
     def wrote_nothing(self) -> bool:
@@ -154,7 +155,17 @@ def append(
                       + (f"{entry['records']} records" if "records" in entry else f"{entry['shots']} shots"))
     return AppendSummary(str(dst), len(members), len(new), entry.get("shots", 0), added.known_shots, added.objects,
                          added.bytes_written, time.perf_counter() - t0, appends + 1, entry.get("records", 0),
-                         added.data_bytes, added.skipped)
+                         added.data_bytes, added.skipped, _local_bytes(dst))
+
+
+def _local_bytes(dst: str | os.PathLike) -> int | None:
+    """Bytes of a local store (an Icechunk repository's folder included); None in a bucket."""
+    from layoutkit.storage import is_url
+    from layoutkit.storage.icechunk_repo import is_icechunk, parse
+    from layoutkit.storage.local import disk_usage
+
+    where = parse(str(dst))[0] if is_icechunk(str(dst)) else str(dst)
+    return None if is_url(where) else disk_usage(Path(where))
 
 
 @dataclass

@@ -122,8 +122,9 @@ def _append(ctx: typer.Context, sources: list[str], dst: str, recipe: str | None
     known = f" ({summary.known_shots} shots of them it held already, equal)" if summary.known_shots else ""
     what = plural(summary.records, "record") if summary.records else f"{plural(summary.new_shots, 'new shot')}{known}"
     out.print(f"appended {summary.new_sources:,} of {plural(summary.sources, 'source')} to {dst}: {what}, "
-              f"{plural(summary.objects, 'object')} written ({format_size(summary.bytes_written)}), "
-              f"{summary.seconds:.1f} s; the store has had {plural(summary.appends, 'append')}")
+              f"{plural(summary.objects, 'object')} written or rewritten whole ({format_size(summary.bytes_written)})"
+              + (f", the store now {format_size(summary.store_bytes)}" if summary.store_bytes is not None else "")
+              + f", {summary.seconds:.1f} s; the store has had {plural(summary.appends, 'append')}")
 
 
 def _print_plan(plan, detail: bool = False) -> None:  # noqa: ANN001 - ConvertPlan, imported lazily

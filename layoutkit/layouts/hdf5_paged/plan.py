@@ -121,12 +121,12 @@ class ReorderSummary:
 
     def lines(self) -> list[str]:
         """What ``layoutkit reorder`` prints of the run, a line each."""
-        from layoutkit.options import SOURCE_SIZE, format_size, size_relative
+        from layoutkit.options import SOURCE_SIZE, format_size, plural, size_relative
 
         return [*(f"skipped {path}: {reason}" for path, reason in self.skipped),
-                f"reordered {self.source} -> {self.dest} by {self.by}: {self.arrays} datasets, "
-                f"{self.merged_scales} duplicate dimension scales merged, {self.raw_copied} chunks copied without "
-                f"re-encoding, page size {format_size(self.page_size)}, {format_size(self.logical_bytes)} of data, "
+                f"reordered {self.source} -> {self.dest} by {self.by}: {plural(self.arrays, 'dataset')}, "
+                f"{plural(self.merged_scales, 'duplicate dimension scale')} merged, "
+                f"{plural(self.raw_copied, 'chunk')} copied without re-encoding, page size {format_size(self.page_size)}, {format_size(self.logical_bytes)} of data, "
                 f"{size_relative(self.dest_bytes, self.source_bytes, SOURCE_SIZE)}, {self.seconds:.1f} s"]
 
 

@@ -174,30 +174,13 @@ class PagedHDF5Writer:
                 for later in units[1:]:
                     if later.top is not None:
                         f[later.top] = h5py.SoftLink(_PLACEHOLDER)
-            for g in unit.groups:
-                if g.path == unit.top:
-                    del f[g.path]  # its placeholder: the link made again, in the place it freed
-                f.create_group(g.path, track_order=True)
-                self._copy_attrs(files(g.member)[g.path], f[g.path], g.member)
+            self._make_groups(unit, files)
             if k == 0:
                 for t in inventory.datatypes:
                     files(t.member)[t.path].id.copy().commit(f.id, t.path.encode("utf8"))
                 for t in inventory.datatypes:
                     self._copy_attrs(files(t.member)[t.path], f[t.path], t.member)
-            for info in unit.arrays:
-                if info.path not in dedupe:
-                    self._create_dataset(info, files(info.origin.member)[info.path], storage[info.path])
-                    self.datasets.add(info.path)
-            for info in unit.arrays:  # scales first, then attach
-                if info.is_scale and info.path not in dedupe:
-                    name = files(info.origin.member)[info.path].attrs.get("NAME")
-                    dsid = f[info.path].id
-                    if isinstance(name, bytes):
-                        h5py.h5ds.set_scale(dsid, name)
-                    elif isinstance(name, str):
-                        h5py.h5ds.set_scale(dsid, name.encode())
-                    else:
-                        h5py.h5ds.set_scale(dsid)
+            self._make_arrays(unit, files, storage, dedupe)
             if unit.shot is not None:
                 attacher.attach(unit)
         attacher.attach()  # everything not attached with its shot
@@ -211,6 +194,30 @@ class PagedHDF5Writer:
             elif link.kind == "external":
                 f[link.path] = h5py.ExternalLink(link.target_file, link.target)
         self._remap_reference_attrs(files)
+
+    def _make_groups(self, unit: ShotUnit, files: Members) -> None:
+        for g in unit.groups:
+            if g.path == unit.top:
+                del self.file[g.path]  # its placeholder: the link made again, in the place it freed
+            self.file.create_group(g.path, track_order=True)
+            self._copy_attrs(files(g.member)[g.path], self.file[g.path], g.member)
+
+    def _make_arrays(self, unit: ShotUnit, files: Members, storage: dict[str, StoragePlan],
+                     dedupe: dict[str, str]) -> None:
+        for info in unit.arrays:
+            if info.path not in dedupe:
+                self._create_dataset(info, files(info.origin.member)[info.path], storage[info.path])
+                self.datasets.add(info.path)
+        for info in unit.arrays:  # scales first, then attach
+            if info.is_scale and info.path not in dedupe:
+                name = files(info.origin.member)[info.path].attrs.get("NAME")
+                dsid = self.file[info.path].id
+                if isinstance(name, bytes):
+                    h5py.h5ds.set_scale(dsid, name)
+                elif isinstance(name, str):
+                    h5py.h5ds.set_scale(dsid, name.encode())
+                else:
+                    h5py.h5ds.set_scale(dsid)
 
     def _remap_reference_attrs(self, files: Members) -> None:
         """Object-reference attributes point at objects of the source; point them at the

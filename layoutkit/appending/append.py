@@ -161,11 +161,10 @@ def append(
 def _local_bytes(dst: str | os.PathLike) -> int | None:
     """Bytes of a local store (an Icechunk repository's folder included); None in a bucket."""
     from layoutkit.storage import is_url
-    from layoutkit.storage.icechunk_repo import is_icechunk, parse
-    from layoutkit.storage.local import disk_usage
+    from layoutkit.storage.icechunk_repo import is_icechunk, parse, repository_bytes
 
     where = parse(str(dst))[0] if is_icechunk(str(dst)) else str(dst)
-    return None if is_url(where) else disk_usage(Path(where))
+    return None if is_url(where) else repository_bytes(where, {})
 
 
 @dataclass

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from layoutkit.cli.core import State, app, check_interrupted, console, ended_by_interrupt, fail, out
-from layoutkit.cli.running import STORAGE_HELP, stop_quietly
+from layoutkit.cli.running import STORAGE_HELP, stopped_after
 from layoutkit.errors import LayoutkitError
 
 
@@ -59,7 +59,7 @@ def advise(
             shown().update(task, advance=1, description=f"advise: {name}")
 
         storage = parse_storage_options(storage_option)
-        try:
+        with stopped_after(bar):  # no last frame of the bar above an error
             result = api.advise(
                 src, patterns=patterns, latency=latency, bandwidth=bandwidth, workers=workers, budget=budget,
                 candidates=candidates, sample=sample, sample_shots=sample_shots, seed=seed, repeat=repeat,
@@ -68,12 +68,6 @@ def advise(
                 overwrite=overwrite, on_step=on_step,
                 on_total=lambda n: shown().update(task, total=n, description="advise: candidates"),
             )  # fmt: skip
-        except BaseException:
-            stop_quietly(bar)  # no last frame of the bar above the error
-            raise
-        finally:
-            if bar.live.is_started:  # stopping a bar never shown prints an empty line
-                bar.stop()
         written = result.written
     except LayoutkitError as exc:
         raise fail(exc) from None

@@ -4,7 +4,8 @@ in one sentence."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,20 @@ def stop_quietly(bar: Progress) -> None:
         bar.stop()
     finally:
         bar.live.console.quiet = quiet
+
+
+@contextmanager
+def stopped_after(bar: Progress) -> Iterator[Progress]:
+    """A bar started when first shown (after the input is checked): stopped at the end if
+    it was, quietly when the work failed (:func:`stop_quietly`)."""
+    try:
+        yield bar
+    except BaseException:
+        stop_quietly(bar)
+        raise
+    finally:
+        if bar.live.is_started:  # stopping a bar never shown prints an empty line
+            bar.stop()
 
 
 def progress_bar(total: int, label: str) -> Progress:

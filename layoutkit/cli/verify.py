@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from layoutkit.cli.core import EXIT_DIFFERENT, EXIT_PATTERN_FAILED, State, app, console, ended_by_interrupt, fail, out
-from layoutkit.cli.running import STORAGE_HELP, sources_given, stop_quietly
+from layoutkit.cli.running import STORAGE_HELP, sources_given, stopped_after
 from layoutkit.errors import LayoutkitError
 
 
@@ -82,7 +82,7 @@ def verify(
 
     try:
         storage = parse_storage_options(storage_option)
-        try:
+        with stopped_after(bar):  # no last frame of the bar above an error
             result = api.verify(
                 source, variants, patterns=patterns, sample=sample, seed=seed, engine=engine, workers=workers,
                 page_buffer=page_buffer, cache=cache, latency=latency, bandwidth=bandwidth, repeat=repeat,
@@ -93,12 +93,6 @@ def verify(
                 on_expected=None if State.quiet else expected,
                 on_run=lambda label: shown().update(timing, advance=1, description=f"read patterns: {label}"),
             )  # fmt: skip
-        except BaseException:
-            stop_quietly(bar)  # no last frame of the bar above the error
-            raise
-        finally:
-            if bar.live.is_started:  # stopping a bar never shown prints an empty line
-                bar.stop()
     except LayoutkitError as exc:
         raise fail(exc) from None
     except (KeyboardInterrupt, Exception) as exc:

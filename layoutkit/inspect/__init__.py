@@ -29,7 +29,7 @@ from layoutkit.inspect.zarr_ import BucketFiles, NotAStoreError, StoreFiles, ins
 from layoutkit.options import parse_workers
 from layoutkit.storage import ObjectSource, is_icechunk, is_url, store_at
 from layoutkit.storage.icechunk_repo import named as named_repository
-from layoutkit.storage.icechunk_repo import readonly_store
+from layoutkit.storage.icechunk_repo import parse, readonly_store, repository_bytes
 from layoutkit.templates import DEFAULT_TEMPLATE, compile_template
 
 
@@ -73,7 +73,7 @@ def inspect_path(
         report = inspect_zarr_store(StoreFiles(readonly_store(str(path), storage_options or {})), str(path), template)
         # what the repository holds, not the sizes its keys report (a virtual chunk's is the
         # range it points to in a source: 21.2 MiB "on disk" for a repository of 1.6 MB)
-        report = replace(report, total_bytes=_repository_bytes(str(path), storage_options or {}),
+        report = replace(report, total_bytes=repository_bytes(parse(str(path))[0], storage_options or {}),
                          recommendations=tuple(recommend(report)))
         return replace(report, seconds=time.perf_counter() - t0)
     if is_url(str(path)):
@@ -95,23 +95,6 @@ def inspect_path(
         report = inspect_hdf5(p, template, workers, progress)
     report = replace(report, recommendations=tuple(recommend(report)))
     return replace(report, seconds=time.perf_counter() - t0)
-
-
-def _repository_bytes(url: str, storage_options: dict[str, str]) -> int:
-    """Bytes of every object of an Icechunk repository (every version it keeps), in its
-    folder or under its prefix in a bucket."""
-    from layoutkit.storage.icechunk_repo import parse
-    from layoutkit.storage.local import disk_usage
-
-    location, _ = parse(url)
-    if not is_url(location):
-        return disk_usage(Path(location))
-    import obstore
-
-    from layoutkit.storage.retry import retrying
-
-    store = store_at(location, storage_options)
-    return retrying(lambda: sum(int(m["size"]) for batch in obstore.list(store) for m in batch))
 
 
 __all__ = ["PARALLEL_MIN_DATASETS", "SMALL_CHUNK_BYTES", "CodecUse", "FileSpace", "HistogramBin", "InspectReport",

@@ -673,22 +673,28 @@ class IcechunkDestination:
         return self._bytes
 
     def repository_bytes(self) -> int:
-        """The repository's own bytes (its snapshots, manifests and chunks, every version
-        kept): what a store of references costs, apart from the files it points into."""
+        """:func:`repository_bytes` of this destination (0 when it cannot be listed)."""
         try:
-            if is_url(self.location):
-                from layoutkit.storage.buckets import list_keys, object_store
-
-                store, key = object_store(self.location, self.storage_options)
-                return sum(size for _, size in list_keys(store, key))
-            from pathlib import Path
-
-            from layoutkit.storage.local import disk_usage
-
-            return disk_usage(Path(self.location))
+            return repository_bytes(self.location, self.storage_options)
         except Exception:  # noqa: BLE001 - a size is a nicety
             return 0
 
 
+def repository_bytes(location: str, storage_options: dict[str, str]) -> int:
+    """A repository's own bytes at ``location`` (a folder, or a prefix in a bucket): its
+    snapshots, manifests and chunks, every version kept; what a store of references costs,
+    apart from the files it points into."""
+    if is_url(location):
+        from layoutkit.storage.buckets import list_keys, object_store
+
+        store, key = object_store(location, storage_options)
+        return sum(size for _, size in list_keys(store, key))
+    from pathlib import Path
+
+    from layoutkit.storage.local import disk_usage
+
+    return disk_usage(Path(location))
+
+
 __all__ = ["IcechunkDestination", "IcechunkKV", "PREFIX", "SIDECAR_KEY", "add_containers", "authorisation", "reached", "set_refs",
-           "VirtualSource", "changed_source", "source_changed", "virtual_source", "container_prefix", "is_icechunk", "local_path", "parse", "readonly_store", "sidecar_in", "source_url"]
+           "VirtualSource", "changed_source", "source_changed", "virtual_source", "container_prefix", "is_icechunk", "local_path", "parse", "readonly_store", "repository_bytes", "sidecar_in", "source_url"]

@@ -46,7 +46,7 @@ def assert_xarray_identical(src: Path, dst: Path) -> None:
     the one global attribute layoutkit adds to the store: the recipe it was written with)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        source = xr.open_datatree(src, engine="h5netcdf")
+        source = xr.open_datatree(src, engine="netcdf4")
         store = xr.open_datatree(dst, engine="zarr")
         assert sorted(n.path for n in store.subtree) == sorted(n.path for n in source.subtree)
         for node in source.subtree:

@@ -39,6 +39,10 @@ numpy imported) than it saves: the blocks are read in this process."""
 READ_AHEAD = 2
 """Reads of one dataset under way in the worker processes while a block is compared."""
 
+UNIFORM_MIN = 1 << 16
+"""Blocks of at least this many values come back from a worker as one value when they
+hold one (:class:`Uniform`)."""
+
 
 # -- worker processes: each opens the source once --------------------------------------
 
@@ -49,8 +53,41 @@ def _start_worker(source: Any) -> None:
     _WORKER["files"] = Members(source)
 
 
-def _read_in_worker(info: ArrayInfo, region: Region) -> np.ndarray:
-    return read_block(_WORKER["files"], info, region)
+def _read_in_worker(info: ArrayInfo, region: Region) -> np.ndarray | Uniform:
+    block = read_block(_WORKER["files"], info, region)
+    return Uniform.of(block) or block
+
+
+class Uniform:
+    """A block whose every value is one number, sent back from a worker as that number
+    (a 4 MiB block of zeros is 4 MiB to pickle, pipe and unpickle; an unwritten stretch
+    of a large dataset is many such blocks): :meth:`array` is the block again, a
+    read-only broadcast of the one value."""
+
+    __slots__ = ("dtype", "shape", "value")
+
+    def __init__(self, value: np.ndarray, shape: tuple[int, ...]) -> None:
+        self.value, self.dtype, self.shape = value, value.dtype, shape
+
+    @classmethod
+    def of(cls, block: np.ndarray) -> Uniform | None:
+        """The block as one value, or None: numbers only (a NaN is unequal to itself,
+        so a block of NaN goes whole), checked first on a stride of the block so that
+        varied data cost a few comparisons, not a pass."""
+        if block.dtype.kind not in "biuf" or block.size < UNIFORM_MIN or not block.flags.c_contiguous:
+            return None
+        flat = block.reshape(-1)
+        first = flat[:1]
+        if not (flat[:: max(1, flat.size // 64)] == first).all() or not (flat == first).all():
+            return None
+        return cls(first.copy(), block.shape)
+
+    def array(self) -> np.ndarray:
+        return np.broadcast_to(self.value.reshape(()), self.shape)
+
+
+def _received(result: np.ndarray | Uniform) -> np.ndarray:
+    return result.array() if isinstance(result, Uniform) else result
 
 
 class ReferenceReader:
@@ -98,7 +135,7 @@ class ReferenceReader:
         """
         info = self.arrays[path]
         if self._pool is not None and info.shape and not info.dtype.hasobject:
-            return self._pool.submit(_read_in_worker, info, region).result()
+            return _received(self._pool.submit(_read_in_worker, info, region).result())
         with self._lock:
             return read_block(self._files, info, region)
 
@@ -113,16 +150,16 @@ class ReferenceReader:
             for region in regions:
                 yield region, self.read(path, region)
             return
-        pending: collections.deque[tuple[Region, Future[np.ndarray]]] = collections.deque()
+        pending: collections.deque[tuple[Region, Future[np.ndarray | Uniform]]] = collections.deque()
         try:
             for region in regions:
                 pending.append((region, self._pool.submit(_read_in_worker, info, region)))
                 if len(pending) > READ_AHEAD:
                     done, future = pending.popleft()
-                    yield done, future.result()
+                    yield done, _received(future.result())
             while pending:
                 done, future = pending.popleft()
-                yield done, future.result()
+                yield done, _received(future.result())
         finally:  # a caller that stops at a difference leaves the rest unread
             for _, future in pending:
                 future.cancel()
@@ -217,4 +254,4 @@ def proof_blocks(path: str, shape: tuple[int, ...], block: Sequence[int], source
     yield from blocks_over(shape, block, [*source, *variant, *samples])
 
 
-__all__ = ["PROCESS_MIN_BYTES", "READ_AHEAD", "SAMPLED_BLOCKS", "ReferenceReader", "proof_blocks", "read_block", "unwalked"]
+__all__ = ["PROCESS_MIN_BYTES", "READ_AHEAD", "SAMPLED_BLOCKS", "UNIFORM_MIN", "ReferenceReader", "Uniform", "proof_blocks", "read_block", "unwalked"]

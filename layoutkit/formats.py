@@ -43,7 +43,20 @@ REFERENCE_ATTR = "hdf5_reference"
 NULL_SPACE_ATTR = "hdf5_null_dataspace"
 """A dataset with a null dataspace (no shape, no value): a zero-size array marked so."""
 
-TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR})
+ARRAY_TYPE_ATTR = "hdf5_array_type"
+"""A dataset of an HDF5 array type (``int16 x 3``): its elements are the array's last
+axes, as h5py reads them; this attribute is how many (the element's rank), and the axes
+are named by :func:`element_dims`."""
+
+
+def element_dims(name: str, rank: int) -> tuple[str, ...]:
+    """The names of the axes an HDF5 array type's elements become in the dataset ``name``
+    (its last path component): ``<name>_element``, or ``<name>_element_<i>`` for an
+    element of several axes."""
+    return (f"{name}_element",) if rank == 1 else tuple(f"{name}_element_{i}" for i in range(rank))
+
+
+TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -94,6 +107,8 @@ def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "HDF5_SUFFIXES",
+    "ARRAY_TYPE_ATTR",
+    "element_dims",
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
     "LAYOUT_ATTR",

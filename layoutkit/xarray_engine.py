@@ -264,13 +264,15 @@ class _Tree:
         groups.setdefault(top if parts else "/", [])
         for group in sorted(groups):
             named = {d for p in groups[group] for d in arrays[p].dims}
-            variables: dict[str, xr.Variable] = {}
             for path in groups[group]:
                 name = path.rsplit("/", 1)[-1]
                 array = arrays[path]
                 if array.ndim == 1 and array.dims[0] != name and name in named and str(array.dims[0]).startswith("dim_"):
-                    array = array.rename({array.dims[0]: name})  # a scale is its dimension's coordinate
-                _add_array(variables, a, name, array, path)
+                    arrays[path] = array.rename({array.dims[0]: name})  # a scale is its dimension's coordinate
+            _phony_dims(arrays, groups[group])
+            variables: dict[str, xr.Variable] = {}
+            for path in groups[group]:
+                _add_array(variables, a, path.rsplit("/", 1)[-1], arrays[path], path)
             relative = "/" + group[len(top):].strip("/") if parts else group
             attrs = a.group_attrs(group)
             if group == "/":  # netCDF-4's own bookkeeping, hidden as netCDF's readers hide it
@@ -280,6 +282,30 @@ class _Tree:
     @staticmethod
     def _no_group(parts: tuple[str, ...]) -> NoSuchGroupError:
         return NoSuchGroupError(f"no group {'/'.join(parts)!r} in this archive")
+
+
+def _phony_dims(arrays: dict[str, xr.DataArray], paths: list[str]) -> None:
+    """Axes without a dimension scale are ``dim_<axis>``; where one such name would have two
+    lengths in a group (two datasets of 5 and 3 values), xarray refuses the group, so there
+    each unnamed axis is named by its length instead, ``phony_dim_<k>`` for the group's
+    k-th length (a second axis of that length in one array, its own), as h5netcdf names
+    them (``phony_dims="sort"``)."""
+    lengths: dict[str, set[int]] = {}
+    for p in paths:
+        for dim, n in arrays[p].sizes.items():
+            if str(dim).startswith("dim_"):
+                lengths.setdefault(str(dim), set()).add(n)
+    if all(len(n) < 2 for n in lengths.values()):
+        return
+    number: dict[tuple[int, int], str] = {}
+    for p in paths:
+        renames: dict[Any, str] = {}
+        for dim, n in arrays[p].sizes.items():
+            if str(dim).startswith("dim_"):
+                again = sum(1 for d in renames if arrays[p].sizes[d] == n)
+                renames[dim] = number.setdefault((n, again), f"phony_dim_{len(number)}")
+        if renames:
+            arrays[p] = arrays[p].rename(renames)
 
 
 def _shot_node(archive: Archive, shot: str, signals: list[tuple[str, str]]) -> tuple[Node, list[tuple[str, xr.DataArray]]]:

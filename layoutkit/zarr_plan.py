@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
+from layoutkit.formats import element_dims
 from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
 from layoutkit.hdf5.filters import can_read_raw
-from layoutkit.hdf5.model import ArrayInfo, carried_nowhere
+from layoutkit.hdf5.model import ArrayInfo, carried_nowhere, element_shape
 from layoutkit.options import ShardSpec, parse_compressor
 from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards
 from layoutkit.zarr_options import ConvertOptions
@@ -62,9 +63,11 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")
     if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
         base, shape = info.dtype.subdtype
-        raise UnsupportedFeatureError(
-            info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element type)"
-        )
+        if base.kind not in "biuf" or base.itemsize > 8 or not _one_fill(info):
+            raise UnsupportedFeatureError(
+                info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element "
+                           "type: elements of numbers become trailing axes, of other types they cannot)")
+        return np.dtype(base.str)  # its elements as trailing axes (:func:`element_axes`)
     if info.dtype.names:
         for name in info.dtype.names:
             sub = info.dtype[name]
@@ -75,6 +78,21 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
             if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
                 raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
+
+
+def _one_fill(info: ArrayInfo) -> bool:
+    """Whether an array type's fill value is one number (Zarr has one fill value an array)."""
+    fill = np.asarray(info.fill_value) if info.fill_value is not None else None
+    return fill is None or fill.size == 0 or bool((fill == fill.reshape(-1)[0]).all())
+
+
+def element_axes(info: ArrayInfo) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """An HDF5 array type's element shape and the names of the trailing axes it becomes in
+    Zarr (``<name>_element``, or ``<name>_element_<i>`` for several); empty for every
+    other type. The arrays's attribute :data:`~layoutkit.formats.ARRAY_TYPE_ATTR` records
+    how many of its last axes they are."""
+    shape = element_shape(info.dtype)
+    return shape, element_dims(info.path.rsplit("/", 1)[-1], len(shape))
 
 
 def _check_filters(info: ArrayInfo) -> None:
@@ -93,12 +111,14 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         raise UnsupportedFeatureError(info.path, "a backslash in its name (Zarr stores cannot address it)")
     _check_filters(info)
     dtype = target_dtype(info)
-    itemsize = info.dtype.itemsize if dtype is not str else 16
+    element, _ = element_axes(info)
+    itemsize = np.dtype(dtype).itemsize if dtype is not str else 16
     target = min(options.chunk_bytes, block_limit)
-    size = math.prod(info.shape) if info.shape else 1
+    shape = info.shape + element
+    size = math.prod(shape) if shape else 1
     compressor, encoding = options.compressor, None
     if compressor.name == "source":
-        found = source_encoding(info)
+        found = source_encoding(info) if not element else reencode_reason(info)
         if isinstance(found, SourceEncoding) and size > 0:
             encoding = found
         else:
@@ -108,17 +128,20 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         assert info.chunks is not None
         chunks = tuple(info.chunks)
     else:
-        chunks = plan_chunks(info.shape, itemsize, info.chunks, options.chunks, target)
+        chunks = plan_chunks(shape, itemsize, info.chunks and info.chunks + element, options.chunks, target)
     shards = None
     if options.zarr_format == 3 and dtype is not str:
         spec = options.shards
         if spec.mode != "none":
             spec = ShardSpec(spec.mode, min(spec.target_bytes, block_limit))
-        shards = plan_shards(info.shape, chunks, itemsize, spec)
+        shards = plan_shards(shape, chunks, itemsize, spec)
+    regions = info.stored_regions
+    if regions is not None and element:
+        regions = tuple((*r, *((0, n) for n in element)) for r in regions)
     return ArrayPlan(
         path=info.path,
-        shape=info.shape,
-        dtype=str(info.dtype) if dtype is not str else "str",
+        shape=shape,
+        dtype=str(np.dtype(dtype) if element else info.dtype) if dtype is not str else "str",
         itemsize=itemsize,
         chunks=chunks,
         shards=shards,
@@ -126,12 +149,14 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         read_mode="none" if size == 0 else ("copy" if encoding else "raw" if can_read_raw(info) else "h5py"),
         nbytes=size * itemsize,
         source_encoding=encoding,
-        regions=info.stored_regions,
+        regions=regions,
     )
 
 
 def reencode_reason(info: ArrayInfo) -> str:
     """Why ``--compressor source`` decodes and re-encodes ``info`` instead of copying it."""
+    if element_shape(info.dtype):
+        return "holds an HDF5 array type (its elements become trailing axes)"
     found = source_encoding(info)
     return found if isinstance(found, str) else "has no stored chunks"
 
@@ -177,5 +202,5 @@ def packable(info: ArrayInfo) -> bool:
     )
 
 
-__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "check_source_options", "packable", "plan_array", "plan_arrays",
+__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "check_source_options", "element_axes", "packable", "plan_array", "plan_arrays",
            "reencode_reason", "target_dtype"]

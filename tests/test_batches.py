@@ -191,7 +191,7 @@ def test_batches_into_icechunk(files, tmp_path):
 
 
 def test_what_every_batch_left_out_is_listed(files, tmp_path):
-    """--skip-unsupported: the datasets each batch left out (an HDF5 array type in every
+    """--skip-unsupported: the datasets each batch left out (a long double in every
     shot) are all listed, not only the first batch's."""
     import shutil
 
@@ -204,7 +204,7 @@ def test_what_every_batch_left_out_is_listed(files, tmp_path):
         shutil.copy(f, copy)
         with h5py.File(copy, "r+") as h5:
             shot = next(iter(h5["shots"]))
-            h5.create_dataset(f"shots/{shot}/triples", shape=(2,), dtype=np.dtype(("<f4", (3,))))
+            h5.create_dataset(f"shots/{shot}/triples", data=np.arange(3, dtype=np.longdouble))
         copies.append((copy, shot))
     result = cli("convert", *(c for c, _ in copies), tmp_path / "s.zarr", "--batch-files", 2, "--skip-unsupported")
     assert result.exit_code == 0, result.output

@@ -62,6 +62,15 @@ def array_of_arrays(f: h5py.File) -> None:
     f.create_dataset("t", shape=(2,), dtype=np.dtype(("<f4", (2, 3))))[...] = np.arange(12).reshape(2, 2, 3)
 
 
+def array_of_ints_chunked_shuffled(f: h5py.File) -> None:  # shuffle works on the 6-byte element, not on int16
+    f.create_dataset("t", shape=(5,), dtype=np.dtype(("<i2", (3,))), chunks=(2,), shuffle=True,
+                     compression="gzip")[:4] = np.arange(12).reshape(4, 3)  # the last chunk half written
+
+
+def array_scalar(f: h5py.File) -> None:
+    f.create_dataset("t", shape=(), dtype=np.dtype(("<f8", (2, 2))))[()] = [[1.5, 2.5], [3.5, 4.5]]
+
+
 def array_of_compounds(f: h5py.File) -> None:
     f.create_dataset("t", shape=(2,), dtype=np.dtype((np.dtype([("a", "<i4"), ("b", "<f4")]), (2,))))
 
@@ -233,8 +242,10 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_vlen_string_member: ("Dataset '/t' uses a compound type with a nested or variable-length member 's'",
                                   EQUAL),
     compound_reference_member: ("Dataset '/t' uses object references inside a compound member ('r')",) * 2,
-    array_of_ints: ("Dataset '/t' uses the HDF5 array type", EQUAL),
-    array_of_arrays: ("Dataset '/t' uses the HDF5 array type", EQUAL),
+    array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
+    array_of_arrays: (EQUAL, EQUAL),
+    array_of_ints_chunked_shuffled: (EQUAL, EQUAL),
+    array_scalar: (EQUAL, EQUAL),
     array_of_compounds: ("Dataset '/t' uses the HDF5 array type", EQUAL),
     long_double: ("Dataset '/t' uses long double", EQUAL),
     region_references: ("Dataset '/t' uses region references",) * 2,
@@ -371,3 +382,52 @@ def test_verify_finds_a_padded_string_stored_with_its_padding(tmp_path: Path) ->
     check = CliRunner().invoke(app, ["verify", str(src), str(out), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1, check.output
     assert "/t: values: first difference at index (0,)" in check.output
+
+
+def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: Path) -> None:
+    """An HDF5 array type's elements become the array's last axes (issue 65), named
+    ``<name>_element`` (``_element_<i>`` for several): in every Zarr layout and format and in
+    the paged HDF5 file, ``verify`` proves them equal, and ``layoutkit.open`` and the
+    xarray engine give each variant's arrays the values h5py reads from the source, with
+    the same dimensions as the source's own view."""
+    import xarray as xr
+
+    import layoutkit
+
+    src = tmp_path / "types.h5"
+    with h5py.File(src, "w") as f:
+        array_of_ints_chunked_shuffled(f)
+        f.move("t", "ints")
+        array_of_arrays(f)
+        f.move("t", "grid")
+        array_scalar(f)
+    runs = {
+        "v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
+        "sharded.zarr": ["convert", "--shards", "auto", "--chunks", "2"],
+        "virtual.icechunk": ["convert", "--layout", "virtual"], "paged.h5": ["reorder", "--by", "group"],
+    }
+    for name, (command, *args) in runs.items():
+        result = CliRunner().invoke(app, [command, str(src), str(tmp_path / name), *args])
+        assert result.exit_code == 0, (name, result.output)
+    check = CliRunner().invoke(app, ["verify", str(src), *(str(tmp_path / n) for n in runs), "--patterns", "open",
+                                     "--repeat", "1"])
+    assert check.exit_code == 0 and f"all {len(runs)} variants hold" in " ".join(check.output.split()), check.output
+    dims = {"/ints": ("dim_0", "ints_element"), "/grid": ("dim_0", "grid_element_0", "grid_element_1"),
+            "/t": ("t_element_0", "t_element_1")}
+    with h5py.File(src) as f:
+        want = {path: f[path][()] for path in dims}
+    engine_dims = {}
+    for store in [src, *(tmp_path / n for n in runs)]:
+        with layoutkit.open(store) as archive:
+            for path, names in dims.items():
+                got = archive.variable(path)
+                assert got.dims == names and got.dtype == want[path].dtype, (store.name, path, got.dims, got.dtype)
+                np.testing.assert_array_equal(got.values, want[path])
+        ds = xr.open_dataset(store, engine="layoutkit")  # the unnamed axes named by length, as h5netcdf does
+        for path, names in dims.items():
+            got_dims = ds[path[1:]].dims
+            element = sum(1 for n in names if "_element" in n)
+            assert got_dims == engine_dims.setdefault(path, got_dims), (store.name, got_dims)
+            assert got_dims[-element:] == names[-element:], (store.name, got_dims)
+            np.testing.assert_array_equal(ds[path[1:]].values, want[path])
+        np.testing.assert_array_equal(ds["ints"][1:3, 1:].values, want["/ints"][1:3, 1:])  # into the elements

@@ -99,6 +99,21 @@ def test_the_engine_reads_values_only_when_asked(variants):
         tree.close()
 
 
+def test_axes_without_scales_are_named_by_length_where_one_name_would_have_two(tmp_path):
+    """A plain HDF5 group of a 5-value, a 3-value and a 3 x 3 dataset, no dimension scales:
+    ``dim_0`` would have lengths 5 and 3, which xarray refuses; the axes are named as
+    h5netcdf names them (``phony_dims="sort"``), from the file and from its store alike."""
+    src = tmp_path / "plain.h5"
+    with h5py.File(src, "w") as f:
+        f["a"], f["b"], f["c"] = np.arange(5), np.arange(3), np.arange(9.0).reshape(3, 3)
+    want = xr.open_dataset(src, engine="h5netcdf", phony_dims="sort").load()
+    layoutkit.convert(src, tmp_path / "plain.zarr")
+    for place in (src, tmp_path / "plain.zarr"):
+        got = xr.open_dataset(place, engine="layoutkit").load()
+        got.attrs.clear()
+        xr.testing.assert_identical(got, want)
+
+
 def test_a_netcdf_file_opens_as_its_groups(tmp_path):
     """A file that is not a shot archive: its groups and arrays at their paths, equal to
     what xarray's own netCDF engine reads."""

@@ -31,10 +31,20 @@ import zarr
 from zarr.core.metadata import ArrayV3Metadata
 
 from layoutkit.equality.expected import ReferenceReader, proof_blocks
-from layoutkit.formats import DIMENSIONS_ATTR, LAYOUT_ATTR, NODES_ATTR, NON_FINITE, PROVENANCE_ATTR, TYPE_RULE_ATTRS
+from layoutkit.formats import (
+    ARRAY_TYPE_ATTR,
+    DIMENSIONS_ATTR,
+    LAYOUT_ATTR,
+    NODES_ATTR,
+    NON_FINITE,
+    PROVENANCE_ATTR,
+    TYPE_RULE_ATTRS,
+    element_dims,
+)
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.model import element_shape
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
@@ -156,9 +166,14 @@ def compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], miss
 
 def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceReader, miss: Any) -> None:
     path = info.path
-    if tuple(z.shape) != info.shape:
-        miss(path, "shape", f"{tuple(z.shape)}, expected {info.shape}")
+    # an HDF5 array type: its elements are the last axes, named <name>_element[_i], their
+    # rank in the hdf5_array_type attribute (the format pages' type rules)
+    element = element_shape(info.dtype)
+    if tuple(z.shape) != info.shape + element:
+        miss(path, "shape", f"{tuple(z.shape)}, expected {info.shape + element}")
         return
+    if element and z.attrs.get(ARRAY_TYPE_ATTR) != len(element):
+        miss(path, "attribute", f"{ARRAY_TYPE_ATTR!r} is {z.attrs.get(ARRAY_TYPE_ATTR)!r}, expected {len(element)}")
     want = expected_dtype(info)
     if want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
@@ -167,8 +182,9 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
         miss(path, "dtype", f"{z.dtype}, expected {np.dtype(want)}")
         return
     # dimension names
-    if info.shape and (dims := _dimension_names(z)) != info.dims:
-        miss(path, "dims", f"{dims}, expected {info.dims}")
+    want_dims = info.dims + element_dims(path.rsplit("/", 1)[-1], len(element))
+    if (info.shape or element) and (dims := _dimension_names(z)) != want_dims:
+        miss(path, "dims", f"{dims}, expected {want_dims}")
     # attributes
     expected = dict(info.attrs)
     got = dict(z.attrs)
@@ -187,10 +203,18 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
             if not same_attr(as_py(want_fv), as_py(got_fv)):
                 miss(path, "attribute", f"'_FillValue' is {got_fv!r}, expected {want_fv!r}")
     compare_attrs(path, expected, got, miss)
+    _compare_fill(info, z, zfmt, want, miss)
+    # values, one write block at a time
+    _compare_values(info, z, element, reader, miss)
+
+
+def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: Any) -> None:
+    path = info.path
     # fill value (v3 keeps HDF5's; v2 keeps it only where it is not netCDF's default)
     if zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.names:
-        fv = np.asarray(info.fill_value).astype(z.dtype)
-        if not equal_values(fv.reshape(1), np.asarray(z.fill_value).astype(z.dtype).reshape(1)).all():
+        fv = np.asarray(info.fill_value).astype(z.dtype).reshape(-1)  # an array type's: each element's
+        got_fill = np.broadcast_to(np.asarray(z.fill_value).astype(z.dtype).reshape(1), fv.shape)
+        if not equal_values(fv, got_fill).all():
             miss(path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
     # a compound's fill value: HDF5's, in either format (xarray masks no compound)
     if info.dtype.names and info.fill_value is not None:
@@ -201,8 +225,12 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
             got_c = None
         if got_c is None or not equal_values(want_c, got_c).all():
             miss(path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
-    # values, one write block at a time
-    block = z.shards or z.chunks if z.shape else ()
+
+
+def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], reader: ReferenceReader,
+                    miss: Any) -> None:
+    path = info.path
+    block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))
     for region, values in reader.read_each(path, blocks):
@@ -212,7 +240,7 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
         eq = equal_values(expected_v, got_v)
         if not eq.all():
             bad = np.argwhere(~eq)[0] if eq.ndim else ()
-            index = tuple(int(i) + a for i, (a, _) in zip(bad, region))
+            index = tuple(int(i) + a for i, (a, _) in zip(bad, (*region, *((0, n) for n in element))))
             miss(path, "values", f"first difference at index {index}")
             return
 

@@ -59,6 +59,12 @@ def zarr_attribute_problem(dtype: np.dtype) -> str | None:
     return None
 
 
+def element_shape(dtype: np.dtype) -> tuple[int, ...]:
+    """The shape of an HDF5 array type's elements (``int16 x 3``: ``(3,)``), which h5py
+    reads as trailing axes; ``()`` for every other type."""
+    return tuple(dtype.subdtype[1]) if dtype.subdtype is not None else ()
+
+
 def carried_nowhere(info: ArrayInfo) -> str | None:
     """What in ``info``'s type no layout carries over (the feature, as an error names it),
     or None."""

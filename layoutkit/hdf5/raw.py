@@ -350,6 +350,11 @@ class RawReader:
             When a chunk's bytes cannot be read or decoded.
         """
         info = self.arrays[path]
+        if len(region) > len(info.shape):  # an HDF5 array type's elements, as trailing axes (zarr_plan)
+            outer = len(info.shape)
+            values = self.read(path, region[:outer])
+            inner: tuple[Any, ...] = (..., *(slice(a, b) for a, b in region[outer:]))
+            return values[inner]
         if not info.shape:
             return np.asarray(self._read_h5py(info, region))
         if can_read_raw(info) and not self._distrusted(info):

@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from layoutkit.errors import InvalidOptionError
+from layoutkit.formats import element_dims
 from layoutkit.hdf5.attrs import attr_to_json
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, open_checked
@@ -177,6 +178,9 @@ class HDF5Archive(Archive):
         if ds.shape is None:
             return np.empty(0, ds.dtype)
         ds = _text(ds)
+        if ds.dtype.subdtype is not None and len(selection) > ds.ndim:  # into an array type's elements
+            outer = tuple(selection[: ds.ndim])
+            return np.asarray(ds[outer] if outer else ds[()])[(..., *selection[ds.ndim:])]
         return np.asarray(ds[selection] if selection else ds[()])
 
     def blocks(self) -> list[tuple[str, Selection]]:
@@ -301,7 +305,9 @@ class HDF5Archive(Archive):
         self._chunks[path] = tuple(ds.chunks) if ds.chunks else None  # stored_chunks, without a second lookup
         data = self._values.pop(path, None) if self._values else None
         if data is None and lazy and ds.dtype.kind != "O" and h5py.check_string_dtype(ds.dtype) is None:
-            data = lazy_data(self, path, tuple(ds.shape), ds.dtype)  # text is read as the reader reads it
+            sub = ds.dtype.subdtype  # an array type: its numbers, the element's axes last (as h5py reads it)
+            data = (lazy_data(self, path, tuple(ds.shape), ds.dtype) if sub is None  # text as the reader reads it
+                    else lazy_data(self, path, (*ds.shape, *sub[1]), sub[0]))
         if data is None:
             data = np.asarray(_text(ds)[()])
         dims, coords = [], {}
@@ -325,6 +331,8 @@ class HDF5Archive(Archive):
                 dims.append(name)
             else:
                 dims.append(f"dim_{axis}")
+        if ds.dtype.subdtype is not None:  # an array type's elements: last axes, named as in every layout
+            dims.extend(element_dims(path.rsplit("/", 1)[-1], len(ds.dtype.subdtype[1])))
         attrs = self._read_attrs.pop(path, None)
         return with_coords(data, dims, coords, self._attrs(ds, h5py.h5ds.is_scale(ds.id)) if attrs is None else attrs)
 

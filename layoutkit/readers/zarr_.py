@@ -24,12 +24,14 @@ import xarray as xr
 import zarr
 
 from layoutkit.formats import (
+    ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     LAYOUT_ATTR,
     NODES_ATTR,
     PROVENANCE_ATTR,
     SIDECAR,
     TYPE_RULE_ATTRS,
+    element_dims,
     scale_by_name,
 )
 from layoutkit.options import ZarrFormat
@@ -577,7 +579,9 @@ class ZarrArchive(Archive):
         out = []
         for p in paths:
             dims, coords = [], {}
-            for axis, scales in enumerate(axes[p]):
+            attrs_of = self._attrs_of(p)
+            element = int(attrs_of.get(ARRAY_TYPE_ATTR, 0))  # an HDF5 array type's elements, the last axes
+            for axis, scales in enumerate(axes[p][: len(axes[p]) - element]):
                 if scales and not _stored(scales[0]):
                     dims.append(scales[0][len(DIMENSION_ONLY):])
                 elif scales:
@@ -589,7 +593,8 @@ class ZarrArchive(Archive):
                     dims.append(name)
                 else:
                     dims.append(f"dim_{axis}")
-            attrs = bytes_back(plain_attrs(self._attrs_of(p), self.hidden_attrs))
+            dims.extend(element_dims(p.rsplit("/", 1)[-1], element) if element else ())
+            attrs = bytes_back(plain_attrs(attrs_of, self.hidden_attrs))
             node = self._nodes[p] if lazy else None
             data = values[p] if node is None else lazy_data(self, p, tuple(node.shape), zarr_dtype(node))
             out.append(with_coords(data, dims, coords, attrs))

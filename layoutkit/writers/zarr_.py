@@ -33,6 +33,7 @@ from zarr.storage import StorePath
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.formats import (
+    ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     ENUM_ATTR,
     NODES_ATTR,
@@ -47,7 +48,7 @@ from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
 from layoutkit.timings import timed
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
-from layoutkit.zarr_plan import target_dtype
+from layoutkit.zarr_plan import element_axes, target_dtype
 
 
 def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
@@ -120,6 +121,8 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4
     if dtype is str:
         return ""
     fv = info.fill_value
+    if info.dtype.subdtype is not None and fv is not None:  # an array type's: one number (target_dtype)
+        fv = np.asarray(fv).reshape(-1)[0] if np.asarray(fv).size else None
     if zarr_format == 3:
         if fv is None:
             return None
@@ -330,6 +333,10 @@ class ZarrWriter:
             attrs[NULL_SPACE_ATTR] = True
         if info.kind == "reference":
             attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
+        element, element_dims = element_axes(info)
+        if element:
+            attrs[ARRAY_TYPE_ATTR] = len(element)
+        dims = [*info.dims, *element_dims]
         kwargs: dict[str, Any] = dict(
             shape=plan.shape,
             dtype=dtype,
@@ -343,7 +350,7 @@ class ZarrWriter:
                 fv = fv.encode() if np_dtype.kind == "S" and isinstance(fv, str) else fv
                 fv = np.asarray(fv, np_dtype).reshape(-1)[0]  # netCDF stores a 1-element array
                 attrs["_FillValue"] = encode_fill_attr(fv.item(), np_dtype)
-            kwargs["dimension_names"] = list(info.dims) if info.dims else None
+            kwargs["dimension_names"] = dims or None
             if plan.source_encoding is not None:
                 kwargs["compressors"] = zarr3_codecs(plan.source_encoding)
             else:
@@ -354,7 +361,7 @@ class ZarrWriter:
                 kwargs["serializer"] = zarr.codecs.BytesCodec(endian="big")
         else:
             attrs.pop("_FillValue", None)
-            attrs[DIMENSIONS_ATTR] = list(info.dims)
+            attrs[DIMENSIONS_ATTR] = dims
             if plan.source_encoding is not None:
                 filters, compressor = zarr2_codecs(plan.source_encoding)
             else:

@@ -69,15 +69,21 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
                            "type: elements of numbers become trailing axes, of other types they cannot)")
         return np.dtype(base.str)  # its elements as trailing axes (:func:`element_axes`)
     if info.dtype.names:
-        for name in info.dtype.names:
-            sub = info.dtype[name]
-            if sub.hasobject or sub.names:
-                raise UnsupportedFeatureError(
-                    info.path, f"a compound type with a nested or variable-length member {name!r}"
-                )
-            if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
-                raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
+        _check_members(info, info.dtype)
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
+
+
+def _check_members(info: ArrayInfo, dtype: np.dtype) -> None:
+    """A compound's members, nested ones included (zarr-python writes nested structured
+    types): refused where one is variable-length or an array."""
+    for name in dtype.names or ():
+        sub = dtype[name]
+        if sub.hasobject:
+            raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r}")
+        if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
+            raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
+        if sub.names:
+            _check_members(info, sub)
 
 
 def _one_fill(info: ArrayInfo) -> bool:

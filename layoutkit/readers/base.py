@@ -278,12 +278,24 @@ class Archive:
             yield str(shot), self.shot(shot)
 
 
+def native_compound(dtype: np.dtype) -> np.dtype:
+    """A compound with members of the other byte order as the same compound in this
+    machine's (same names and offsets): xarray's decoding makes such a compound raw bytes
+    (``V12``) and then cannot cast its values to them. Any other type as it is (xarray
+    turns plain numbers to native order itself)."""
+    if not dtype.names:
+        return dtype
+    formats = [native_compound(dtype[n]) if dtype[n].names else dtype[n].newbyteorder("=") for n in dtype.names]
+    return np.dtype({"names": list(dtype.names), "formats": formats,
+                     "offsets": [dtype.fields[n][1] for n in dtype.names], "itemsize": dtype.itemsize})
+
+
 class ArchiveArray:
     """One array of an archive as xarray's lazy indexing wants it: a shape, a dtype, and
     basic indexing that reads only the selection (:meth:`Archive.get`)."""
 
     def __init__(self, archive: Archive, path: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        self.archive, self.path, self.shape, self.dtype = archive, path, shape, np.dtype(dtype)
+        self.archive, self.path, self.shape, self.dtype = archive, path, shape, native_compound(np.dtype(dtype))
 
     def __getitem__(self, key: Any) -> np.ndarray:
         from xarray.core import indexing
@@ -307,6 +319,8 @@ class ArchiveArray:
         if 0 in lengths:
             return np.empty(tuple(lengths), dtype=self.dtype)
         block = np.asarray(self.archive.get(self.path, tuple(spans)))
+        if self.dtype.names and block.dtype != self.dtype:
+            block = block.astype(self.dtype)
         for axis, pick in enumerate(picks):
             if pick is not None:
                 block = np.take(block, pick, axis=axis)

@@ -129,6 +129,11 @@ class PagedFile:
         shares = [sequences[w::workers] for w in range(max(1, workers))]
         return page_requests(pages, [[interleave(shares)]] if shared else shares, buffer // self.page)
 
+    @property
+    def data_pages(self) -> int:
+        """The pages its raw data fill, laid out as :func:`layout_pages` lays them."""
+        return max((r.stop for r in layout_pages(self.order, self.sizes, self.page).values()), default=0)
+
 
 def extra_requests(large: PagedFile, full: PagedFile, pattern: str, items: Sequence[str], workers: int,
                    buffer: int, template: str, shared: bool = False) -> int:

@@ -286,8 +286,9 @@ def native_compound(dtype: np.dtype) -> np.dtype:
     if not dtype.names:
         return dtype
     formats = [native_compound(dtype[n]) if dtype[n].names else dtype[n].newbyteorder("=") for n in dtype.names]
-    return np.dtype({"names": list(dtype.names), "formats": formats,
-                     "offsets": [dtype.fields[n][1] for n in dtype.names], "itemsize": dtype.itemsize})
+    spec: Any = {"names": list(dtype.names), "formats": formats, "itemsize": dtype.itemsize,
+                 "offsets": [dtype.fields[n][1] for n in dtype.names]}  # type: ignore[index]
+    return np.dtype(spec)
 
 
 class ArchiveArray:

@@ -111,8 +111,8 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
     """Plan one array: raise :class:`UnsupportedFeatureError` when it cannot be carried."""
     if info.external:
         raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
-    if info.layout == "virtual":
-        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
+    if info.layout == "virtual" and info.unmapped:  # else read through HDF5, from the files it maps
+        raise UnsupportedFeatureError(info.path, f"a virtual dataset ({info.unmapped})")
     if "\\" in info.path:  # zarr-python takes it for a path separator on reading
         raise UnsupportedFeatureError(info.path, "a backslash in its name (Zarr stores cannot address it)")
     _check_filters(info)

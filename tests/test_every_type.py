@@ -71,6 +71,24 @@ def array_scalar(f: h5py.File) -> None:
     f.create_dataset("t", shape=(), dtype=np.dtype(("<f8", (2, 2))))[()] = [[1.5, 2.5], [3.5, 4.5]]
 
 
+def virtual_dataset(f: h5py.File) -> None:  # the NeXus master file: frames in files of their own
+    here = Path(f.filename).parent
+    layout = h5py.VirtualLayout(shape=(6, 4), dtype="<i4")
+    for i in range(2):
+        with h5py.File(here / f"frames_{i}.h5", "w") as frames:
+            frames["data"] = np.full((3, 4), i + 1, "<i4")
+        layout[i * 3:(i + 1) * 3] = h5py.VirtualSource(f"frames_{i}.h5", "data", shape=(3, 4))
+    f.create_virtual_dataset("t", layout, fillvalue=-1)
+    f["other"] = np.arange(3)
+
+
+def virtual_dataset_unmapped(f: h5py.File) -> None:  # HDF5 would read the missing file's rows as -1
+    layout = h5py.VirtualLayout(shape=(6, 4), dtype="<i4")
+    layout[:3] = h5py.VirtualSource("gone.h5", "data", shape=(3, 4))
+    f.create_virtual_dataset("t", layout, fillvalue=-1)
+    f["other"] = np.arange(3)
+
+
 def array_of_compounds(f: h5py.File) -> None:
     f.create_dataset("t", shape=(2,), dtype=np.dtype((np.dtype([("a", "<i4"), ("b", "<f4")]), (2,))))
 
@@ -242,6 +260,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_vlen_string_member: ("Dataset '/t' uses a compound type with a variable-length member 's'", EQUAL),
     compound_reference_member: ("Dataset '/t' uses object references inside a compound member ('r')",) * 2,
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
+    virtual_dataset: (EQUAL, EQUAL),  # read through HDF5 from the files it maps (issue 65)
+    virtual_dataset_unmapped: ("Dataset '/t' uses a virtual dataset (its mapped file gone.h5 is missing)",) * 2,
     array_of_arrays: (EQUAL, EQUAL),
     array_of_ints_chunked_shuffled: (EQUAL, EQUAL),
     array_scalar: (EQUAL, EQUAL),
@@ -388,8 +408,9 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     ``<name>_element`` (``_element_<i>`` for several): in every Zarr layout and format and in
     the paged HDF5 file, ``verify`` proves them equal, and ``layoutkit.open`` and the
     xarray engine give each variant's arrays the values h5py reads from the source, with
-    the same dimensions as the source's own view. So do a nested compound and a
-    big-endian one (the engine made the latter raw bytes, and could not cast to them)."""
+    the same dimensions as the source's own view. So do a nested compound, a
+    big-endian one (the engine made the latter raw bytes, and could not cast to them) and
+    a virtual dataset (its mapped files' values, written as chunks by every layout)."""
     import xarray as xr
 
     import layoutkit
@@ -407,6 +428,8 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
         f.move("t", "nested")
         compound_big_endian(f)
         f.move("t", "be")
+        virtual_dataset(f)
+        f.move("t", "vds")
     runs = {
         "v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
         "sharded.zarr": ["convert", "--shards", "auto", "--chunks", "2"],
@@ -419,7 +442,8 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
                                      "--repeat", "1"])
     assert check.exit_code == 0 and f"all {len(runs)} variants hold" in " ".join(check.output.split()), check.output
     dims = {"/ints": ("dim_0", "ints_element"), "/grid": ("dim_0", "grid_element_0", "grid_element_1"),
-            "/scalar": ("scalar_element_0", "scalar_element_1"), "/nested": ("dim_0",), "/be": ("dim_0",)}
+            "/scalar": ("scalar_element_0", "scalar_element_1"), "/nested": ("dim_0",), "/be": ("dim_0",),
+            "/vds": ("dim_0", "dim_1")}
     with h5py.File(src) as f:
         want = {path: f[path][()] for path in dims}
     engine_dims = {}

@@ -202,6 +202,8 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         maxshape=tuple(maxshape) if maxshape is not None and ds_shape is not None else None,
         strpad=string_padding(tid) if dtype.kind == "S" else None,
     )
+    if layout == h5py.h5d.VIRTUAL:
+        info["unmapped"] = _unmapped(ds, f)
     if tid.committed():  # resolved to a path once the walk is done (:func:`_inventory`)
         info["type_path"] = h5py.h5o.get_info(tid).addr
     if layout == h5py.h5d.CHUNKED and info["filters"] and chunk_opts(plist) & DONT_FILTER_PARTIAL_CHUNKS:
@@ -211,6 +213,29 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     dim_only = is_scale and attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
     attrs = convert_attrs(read_attrs(ds, f, notes, is_scale, plist), f, is_netcdf4)
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
+
+
+def _unmapped(ds: h5py.Dataset, f: h5py.File) -> str | None:
+    """The mapped files of a virtual dataset that HDF5 would not find, named (it reads
+    their regions as the fill value, without a word): a relative name is looked for
+    under ``HDF5_VDS_PREFIX``, beside the file, and from the working directory, as HDF5
+    looks. A file in a bucket has none to be found."""
+    if getattr(f, "_fileobj", None) is not None:
+        return "the files it maps are not read from a bucket"
+    here = os.path.dirname(os.path.abspath(f.filename))
+    prefix = os.environ.get("HDF5_VDS_PREFIX", "")
+    missing = []
+    for source in ds.virtual_sources():
+        name = source.file_name
+        if name == "." or "%" in name:  # this file; a printf-style name (HDF5 expands it, not checked here)
+            continue
+        places = [name] if os.path.isabs(name) else [os.path.join(p, name) for p in (prefix, here) if p] + [name]
+        if not any(os.path.exists(p) for p in places):
+            missing.append(name)
+    if not missing:
+        return None
+    names = sorted(set(missing))
+    return f"its mapped file{'s' if len(names) > 1 else ''} {', '.join(names)} {'are' if len(names) > 1 else 'is'} missing"
 
 
 def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...] | None,

@@ -138,6 +138,9 @@ class ArrayInfo:
     # why the raw chunk path must not read it (its chunk index failed the self-check:
     # :func:`~layoutkit.hdf5.chunk_index.index_problem`); None: the raw path may
     raw_fallback: str | None = None
+    # a virtual dataset's mapped files HDF5 cannot find (it would read their regions as
+    # the fill value, silently), named; None: each is found (or the dataset is not virtual)
+    unmapped: str | None = None
     # a fixed-length string type's padding when it is not NUL padding ("nullterm",
     # "spacepad"): HDF5 converts such strings as it reads them (cut at the first NUL,
     # trailing spaces dropped), so their stored bytes are not their values

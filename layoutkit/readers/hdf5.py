@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import xarray as xr
 
-from layoutkit.errors import InvalidOptionError
+from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.formats import element_dims
 from layoutkit.hdf5.attrs import attr_to_json
 from layoutkit.hdf5.chunk_index import index_problem
@@ -94,6 +94,9 @@ class HDF5Archive(Archive):
             counting = CountingFile(path)
             counting.counter = self.counter
             self._file = counting
+        self._local = None if isinstance(path, ObjectSource) else os.fspath(path)
+        self._by_name: h5py.File | None = None  # opened by :meth:`_dataset` for virtual datasets
+        self._virtual: dict[str, bool] = {}  # path -> whether a virtual dataset (:meth:`_dataset`)
         self._scale_paths: dict[Any, str] = {}  # header address -> path
         self._dimension_only: dict[Any, bool] = {}  # header address -> a netCDF dimension without values
         self._chunks: dict[str, tuple[int, ...] | None] = {}  # path -> its chunks, seen by variable()
@@ -147,6 +150,8 @@ class HDF5Archive(Archive):
     def close(self) -> None:
         try:
             self.f.close()
+            if self._by_name is not None:
+                self._by_name.close()
         finally:
             self._file.close()
             if self._threads is not None:
@@ -169,12 +174,30 @@ class HDF5Archive(Archive):
         self.f.visititems(visit)
         return out
 
+    def _dataset(self, path: str) -> h5py.Dataset:
+        """The dataset at ``path``; a virtual one from the file opened by its name. HDF5
+        opens the files a virtual dataset maps with the access properties of the file
+        that holds it: through the counting file object, every mapped file was this file
+        again, no mapped dataset was found in it, and every value read as the fill
+        value. Its reads are HDF5's own, not counted."""
+        ds = self.f[path]
+        virtual = self._virtual.get(path)
+        if virtual is None:
+            virtual = self._virtual[path] = ds.is_virtual
+        if not virtual:
+            return ds
+        if self._by_name is None:
+            if self._local is None:
+                raise UnsupportedFeatureError(path, "a virtual dataset (the files it maps are not read from a bucket)")
+            self._by_name = h5py.File(self._local, "r")
+        return self._by_name[path]
+
     def dimension_only(self, path: str) -> bool:
         name = self.f[path].attrs.get("NAME")
         return isinstance(name, bytes) and name.startswith(NETCDF_DIM_ONLY_PREFIX.encode())
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
-        ds = self.f[path]
+        ds = self._dataset(path)
         if ds.shape is None:
             return np.empty(0, ds.dtype)
         ds = _text(ds)
@@ -301,7 +324,7 @@ class HDF5Archive(Archive):
             self._coords, self._read_attrs = None, {}
 
     def variable(self, path: str, lazy: bool = False) -> xr.DataArray:
-        ds = self.f[path]
+        ds = self._dataset(path)
         self._chunks[path] = tuple(ds.chunks) if ds.chunks else None  # stored_chunks, without a second lookup
         data = self._values.pop(path, None) if self._values else None
         if data is None and lazy and ds.dtype.kind != "O" and h5py.check_string_dtype(ds.dtype) is None:

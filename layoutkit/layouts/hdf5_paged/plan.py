@@ -138,8 +138,8 @@ def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
             raise MissingFilterError(info.path, f.id, f.name)
     if info.external:
         raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
-    if info.layout == "virtual":
-        raise UnsupportedFeatureError(info.path, "a virtual dataset layout")
+    if info.layout == "virtual" and info.unmapped:  # else read through HDF5, from the files it maps
+        raise UnsupportedFeatureError(info.path, f"a virtual dataset ({info.unmapped})")
     if (feature := carried_nowhere(info)) is not None:
         raise UnsupportedFeatureError(info.path, feature)
     none = parse_compressor("none")

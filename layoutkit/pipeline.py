@@ -147,7 +147,7 @@ def say_fallbacks(inventory: Inventory, output: str = "") -> None:
     """Warn (:class:`~layoutkit.errors.RawReadFallback`) of each dataset the walk found
     the raw chunk path cannot be trusted with: it is planned to be read by HDF5; and for
     ``output`` "zarr" (:class:`~layoutkit.errors.LeftOut`) of each committed datatype,
-    which Zarr has no object for."""
+    which Zarr has no object for (it is recorded in ``layoutkit.json``)."""
     for info in inventory.arrays:
         if info.raw_fallback:
             warnings.warn(RawReadFallback(
@@ -155,9 +155,9 @@ def say_fallbacks(inventory: Inventory, output: str = "") -> None:
                 stacklevel=2)
     if output == "zarr":
         for t in inventory.datatypes:
-            if not t.attrs:  # (one with attributes is refused, or left out under --skip-unsupported)
-                warnings.warn(LeftOut(f"left out {t.path}: a committed datatype (Zarr has no named types; the "
-                                      "arrays of that type keep the type itself)"), stacklevel=2)
+            warnings.warn(LeftOut(f"left out {t.path}: a committed datatype (Zarr has no named types; the arrays "
+                                  "of that type keep the type itself, and layoutkit.json records it"
+                                  f"{' with its attributes' if t.attrs else ''})"), stacklevel=2)
 
 
 def refuse_unsupported(inventory: Inventory, options: Any, output: str) -> None:

@@ -280,7 +280,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
     compound_fill_value: (EQUAL, EQUAL),
-    committed_datatype_with_attributes: ("Datatype '/mytype' uses attributes on a committed datatype", EQUAL),
+    committed_datatype_with_attributes: (EQUAL, EQUAL),  # recorded in layoutkit.json (issue 65)
     external_link: (EQUAL, EQUAL),
     damaged_object: ("Object '/bad' uses a damaged object header",) * 2,
     user_defined_link: ("Link '/custom' uses a user-defined link class (150",) * 2,
@@ -367,13 +367,33 @@ def test_reorder_keeps_committed_datatypes_and_verify_checks_them(tmp_path: Path
     assert "/t: dtype: not of the committed datatype /mytype" in said
 
 
-def test_convert_says_a_committed_datatype_is_left_out(tmp_path: Path) -> None:
+def test_convert_says_a_committed_datatype_is_left_out_and_records_it(tmp_path: Path) -> None:
     """netCDF-4 keeps enum types as committed datatypes: Zarr has no named types, so
-    the type object is left out (its arrays keep the type), and the run says so."""
-    src = build(tmp_path, committed_datatype)
-    result = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / "out.zarr")])
-    assert result.exit_code == 0, result.output
-    assert "note: left out /mytype: a committed datatype" in " ".join(result.output.split())
+    the type object is left out (its arrays keep the type), and the run says so; the type
+    and its attributes are recorded in layoutkit.json (in an Icechunk repository, in the
+    provenance attribute), where verify holds them against the source's."""
+    import json
+
+    src = build(tmp_path, committed_datatype_with_attributes)
+    for name, args in (("out.zarr", []), ("out.icechunk", ["--layout", "virtual"])):
+        result = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / name), *args])
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.output.split())
+        assert "note: left out /mytype: a committed datatype" in said and "with its attributes" in said, said
+    both = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "out.zarr"), str(tmp_path / "out.icechunk"),
+                                    "--patterns", "open", "--repeat", "1"])
+    assert both.exit_code == 0, both.output  # each holds the record verify asks for
+    recorded = json.loads((tmp_path / "out.zarr" / "layoutkit.json").read_text())["datatypes"]["/mytype"]
+    with h5py.File(src) as f:
+        assert recorded["type"] == str(f["mytype"].dtype) and set(recorded["attributes"]) == set(f["mytype"].attrs)
+    doc = tmp_path / "out.zarr" / "layoutkit.json"
+    changed = json.loads(doc.read_text())
+    key = next(iter(changed["datatypes"]["/mytype"]["attributes"]))
+    changed["datatypes"]["/mytype"]["attributes"][key] = "not the source's"
+    doc.write_text(json.dumps(changed))
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "out.zarr"), "--patterns", "open",
+                                     "--repeat", "1"])
+    assert check.exit_code == 1 and f"/mytype: attribute: {key!r}" in " ".join(check.output.split()), check.output
 
 
 def test_strings_hold_what_hdf5_reads(tmp_path: Path) -> None:

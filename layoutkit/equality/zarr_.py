@@ -38,6 +38,7 @@ from layoutkit.formats import (
     NODES_ATTR,
     NON_FINITE,
     PROVENANCE_ATTR,
+    SIDECAR,
     TYPE_RULE_ATTRS,
     element_dims,
 )
@@ -109,6 +110,7 @@ def compare_zarr(
             compare_attrs(g.path, *without_provenance(g.path, dict(g.attrs), dict(zg.attrs)), miss,
                           TYPE_RULE_ATTRS | index_attrs)
 
+    _compare_datatypes(inventory, root, miss)
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
 
     def one(info: ArrayInfo) -> list[Mismatch]:
@@ -132,6 +134,43 @@ def compare_zarr(
         for own in pool.map(one, arrays):
             found.extend(own)
     return found
+
+
+def _compare_datatypes(inventory: Inventory, root: zarr.Group, miss: Any) -> None:
+    """Each committed datatype of the source, recorded in the store's ``layoutkit.json``
+    (Zarr has no named types) with its type and attributes."""
+    if not inventory.datatypes:
+        return
+    recorded = _sidecar(root).get("datatypes", {})
+    for t in inventory.datatypes:
+        got = recorded.get(t.path)
+        if not isinstance(got, dict):
+            miss(t.path, "missing", "committed datatype not recorded in layoutkit.json")
+            continue
+        if got.get("type") != str(t.dtype):
+            miss(t.path, "dtype", f"recorded as {got.get('type')!r}, expected {str(t.dtype)!r}")
+        compare_attrs(t.path, dict(t.attrs), dict(got.get("attributes") or {}), miss, frozenset())
+
+
+def _sidecar(root: zarr.Group) -> dict[str, Any]:
+    """The store's ``layoutkit.json``: in an Icechunk repository, inside the root's
+    provenance attribute; else the document beside the root."""
+    import json
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    from layoutkit.storage.icechunk_repo import sidecar_in
+
+    found = sidecar_in(root.attrs.get(PROVENANCE_ATTR))
+    if found:
+        return found
+    raw = sync(root.store.get(SIDECAR, prototype=default_buffer_prototype()))
+    try:
+        doc = json.loads(raw.to_bytes()) if raw is not None else {}
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def _dimension_names(z: zarr.Array) -> tuple[str | None, ...]:

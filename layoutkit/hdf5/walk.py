@@ -112,12 +112,10 @@ class LinkWalk:
 
     def datatype(self, obj: h5py.Datatype, path: str, addr: int) -> None:
         """A committed datatype: its path, address and attributes. Zarr has no named
-        types: its arrays keep the type itself, and attributes on it have nowhere to go."""
+        types: its arrays keep the type itself, and the type with its attributes is
+        recorded in the store's ``layoutkit.json`` (``datatypes``)."""
         self.raw_attrs[path] = read_attrs(obj, self.f, self.notes)
         self.datatypes.append((path, addr))
-        if self.raw_attrs[path]:
-            self.notes.append(Unsupported(f"Datatype {path!r}", "attributes on a committed datatype (Zarr has no "
-                                          "named types to hold them)", only="zarr"))
 
     def other(self, group: h5py.Group, name: Any, group_path: str) -> None:
         """A soft, external or user-defined link, or a name that is not UTF-8, as h5py

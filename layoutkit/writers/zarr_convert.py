@@ -207,6 +207,8 @@ def sidecar(inventory: Inventory, plan: Any, mirrored: set[str] | None = None) -
             if not a.dim_only and any(a.dim_scales) and (mirrored is None or a.path in mirrored)
         } if mirrored is not None else unnamed_scales(inventory, plan),
         "notes": list(inventory.attr_notes),
+        # Zarr has no named types: each committed datatype, its type and its attributes
+        "datatypes": {t.path: {"type": str(t.dtype), "attributes": t.attrs} for t in inventory.datatypes},
     }
 
 

@@ -644,6 +644,13 @@ def test_the_verdict_agrees_with_the_ranking_inside_the_uncertainty():
     apart = result(trial("virtual", 0.0795, 0.05, 8), trial("shot-packed", 0.0656, 0.05, 18))
     assert apart.recommended.name == "shot-packed"
     assert ": rewrite" in (rewrite_verdict(apart) or "")
+    # tied, but ranked below a rewrite for its requests (advise on 12 shots, signal=1: "no rewrite
+    # needed" above "recommended: signal-major"): the verdict says what the recommendation gains
+    below = result(trial("signal-major", 0.178, 0.5, 29), trial("virtual", 0.159, 0.3, 66))
+    assert below.recommended.name == "signal-major"
+    verdict = rewrite_verdict(below) or ""
+    assert "no rewrite needed" not in verdict and "as fast as signal-major" in verdict and "66 weighted GETs to its 29" in verdict, verdict
+    assert verdict.endswith("for fewer requests (what a bucket bills): rewrite.")
 
 
 def test_the_likeliest_candidates_are_tried_first(tmp_path):

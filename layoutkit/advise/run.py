@@ -868,6 +868,13 @@ def rewrite_verdict(result: AdviseResult) -> str | None:
         return None
     cost = (f" (building it: about {duration_text(kept.predicted_build_seconds)} against "
             f"{duration_text(copied.predicted_build_seconds)} to rewrite)") if copied.predicted_build_seconds else ""
+    as_fast = kept.weighted_seconds <= copied.weighted_seconds * (1 + NO_REWRITE_WITHIN) or kept in result.tied
+    if as_fast and ranked[0] is not kept:  # the recommendation is a rewrite: say what it gains, not the opposite
+        close = (f"as fast as {copied.name}, within the uncertainty of the predictions," if kept in result.tied
+                 else f"{kept.weighted_seconds / copied.weighted_seconds - 1:.0%} slower than {copied.name}")
+        return (f"{kept.name} (no rewrite) is {close} for your patterns, but makes {kept.weighted_requests:,.0f} "
+                f"weighted GETs to its {copied.weighted_requests:,.0f}; for speed alone nothing need change, for "
+                f"fewer requests (what a bucket bills): rewrite{cost}.")
     if kept.weighted_seconds <= copied.weighted_seconds * (1 + NO_REWRITE_WITHIN):
         within = kept.weighted_seconds / copied.weighted_seconds - 1
         how = f"is within {within:.0%} of" if within > 0.005 else "is as fast as, or faster than,"

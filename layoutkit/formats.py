@@ -56,7 +56,13 @@ def element_dims(name: str, rank: int) -> tuple[str, ...]:
     return (f"{name}_element",) if rank == 1 else tuple(f"{name}_element_{i}" for i in range(rank))
 
 
-TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR})
+TEXT_MEMBERS_ATTR = "hdf5_text_members"
+"""A compound with variable-length string members: their names. Each is stored as
+fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's length;
+h5py reads the source's as those bytes."""
+
+TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
+                             TEXT_MEMBERS_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -118,6 +124,7 @@ __all__ = [
     "PROVENANCE_ATTR",
     "REFERENCE_ATTR",
     "SIDECAR",
+    "TEXT_MEMBERS_ATTR",
     "TYPE_RULE_ATTRS",
     "json_attrs",
     "scale_by_name",

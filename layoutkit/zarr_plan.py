@@ -69,15 +69,22 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
                            "type: elements of numbers become trailing axes, of other types they cannot)")
         return np.dtype(base.str)  # its elements as trailing axes (:func:`element_axes`)
     if info.dtype.names:
-        _check_members(info, info.dtype)
+        widths = dict(info.text_widths or ())
+        _check_members(info, info.dtype, widths)
+        if widths:  # variable-length text members at their longest value's length, as UTF-8 bytes
+            return np.dtype([
+                (n, f"S{widths[n]}" if n in widths else info.dtype[n]) for n in info.dtype.names])
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
 
 
-def _check_members(info: ArrayInfo, dtype: np.dtype) -> None:
+def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None = None) -> None:
     """A compound's members, nested ones included (zarr-python writes nested structured
-    types): refused where one is variable-length or an array."""
+    types): refused where one is an array, or variable-length but for the text members
+    measured (``text``, top level)."""
     for name in dtype.names or ():
         sub = dtype[name]
+        if text and name in text:
+            continue
         if sub.hasobject:
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r}")
         if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field

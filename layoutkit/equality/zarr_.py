@@ -39,13 +39,14 @@ from layoutkit.formats import (
     NON_FINITE,
     PROVENANCE_ATTR,
     SIDECAR,
+    TEXT_MEMBERS_ATTR,
     TYPE_RULE_ATTRS,
     element_dims,
 )
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import element_shape
+from layoutkit.hdf5.model import element_shape, text_members
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
@@ -136,6 +137,17 @@ def compare_zarr(
     return found
 
 
+def _with_text_members(want: np.dtype, text: list[str], got: np.dtype) -> np.dtype:
+    """The compound ``want`` with each text member the fixed-length bytes the store holds
+    there (``S<n>``: any length, the values show a short one); a member the store holds
+    otherwise stays the source's, and the type compares unequal."""
+    fields = []
+    for name in want.names or ():
+        held = got[name] if got.names and name in got.names else None
+        fields.append((name, held if name in text and held is not None and held.kind == "S" else want[name]))
+    return np.dtype(fields)
+
+
 def _compare_datatypes(inventory: Inventory, root: zarr.Group, miss: Any) -> None:
     """Each committed datatype of the source, recorded in the store's ``layoutkit.json``
     (Zarr has no named types) with its type and attributes."""
@@ -214,6 +226,11 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
     if element and z.attrs.get(ARRAY_TYPE_ATTR) != len(element):
         miss(path, "attribute", f"{ARRAY_TYPE_ATTR!r} is {z.attrs.get(ARRAY_TYPE_ATTR)!r}, expected {len(element)}")
     want = expected_dtype(info)
+    text = text_members(info.dtype)
+    if text:  # variable-length text members as fixed-length UTF-8 bytes, listed in an attribute (the type rules)
+        want = _with_text_members(np.dtype(want), text, np.dtype(z.dtype))
+        if z.attrs.get(TEXT_MEMBERS_ATTR) != text:
+            miss(path, "attribute", f"{TEXT_MEMBERS_ATTR!r} is {z.attrs.get(TEXT_MEMBERS_ATTR)!r}, expected {text}")
     if want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
             miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
@@ -255,9 +272,12 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
         got_fill = np.broadcast_to(np.asarray(z.fill_value).astype(z.dtype).reshape(1), fv.shape)
         if not equal_values(fv, got_fill).all():
             miss(path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
-    # a compound's fill value: HDF5's, in either format (xarray masks no compound)
+    # a compound's fill value: HDF5's, in either format (xarray masks no compound); an
+    # unset text member (None) is the empty string
     if info.dtype.names and info.fill_value is not None:
         want_c = np.asarray(info.fill_value).astype(info.dtype).reshape(1)
+        for name in text_members(info.dtype):
+            want_c[name] = [b"" if v is None else v.encode() if isinstance(v, str) else v for v in want_c[name]]
         try:
             got_c = np.asarray(z.fill_value).astype(want_c.dtype).reshape(1)
         except (TypeError, ValueError):

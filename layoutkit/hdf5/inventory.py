@@ -36,7 +36,7 @@ from layoutkit.hdf5.chunk_index import (
 from layoutkit.hdf5.files import first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, chunk_opts
-from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, FilterInfo, GroupInfo, Inventory, LinkInfo
+from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, FilterInfo, GroupInfo, Inventory, LinkInfo, text_members
 from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
 from layoutkit.storage import ObjectSource, SourceLike
 
@@ -204,6 +204,8 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     )
     if layout == h5py.h5d.VIRTUAL:
         info["unmapped"] = _unmapped(ds, f)
+    if dtype.names and (members := text_members(dtype)) and ds_shape is not None:
+        info["text_widths"] = _text_widths(ds, members)
     if tid.committed():  # resolved to a path once the walk is done (:func:`_inventory`)
         info["type_path"] = h5py.h5o.get_info(tid).addr
     if layout == h5py.h5d.CHUNKED and info["filters"] and chunk_opts(plist) & DONT_FILTER_PARTIAL_CHUNKS:
@@ -213,6 +215,32 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     dim_only = is_scale and attr_text(ds, "NAME").startswith(NETCDF_DIM_ONLY_PREFIX)
     attrs = convert_attrs(read_attrs(ds, f, notes, is_scale, plist), f, is_netcdf4)
     return _Record(path, info, attrs, is_scale, dim_only, shape, tuple(attached))
+
+
+TEXT_WIDTH_ROWS = 1 << 16
+"""Rows of a compound read at a time to measure its variable-length string members."""
+
+
+def _text_widths(ds: h5py.Dataset, members: list[str]) -> tuple[tuple[str, int], ...] | None:
+    """The longest value (UTF-8 bytes, at least 1) of each variable-length string member
+    of a compound, read over the whole dataset (the Zarr layouts store such a member at
+    that fixed length); None where HDF5 cannot read it (its planning refuses it then)."""
+    widths = dict.fromkeys(members, 1)
+    try:
+        if not ds.shape:
+            blocks: Any = [ds.fields(members)[()]]
+        else:
+            blocks = (ds.fields(members)[i:i + TEXT_WIDTH_ROWS] for i in range(0, ds.shape[0], TEXT_WIDTH_ROWS))
+        for block in blocks:
+            block = np.asarray(block)
+            for name in members:
+                values = block[name] if block.dtype.names else block
+                for v in np.asarray(values).reshape(-1):
+                    n = len(v.encode("utf-8") if isinstance(v, str) else v or b"")
+                    widths[name] = max(widths[name], n)
+    except (OSError, RuntimeError, ValueError, TypeError):
+        return None
+    return tuple(widths.items())
 
 
 def _unmapped(ds: h5py.Dataset, f: h5py.File) -> str | None:

@@ -59,6 +59,14 @@ def zarr_attribute_problem(dtype: np.dtype) -> str | None:
     return None
 
 
+def text_members(dtype: np.dtype) -> list[str]:
+    """A compound's members (top-level) that are variable-length strings."""
+    import h5py
+
+    return [n for n in dtype.names or () if (info := h5py.check_string_dtype(dtype[n])) is not None
+            and info.length is None]
+
+
 def element_shape(dtype: np.dtype) -> tuple[int, ...]:
     """The shape of an HDF5 array type's elements (``int16 x 3``: ``(3,)``), which h5py
     reads as trailing axes; ``()`` for every other type."""
@@ -145,6 +153,9 @@ class ArrayInfo:
     # "spacepad"): HDF5 converts such strings as it reads them (cut at the first NUL,
     # trailing spaces dropped), so their stored bytes are not their values
     strpad: str | None = None
+    # a compound's variable-length string members: (name, the longest value's bytes) of
+    # each, measured over the data by the walk (:func:`text_members`); None: it has none
+    text_widths: tuple[tuple[str, int], ...] | None = None
     # a dataset declared far larger than it is written (:func:`~layoutkit.hdf5.chunk_index.sparse_storage`):
     # the regions its stored data lie in, clipped to its extent; everywhere else it reads
     # as its fill value. None: planned over its whole extent

@@ -40,6 +40,7 @@ from layoutkit.formats import (
     NULL_SPACE_ATTR,
     REFERENCE_ATTR,
     SIDECAR,
+    TEXT_MEMBERS_ATTR,
     json_attrs,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
@@ -117,10 +118,26 @@ def _node_items(node: str, files: dict[str, dict[str, Any]]) -> list[tuple[str, 
     return [(f"{node}/{name}" if node else name, json.dumps(doc, allow_nan=False).encode()) for name, doc in files.items()]
 
 
+def _text_fill(fv: Any, dtype: np.dtype) -> Any:
+    """A compound's fill value with its text members as bytes (None, HDF5's unset
+    variable-length string, as the empty one)."""
+    out = np.zeros((), dtype)
+    source = np.asarray(fv)
+    for name in dtype.names or ():
+        value = source[name][()] if source.dtype.names and name in source.dtype.names else None
+        if dtype[name].kind == "S":
+            out[name] = value.encode("utf-8") if isinstance(value, str) else (value or b"")
+        elif value is not None:
+            out[name] = value
+    return out[()]
+
+
 def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4: bool) -> Any:
     if dtype is str:
         return ""
     fv = info.fill_value
+    if info.text_widths and fv is not None:  # a compound's text members: HDF5's empty string, as bytes
+        fv = _text_fill(fv, np.dtype(dtype))
     if info.dtype.subdtype is not None and fv is not None:  # an array type's: one number (target_dtype)
         fv = np.asarray(fv).reshape(-1)[0] if np.asarray(fv).size else None
     if zarr_format == 3:
@@ -333,6 +350,8 @@ class ZarrWriter:
             attrs[NULL_SPACE_ATTR] = True
         if info.kind == "reference":
             attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
+        if info.text_widths:
+            attrs[TEXT_MEMBERS_ATTR] = [name for name, _ in info.text_widths]
         element, element_dims = element_axes(info)
         if element:
             attrs[ARRAY_TYPE_ATTR] = len(element)

@@ -56,13 +56,49 @@ def element_dims(name: str, rank: int) -> tuple[str, ...]:
     return (f"{name}_element",) if rank == 1 else tuple(f"{name}_element_{i}" for i in range(rank))
 
 
+ARRAY_MEMBERS_ATTR = "hdf5_array_members"
+"""A compound with array members (``v``: float32 x 3; zarr-python has no structured
+type with an array field): each such member is stored as one field per element,
+:func:`member_field` (``v[0]``, ``v[1]``, ...; ``v[0,1]`` for several axes, C order),
+in the member's place; this attribute maps each such member to its element shape."""
+
+
+def member_field(name: str, index: tuple[int, ...]) -> str:
+    """The field an array member's element at ``index`` is stored in (:data:`ARRAY_MEMBERS_ATTR`)."""
+    return f"{name}[{','.join(map(str, index))}]"
+
+
+def joined_members(values: Any, members: dict[str, list[int]]) -> Any:
+    """Values read from a store, their array members one field per element
+    (:data:`ARRAY_MEMBERS_ATTR`), in the compound type they were written from: each
+    member a field of its element shape again, in its place."""
+    import numpy as np
+
+    dtype = values.dtype
+    fields: list[tuple[Any, ...]] = []
+    for name in dtype.names or ():
+        member = next((m for m in members if name == member_field(m, (0,) * len(members[m]))), None)
+        if member is not None:
+            fields.append((member, dtype[name], tuple(members[member])))
+        elif not any(name.startswith(m + "[") for m in members):
+            fields.append((name, dtype[name]))
+    out = np.empty(values.shape, np.dtype(fields))
+    for field in fields:
+        if len(field) == 2:
+            out[field[0]] = values[field[0]]
+            continue
+        for index in np.ndindex(*field[2]):
+            out[field[0]][(..., *index)] = values[member_field(field[0], index)]
+    return out
+
+
 TEXT_MEMBERS_ATTR = "hdf5_text_members"
 """A compound with variable-length string members: their names. Each is stored as
 fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's length;
 h5py reads the source's as those bytes."""
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
-                             TEXT_MEMBERS_ATTR})
+                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -113,8 +149,11 @@ def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "HDF5_SUFFIXES",
+    "ARRAY_MEMBERS_ATTR",
     "ARRAY_TYPE_ATTR",
     "element_dims",
+    "joined_members",
+    "member_field",
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
     "LAYOUT_ATTR",

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.formats import element_dims
+from layoutkit.formats import element_dims, member_field
 from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
 from layoutkit.hdf5.filters import can_read_raw
 from layoutkit.hdf5.model import ArrayInfo, carried_nowhere, element_shape
@@ -70,20 +71,39 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         return np.dtype(base.str)  # its elements as trailing axes (:func:`element_axes`)
     if info.dtype.names:
         widths = dict(info.text_widths or ())
-        _check_members(info, info.dtype, widths)
-        if widths:  # variable-length text members at their longest value's length, as UTF-8 bytes
-            return np.dtype([
-                (n, f"S{widths[n]}" if n in widths else info.dtype[n]) for n in info.dtype.names])
+        arrays = array_members(info.dtype)
+        _check_members(info, info.dtype, widths, arrays)
+        if widths or arrays:  # text members at their longest value's length (UTF-8); array members a field an element
+            fields: list[tuple[str, Any]] = []
+            for n in info.dtype.names:
+                if n in arrays:
+                    base = info.dtype[n].base
+                    fields.extend((member_field(n, index), base) for index in np.ndindex(*arrays[n]))
+                else:
+                    fields.append((n, f"S{widths[n]}" if n in widths else info.dtype[n]))
+            return np.dtype(fields)
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
 
 
-def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None = None) -> None:
-    """A compound's members, nested ones included (zarr-python writes nested structured
-    types): refused where one is an array, or variable-length but for the text members
-    measured (``text``, top level)."""
+def array_members(dtype: np.dtype) -> dict[str, tuple[int, ...]]:
+    """A compound's members (top level) of an array type of numbers, with their element
+    shapes: each stored as a field per element (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`)."""
+    out = {}
     for name in dtype.names or ():
         sub = dtype[name]
-        if text and name in text:
+        if sub.subdtype is not None and sub.base.kind in "biuf" and sub.base.itemsize <= 8:
+            out[name] = tuple(sub.shape)
+    return out
+
+
+def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None = None,
+                   arrays: dict[str, tuple[int, ...]] | None = None) -> None:
+    """A compound's members, nested ones included (zarr-python writes nested structured
+    types): refused where one is an array or variable-length, but for the text members
+    measured (``text``) and the array members of numbers (``arrays``), both top level."""
+    for name in dtype.names or ():
+        sub = dtype[name]
+        if text and name in text or arrays and name in arrays:
             continue
         if sub.hasobject:
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r}")
@@ -215,5 +235,5 @@ def packable(info: ArrayInfo) -> bool:
     )
 
 
-__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "check_source_options", "element_axes", "packable", "plan_array", "plan_arrays",
+__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "array_members", "check_source_options", "element_axes", "packable", "plan_array", "plan_arrays",
            "reencode_reason", "target_dtype"]

@@ -32,6 +32,7 @@ from zarr.core.metadata import ArrayV3Metadata
 
 from layoutkit.equality.expected import ReferenceReader, proof_blocks
 from layoutkit.formats import (
+    ARRAY_MEMBERS_ATTR,
     ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     LAYOUT_ATTR,
@@ -42,6 +43,8 @@ from layoutkit.formats import (
     TEXT_MEMBERS_ATTR,
     TYPE_RULE_ATTRS,
     element_dims,
+    joined_members,
+    member_field,
 )
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
@@ -137,12 +140,21 @@ def compare_zarr(
     return found
 
 
-def _with_text_members(want: np.dtype, text: list[str], got: np.dtype) -> np.dtype:
-    """The compound ``want`` with each text member the fixed-length bytes the store holds
-    there (``S<n>``: any length, the values show a short one); a member the store holds
-    otherwise stays the source's, and the type compares unequal."""
-    fields = []
+def _array_members(dtype: np.dtype) -> dict[str, list[int]]:
+    """A compound's array members (top level) and their element shapes."""
+    return {n: list(dtype[n].shape) for n in dtype.names or () if dtype[n].subdtype is not None}
+
+
+def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[int]], got: np.dtype) -> np.dtype:
+    """The compound ``want`` as the type rules store it: each text member the
+    fixed-length bytes the store holds there (``S<n>``: any length, the values show a
+    short one; held otherwise, it stays the source's and the type compares unequal), each
+    array member a field per element (``v[0]``, ...)."""
+    fields: list[tuple[str, Any]] = []
     for name in want.names or ():
+        if name in members:
+            fields.extend((member_field(name, index), want[name].base) for index in np.ndindex(*members[name]))
+            continue
         held = got[name] if got.names and name in got.names else None
         fields.append((name, held if name in text and held is not None and held.kind == "S" else want[name]))
     return np.dtype(fields)
@@ -226,11 +238,13 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
     if element and z.attrs.get(ARRAY_TYPE_ATTR) != len(element):
         miss(path, "attribute", f"{ARRAY_TYPE_ATTR!r} is {z.attrs.get(ARRAY_TYPE_ATTR)!r}, expected {len(element)}")
     want = expected_dtype(info)
-    text = text_members(info.dtype)
-    if text:  # variable-length text members as fixed-length UTF-8 bytes, listed in an attribute (the type rules)
-        want = _with_text_members(np.dtype(want), text, np.dtype(z.dtype))
-        if z.attrs.get(TEXT_MEMBERS_ATTR) != text:
+    text, members = text_members(info.dtype), _array_members(info.dtype)
+    if text or members:  # the type rules: text members as fixed-length UTF-8, array members a field an element
+        want = _stored_compound(np.dtype(want), text, members, np.dtype(z.dtype))
+        if text and z.attrs.get(TEXT_MEMBERS_ATTR) != text:
             miss(path, "attribute", f"{TEXT_MEMBERS_ATTR!r} is {z.attrs.get(TEXT_MEMBERS_ATTR)!r}, expected {text}")
+        if members and z.attrs.get(ARRAY_MEMBERS_ATTR) != members:
+            miss(path, "attribute", f"{ARRAY_MEMBERS_ATTR!r} is {z.attrs.get(ARRAY_MEMBERS_ATTR)!r}, expected {members}")
     if want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
             miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
@@ -276,10 +290,12 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
     # unset text member (None) is the empty string
     if info.dtype.names and info.fill_value is not None:
         want_c = np.asarray(info.fill_value).astype(info.dtype).reshape(1)
+        members = _array_members(info.dtype)
         for name in text_members(info.dtype):
             want_c[name] = [b"" if v is None else v.encode() if isinstance(v, str) else v for v in want_c[name]]
         try:
-            got_c = np.asarray(z.fill_value).astype(want_c.dtype).reshape(1)
+            got_c = (joined_members(np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1), members) if members
+                     else np.asarray(z.fill_value).astype(want_c.dtype).reshape(1))
         except (TypeError, ValueError):
             got_c = None
         if got_c is None or not equal_values(want_c, got_c).all():
@@ -289,6 +305,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
 def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], reader: ReferenceReader,
                     miss: Any) -> None:
     path = info.path
+    members = _array_members(info.dtype)
     block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))
@@ -296,6 +313,8 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
         sel = tuple(slice(a, b) for a, b in region) if region else ()
         expected_v = np.asarray(values)
         got_v = np.asarray(z[sel] if sel else z[...])
+        if members:  # array members a field an element: joined again by the type rules
+            got_v = joined_members(got_v, members)
         eq = equal_values(expected_v, got_v)
         if not eq.all():
             bad = np.argwhere(~eq)[0] if eq.ndim else ()

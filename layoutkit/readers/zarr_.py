@@ -24,6 +24,7 @@ import xarray as xr
 import zarr
 
 from layoutkit.formats import (
+    ARRAY_MEMBERS_ATTR,
     ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     LAYOUT_ATTR,
@@ -32,6 +33,7 @@ from layoutkit.formats import (
     SIDECAR,
     TYPE_RULE_ATTRS,
     element_dims,
+    joined_members,
     scale_by_name,
 )
 from layoutkit.options import ZarrFormat
@@ -299,7 +301,15 @@ class ZarrArchive(Archive):
 
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
         a = self.zarr_array(path)
-        return np.asarray(a[selection] if selection else a[...])
+        return self._joined(path, np.asarray(a[selection] if selection else a[...]))
+
+    def _joined(self, path: str, values: np.ndarray) -> np.ndarray:
+        """``values`` of the array at ``path`` as the source holds them: a compound's array
+        members, stored a field an element, joined again (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`)."""
+        if not values.dtype.names:
+            return values
+        members = self._attrs_of(path).get(ARRAY_MEMBERS_ATTR)
+        return joined_members(values, members) if members else values
 
     def blocks(self) -> list[tuple[str, Selection]]:
         out: list[tuple[str, Selection]] = []
@@ -353,6 +363,11 @@ class ZarrArchive(Archive):
         return list(self._iter_many(reads))
 
     def _iter_many(self, reads: list[tuple[str, Any]]) -> Iterator[np.ndarray]:
+        """:meth:`_iter_stored`, each array as the source holds it (:meth:`_joined`)."""
+        for (path, _), values in zip(reads, self._iter_stored(reads)):
+            yield self._joined(path, values)
+
+    def _iter_stored(self, reads: list[tuple[str, Any]]) -> Iterator[np.ndarray]:
         """:meth:`_read_many`, its arrays handed over one at a time, in order: every object
         is fetched at once, but a fetched object is decoded only when its array's turn comes,
         and its bytes are let go then. A caller that keeps a part of each array holds one
@@ -596,7 +611,8 @@ class ZarrArchive(Archive):
             dims.extend(element_dims(p.rsplit("/", 1)[-1], element) if element else ())
             attrs = bytes_back(plain_attrs(attrs_of, self.hidden_attrs))
             node = self._nodes[p] if lazy else None
-            data = values[p] if node is None else lazy_data(self, p, tuple(node.shape), zarr_dtype(node))
+            data = values[p] if node is None else lazy_data(self, p, tuple(node.shape), self._joined(
+                p, np.empty(0, zarr_dtype(node))).dtype)
             out.append(with_coords(data, dims, coords, attrs))
         return out
 

@@ -33,6 +33,7 @@ from zarr.storage import StorePath
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.formats import (
+    ARRAY_MEMBERS_ATTR,
     ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     ENUM_ATTR,
@@ -42,6 +43,7 @@ from layoutkit.formats import (
     SIDECAR,
     TEXT_MEMBERS_ATTR,
     json_attrs,
+    member_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.options import CompressorSpec, ZarrFormat
@@ -49,7 +51,7 @@ from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
 from layoutkit.timings import timed
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
-from layoutkit.zarr_plan import element_axes, target_dtype
+from layoutkit.zarr_plan import array_members, element_axes, target_dtype
 
 
 def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
@@ -118,6 +120,30 @@ def _node_items(node: str, files: dict[str, dict[str, Any]]) -> list[tuple[str, 
     return [(f"{node}/{name}" if node else name, json.dumps(doc, allow_nan=False).encode()) for name, doc in files.items()]
 
 
+def flat_members(data: Any) -> Any:
+    """Values of a compound with array members (``v``: float32 x 3) with each member's
+    elements in fields of their own, named by :func:`~layoutkit.formats.member_field`
+    (zarr-python has no structured type with an array field); anything else as it is."""
+    dtype = getattr(data, "dtype", None)
+    if dtype is None or not dtype.names or not any(dtype[n].subdtype is not None for n in dtype.names):
+        return data
+    fields: list[tuple[str, Any]] = []
+    for name in dtype.names:
+        sub = dtype[name]
+        if sub.subdtype is None:
+            fields.append((name, sub))
+        else:
+            fields.extend((member_field(name, index), sub.base) for index in np.ndindex(*sub.shape))
+    out = np.empty(np.shape(data), np.dtype(fields))
+    for name in dtype.names:
+        if dtype[name].subdtype is None:
+            out[name] = data[name]
+        else:
+            for index in np.ndindex(*dtype[name].shape):
+                out[member_field(name, index)] = data[name][(..., *index)]
+    return out
+
+
 def _text_fill(fv: Any, dtype: np.dtype) -> Any:
     """A compound's fill value with its text members as bytes (None, HDF5's unset
     variable-length string, as the empty one)."""
@@ -136,6 +162,8 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4
     if dtype is str:
         return ""
     fv = info.fill_value
+    if fv is not None and info.dtype.names:
+        fv = flat_members(np.asarray(fv))[()]
     if info.text_widths and fv is not None:  # a compound's text members: HDF5's empty string, as bytes
         fv = _text_fill(fv, np.dtype(dtype))
     if info.dtype.subdtype is not None and fv is not None:  # an array type's: one number (target_dtype)
@@ -352,6 +380,8 @@ class ZarrWriter:
             attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
         if info.text_widths:
             attrs[TEXT_MEMBERS_ATTR] = [name for name, _ in info.text_widths]
+        if members := array_members(info.dtype):
+            attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
         element, element_dims = element_axes(info)
         if element:
             attrs[ARRAY_TYPE_ATTR] = len(element)
@@ -403,6 +433,7 @@ class ZarrWriter:
         """
         rest = []
         for path, region, data in blocks:
+            data = flat_members(data)
             encoder = self._encoder(path)
             if encoder is None or not region:
                 rest.append((path, region, data))

@@ -92,13 +92,31 @@ def joined_members(values: Any, members: dict[str, list[int]]) -> Any:
     return out
 
 
+SEQUENCE_ATTR = "hdf5_sequence"
+"""A dataset of variable-length sequences of numbers (a ragged array): each element
+stored as variable-length bytes, the sequence's values in this attribute's type (a
+NumPy type string, ``"<i4"``), C order; :func:`sequences`."""
+
+
+def sequences(values: Any, dtype: str) -> Any:
+    """Elements stored as bytes (:data:`SEQUENCE_ATTR`) as the sequences they hold: an
+    object array of one-dimensional arrays of ``dtype``, as h5py reads them."""
+    import numpy as np
+
+    out = np.empty(np.shape(values), dtype=object)
+    flat, stored = out.reshape(-1), np.asarray(values, dtype=object).reshape(-1)
+    for i, raw in enumerate(stored):
+        flat[i] = np.frombuffer(raw or b"", dtype=dtype).copy()
+    return out
+
+
 TEXT_MEMBERS_ATTR = "hdf5_text_members"
 """A compound with variable-length string members: their names. Each is stored as
 fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's length;
 h5py reads the source's as those bytes."""
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
-                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR})
+                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -154,6 +172,7 @@ __all__ = [
     "element_dims",
     "joined_members",
     "member_field",
+    "sequences",
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
     "LAYOUT_ATTR",
@@ -163,6 +182,7 @@ __all__ = [
     "PROVENANCE_ATTR",
     "REFERENCE_ATTR",
     "SIDECAR",
+    "SEQUENCE_ATTR",
     "TEXT_MEMBERS_ATTR",
     "TYPE_RULE_ATTRS",
     "json_attrs",

@@ -425,8 +425,21 @@ class _NodeStore(AbstractDataStore):
 
 
 def _decoded(variables: dict[str, xr.Variable], attrs: dict[str, Any], decode: dict[str, Any]) -> xr.Dataset:
-    """A node as a Dataset, decoded by xarray's own decoding."""
-    return StoreBackendEntrypoint().open_dataset(_NodeStore(variables, dict(attrs)), **decode)
+    """A node as a Dataset, decoded by xarray's own decoding; variable-length sequences
+    (ragged arrays: an object array of arrays) as read, beside it: xarray's decoding
+    takes an object array's first element for a scalar and fails on a sequence."""
+    ragged = {name: v for name, v in variables.items() if _ragged(v)}
+    ds = StoreBackendEntrypoint().open_dataset(
+        _NodeStore({k: v for k, v in variables.items() if k not in ragged}, dict(attrs)), **decode)
+    return ds.assign(ragged) if ragged else ds
+
+
+def _ragged(variable: xr.Variable) -> bool:
+    """Whether an object variable holds sequences (its first element read to tell)."""
+    if variable.dtype != np.dtype(object) or not variable.size:
+        return False
+    first = variable[(0,) * variable.ndim].values if variable.ndim else variable.values
+    return isinstance(np.asarray(first, dtype=object).reshape(-1)[0], np.ndarray)
 
 
 __all__ = ["DECODE_PARAMETERS", "LayoutkitBackend", "NoSuchGroupError", "archive_path"]

@@ -59,7 +59,10 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
     if info.kind == "enum":
         return np.dtype(info.dtype.str)  # the base integer, without h5py's enum metadata
     if info.kind == "vlen":
-        raise UnsupportedFeatureError(info.path, "variable-length sequences (vlen arrays)")
+        base = sequence_type(info.dtype)
+        if base is None:
+            raise UnsupportedFeatureError(info.path, "variable-length sequences of other than numbers (vlen arrays)")
+        return bytes  # each sequence its values' bytes (:data:`~layoutkit.formats.SEQUENCE_ATTR`)
     if info.kind == "other":
         raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")
     if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
@@ -83,6 +86,17 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
                     fields.append((n, f"S{widths[n]}" if n in widths else info.dtype[n]))
             return np.dtype(fields)
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
+
+
+def sequence_type(dtype: np.dtype) -> np.dtype | None:
+    """The type of a variable-length sequence's values, when they are numbers."""
+    import h5py
+
+    base = h5py.check_vlen_dtype(dtype)
+    if base is None:
+        return None
+    base = np.dtype(base)
+    return base if base.kind in "biuf" and not base.names and base.subdtype is None and base.itemsize <= 8 else None
 
 
 def array_members(dtype: np.dtype) -> dict[str, tuple[int, ...]]:
@@ -145,7 +159,8 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
     _check_filters(info)
     dtype = target_dtype(info)
     element, _ = element_axes(info)
-    itemsize = np.dtype(dtype).itemsize if dtype is not str else 16
+    text = dtype is str or dtype is bytes  # variable-length: text, or a sequence's bytes
+    itemsize = np.dtype(dtype).itemsize if not text else 16
     target = min(options.chunk_bytes, block_limit)
     shape = info.shape + element
     size = math.prod(shape) if shape else 1
@@ -163,7 +178,7 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
     else:
         chunks = plan_chunks(shape, itemsize, info.chunks and info.chunks + element, options.chunks, target)
     shards = None
-    if options.zarr_format == 3 and dtype is not str:
+    if options.zarr_format == 3 and not text:
         spec = options.shards
         if spec.mode != "none":
             spec = ShardSpec(spec.mode, min(spec.target_bytes, block_limit))
@@ -174,7 +189,7 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
     return ArrayPlan(
         path=info.path,
         shape=shape,
-        dtype=str(np.dtype(dtype) if element else info.dtype) if dtype is not str else "str",
+        dtype=str(np.dtype(dtype) if element else info.dtype) if not text else "str" if dtype is str else "bytes",
         itemsize=itemsize,
         chunks=chunks,
         shards=shards,
@@ -235,5 +250,5 @@ def packable(info: ArrayInfo) -> bool:
     )
 
 
-__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "array_members", "check_source_options", "element_axes", "packable", "plan_array", "plan_arrays",
+__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "array_members", "check_source_options", "element_axes", "packable", "sequence_type", "plan_array", "plan_arrays",
            "reencode_reason", "target_dtype"]

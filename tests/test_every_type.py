@@ -180,6 +180,10 @@ def vlen_sequences(f: h5py.File) -> None:
     f.create_dataset("empty", shape=(2,), dtype=h5py.vlen_dtype("f8"))  # every sequence empty
 
 
+def vlen_sequences_of_text(f: h5py.File) -> None:
+    f.create_dataset("t", shape=(2,), dtype=h5py.vlen_dtype(np.dtype("S3")))
+
+
 def attributes_of_every_kind(f: h5py.File) -> None:
     ds = f.create_dataset("t", data=np.arange(3))
     a = ds.attrs
@@ -288,7 +292,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     backslash_name: ("uses a backslash in its name", EQUAL),
     unfiltered_edge_chunks: (EQUAL, EQUAL),
     shuffled_compound: (EQUAL, EQUAL),
-    vlen_sequences: ("Dataset '/empty' uses variable-length sequences", EQUAL),
+    vlen_sequences: (EQUAL, EQUAL),  # each sequence its values' bytes (issue 65)
+    vlen_sequences_of_text: ("Dataset '/t' uses variable-length sequences of other than numbers", EQUAL),
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
     compound_fill_value: (EQUAL, EQUAL),
@@ -443,7 +448,16 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     the same dimensions as the source's own view. So do a nested compound, a
     big-endian one (the engine made the latter raw bytes, and could not cast to them), a
     virtual dataset (its mapped files' values, written as chunks by every layout) and a
-    compound with array members (stored a field an element, read back joined)."""
+    compound with array members (stored a field an element, read back joined), and
+    variable-length sequences (each stored as its values' bytes, read back as arrays; the
+    engine keeps them out of xarray's decoding, which took a sequence for a scalar)."""
+
+    def assert_same(got: np.ndarray, want: np.ndarray) -> None:
+        if want.dtype == object:  # sequences: each an array of the same values and type
+            assert got.shape == want.shape and all(
+                np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got.reshape(-1), want.reshape(-1)))
+        else:
+            np.testing.assert_array_equal(got, want)
     import xarray as xr
 
     import layoutkit
@@ -466,6 +480,10 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
         records = np.zeros(5, np.dtype([("a", "<i4"), ("v", "<f4", (3,)), ("m", "<i2", (2, 2))]))
         records["a"], records["v"], records["m"] = range(5), np.arange(15).reshape(5, 3), np.arange(20).reshape(5, 2, 2)
         f.create_dataset("records", data=records, chunks=(2,))  # array members: a field an element in Zarr
+        ragged = np.empty((2, 3), dtype=object)
+        for i, n in enumerate([2, 0, 3, 1, 4, 0]):
+            ragged.reshape(-1)[i] = np.arange(n, dtype="<f8") * (i + 0.5)
+        f.create_dataset("ragged", data=ragged, dtype=h5py.vlen_dtype("<f8"), chunks=(1, 2))  # its values' bytes
     runs = {
         "v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
         "sharded.zarr": ["convert", "--shards", "auto", "--chunks", "2"],
@@ -479,7 +497,7 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     assert check.exit_code == 0 and f"all {len(runs)} variants hold" in " ".join(check.output.split()), check.output
     dims = {"/ints": ("dim_0", "ints_element"), "/grid": ("dim_0", "grid_element_0", "grid_element_1"),
             "/scalar": ("scalar_element_0", "scalar_element_1"), "/nested": ("dim_0",), "/be": ("dim_0",),
-            "/vds": ("dim_0", "dim_1"), "/records": ("dim_0",)}
+            "/vds": ("dim_0", "dim_1"), "/records": ("dim_0",), "/ragged": ("dim_0", "dim_1")}
     with h5py.File(src) as f:
         want = {path: f[path][()] for path in dims}
     engine_dims = {}
@@ -488,14 +506,14 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
             for path, names in dims.items():
                 got = archive.variable(path)
                 assert got.dims == names and same_dtype(got.dtype, want[path].dtype), (store.name, path, got.dtype)
-                np.testing.assert_array_equal(got.values, want[path])
+                assert_same(got.values, want[path])
         ds = xr.open_dataset(store, engine="layoutkit")  # the unnamed axes named by length, as h5netcdf does
         for path, names in dims.items():
             got_dims = ds[path[1:]].dims
             element = sum(1 for n in names if "_element" in n)
             assert got_dims == engine_dims.setdefault(path, got_dims), (store.name, got_dims)
             assert not element or got_dims[-element:] == names[-element:], (store.name, got_dims)
-            np.testing.assert_array_equal(ds[path[1:]].values, want[path])
+            assert_same(ds[path[1:]].values, want[path])
         np.testing.assert_array_equal(ds["ints"][1:3, 1:].values, want["/ints"][1:3, 1:])  # into the elements
 
 

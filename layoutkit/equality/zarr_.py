@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
+import h5py
 import numpy as np
 import zarr
 from zarr.core.metadata import ArrayV3Metadata
@@ -39,12 +40,14 @@ from layoutkit.formats import (
     NODES_ATTR,
     NON_FINITE,
     PROVENANCE_ATTR,
+    SEQUENCE_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
     member_field,
+    sequences,
 )
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
@@ -245,7 +248,12 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
             miss(path, "attribute", f"{TEXT_MEMBERS_ATTR!r} is {z.attrs.get(TEXT_MEMBERS_ATTR)!r}, expected {text}")
         if members and z.attrs.get(ARRAY_MEMBERS_ATTR) != members:
             miss(path, "attribute", f"{ARRAY_MEMBERS_ATTR!r} is {z.attrs.get(ARRAY_MEMBERS_ATTR)!r}, expected {members}")
-    if want is str:
+    if info.kind == "vlen":  # the type rules: each sequence its values' bytes, their type in an attribute
+        if z.attrs.get(SEQUENCE_ATTR) != np.dtype(h5py.check_vlen_dtype(info.dtype)).str:
+            miss(path, "attribute", f"{SEQUENCE_ATTR!r} is {z.attrs.get(SEQUENCE_ATTR)!r}, expected "
+                                    f"{np.dtype(h5py.check_vlen_dtype(info.dtype)).str!r}")
+            return
+    elif want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
             miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
     elif not same_dtype(np.dtype(want), np.dtype(z.dtype)):
@@ -280,8 +288,12 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
 
 def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: Any) -> None:
     path = info.path
-    # fill value (v3 keeps HDF5's; v2 keeps it only where it is not netCDF's default)
-    if zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.names:
+    # fill value (v3 keeps HDF5's; v2 keeps it only where it is not netCDF's default); a
+    # sequence's is the empty one
+    if info.kind == "vlen":
+        if z.fill_value not in (b"", None):
+            miss(path, "fill_value", f"{z.fill_value!r}, expected the empty sequence")
+    elif zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.names:
         fv = np.asarray(info.fill_value).astype(z.dtype).reshape(-1)  # an array type's: each element's
         got_fill = np.broadcast_to(np.asarray(z.fill_value).astype(z.dtype).reshape(1), fv.shape)
         if not equal_values(fv, got_fill).all():
@@ -315,6 +327,8 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
         got_v = np.asarray(z[sel] if sel else z[...])
         if members:  # array members a field an element: joined again by the type rules
             got_v = joined_members(got_v, members)
+        if info.kind == "vlen":  # a sequence its values' bytes
+            got_v = sequences(got_v, str(z.attrs[SEQUENCE_ATTR]))
         eq = equal_values(expected_v, got_v)
         if not eq.all():
             bad = np.argwhere(~eq)[0] if eq.ndim else ()

@@ -30,11 +30,13 @@ from layoutkit.formats import (
     LAYOUT_ATTR,
     NODES_ATTR,
     PROVENANCE_ATTR,
+    SEQUENCE_ATTR,
     SIDECAR,
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
     scale_by_name,
+    sequences,
 )
 from layoutkit.options import ZarrFormat
 from layoutkit.readers.base import (
@@ -305,11 +307,14 @@ class ZarrArchive(Archive):
 
     def _joined(self, path: str, values: np.ndarray) -> np.ndarray:
         """``values`` of the array at ``path`` as the source holds them: a compound's array
-        members, stored a field an element, joined again (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`)."""
-        if not values.dtype.names:
-            return values
-        members = self._attrs_of(path).get(ARRAY_MEMBERS_ATTR)
-        return joined_members(values, members) if members else values
+        members, stored a field an element, joined again (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`);
+        variable-length sequences, stored as their bytes, as arrays (:data:`~layoutkit.formats.SEQUENCE_ATTR`)."""
+        if values.dtype.names:
+            members = self._attrs_of(path).get(ARRAY_MEMBERS_ATTR)
+            return joined_members(values, members) if members else values
+        if values.dtype == np.dtype(object) and (kind := self._attrs_of(path).get(SEQUENCE_ATTR)):
+            return sequences(values, str(kind))
+        return values
 
     def blocks(self) -> list[tuple[str, Selection]]:
         out: list[tuple[str, Selection]] = []

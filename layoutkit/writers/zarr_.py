@@ -26,6 +26,7 @@ import zarr.api.asynchronous
 import zarr.codecs
 import zarr.codecs.numcodecs
 import zarr.storage
+from zarr.core.dtype import VariableLengthBytes
 from zarr.core.metadata.v2 import ArrayV2Metadata
 from zarr.core.metadata.v3 import ArrayV3Metadata
 from zarr.core.sync import sync
@@ -40,6 +41,7 @@ from layoutkit.formats import (
     NODES_ATTR,
     NULL_SPACE_ATTR,
     REFERENCE_ATTR,
+    SEQUENCE_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
     json_attrs,
@@ -51,7 +53,7 @@ from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
 from layoutkit.timings import timed
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
-from layoutkit.zarr_plan import array_members, element_axes, target_dtype
+from layoutkit.zarr_plan import array_members, element_axes, sequence_type, target_dtype
 
 
 def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
@@ -120,6 +122,20 @@ def _node_items(node: str, files: dict[str, dict[str, Any]]) -> list[tuple[str, 
     return [(f"{node}/{name}" if node else name, json.dumps(doc, allow_nan=False).encode()) for name, doc in files.items()]
 
 
+def sequence_bytes(data: Any) -> Any:
+    """Variable-length sequences (an object array of arrays, as h5py reads them) as the
+    bytes of their values (:data:`~layoutkit.formats.SEQUENCE_ATTR`); anything else as it is."""
+    if getattr(data, "dtype", None) != np.dtype(object) or not data.size:
+        return data
+    if not isinstance(data.reshape(-1)[0], np.ndarray):
+        return data
+    out = np.empty(data.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, values in enumerate(data.reshape(-1)):
+        flat[i] = np.ascontiguousarray(values).tobytes()
+    return out
+
+
 def flat_members(data: Any) -> Any:
     """Values of a compound with array members (``v``: float32 x 3) with each member's
     elements in fields of their own, named by :func:`~layoutkit.formats.member_field`
@@ -161,6 +177,8 @@ def _text_fill(fv: Any, dtype: np.dtype) -> Any:
 def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4: bool) -> Any:
     if dtype is str:
         return ""
+    if dtype is bytes:  # a sequence's: the empty one
+        return b""
     fv = info.fill_value
     if fv is not None and info.dtype.names:
         fv = flat_members(np.asarray(fv))[()]
@@ -369,8 +387,8 @@ class ZarrWriter:
 
     def _array_kwargs(self, info: ArrayInfo, plan: ArrayPlan, is_netcdf4: bool) -> dict[str, Any]:
         dtype = target_dtype(info)
-        np_dtype = np.dtype(dtype) if dtype is not str else np.dtype(object)
-        element_size = 0 if dtype is str or np_dtype.names else np_dtype.itemsize
+        np_dtype = np.dtype(dtype) if dtype is not str and dtype is not bytes else np.dtype(object)
+        element_size = 0 if dtype is str or dtype is bytes or np_dtype.names else np_dtype.itemsize
         attrs = dict(info.attrs)
         if info.kind == "enum" and info.enum_mapping:
             attrs[ENUM_ATTR] = {k: int(v) for k, v in info.enum_mapping.items()}
@@ -380,6 +398,8 @@ class ZarrWriter:
             attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
         if info.text_widths:
             attrs[TEXT_MEMBERS_ATTR] = [name for name, _ in info.text_widths]
+        if dtype is bytes:
+            attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
         if members := array_members(info.dtype):
             attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
         element, element_dims = element_axes(info)
@@ -388,7 +408,7 @@ class ZarrWriter:
         dims = [*info.dims, *element_dims]
         kwargs: dict[str, Any] = dict(
             shape=plan.shape,
-            dtype=dtype,
+            dtype=VariableLengthBytes() if dtype is bytes else dtype,
             chunks=plan.chunks if plan.shape else "auto",
             fill_value=_fill_value(info, dtype, self.zarr_format, is_netcdf4),
             overwrite=False,
@@ -433,7 +453,7 @@ class ZarrWriter:
         """
         rest = []
         for path, region, data in blocks:
-            data = flat_members(data)
+            data = sequence_bytes(flat_members(data))
             encoder = self._encoder(path)
             if encoder is None or not region:
                 rest.append((path, region, data))

@@ -180,6 +180,10 @@ def vlen_sequences(f: h5py.File) -> None:
     f.create_dataset("empty", shape=(2,), dtype=h5py.vlen_dtype("f8"))  # every sequence empty
 
 
+def vlen_sequence_scalar(f: h5py.File) -> None:  # reorder writes it; zarr-python cannot
+    f.create_dataset("t", shape=(), dtype=h5py.vlen_dtype("<f8"))[()] = np.array([1.5, 2.5])
+
+
 def vlen_sequences_of_text(f: h5py.File) -> None:
     f.create_dataset("t", shape=(2,), dtype=h5py.vlen_dtype(np.dtype("S3")))
 
@@ -294,6 +298,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     shuffled_compound: (EQUAL, EQUAL),
     vlen_sequences: (EQUAL, EQUAL),  # each sequence its values' bytes (issue 65)
     vlen_sequences_of_text: ("Dataset '/t' uses variable-length sequences of other than numbers", EQUAL),
+    vlen_sequence_scalar: ("Dataset '/t' uses a variable-length sequence as a scalar", EQUAL),
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
     compound_fill_value: (EQUAL, EQUAL),

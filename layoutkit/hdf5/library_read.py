@@ -34,6 +34,10 @@ def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Regio
         if info.kind == "reference":
             refs = np.asarray(ds[sel], dtype=object)
             return np.vectorize(lambda r: _ref_path(f, r), otypes=[object])(refs) if refs.size else refs
+        if info.kind == "vlen" and not info.shape:  # h5py gives a scalar's sequence as the array itself
+            one = np.empty((), dtype=object)
+            one[()] = ds[()]
+            return one
         return np.asarray(ds[sel])
     except (OSError, RuntimeError) as exc:
         raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None

@@ -37,7 +37,9 @@ NUMERIC = ("<i1", "<u1", ">i2", "<u2", "<i4", ">u4", "<i8", ">i8", "<u8", "<f2",
 # strings padded with spaces or NUL-terminated (HDF5 converts both as it reads), long double,
 # region references and object references inside a compound
 TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", "ref",
-         "table", "nested", "spacepad", "nullterm", "longdouble", "regionref", "cref")
+         "table", "nested", "spacepad", "nullterm", "longdouble", "regionref", "cref",
+         # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays
+         "ctext", "carray", "ragged")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -77,7 +79,8 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         fits = [f for f in FILTERS if _filter_fits(f, kind)]
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
-    if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm") and space != "null":
+    if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
+                    "ragged") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null":
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -86,7 +89,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 
 def _filter_fits(name: str, kind: str) -> bool:
-    if kind in ("vstr", "vbytes", "ref", "regionref", "cref"):
+    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -94,7 +97,7 @@ def _filter_fits(name: str, kind: str) -> bool:
         # during read", so no reader could read the file; found by the long run of 2026-11-27)
         return kind in NUMERIC and kind[1] in "iu"
     if name in ("lz4", "bitshuffle", "blosc", "zstd"):
-        return kind in NUMERIC or kind in ("bool", "compound", "array", "table")
+        return kind in NUMERIC or kind in ("bool", "compound", "array", "table", "carray")
     return True
 
 
@@ -204,6 +207,9 @@ def dtype_of(kind: str) -> np.dtype:
         "longdouble": np.dtype(np.longdouble),
         "regionref": h5py.regionref_dtype,
         "cref": np.dtype([("a", "<i4"), ("r", h5py.ref_dtype)]),
+        "ctext": np.dtype([("id", "<i4"), ("name", h5py.string_dtype())]),
+        "carray": np.dtype([("id", "<i2"), ("v", "<f4", (3,)), ("m", ">i4", (2, 2))]),
+        "ragged": h5py.vlen_dtype(np.dtype("<f8")),
     }[kind]
 
 
@@ -256,6 +262,21 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         return out.reshape(shape)
     if kind == "array":
         return rng.normal(size=(*shape, 3)).astype("<f4")
+    if kind == "ctext":
+        out = np.zeros(n, dtype=dt)
+        out["id"] = np.arange(n)
+        out["name"] = np.array([["", "µs", "üñî 𝜋", "plain"][i % 4] for i in range(n)], dtype=object)
+        return out.reshape(shape)
+    if kind == "carray":
+        out = np.zeros(n, dtype=dt)
+        out["id"], out["v"] = np.arange(n), rng.normal(size=(n, 3))
+        out["m"] = rng.integers(-99, 99, size=(n, 2, 2))
+        return out.reshape(shape)
+    if kind == "ragged":
+        out = np.empty(n, dtype=object)
+        for i in range(n):
+            out[i] = rng.normal(size=i % 4)  # empty ones among them
+        return out.reshape(shape)
     refs = np.empty(n, dtype=object)  # "ref": to the root, or null
     for i in range(n):
         refs[i] = f.ref if f is not None and i % 2 == 0 else h5py.Reference()
@@ -328,6 +349,12 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if written == "none" or 0 in shape:
         return
     data = values(kind, shape, rng, f)
+    if kind == "ragged":  # one sequence at a time: h5py takes equally long ones for one more axis
+        count = max(1, shape[0] // 2) if written == "part" and shape else None
+        for index in np.ndindex(*shape):
+            if count is None or index[0] < count:
+                ds[index] = data[index]
+        return
     if written == "part" and shape:
         ds[: max(1, shape[0] // 2)] = data[: max(1, shape[0] // 2)]
     else:

@@ -213,6 +213,7 @@ def dtype_of(kind: str) -> np.dtype:
     }[kind]
 
 
+# long: one branch a kind of TYPES, each the values it draws
 def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.File | None = None) -> Any:
     """Values of ``kind`` with the awkward ones mixed in."""
     dt = dtype_of(kind)

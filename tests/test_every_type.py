@@ -470,18 +470,11 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
 
     src = tmp_path / "types.h5"
     with h5py.File(src, "w") as f:
-        array_of_ints_chunked_shuffled(f)
-        f.move("t", "ints")
-        array_of_arrays(f)
-        f.move("t", "grid")
-        array_scalar(f)
-        f.move("t", "scalar")
-        compound_nested_enum(f)
-        f.move("t", "nested")
-        compound_big_endian(f)
-        f.move("t", "be")
-        virtual_dataset(f)
-        f.move("t", "vds")
+        for builder, name in ((array_of_ints_chunked_shuffled, "ints"), (array_of_arrays, "grid"),
+                              (array_scalar, "scalar"), (compound_nested_enum, "nested"),
+                              (compound_big_endian, "be"), (virtual_dataset, "vds")):
+            builder(f)
+            f.move("t", name)
         records = np.zeros(5, np.dtype([("a", "<i4"), ("v", "<f4", (3,)), ("m", "<i2", (2, 2))]))
         records["a"], records["v"], records["m"] = range(5), np.arange(15).reshape(5, 3), np.arange(20).reshape(5, 2, 2)
         f.create_dataset("records", data=records, chunks=(2,))  # array members: a field an element in Zarr

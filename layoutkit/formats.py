@@ -40,6 +40,9 @@ ENUM_ATTR = "hdf5_enum"
 """An enum dataset: its base integers, and this attribute the name -> value mapping."""
 REFERENCE_ATTR = "hdf5_reference"
 """An object-reference dataset: the referenced paths as text."""
+REGION_ATTR = "hdf5_region_reference"
+"""A region-reference dataset: each reference as the text of :func:`region_text` (the
+referenced dataset's path and its selection), an unset one as the empty string."""
 NULL_SPACE_ATTR = "hdf5_null_dataspace"
 """A dataset with a null dataspace (no shape, no value): a zero-size array marked so."""
 
@@ -110,12 +113,38 @@ def sequences(values: Any, dtype: str) -> Any:
     return out
 
 
+def region_text(path: str, selection: str, coords: Any = None) -> str:
+    """A region reference as text: JSON of the referenced dataset's ``path`` and its
+    selection: ``{"path": P, "all": true}``, ``{"path": P, "none": true}``, ``{"path": P,
+    "points": [[i, j, ...], ...]}`` (in the reference's order) or ``{"path": P, "blocks":
+    [[[start...], [end...]], ...]}`` (boxes, both corners inclusive, as HDF5 lists a
+    hyperslab selection). ``selection`` is ``all``, ``none``, ``points`` or ``blocks``,
+    ``coords`` the points or the blocks (nested lists of integers)."""
+    import json
+
+    doc: dict[str, Any] = {"path": path}
+    doc[selection] = True if selection in ("all", "none") else coords
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def region_of_text(text: str) -> tuple[str, str, Any] | None:
+    """The ``(path, selection, coords)`` of :func:`region_text`'s text; None for the empty
+    string (an unset reference)."""
+    import json
+
+    if not text:
+        return None
+    doc = json.loads(text)
+    (selection,) = (k for k in ("all", "none", "points", "blocks") if k in doc)
+    return doc["path"], selection, None if selection in ("all", "none") else doc[selection]
+
+
 TEXT_MEMBERS_ATTR = "hdf5_text_members"
 """A compound with variable-length string members: their names. Each is stored as
 fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's length;
 h5py reads the source's as those bytes."""
 
-TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
+TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
                              TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
@@ -181,6 +210,9 @@ __all__ = [
     "NULL_SPACE_ATTR",
     "PROVENANCE_ATTR",
     "REFERENCE_ATTR",
+    "REGION_ATTR",
+    "region_of_text",
+    "region_text",
     "SIDECAR",
     "SEQUENCE_ATTR",
     "TEXT_MEMBERS_ATTR",

@@ -52,7 +52,7 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
     """The dtype the Zarr array gets for a source dataset."""
     if (feature := carried_nowhere(info)) is not None:
         raise UnsupportedFeatureError(info.path, feature)
-    if info.kind in ("string", "reference"):
+    if info.kind in ("string", "reference", "region-reference"):
         return str
     if info.dtype.kind in "fc" and info.dtype.itemsize > (8 if info.dtype.kind == "f" else 16):
         raise UnsupportedFeatureError(info.path, f"long double ({info.dtype}; Zarr's widest float is 64 bits)")

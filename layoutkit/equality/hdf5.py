@@ -6,6 +6,7 @@ types), dimension scales attached to the same axes, and the same values, chunk b
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,33 @@ def _raw_attrs(obj: Any) -> dict[str, Any]:
         if name in ("DIMENSION_LIST", "REFERENCE_LIST") or (is_scale and name == "NAME"):
             continue
         dtype = obj.attrs.get_id(name).dtype
+        if h5py.check_ref_dtype(dtype) is h5py.RegionReference:  # as the selections they describe
+            out[name] = (dtype, np.asarray(json.dumps(_regions(obj.file, obj.attrs[name]))))
+            continue
         # references (compared as what they point at, elsewhere), and the types no layout
         # carries (left out under --skip-unsupported, else refused), which h5py reading
         # them can corrupt the heap for: never read
         if h5py.check_ref_dtype(dtype) is not None or attribute_problem(dtype) is not None:
             continue
         out[name] = (dtype, obj.attrs[name])
+    return out
+
+
+def _regions(f: Any, refs: Any) -> list[Any]:
+    """Region references as what they select, read by HDF5 here (not by the converters'
+    reading): the dataset's path, the kind of selection and its points or boxes."""
+    import h5py
+
+    out: list[Any] = []
+    for ref in np.asarray(refs, dtype=object).reshape(-1):
+        if not ref:
+            out.append(None)
+            continue
+        space = h5py.h5r.get_region(ref, f.id)
+        kind = space.get_select_type()
+        coords = (space.get_select_elem_pointlist().tolist() if kind == h5py.h5s.SEL_POINTS
+                  else space.get_select_hyper_blocklist().tolist() if kind == h5py.h5s.SEL_HYPERSLABS else None)
+        out.append([f[ref].name, int(kind), coords])
     return out
 
 
@@ -152,6 +174,11 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                         break
                     if info.kind == "reference":
                         break
+                    if info.kind == "region-reference":
+                        if _regions(ds_s.file, ds_s[sel] if sel else ds_s[()]) != _regions(fv, got_v):
+                            miss(path, "values", f"the region references in {region} select other regions")
+                            break
+                        continue
                     eq = equal_values(expected_v, got_v)
                     if not np.all(eq):
                         bad = np.argwhere(~eq)[0] if np.ndim(eq) else ()

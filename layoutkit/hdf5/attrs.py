@@ -10,6 +10,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from layoutkit.formats import region_text
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.model import Unsupported, attribute_problem, zarr_attribute_problem
 
@@ -21,6 +22,27 @@ NETCDF4_INTERNAL_ATTRS = frozenset(
     {"_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict", "_NCProperties", "_IsNetcdf4"}
 )
 
+def region_as_text(f: h5py.File, ref: h5py.RegionReference) -> str:
+    """A region reference as the type rules write it (:func:`layoutkit.formats.region_text`):
+    the referenced dataset's path and its selection as HDF5 lists it; the empty string
+    for an unset reference or one whose dataset is gone."""
+    if not ref:
+        return ""
+    try:
+        path = f[ref].name or ""
+        space = h5py.h5r.get_region(ref, f.id)
+    except (KeyError, ValueError, OSError):
+        return ""
+    if space is None:
+        return ""
+    kind = space.get_select_type()
+    if kind == h5py.h5s.SEL_POINTS:
+        return region_text(path, "points", space.get_select_elem_pointlist().tolist())
+    if kind == h5py.h5s.SEL_HYPERSLABS:
+        return region_text(path, "blocks", space.get_select_hyper_blocklist().tolist())
+    return region_text(path, "none" if kind == h5py.h5s.SEL_NONE else "all")
+
+
 def attr_to_json(value: Any, file: h5py.File | None = None) -> Any:
     """Convert an HDF5 attribute value to a JSON-ready Python value.
 
@@ -31,7 +53,9 @@ def attr_to_json(value: Any, file: h5py.File | None = None) -> Any:
     if isinstance(value, h5py.Empty):
         # netCDF writes an empty text attribute as a null-space string
         return "" if value.dtype.kind in "SU" else None
-    if isinstance(value, (h5py.Reference, h5py.RegionReference)):
+    if isinstance(value, h5py.RegionReference):
+        return region_as_text(file, value) if file is not None else ""
+    if isinstance(value, h5py.Reference):
         if not value or file is None:
             return None
         try:
@@ -214,5 +238,5 @@ def decoded_name(name: bytes) -> str | bytes:
         return name
 
 
-__all__ = ["DIMENSION_SCALE_ATTRS", "NETCDF4_INTERNAL_ATTRS", "attr_text", "attr_to_json", "attribute", "attribute_names",
+__all__ = ["DIMENSION_SCALE_ATTRS", "NETCDF4_INTERNAL_ATTRS", "attr_text", "attr_to_json", "attribute", "attribute_names", "region_as_text",
            "attribute_value", "convert_attrs", "decoded_name", "read_attrs"]

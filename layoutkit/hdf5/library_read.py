@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 
 from layoutkit.errors import ChunkDecodeError
+from layoutkit.hdf5.attrs import region_as_text
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.model import ArrayInfo
 from layoutkit.plan import Region
@@ -20,7 +21,8 @@ from layoutkit.plan import Region
 
 def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:
     """The values of ``info`` in ``region`` as h5py reads them: strings as text,
-    references as the paths they point at, a set's joined array from its parts (decoded
+    references as the paths they point at (region references as the text of their
+    selections), a set's joined array from its parts (decoded
     as xarray decodes them where the files encode them differently). ``files(member)``
     is the open file of a set's member (:attr:`ArrayInfo.member`)."""
     if info.segments is not None:
@@ -34,6 +36,9 @@ def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Regio
         if info.kind == "reference":
             refs = np.asarray(ds[sel], dtype=object)
             return np.vectorize(lambda r: _ref_path(f, r), otypes=[object])(refs) if refs.size else refs
+        if info.kind == "region-reference":
+            refs = np.asarray(ds[sel], dtype=object)
+            return np.vectorize(lambda r: region_as_text(f, r), otypes=[object])(refs) if refs.size else refs
         if info.kind == "vlen" and not info.shape:  # h5py gives a scalar's sequence as the array itself
             one = np.empty((), dtype=object)
             one[()] = ds[()]

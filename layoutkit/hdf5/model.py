@@ -45,8 +45,6 @@ def attribute_problem(dtype: np.dtype) -> str | None:
     references can corrupt the process's heap."""
     import h5py
 
-    if h5py.check_ref_dtype(dtype) is h5py.RegionReference:
-        return "region references (selections of another dataset)"
     if (dtype.names or dtype.subdtype or h5py.check_vlen_dtype(dtype) is not None) and _holds_reference(dtype):
         return "object references inside a compound, array or variable-length type"
     return None
@@ -76,8 +74,6 @@ def element_shape(dtype: np.dtype) -> tuple[int, ...]:
 def carried_nowhere(info: ArrayInfo) -> str | None:
     """What in ``info``'s type no layout carries over (the feature, as an error names it),
     or None."""
-    if info.kind == "region-reference":
-        return "region references (selections of another dataset)"
     dtype = info.dtype
     if dtype.names:
         for name in dtype.names:

@@ -34,7 +34,7 @@ def same_dtype(a: np.dtype, b: np.dtype) -> bool:
 def expected_dtype(info: ArrayInfo) -> np.dtype | type:
     """The dtype the type rules promise in Zarr for a source dataset: text for strings and
     references, the base integer for enums, the same numbers (any byte order) otherwise."""
-    if info.kind in ("string", "reference"):
+    if info.kind in ("string", "reference", "region-reference"):
         return str
     if info.dtype.subdtype is not None:  # an array type: its numbers, the element as trailing axes
         return np.dtype(info.dtype.base.str)

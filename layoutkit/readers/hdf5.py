@@ -17,7 +17,7 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.formats import element_dims
-from layoutkit.hdf5.attrs import attr_to_json
+from layoutkit.hdf5.attrs import attr_to_json, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
@@ -200,6 +200,8 @@ class HDF5Archive(Archive):
         ds = self._dataset(path)
         if ds.shape is None:
             return np.empty(0, ds.dtype)
+        if h5py.check_ref_dtype(ds.dtype) is not None:
+            return _references(ds, selection)
         ds = _text(ds)
         if ds.dtype.subdtype is not None and len(selection) > ds.ndim:  # into an array type's elements
             outer = tuple(selection[: ds.ndim])
@@ -332,7 +334,7 @@ class HDF5Archive(Archive):
             data = (lazy_data(self, path, tuple(ds.shape), ds.dtype) if sub is None  # text as the reader reads it
                     else lazy_data(self, path, (*ds.shape, *sub[1]), sub[0]))
         if data is None:
-            data = np.asarray(_text(ds)[()])
+            data = _references(ds, ()) if h5py.check_ref_dtype(ds.dtype) else np.asarray(_text(ds)[()])
         dims, coords = [], {}
         for axis, dim in enumerate(ds.dims):
             scales = dim.values()
@@ -448,6 +450,24 @@ def _dimension_only(scale: h5py.Dataset) -> bool:
     raw = scale.attrs.get("NAME")
     text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
     return text.startswith(NETCDF_DIM_ONLY_PREFIX)
+
+
+def _references(ds: h5py.Dataset, selection: Any) -> np.ndarray:
+    """References as the Zarr layouts store them (the type rules): an object reference as
+    the path it points at, a region reference as its path and selection's text; unset
+    ones as the empty string."""
+    f, region = ds.file, h5py.check_ref_dtype(ds.dtype) is h5py.RegionReference
+
+    def text(ref: Any) -> str:
+        if region:
+            return region_as_text(f, ref)
+        try:
+            return (f[ref].name or "") if ref else ""
+        except (KeyError, ValueError, OSError):
+            return ""
+
+    refs = np.asarray(ds[selection] if selection else ds[()], dtype=object)
+    return np.vectorize(text, otypes=[object])(refs) if refs.size else refs
 
 
 def _text(ds: h5py.Dataset) -> Any:

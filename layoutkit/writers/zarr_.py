@@ -41,6 +41,7 @@ from layoutkit.formats import (
     NODES_ATTR,
     NULL_SPACE_ATTR,
     REFERENCE_ATTR,
+    REGION_ATTR,
     SEQUENCE_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
@@ -396,6 +397,8 @@ class ZarrWriter:
             attrs[NULL_SPACE_ATTR] = True
         if info.kind == "reference":
             attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
+        if info.kind == "region-reference":
+            attrs[REGION_ATTR] = "region references, stored as their datasets' paths and selections (JSON)"
         if info.text_widths:
             attrs[TEXT_MEMBERS_ATTR] = [name for name, _ in info.text_widths]
         if dtype is bytes:

@@ -22,8 +22,8 @@ import numcodecs
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError
-from layoutkit.formats import PROVENANCE_ATTR
-from layoutkit.hdf5.attrs import RefusedAttribute, attribute, attribute_value
+from layoutkit.formats import PROVENANCE_ATTR, region_of_text
+from layoutkit.hdf5.attrs import RefusedAttribute, attribute, attribute_value, region_as_text
 from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
@@ -221,10 +221,16 @@ class PagedHDF5Writer:
 
     def _remap_reference_attrs(self, files: Members) -> None:
         """Object-reference attributes point at objects of the source; point them at the
-        objects at the same paths in the output (null or dangling ones stay null)."""
+        objects at the same paths in the output (null or dangling ones stay null); region
+        references at the same selections of the datasets at the same paths."""
         for path, name, dtype, value, member in self._deferred_refs:
             refs = np.asarray(value, dtype=object)
             out = np.empty(refs.shape, dtype=dtype)
+            if h5py.check_ref_dtype(dtype) is h5py.RegionReference:
+                for i, ref in np.ndenumerate(refs):
+                    out[i] = self.region_reference(region_as_text(files(member), ref))
+                self.file[path].attrs.create(name, out if refs.shape else out[()], dtype=dtype)
+                continue
             for i, ref in np.ndenumerate(refs):
                 try:
                     target = files(member)[ref].name if ref else None
@@ -252,7 +258,7 @@ class PagedHDF5Writer:
         # only a fill value the source's writer set: HDF5's default needs no copy (and a
         # default for a 64 kB string type would not even fit in an object header)
         user_fill = info.unpack or src.id.get_create_plist().fill_value_defined() == h5py.h5d.FILL_VALUE_USER_DEFINED
-        if user_fill and info.fill_value is not None and not info.null_space and info.kind not in ("string", "reference"):
+        if user_fill and info.fill_value is not None and not info.null_space and info.kind not in ("string", "reference", "region-reference"):
             kwargs["fillvalue"] = info.fill_value
         if plan.layout == "chunked" or "maxshape" in kwargs:
             # unlimited dimensions need chunks even when small: keep the source's
@@ -282,11 +288,15 @@ class PagedHDF5Writer:
         if path in self.copied:
             return  # copied as stored when created
         ds = h5py.Dataset(self._dataset_id(path))
-        if h5py.check_ref_dtype(ds.dtype) is h5py.Reference:  # the reader gives referenced paths
-            paths = np.asarray(data, dtype=object)
-            data = np.empty(paths.shape, dtype=ds.dtype)
-            for i, p in np.ndenumerate(paths):
-                data[i] = self.file[p].ref if p and p in self.file else h5py.Reference()
+        ref = h5py.check_ref_dtype(ds.dtype)
+        if ref is not None:  # the reader gives referenced paths, or a region's text
+            texts = np.asarray(data, dtype=object)
+            data = np.empty(texts.shape, dtype=ds.dtype)
+            for i, p in np.ndenumerate(texts):
+                if ref is h5py.RegionReference:
+                    data[i] = self.region_reference(p)
+                else:
+                    data[i] = self.file[p].ref if p and p in self.file else h5py.Reference()
         with timed("h5py"):
             if ds.dtype.kind == "O" and isinstance(h5py.check_vlen_dtype(ds.dtype), np.dtype):
                 # sequences as h5py read them, one object each: ds[...] = would take a block
@@ -296,6 +306,28 @@ class PagedHDF5Writer:
                 ds[()] = data
             else:
                 ds[tuple(slice(a, b) for a, b in region)] = data
+
+    def region_reference(self, text: str) -> h5py.RegionReference:
+        """The region reference a region's text (:func:`~layoutkit.formats.region_text`)
+        describes, in this file: a null one where the text is empty or names no dataset
+        of the file."""
+        region = region_of_text(text)
+        if region is None or not isinstance(self.file.get(region[0]), h5py.Dataset):
+            return h5py.RegionReference()
+        path, selection, coords = region
+        space = self.file[path].id.get_space()
+        if selection == "all":
+            space.select_all()
+        elif selection == "none":
+            space.select_none()
+        elif selection == "points":
+            space.select_elements(np.asarray(coords, dtype=np.uint64).reshape(len(coords), -1))
+        else:
+            space.select_none()
+            for start, end in coords:
+                count = tuple(b - a + 1 for a, b in zip(start, end))
+                space.select_hyperslab(tuple(start), count, op=h5py.h5s.SELECT_OR)
+        return h5py.h5r.create(self.file.id, path.encode("utf8"), h5py.h5r.DATASET_REGION, space)
 
     def _dataset_id(self, path: str) -> h5py.h5d.DatasetID:
         # the dataset being written (pieces arrive dataset by dataset), opened low-level:
@@ -328,8 +360,7 @@ class PagedHDF5Writer:
 
         Dimension-scale bookkeeping is recreated by set_scale/attach_scale (``CLASS`` and
         ``NAME`` of a scale, every ``DIMENSION_LIST``/``REFERENCE_LIST``); object
-        references are remapped once every object exists (region references cannot be
-        and are left out).
+        references (and region references) are remapped once every object exists.
         """
         is_scale = isinstance(src, h5py.Dataset) and h5py.h5ds.is_scale(src.id)
         for name in src.attrs:
@@ -343,11 +374,8 @@ class PagedHDF5Writer:
                 if not refused.only:
                     continue  # carried by no layout: left out (--skip-unsupported), and said
                 value, dtype = attribute(src.id, name)  # what Zarr alone cannot hold
-            ref = h5py.check_ref_dtype(dtype)
-            if ref is h5py.Reference:
+            if h5py.check_ref_dtype(dtype) is not None:  # made once every object exists
                 self._deferred_refs.append((dst.name, name, dtype, value, member))
-                continue
-            if ref is not None:
                 continue
             if self._type_paths:  # an attribute of a committed type keeps it by reference
                 tid = h5py.h5a.open(src.id, name.encode("utf8") if isinstance(name, str) else name).get_type()

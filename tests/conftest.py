@@ -259,3 +259,25 @@ def small_archive(path: Path, shots: int) -> Path:
                 d.dims[0].attach_scale(t)
                 d.attrs["units"] = "V"
     return path
+
+
+def assert_xarray_identical(src: Path, dst: Path) -> None:
+    """Every group's dataset, as xarray sees it, is identical in source and store (but for
+    the one global attribute layoutkit adds to the store: the recipe it was written with)."""
+    import warnings
+
+    import xarray as xr
+
+    from layoutkit.recipes import PROVENANCE_ATTR
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = xr.open_datatree(src, engine="netcdf4")
+        store = xr.open_datatree(dst, engine="zarr")
+        assert sorted(n.path for n in store.subtree) == sorted(n.path for n in source.subtree)
+        for node in source.subtree:
+            got = store[node.path].to_dataset(inherit=False).load()
+            if node.path == "/":
+                assert PROVENANCE_ATTR in got.attrs
+                del got.attrs[PROVENANCE_ATTR]
+            xr.testing.assert_identical(node.to_dataset(inherit=False).load(), got)

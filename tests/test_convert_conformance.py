@@ -7,20 +7,16 @@ name survived. netCDF-4 sources must also look identical to xarray.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
-import h5py
 import pytest
 import xarray as xr
-from conftest import HARD_CASES, realdata_params
+from conftest import HARD_CASES, assert_xarray_identical
 
 from layoutkit.convert import ConvertOptions, convert
 from layoutkit.equality import compare_zarr
-from layoutkit.errors import ChunkDecodeError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards
-from layoutkit.recipes import PROVENANCE_ATTR
 
 VARIANTS = {
     "v3": ConvertOptions(),
@@ -39,22 +35,6 @@ VARIANTS = {
 def assert_faithful(src: Path, dst: Path, skipped: frozenset[str] = frozenset()) -> None:
     mismatches = compare_zarr(src, dst, skipped=skipped)
     assert not mismatches, "\n".join(map(str, mismatches[:20]))
-
-
-def assert_xarray_identical(src: Path, dst: Path) -> None:
-    """Every group's dataset, as xarray sees it, is identical in source and store (but for
-    the one global attribute layoutkit adds to the store: the recipe it was written with)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        source = xr.open_datatree(src, engine="netcdf4")
-        store = xr.open_datatree(dst, engine="zarr")
-        assert sorted(n.path for n in store.subtree) == sorted(n.path for n in source.subtree)
-        for node in source.subtree:
-            got = store[node.path].to_dataset(inherit=False).load()
-            if node.path == "/":
-                assert PROVENANCE_ATTR in got.attrs
-                del got.attrs[PROVENANCE_ATTR]
-            xr.testing.assert_identical(node.to_dataset(inherit=False).load(), got)
 
 
 class ConformanceBase:
@@ -90,32 +70,3 @@ class TestConvertVariants(ConformanceBase):
     @pytest.fixture(autouse=True)
     def _options(self, variant: str) -> None:
         self.options = VARIANTS[variant]
-
-
-@pytest.mark.realdata
-@pytest.mark.parametrize("src", realdata_params())
-@pytest.mark.parametrize("variant", ["v3", "v2"])
-def test_realdata(src: Path, variant: str, tmp_path: Path) -> None:
-    """Every real file converts faithfully, or is refused naming dataset and feature;
-    with --skip-unsupported the rest still converts faithfully."""
-    dst = tmp_path / "out.zarr"
-    options = VARIANTS[variant]
-    try:
-        convert(src, dst, options)
-    except ChunkDecodeError as exc:
-        # only acceptable where HDF5 itself cannot read the dataset
-        assert exc.dataset in str(exc) and not dst.exists()
-        with h5py.File(src, "r") as f, pytest.raises(OSError):
-            f[exc.dataset][()]
-        return
-    except (UnsupportedFeatureError, MissingFilterError) as exc:
-        assert exc.dataset in str(exc)
-        assert not dst.exists()
-        summary = convert(src, dst, ConvertOptions(zarr_format=options.zarr_format, skip_unsupported=True))
-        skipped = frozenset(p for p, _ in summary.skipped)
-        assert exc.dataset in skipped
-        assert_faithful(src, dst, skipped)
-        return
-    assert_faithful(src, dst)
-    if src.suffix == ".nc":
-        assert_xarray_identical(src, dst)

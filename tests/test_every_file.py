@@ -1,8 +1,11 @@
 """Every command on every real file and every generated edge case, as a user runs them.
 
-For each file: ``inspect``; ``convert`` to Zarr v3 and v2 and ``--layout signal-major``;
+For each file: ``inspect``; ``convert`` to Zarr v3 and v2 and ``--layout signal-major``
+(a netCDF-4 file's v3 and v2 stores opened by xarray identical to the file);
 ``reorder --by group``; then ``verify`` of every variant written with every pattern that
-applies. Each run must exit as documented (0; 2 with one sentence for a refusal; verify:
+applies. This is the one test that converts every real file with the default options
+(the conformance modules' own real-file tests cover other options: shards, stored chunks,
+reorder's comparator). Each run must exit as documented (0; 2 with one sentence for a refusal; verify:
 0 all equal and every pattern ran, 1 data differ, 3 a pattern could not run), print no
 traceback, show no ``failed`` without its reason, and write nothing inflated.
 """
@@ -13,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import HARD_CASES, build_edge_archive, realdata_files
+from conftest import HARD_CASES, assert_xarray_identical, build_edge_archive, realdata_files
 from typer.testing import CliRunner
 
 from layoutkit.cli import app
@@ -82,6 +85,7 @@ def run_everything(src: Path, tmp_path: Path) -> dict[str, int]:
     }
     for name, args in runs.items():
         result = invoke(*args)
+        whole = result.exit_code == 0
         if result.exit_code == 2 and "--skip-unsupported" in result.output and args[0] == "convert":
             assert_refusal(result, name)
             result = invoke(*args, "--skip-unsupported")
@@ -91,6 +95,8 @@ def run_everything(src: Path, tmp_path: Path) -> dict[str, int]:
             assert out.exists()
             assert_not_inflated(src, out, arrays)
             variants.append(out)
+            if whole and src.suffix == ".nc" and name in ("v3.zarr", "v2.zarr"):
+                assert_xarray_identical(src, out)  # netCDF-4 as xarray opens it, whole files
         else:
             assert_refusal(result, name)
             assert not out.exists() and not list(tmp_path.glob(f".{name}.layoutkit-*"))

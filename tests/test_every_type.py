@@ -600,6 +600,51 @@ def rank_genes_groups(f: h5py.File) -> None:
     top.attrs["encoding-type"] = "dict"
 
 
+def test_an_h5ad_written_by_anndata_converts_and_reads_as_read_h5ad_reads_it(tmp_path: Path) -> None:
+    """An AnnData file as anndata itself writes it, with rank_genes_groups' results in
+    ``uns`` (record arrays: compounds of variable-length strings and of floats): convert
+    and the virtual layout proven equal, and what ``layoutkit.open`` reads from each store
+    is what anndata's own ``read_h5ad`` reads from the source (issue 65)."""
+    import anndata as ad
+    import pandas as pd
+
+    import layoutkit
+
+    rng = np.random.default_rng(3)
+    groups = ["B cells", "CD4 T", "NK"]
+    adata = ad.AnnData(X=rng.normal(size=(30, 12)).astype("f4"),
+                       obs=pd.DataFrame({"cell_type": pd.Categorical(rng.choice(groups, 30))},
+                                        index=[f"cell{i}" for i in range(30)]),
+                       var=pd.DataFrame(index=[f"GENE{i}-ε" if i % 5 == 0 else f"G{i}" for i in range(12)]))
+    ranked = {g: rng.permutation(adata.var_names.to_numpy())[:6].astype(object) for g in groups}
+    adata.uns["rank_genes_groups"] = {
+        "names": np.rec.fromarrays(list(ranked.values()), names=groups),
+        "scores": np.rec.fromarrays([rng.normal(size=6).astype("f4") for _ in groups], names=groups),
+        "params": {"groupby": "cell_type", "method": "t-test"},
+    }
+    src = tmp_path / "pbmc.h5ad"
+    adata.write_h5ad(src)
+    with h5py.File(src) as f:  # what anndata wrote: the case every Zarr layout refused
+        assert h5py.check_string_dtype(f["uns/rank_genes_groups/names"].dtype[groups[0]]) is not None
+    stores = {"v3.zarr": [], "virtual.icechunk": ["--layout", "virtual"]}
+    for name, args in stores.items():
+        result = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / name), *args])
+        assert result.exit_code == 0, result.output
+    check = CliRunner().invoke(app, ["verify", str(src), *(str(tmp_path / n) for n in stores), "--patterns", "open",
+                                     "--repeat", "1"])
+    assert check.exit_code == 0, check.output
+    back = ad.read_h5ad(src)
+    want = back.uns["rank_genes_groups"]
+    for name in stores:
+        with layoutkit.open(tmp_path / name) as archive:
+            names = archive.get("/uns/rank_genes_groups/names")
+            scores = archive.get("/uns/rank_genes_groups/scores")
+            np.testing.assert_array_equal(archive.get("/X"), back.X)
+        for g in groups:
+            assert [v.decode("utf-8") for v in names[g]] == list(want["names"][g]), (name, g)
+            np.testing.assert_array_equal(scores[g], want["scores"][g])
+
+
 def test_a_compound_of_text_converts_as_anndata_rank_genes_groups_leaves_it(tmp_path: Path) -> None:
     """An AnnData file after ``rank_genes_groups`` holds a compound of variable-length
     strings, which every Zarr layout refused (the whole file). Its text members are stored

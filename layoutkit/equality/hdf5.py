@@ -50,14 +50,18 @@ def _regions(f: Any, refs: Any) -> list[Any]:
 
     out: list[Any] = []
     for ref in np.asarray(refs, dtype=object).reshape(-1):
-        if not ref:
+        try:
+            space = h5py.h5r.get_region(ref, f.id) if ref else None
+            name = f[ref].name if space is not None else None
+        except (KeyError, ValueError, OSError):  # its dataset is gone: as unset (the type rules)
+            space = None
+        if space is None:
             out.append(None)
             continue
-        space = h5py.h5r.get_region(ref, f.id)
         kind = space.get_select_type()
         coords = (space.get_select_elem_pointlist().tolist() if kind == h5py.h5s.SEL_POINTS
                   else space.get_select_hyper_blocklist().tolist() if kind == h5py.h5s.SEL_HYPERSLABS else None)
-        out.append([f[ref].name, int(kind), coords])
+        out.append([name, int(kind), coords])
     return out
 
 

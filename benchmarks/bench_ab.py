@@ -20,6 +20,8 @@ from pathlib import Path
 
 from common import PY, measure, parse_args, ref_tree, sample
 
+THIS_TREE = Path(__file__).resolve().parent.parent
+
 
 def main() -> None:
     def extra(parser) -> None:  # noqa: ANN001 - argparse.ArgumentParser
@@ -45,9 +47,11 @@ def main() -> None:
         out = args.workdir / ("ab.zarr" if name.startswith("convert") else "ab.h5")
         for _ in range(args.repeat):
             for side in ("ref", "this", "this", "ref"):
-                env_path = str(tree) if side == "ref" else ""
-                os.environ["PYTHONPATH"] = env_path  # the ref tree's layoutkit comes first on sys.path
-                r = measure([PY, "-m", "layoutkit", "-q", *make(out)], out, logical)
+                # each side's tree first on sys.path, and -P: `python -m` puts the working folder
+                # first otherwise, and run from a checkout, that checkout's layoutkit shadowed the
+                # ref tree (every A/B run from the repository's root compared this tree with itself)
+                os.environ["PYTHONPATH"] = str(tree) if side == "ref" else str(THIS_TREE)
+                r = measure([PY, "-P", "-m", "layoutkit", "-q", *make(out)], out, logical)
                 times.setdefault((name, side), []).append(r["seconds"])
                 digests.setdefault((name, side), set()).add(digest(out))
                 print(f"{name:20} {side:4} {r['seconds']:7.2f} s", flush=True)

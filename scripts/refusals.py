@@ -63,7 +63,8 @@ def typed_files(folder: Path) -> list[Path]:
 
 def verdict(src: Path, work: Path, layout: str, env: dict[str, str]) -> str:
     out = work / ("out.icechunk" if layout == "virtual" else "out.zarr")
-    args = [sys.executable, "-m", "layoutkit", "-q", "convert", str(src), str(out)]
+    # -P: `python -m` would put the working folder first on sys.path, ahead of --tree
+    args = [sys.executable, "-P", "-m", "layoutkit", "-q", "convert", str(src), str(out)]
     if layout == "virtual":
         args += ["--layout", "virtual"]
     try:
@@ -97,8 +98,7 @@ def main() -> None:
     parser.add_argument("--types", action="store_true", help="add one file per type of tests/test_every_type.py")
     args = parser.parse_args()
     env = dict(os.environ)
-    if args.tree:
-        env["PYTHONPATH"] = str(args.tree.resolve())
+    env["PYTHONPATH"] = str((args.tree or ROOT).resolve())
     with tempfile.TemporaryDirectory(prefix="layoutkit-refusals-") as tmp:
         work = Path(tmp)
         (work / "types").mkdir()

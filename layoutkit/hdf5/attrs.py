@@ -22,6 +22,17 @@ NETCDF4_INTERNAL_ATTRS = frozenset(
     {"_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict", "_NCProperties", "_IsNetcdf4"}
 )
 
+def reference_path(f: Any, ref: Any) -> str:
+    """An object reference as the type rules write it: the path it points at; the empty
+    string for an unset reference or one whose object is gone."""
+    if not ref:
+        return ""
+    try:
+        return f[ref].name or ""
+    except (KeyError, ValueError, OSError):
+        return ""
+
+
 def region_as_text(f: h5py.File, ref: h5py.RegionReference) -> str:
     """A region reference as the type rules write it (:func:`layoutkit.formats.region_text`):
     the referenced dataset's path and its selection as HDF5 lists it; the empty string
@@ -238,5 +249,5 @@ def decoded_name(name: bytes) -> str | bytes:
         return name
 
 
-__all__ = ["DIMENSION_SCALE_ATTRS", "NETCDF4_INTERNAL_ATTRS", "attr_text", "attr_to_json", "attribute", "attribute_names", "region_as_text",
+__all__ = ["DIMENSION_SCALE_ATTRS", "NETCDF4_INTERNAL_ATTRS", "attr_text", "attr_to_json", "attribute", "attribute_names", "reference_path", "region_as_text",
            "attribute_value", "convert_attrs", "decoded_name", "read_attrs"]

@@ -7,13 +7,12 @@ the same dataset (:mod:`layoutkit.hdf5.combined`). The converters' fast path is
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import h5py
 import numpy as np
 
 from layoutkit.errors import ChunkDecodeError
-from layoutkit.hdf5.attrs import region_as_text
+from layoutkit.hdf5.attrs import reference_path, region_as_text
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.model import ArrayInfo
 from layoutkit.plan import Region
@@ -35,7 +34,7 @@ def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Regio
             return np.asarray(ds.asstr()[sel])
         if info.kind == "reference":
             refs = np.asarray(ds[sel], dtype=object)
-            return np.vectorize(lambda r: _ref_path(f, r), otypes=[object])(refs) if refs.size else refs
+            return np.vectorize(lambda r: reference_path(f, r), otypes=[object])(refs) if refs.size else refs
         if info.kind == "region-reference":
             refs = np.asarray(ds[sel], dtype=object)
             return np.vectorize(lambda r: region_as_text(f, r), otypes=[object])(refs) if refs.size else refs
@@ -46,15 +45,6 @@ def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Regio
         return np.asarray(ds[sel])
     except (OSError, RuntimeError) as exc:
         raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None
-
-
-def _ref_path(f: Any, ref: Any) -> str:
-    if not ref:
-        return ""
-    try:
-        return f[ref].name or ""
-    except (KeyError, ValueError, OSError):
-        return ""
 
 
 def _joined(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:

@@ -17,7 +17,7 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.formats import element_dims
-from layoutkit.hdf5.attrs import attr_to_json, region_as_text
+from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
@@ -456,18 +456,10 @@ def _references(ds: h5py.Dataset, selection: Any) -> np.ndarray:
     """References as the Zarr layouts store them (the type rules): an object reference as
     the path it points at, a region reference as its path and selection's text; unset
     ones as the empty string."""
-    f, region = ds.file, h5py.check_ref_dtype(ds.dtype) is h5py.RegionReference
-
-    def text(ref: Any) -> str:
-        if region:
-            return region_as_text(f, ref)
-        try:
-            return (f[ref].name or "") if ref else ""
-        except (KeyError, ValueError, OSError):
-            return ""
-
+    f = ds.file
+    text = region_as_text if h5py.check_ref_dtype(ds.dtype) is h5py.RegionReference else reference_path
     refs = np.asarray(ds[selection] if selection else ds[()], dtype=object)
-    return np.vectorize(text, otypes=[object])(refs) if refs.size else refs
+    return np.vectorize(lambda r: text(f, r), otypes=[object])(refs) if refs.size else refs
 
 
 def _text(ds: h5py.Dataset) -> Any:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def verdict(src: Path, work: Path, layout: str, env: dict[str, str]) -> str:
     except subprocess.TimeoutExpired:
         return "timed out"
     finally:
-        subprocess.run(["rm", "-rf", str(out)], check=False)
+        shutil.rmtree(out, ignore_errors=True)
     if run.returncode == 0:
         return "converts"
     said = " ".join((run.stdout + run.stderr).split())

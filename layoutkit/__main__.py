@@ -18,6 +18,7 @@ gc.set_threshold(100_000, 50, 100)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from layoutkit.cli import app  # noqa: E402 - after the environment its imports read
+from layoutkit.cli.core import State, fail  # noqa: E402
 
 
 def main() -> None:
@@ -30,6 +31,10 @@ def main() -> None:
     except SystemExit as done:
         if done.code in (None, 0):
             _exit_now()
+        if done.code == 130 and not State.failed:
+            # an interrupt before a command's own handling began (while it imports) or in
+            # one that writes nothing: typer ends it with 130 and not a word
+            fail("interrupted.", 130)
         raise
 
 

@@ -5,6 +5,7 @@ nothing half-written left visible, the source untouched."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import signal
 import subprocess
@@ -105,6 +106,62 @@ def test_a_killed_run_leaves_no_destination_and_the_next_run_succeeds(big_sample
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     assert rerun.returncode == 0, rerun.stderr
     assert [p.name for p in tmp_path.iterdir()] == [dst.name]
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process still running (not gone, nor a zombie left to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc")
+def test_ctrl_c_from_a_terminal_is_one_sentence_while_worker_processes_run(tmp_path: Path) -> None:
+    """A terminal sends Ctrl-C to every process of the command: verify's proof reads a
+    large source in spawned worker processes, and each printed its own KeyboardInterrupt
+    traceback (or "Fatal Python error: init_import_site" while it started) above the
+    command's sentence (issue 66: "interrupted" said more than once). Interrupted as its
+    workers start and once they run: one line, exit 130, no process left behind."""
+    src = tmp_path / "zeros.h5"
+    with h5py.File(src, "w") as f:  # 320 MB of data (the proof's workers start from 256 MiB), a small file
+        ds = f.create_dataset("z", shape=(40_000_000,), dtype="f8", chunks=(1 << 19,), compression="gzip")
+        for start in range(0, ds.shape[0], 1 << 23):
+            ds[start : start + (1 << 23)] = 0.0
+    for wait_after_start in (0.0, 1.5):
+        proc = subprocess.Popen([*LAYOUTKIT, "verify", str(src), str(src), "--patterns", "open"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while len(_children(proc.pid)) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # the resource tracker and the first worker
+        assert proc.poll() is None, "verify ended before its worker processes started"
+        workers = _children(proc.pid)
+        time.sleep(wait_after_start)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+        assert (proc.returncode, (out + err).strip().splitlines()) == (130, ["error: interrupted."]), (out, err)
+        time.sleep(0.5)
+        assert [w for w in workers if _running(w)] == [], "a worker outlived the command"
+
+
+def test_an_interrupt_before_a_command_handles_it_is_still_one_sentence(monkeypatch, capsys) -> None:
+    """Ctrl-C while a command imports what it needs (before its own handling) or in one
+    that writes nothing: typer ended the process with 130 and not a word."""
+    import layoutkit.__main__ as entry
+
+    def interrupted(**_: object) -> None:
+        raise SystemExit(130)  # what typer makes of a KeyboardInterrupt it catches
+
+    monkeypatch.setattr(entry, "app", interrupted)
+    monkeypatch.setattr(entry.State, "failed", False)
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    assert done.value.code == 130
+    assert " ".join(capsys.readouterr().err.split()) == "error: interrupted."
 
 
 # -- corrupted sources -------------------------------------------------------------------

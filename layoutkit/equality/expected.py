@@ -20,7 +20,7 @@ import os
 import random
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from layoutkit.hdf5.chunk_index import sparse_candidate, sparse_storage
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.library_read import read_block
 from layoutkit.hdf5.model import ArrayInfo
+from layoutkit.hdf5.walkers import spawn_pool
 from layoutkit.plan import Region, blocks_over, iter_blocks
 from layoutkit.storage import ObjectSource, SourceSet
 
@@ -120,10 +121,7 @@ class ReferenceReader:
             processes = (os.cpu_count() or 1) if local and big else 0
         self._pool: Executor | None = None
         if processes > 0:
-            import multiprocessing
-
-            self._pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_start_worker, initargs=(source,))
+            self._pool = spawn_pool(processes, initializer=_start_worker, initargs=(source,))
 
     def read(self, path: str, region: Region) -> np.ndarray:
         """The values of ``path`` in ``region``.

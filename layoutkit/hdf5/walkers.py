@@ -9,12 +9,74 @@ files with many datasets.
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing.context import SpawnContext, SpawnProcess
 from typing import Any
 
 
 def _started() -> None:
     """A worker's first task: it has imported what it needs, and is ready."""
+
+
+class _DeafProcess(SpawnProcess):
+    """A spawned process that never sees Ctrl-C: it starts with SIGINT blocked, which the
+    new interpreter inherits from the thread that starts it (across exec) and keeps.
+
+    A terminal sends Ctrl-C to every process of the command, workers included, and each
+    worker printed its own ``KeyboardInterrupt`` traceback (or, caught while starting,
+    ``Fatal Python error: init_import_site``) above the command's one sentence. The
+    command owns the interrupt: it stops, shuts its pool down and removes what it wrote;
+    a worker finishes the task in hand and is told to stop."""
+
+    def start(self) -> None:
+        if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows
+            return super().start()
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            super().start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+class _DeafContext(SpawnContext):
+    Process = _DeafProcess
+
+
+class _Pool(ProcessPoolExecutor):
+    """A pool whose ``submit`` is never cut in half by Ctrl-C. The first submits start the
+    processes, then the thread that will stop them; an interrupt between the two left
+    the started processes with no one to stop or wait for them, and the command's exit
+    removed what they were still reading their start from ("FileNotFoundError" in a
+    worker, printed under the command's sentence). In the main thread (where Python runs
+    signal handlers) an interrupt during a submit is held, and raised once it returns."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return super().submit(fn, *args, **kwargs)
+        held: list[tuple[int, Any]] = []
+        before: dict[int, Any] = {s: signal.signal(s, lambda signum, frame: held.append((signum, frame)))
+                  for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return super().submit(fn, *args, **kwargs)
+        finally:
+            for s, handler in before.items():
+                signal.signal(s, handler)
+            for signum, frame in held[:1]:  # the command's own handler, as if it came now
+                handler = before[signum]
+                if callable(handler):
+                    handler(signum, frame)
+                elif handler == signal.SIG_DFL and signum == signal.SIGINT:
+                    raise KeyboardInterrupt
+
+
+def spawn_pool(workers: int, initializer: Callable[..., None] | None = None,
+               initargs: tuple[Any, ...] = ()) -> ProcessPoolExecutor:
+    """A pool of ``workers`` spawned processes (:class:`_DeafProcess`, :class:`_Pool`):
+    the one way layoutkit starts processes of its own (dask starts the rest)."""
+    return _Pool(workers, mp_context=_DeafContext(), initializer=initializer, initargs=initargs)
 
 
 class Walkers:
@@ -34,11 +96,8 @@ class Walkers:
         self.pool: Any = None
 
     def start(self) -> None:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self.pool = spawn_pool(self.workers)
             for _ in range(self.workers):  # one process is spawned per task while none is idle
                 self.pool.submit(_started)
 
@@ -65,4 +124,4 @@ class Walkers:
             self.pool.shutdown(cancel_futures=True)
 
 
-__all__ = ["Walkers"]
+__all__ = ["Walkers", "spawn_pool"]

@@ -473,3 +473,29 @@ def test_a_virtual_repository_is_its_own_size_on_disk(tmp_path):
     assert report.total_bytes == disk_usage(repo) < report.stored_bytes
     shown = runner.invoke(app, ["inspect", str(repo)])
     assert shown.exit_code == 0 and "in the sources its references point to" in " ".join(shown.output.split())
+
+
+def test_the_screen_and_the_api_count_the_same_chunks_for_every_kind_of_input(tmp_path):
+    """The CLI's counts are the report's (issue 66: "4 chunks on the CLI where
+    ``inspect_path(...).chunks`` says 0"): for an HDF5 file, a Zarr v2 and v3 store, a
+    sharded store and a virtual repository named with and without ``icechunk:``, the
+    screen's "N chunks" and its JSON are what the API returns for the same name."""
+    from layoutkit.sample import write_sample
+
+    src = tmp_path / "s.h5"
+    write_sample(src, shots=2, signals=4, seed=0)
+    names = {"hdf5": str(src)}
+    for name, extra in {"v3.zarr": [], "v2.zarr": ["--zarr-format", "2"], "sharded.zarr": ["--shards", "auto"],
+                        "v.icechunk": ["--layout", "virtual"]}.items():
+        result = runner.invoke(app, ["-q", "convert", str(src), str(tmp_path / name), *extra])
+        assert result.exit_code == 0, result.output
+        names[name] = str(tmp_path / name)
+    names["icechunk:v.icechunk"] = f"icechunk:{tmp_path / 'v.icechunk'}"
+    for kind, name in names.items():
+        report = inspect_path(name)
+        assert report.chunks > 0, kind
+        screen = runner.invoke(app, ["inspect", name], env={"COLUMNS": "200"})
+        assert screen.exit_code == 0, screen.output
+        assert f"{report.chunks:,} chunks, {report.small_chunks:,} under" in screen.output, (kind, screen.output)
+        as_json = json.loads(runner.invoke(app, ["inspect", name, "--json"]).output)
+        assert (as_json["chunks"], as_json["small_chunks"]) == (report.chunks, report.small_chunks), kind

@@ -570,7 +570,7 @@ def test_advise_weighs_not_rewriting_at_all(tmp_path):
     assert " build " in said or "│ build" in result.output
 
 
-def test_candidates_within_the_uncertainty_are_ranked_by_requests_then_bytes():
+def test_candidates_within_the_uncertainty_are_ranked_by_what_their_requests_and_bytes_take():
     """The finding of #51: shot-major 0.0863 s and 76 GETs against signal-major 0.0913 s,
     27 GETs and 35% smaller, inside the noise: signal-major first, and the text says why.
     Apart by more than the uncertainty, time decides."""
@@ -592,8 +592,20 @@ def test_candidates_within_the_uncertainty_are_ranked_by_requests_then_bytes():
     assert [t.name for t in tied.ranked] == ["signal-major", "shot-major"]
     assert abs(shot_major.weighted_uncertainty - 0.0863 * 0.15) < 1e-9
     note = tied.tie_note()
-    assert note and "ranked by requests, then by bytes read, then by bytes stored" in note, note
+    assert note and ("ranked by what their requests and bytes read take at 10 ms a request and 100 MB/s, then by "
+                     "requests, then by bytes stored") in " ".join(note.split()), note
     assert "signal-major (27 weighted GETs reading 976.6 KiB, 1.9 MiB stored)" in " ".join(note.split()), note
+    # CI's run of test_recommends_a_layout_ordered_for_the_pattern (signal=1, 10 ms): six candidates
+    # tied, and cmod-shot's 9 GETs reading 48 MiB came before signal-major's 10 reading 2.2 MiB
+    cmod_shot = trial("cmod-shot", 0.185, 1.6, 9, 48e6, read=48e6)
+    signal_major = trial("signal-major", 0.0566, 1.6, 10, 31.8e6, read=2.2e6)
+    virtual = trial("virtual", 0.121, 0.8, 2, 0.3e6, read=53.3e6)
+    ci = result(cmod_shot, signal_major, virtual)
+    assert len(ci.tied) == 3 and [t.name for t in ci.ranked] == ["signal-major", "virtual", "cmod-shot"]
+    assert abs(ci.transfer_seconds(cmod_shot) - (9 * 0.010 + 48e6 / 100e6)) < 1e-9
+    wider = AdviseResult("shots.h5", AdviseOptions(latency=0.1, bandwidth=1e9), {"signal": 1.0}, "shots", (6, 12, 12),
+                         3, [cmod_shot, signal_major, virtual], 1.0)
+    assert [t.name for t in wider.ranked] == ["virtual", "cmod-shot", "signal-major"]  # at 100 ms, GETs decide
     # every number the sentence gives a candidate is in that candidate's row of the table (issue 66:
     # "cmod-shot (6 GETs...) before cmod-signal (7 GETs...)", numbers that appeared nowhere in it)
     from rich.console import Console

@@ -87,6 +87,11 @@ MAX_SAMPLE_BYTES = 512 * 1024**2  # stored bytes of the larger sample, at most
 MIN_OBSERVED_SECONDS = 0.5  # timed runs per observation add up to this, at least (verify.measure's min_seconds)
 OUTPUT_RESERVE = 3.0  # seconds kept for writing results.json, the recipe and the plot
 DEFAULT_PAGE_BUFFER = 64 * 1024**2
+NOMINAL_BANDWIDTH = 100e6
+"""Bytes a second a request reads, for ranking candidates the timing cannot tell apart
+when no ``--bandwidth`` is given: an object store's per-request rate (S3's, and the
+LatencyModel of the benchmarks and the demo), so that 48 MiB read in 9 GETs does not
+rank before 2.2 MiB in 10 (``AdviseResult.ranked``)."""
 
 
 class BudgetTooSmallError(LayoutkitError):
@@ -222,14 +227,30 @@ class AdviseResult:
     @property
     def ranked(self) -> list[Trial]:
         """Fastest first; but the candidates whose predictions are within the fastest's
-        uncertainty (:attr:`tied`) come first among themselves by requests, then bytes
-        read, then bytes stored: a difference inside the noise decides nothing, and the
-        counts do not depend on the run."""
+        uncertainty (:attr:`tied`) come first among themselves by :meth:`transfer_seconds`
+        (what their requests and bytes read take at the latency and bandwidth asked for),
+        then requests, then bytes stored: a difference inside the noise decides nothing,
+        and the counts do not depend on the run. Requests alone put a candidate that
+        reads 48 MiB in 9 GETs before one that reads 2.2 MiB in 10, and which of the two
+        came first then turned on whether the noise of the run tied them."""
         by_time = sorted((t for t in self.trials if t.status == "measured"), key=lambda t: t.weighted_seconds)
         tied = self.tied
-        return [*sorted(tied, key=lambda t: (round(t.weighted_requests), round(t.weighted_bytes_read, -3),
+        return [*sorted(tied, key=lambda t: (round(self.transfer_seconds(t), 6), round(t.weighted_requests),
                                              t.predicted_bytes, t.weighted_seconds)),
                 *(t for t in by_time if t not in tied)]
+
+    def transfer_seconds(self, trial: Trial) -> float:
+        """The seconds a weighted pattern run's requests and bytes take at ``--latency`` a
+        request and ``--bandwidth`` (:data:`NOMINAL_BANDWIDTH` when unlimited), one after
+        another: computed from counts, the same in every run."""
+        rate = self.options.bandwidth or NOMINAL_BANDWIDTH
+        return trial.weighted_requests * self.options.latency + trial.weighted_bytes_read / rate
+
+    def rank_rule(self) -> str:
+        """How :attr:`ranked` orders the candidates it cannot tell apart by time, in words."""
+        rate = f"{(self.options.bandwidth or NOMINAL_BANDWIDTH) / 1e6:g} MB/s"
+        return (f"by what their requests and bytes read take at {self.options.latency * 1e3:g} ms a request and "
+                f"{rate}, then by requests, then by bytes stored")
 
     @property
     def tied(self) -> list[Trial]:
@@ -251,8 +272,8 @@ class AdviseResult:
         first, runner = ranked[0], ranked[1]
         return (f"{len(tied)} candidates are predicted within the uncertainty of the fastest "
                 f"({', '.join(f'{t.name} {t.weighted_seconds:.3g} ± {t.weighted_uncertainty:.1g} s' for t in tied[:4])}"
-                f"{', ...' if len(tied) > 4 else ''}): they are ranked by requests, then by bytes read, then by "
-                f"bytes stored, so {first.name} ({_counts(first)}) comes before {runner.name} ({_counts(runner)}).")
+                f"{', ...' if len(tied) > 4 else ''}): they are ranked {self.rank_rule()}, so "
+                f"{first.name} ({_counts(first)}) comes before {runner.name} ({_counts(runner)}).")
 
     @property
     def recommended(self) -> Trial:

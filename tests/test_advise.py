@@ -341,13 +341,14 @@ def archive(tmp_path_factory) -> Path:
     return path
 
 
-def run_advise(archive: Path, tmp: Path, patterns: str, repeat: int = 3, shots: int = 4) -> tuple[dict, str, Path]:
+def run_advise(archive: Path, tmp: Path, patterns: str, repeat: int = 3, shots: int = 4,
+               candidates: str = "recipes") -> tuple[dict, str, Path]:
     out, work = tmp / f"out-{patterns}", tmp / f"work-{patterns}"
     work.mkdir()
     result = runner.invoke(app, [
         "advise", str(archive), "--patterns", patterns, "--latency", "10ms", "--workers", "2",
         "--sample-shots", str(shots), "--sample", "2", "--out", str(out), "--tmpdir", str(work), "--budget", "10min",
-        "--repeat", str(repeat),
+        "--repeat", str(repeat), "--candidates", candidates,
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert not any(work.iterdir())  # nothing left behind but --out
@@ -358,8 +359,10 @@ def run_advise(archive: Path, tmp: Path, patterns: str, repeat: int = 3, shots: 
     ("signal=1", {"signal-major", "hdf5-paged by signal"}), ("shot=1", {"hdf5-paged by shot", "shot-packed"}),
 ])
 def test_recommends_a_layout_ordered_for_the_pattern(archive, tmp_path, patterns, orders):
-    # medians of 5, so that the timing noise of a loaded CI machine stays small next to the margin
-    doc, output, out = run_advise(archive, tmp_path, patterns, repeat=5)
+    # medians of 3: what the noise of a loaded machine ties is ranked by what the reads take at
+    # 10 ms and 100 MB/s, counts that do not depend on the run (medians of 5 did not keep a
+    # loaded run from tying six candidates and ranking 9 GETs of 48 MiB before 10 of 2.2 MiB)
+    doc, output, out = run_advise(archive, tmp_path, patterns, repeat=3)
     by_name = {c["name"]: c for c in doc["candidates"]}
     assert all(c["status"] == "measured" for c in doc["candidates"]), output
     # the archive is small enough that references into it (no rewrite) may read a
@@ -398,20 +401,24 @@ def test_predicted_requests_match_the_full_size_layouts(archive, tmp_path):
     # still growing (25, then 36: a tiny sample holds fewer distinct time-base series), and
     # the log line through them predicted 68 for 38 measured (+79%); on 4 and 8 it predicts
     # 80 for 76. That model miss surfaced only when timing put signal-major in the top two.
-    # one run a cell: what is checked is counted (requests, bytes, sizes), not timed
-    doc, _, _ = run_advise(archive, tmp_path, "shot=1,signal=1", shots=8, repeat=1)
+    # one run a cell: what is checked is counted (requests, bytes, sizes), not timed; and four
+    # candidates, each then written at full size: a Zarr layout of each order, shot-packed and a
+    # paged file (it was all eight, and the two fastest of them checked: the slowest test here,
+    # and which were checked turned on timing). The virtual candidate is not held to this: its
+    # samples reference the sample files advise writes, not the source, whose own layout decides
+    # its requests at full size (a 2-shot read predicted 6 GETs, 4 measured; issue 66's note)
+    doc, _, _ = run_advise(archive, tmp_path, "shot=1,signal=1", shots=8, repeat=1,
+                           candidates="signal-major,shot-major,shot-packed,cmod-shot")
     for c in doc["candidates"]:  # a paged file's pages are counted from its geometry (pages.py), no other's
         if c["status"] == "measured":
             paged = c["command"] == "reorder"
             assert all((f["extra_pages"] is not None) == paged for f in c["patterns"].values()), c["name"]
-    ranked = sorted((c for c in doc["candidates"] if c["status"] == "measured"), key=lambda c: c["weighted_seconds"])
-    # the recommended layout and the runner-up, and a paged file (its pages come from its geometry, read
-    # by one page buffer: thread workers share the file), at full size
-    paged = next(c for c in ranked if c["command"] == "reorder")
-    signal_major = next(c for c in ranked if c["name"] == "signal-major")  # its shot reads grow with the samples
+    ranked = [c for c in doc["candidates"] if c["status"] == "measured"]
+    # each at full size; the paged file's pages come from its geometry, read by one page buffer (thread
+    # workers share the file), and signal-major's shot reads grow with the samples
+    assert sorted(c["name"] for c in ranked) == ["cmod-shot", "shot-major", "shot-packed", "signal-major"]
     sizes = read_sizes(read_inventory(archive), TEMPLATE)
-    for c in dict.fromkeys(c["name"] for c in [*ranked[:2], paged, signal_major]):
-        c = next(t for t in ranked if t["name"] == c)
+    for c in ranked:
         candidate = Candidate(c["name"], c["name"])
         dst = tmp_path / (c["name"] + (".zarr" if candidate.command == "convert" else ".h5"))
         runner.invoke(app, ["-q", candidate.command, str(archive), str(dst), "--recipe", c["name"]])
@@ -666,15 +673,17 @@ def test_the_verdict_agrees_with_the_ranking_inside_the_uncertainty():
     assert verdict.endswith("for fewer requests (what a bucket bills): rewrite.")
 
 
-def test_the_likeliest_candidates_are_tried_first(tmp_path):
+def test_the_likeliest_candidates_are_tried_first_and_three_runs_give_one_answer(tmp_path):
     """With a budget that lets only some candidates through, advise tries those its cheap
     model (what each layout puts together) makes likeliest to win the patterns asked, in
     that order, so every run tries the same ones as far as its budget goes (a 12-shot
     archive, signal=1, 10 ms: it recommended shot-major in two runs of three and a
     signal-ordered layout in the third, having tried 3 of 8 candidates, a different 3
-    each time; issue 66). Which of those it then recommends is a measurement, and can
-    turn on noise where two are close: that the answer holds across runs is measured by
-    hand (the issue's note), not asserted in a suite that runs four tests on two cores."""
+    each time; issue 66). And it recommends the same layout three times over: what the
+    noise of a run ties (every candidate here predicts 0.05-0.3 s, within each other's
+    spread on a loaded machine) is ranked by counts, which do not change between runs
+    (``AdviseResult.ranked``; this assertion failed in CI once, when ties were within the
+    larger uncertainty and ranked by requests alone)."""
     from layoutkit.advise.candidates import likeliest_first
     from layoutkit.sample import write_sample
 
@@ -684,11 +693,15 @@ def test_the_likeliest_candidates_are_tried_first(tmp_path):
     order = [c.name for c in likeliest_first(found, {"signal": 1.0}, TEMPLATE)]
     assert order[:2] == ["signal-major", "cmod-signal"]  # a signal of every shot in one series, or in adjacent pages
     assert [c.name for c in likeliest_first(found, {"shot": 1.0}, TEMPLATE)][:2] == ["shot-packed", "cmod-shot"]
-    out = tmp_path / "out"
-    result = runner.invoke(app, ["advise", str(src), "--patterns", "signal=1", "--latency", "10ms",
-                                 "--sample-shots", "2", "--repeat", "1", "--budget", "60s", "--out", str(out)])
-    assert result.exit_code == 0, result.output
-    doc = json.loads((out / "results.json").read_text())
-    tried = [c["name"] for c in doc["candidates"]]
-    assert tried == order[: len(tried)] and len(tried) >= 2, (tried, order)
-    assert doc["recommended"] in tried
+    answers = []
+    for run in range(3):
+        out = tmp_path / f"out{run}"
+        result = runner.invoke(app, ["advise", str(src), "--patterns", "signal=1", "--latency", "10ms",
+                                     "--sample-shots", "2", "--repeat", "1", "--budget", "25s", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        doc = json.loads((out / "results.json").read_text())
+        tried = [c["name"] for c in doc["candidates"]]
+        assert tried == order[: len(tried)] and len(tried) >= 2, (tried, order)
+        assert doc["recommended"] in tried
+        answers.append(doc["recommended"])
+    assert len(set(answers)) == 1, answers

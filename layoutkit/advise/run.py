@@ -254,14 +254,19 @@ class AdviseResult:
 
     @property
     def tied(self) -> list[Trial]:
-        """The fastest candidate and those whose predicted time is within the uncertainty
-        of it (either one's: the spread of their repeated runs, carried to full size)."""
+        """The fastest candidate and those whose prediction's range (± its uncertainty:
+        the spread of its repeated runs, carried to full size) overlaps the fastest's.
+        Within the larger of the two uncertainties, not their sum, was the rule before:
+        on a loaded machine the spread inside one run understates the noise between runs
+        (one candidate predicted 0.09-0.20 s in six runs of the same advise, each run's
+        spread saying ± 0.07-0.17), and the fastest by counts fell out of the tie in two
+        runs of six, changing the answer; with the ranges it stayed in, in all six."""
         by_time = sorted((t for t in self.trials if t.status == "measured"), key=lambda t: t.weighted_seconds)
         if not by_time:
             return []
         first = by_time[0]
-        return [t for t in by_time if t.weighted_seconds - first.weighted_seconds
-                <= max(first.weighted_uncertainty, t.weighted_uncertainty)]
+        return [t for t in by_time if t.weighted_seconds - t.weighted_uncertainty
+                <= first.weighted_seconds + first.weighted_uncertainty]
 
     def tie_note(self) -> str | None:
         """What the ranking did with the candidates it could not tell apart by time."""
@@ -270,7 +275,7 @@ class AdviseResult:
             return None
         ranked = self.ranked[: len(tied)]
         first, runner = ranked[0], ranked[1]
-        return (f"{len(tied)} candidates are predicted within the uncertainty of the fastest "
+        return (f"{len(tied)} candidates have predictions whose ranges overlap the fastest's "
                 f"({', '.join(f'{t.name} {t.weighted_seconds:.3g} ± {t.weighted_uncertainty:.1g} s' for t in tied[:4])}"
                 f"{', ...' if len(tied) > 4 else ''}): they are ranked {self.rank_rule()}, so "
                 f"{first.name} ({_counts(first)}) comes before {runner.name} ({_counts(runner)}).")

@@ -115,8 +115,8 @@ def advice_table(result) -> Table:  # noqa: ANN001 - AdviseResult, imported lazi
     title = (
         f"advise: {Path(result.source).name}, predicted at full size ({scale(result.scales[2])} {unit}; samples of "
         f"{scale(result.scales[0])} and {scale(result.scales[1])}), {o.latency * 1e3:g} ms latency, {o.workers} "
-        f"workers, {result.reads} read{'' if result.reads == 1 else 's'} a pattern; best first (within the uncertainty "
-        f"of the fastest: {result.rank_rule()})"
+        f"workers, {result.reads} read{'' if result.reads == 1 else 's'} a pattern; best first (those whose ± ranges overlap "
+        f"the fastest's: {result.rank_rule()})"
     )
     t = Table(title=title, title_justify="left")
     t.add_column("#", justify="right")

@@ -355,4 +355,20 @@ def advise(
     return result
 
 
-__all__ = ["advise", "append", "convert", "inspect", "reorder", "verify"]
+@says_it_in_python
+def trace(command: Sequence[str], out: Source = "workload.json", *, overwrite: bool = False) -> Any:
+    """Run ``command`` and record what its Python processes read through h5py, zarr and
+    ``layoutkit.open`` into the workload file ``out``: ``layoutkit trace -- COMMAND``.
+
+    Returns
+    -------
+    Workload
+        ``reads`` (each distinct read: array, selection, process, thread, count),
+        ``exit_code`` (the command's).
+    """
+    from layoutkit.trace.run import trace as run_trace
+
+    return run_trace(list(command), out, overwrite=overwrite)
+
+
+__all__ = ["advise", "append", "convert", "inspect", "reorder", "trace", "verify"]

@@ -237,7 +237,7 @@ LAYERS = (
     ("layouts", ("layoutkit.layout", "layoutkit.layouts", "layoutkit.zarr_layout")),
     ("commands", ("layoutkit.pipeline", "layoutkit.appending", "layoutkit.writing",
                   "layoutkit.archive", "layoutkit.convert", "layoutkit.reorder", "layoutkit.recipes",
-                  "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect",
+                  "layoutkit.sample", "layoutkit.verify", "layoutkit.advise", "layoutkit.inspect", "layoutkit.trace",
                   "layoutkit.testing")),
     ("face", ("layoutkit.cli", "layoutkit.__main__", "layoutkit.api", "layoutkit.xarray_engine", "layoutkit")),
 )

@@ -7,7 +7,7 @@ runs, so every command starts with only what it needs. Every expected failure is
 status 2 (1 for ``verify`` mismatches).
 """
 
-from layoutkit.cli import advise, convert, inspect, recipes, reorder, sample, verify  # noqa: F401 - they register
+from layoutkit.cli import advise, convert, inspect, recipes, reorder, sample, trace, verify  # noqa: F401 - they register
 from layoutkit.cli.core import app
 
 __all__ = ["app"]

@@ -1,0 +1,194 @@
+"""``layoutkit trace``: what a program reads, recorded from every Python process it starts
+(issue 67). Each test runs a real script under the recorder and checks the workload file
+against what the script itself read."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from layoutkit.cli import app
+from layoutkit.trace.recorder import selection_of
+from layoutkit.trace.workload import access_order, load
+
+runner = CliRunner()
+
+
+def traced(tmp_path: Path, script: str, *args: str) -> tuple[object, str]:
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(script))
+    out = tmp_path / "w.json"
+    result = runner.invoke(app, ["trace", "--out", str(out), "--", sys.executable, str(path), *args])
+    assert result.exit_code == 0, result.output
+    return load(out), result.output
+
+
+@pytest.mark.parametrize("key", [
+    (), Ellipsis, 3, -1, slice(2, 9), slice(None, None, 3), (slice(1, 4), 2), (Ellipsis, 0), (0, Ellipsis, slice(1, 2)),
+    np.array([1, 4, 4, 7]), [0, 2], (slice(None), np.array([True, False, True, False, False])), np.int64(2),
+], ids=repr)
+def test_a_selection_covers_what_numpy_selects(key) -> None:
+    shape = (8, 5, 3)
+    axes = selection_of(key, shape)
+    assert len(axes) == len(shape)
+    n = 1
+    for a in axes:
+        n *= a["points"] if isinstance(a, dict) else len(range(*a))
+    assert n == np.empty(shape)[key].size
+
+
+def test_reads_from_threads_and_spawned_processes_are_recorded_as_the_script_made_them(tmp_path: Path) -> None:
+    src = tmp_path / "a.h5"
+    with h5py.File(src, "w") as f:
+        for i in range(4):
+            f[f"shots/{i}/signals/ip"] = np.arange(100.0) + i
+    workload, output = traced(tmp_path, """
+        import sys
+        import multiprocessing as mp
+        from concurrent.futures import ThreadPoolExecutor
+        import h5py
+        import numpy as np
+
+        def head(name):
+            with h5py.File(sys.argv[1]) as f:
+                return float(f[name][:10].sum())
+
+        if __name__ == "__main__":
+            with h5py.File(sys.argv[1]) as f:
+                for _ in range(3):
+                    f["shots/0/signals/ip"][...]          # the same read three times: counted
+                f["shots/1/signals/ip"][20:40:2]
+                f["shots/1/signals/ip"][np.array([1, 5, 7])]
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(head, ["shots/2/signals/ip", "shots/3/signals/ip"]))
+            with mp.get_context("spawn").Pool(2) as pool:
+                pool.map(head, ["shots/0/signals/ip", "shots/1/signals/ip"])
+    """, str(src))
+    main = min(r.process for r in workload.reads)
+    here = [(r.array, r.selection, r.count) for r in workload.reads if r.thread == "MainThread" and r.process == main]
+    assert here == [("/shots/0/signals/ip", ((0, 100, 1),), 3), ("/shots/1/signals/ip", ((20, 40, 2),), 1),
+                    ("/shots/1/signals/ip", ({"points": 3, "min": 1, "max": 7},), 1)]
+    threads = {(r.array, r.selection) for r in workload.reads if r.process == main and r.thread != "MainThread"}
+    assert threads == {("/shots/2/signals/ip", ((0, 10, 1),)), ("/shots/3/signals/ip", ((0, 10, 1),))}
+    spawned = {(r.array, r.selection) for r in workload.reads if r.process != main}
+    assert spawned == {("/shots/0/signals/ip", ((0, 10, 1),)), ("/shots/1/signals/ip", ((0, 10, 1),))}
+    assert {r.source for r in workload.reads} == {str(src)} and {r.api for r in workload.reads} == {"h5py"}
+    assert workload.processes >= 2 and "from" in output and "wrote" in output
+    first = [r.first for r in workload.reads if r.process == main and r.thread == "MainThread"]
+    assert first == sorted(first)  # in the order the script made them
+
+
+def test_monthly_netcdf_files_read_with_xarray_and_dask_record_the_point_and_the_map(tmp_path: Path) -> None:
+    """The issue's example: ERA5-like monthly files, a time series at one grid point across
+    the months (xarray, dask, h5netcdf), then one month's full map."""
+    import pandas as pd
+    import xarray as xr
+
+    files = []
+    for month in (1, 2, 3):
+        time = pd.date_range(f"2010-{month:02d}-01", periods=8, freq="6h")
+        ds = xr.Dataset({"t2m": (("time", "latitude", "longitude"), np.random.default_rng(month).random((8, 6, 9)))},
+                        coords={"time": time, "latitude": np.arange(6.0), "longitude": np.arange(9.0)})
+        files.append(tmp_path / f"era5-{month}.nc")
+        ds.to_netcdf(files[-1], engine="h5netcdf", encoding={"t2m": {"chunksizes": (4, 6, 9)}})
+    workload, _ = traced(tmp_path, """
+        import sys
+        import xarray as xr
+
+        ds = xr.open_mfdataset(sys.argv[1:], engine="h5netcdf", chunks={"time": 4}, combine="by_coords")
+        ds.t2m.isel(latitude=2, longitude=5).load()      # a point through every month
+        xr.open_dataset(sys.argv[2], engine="h5netcdf").t2m.isel(time=0).load()   # one month's map
+    """, *map(str, files))
+    t2m = [r for r in workload.reads if r.array == "/t2m"]
+    # the point through the months: dask reads each of its chunks whole from every file (what
+    # the files were asked for, which is what a layout must serve), on dask's threads
+    point = [r for r in t2m if r.thread != "MainThread"]
+    assert sorted((r.source, r.selection) for r in point) == sorted(
+        (str(f), (rows, (0, 6, 1), (0, 9, 1))) for f in files for rows in ((0, 4, 1), (4, 8, 1)))
+    # then the map: one time step of the second month, in the main thread, last
+    maps = [r for r in t2m if r.thread == "MainThread"]
+    assert [(r.source, r.selection) for r in maps] == [(str(files[1]), ((0, 1, 1), (0, 6, 1), (0, 9, 1)))]
+    assert maps[0].first >= max(r.first for r in point) and all(r.api == "h5py" for r in t2m)
+
+
+def test_zarr_reads_and_layoutkit_open_are_recorded_once_each(tmp_path: Path) -> None:
+    """A read through ``layoutkit.open`` is the archive's, not again zarr's beneath it;
+    xarray's zarr engine with dask is zarr's, from the threads dask read in."""
+    from layoutkit.sample import write_sample
+
+    src = tmp_path / "s.h5"
+    write_sample(src, shots=2, signals=3, seed=1)
+    store = tmp_path / "s.zarr"
+    assert runner.invoke(app, ["-q", "convert", str(src), str(store)]).exit_code == 0
+    with h5py.File(src) as f:
+        shot = sorted(f["shots"])[0]
+        signal = sorted(f[f"shots/{shot}/signals"])[0]
+    name = f"/shots/{shot}/signals/{signal}"
+    workload, _ = traced(tmp_path, f"""
+        import sys
+        import layoutkit
+        import xarray as xr
+
+        with layoutkit.open(sys.argv[1]) as archive:
+            archive.get("{name}", (slice(0, 50),))
+        ds = xr.open_dataset(sys.argv[1], engine="zarr", group="shots/{shot}/signals", chunks={{}})
+        ds["{signal}"].load()
+    """, str(store))
+    ours = [r for r in workload.reads if r.api == "layoutkit"]
+    assert [(r.source, r.array, r.selection) for r in ours] == [(str(store), name, ((0, 50, 1),))]
+    zarr_reads = [r for r in workload.reads if r.api == "zarr" and r.array == name]
+    assert zarr_reads and all(r.source == str(store) for r in zarr_reads)
+    assert sum(r.elements for r in zarr_reads) == ours[0].shape[0]  # the whole signal, in dask's chunks
+    assert all(r.first > ours[0].first for r in zarr_reads)
+
+
+def test_show_says_the_order_and_draws_it(tmp_path: Path) -> None:
+    src = tmp_path / "a.h5"
+    with h5py.File(src, "w") as f:
+        for shot in ("1", "2", "3"):
+            for sig in ("a", "b"):
+                f[f"shots/{shot}/signals/{sig}"] = np.zeros(10)
+    _, _ = traced(tmp_path, """
+        import sys
+        import h5py
+        with h5py.File(sys.argv[1]) as f:
+            for sig in ("a", "b"):
+                for shot in ("1", "2", "3"):
+                    f[f"shots/{shot}/signals/{sig}"][...]
+    """, str(src))
+    shown = runner.invoke(app, ["trace", "--show", str(tmp_path / "w.json"), "--plot", str(tmp_path / "w.png")])
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    assert "6 reads (6 distinct) from 1 process, 1 thread" in said and "in order: by signal" in said, said
+    assert (tmp_path / "w.png").read_bytes()[:4] == b"\x89PNG"
+    by_shot = load(tmp_path / "w.json").reads
+    by_shot = sorted(by_shot, key=lambda r: r.array)  # shot 1's a, b, then shot 2's...
+    assert access_order(by_shot, "/shots/{shot}/signals/{signal}") == "by shot"
+
+
+def test_what_cannot_be_traced_is_one_sentence(tmp_path: Path) -> None:
+    (tmp_path / "exists.json").write_text("{}")
+    (tmp_path / "other.json").write_text(json.dumps({"format": "something else"}))
+    cases = [
+        (["trace", "--out", str(tmp_path / "w.json")], "Expected a command to trace"),
+        (["trace", "--out", str(tmp_path / "w.json"), "--", "no-such-program-here"], "was not found"),
+        (["trace", "--out", str(tmp_path / "exists.json"), "--", sys.executable, "-c", "pass"], "exists"),
+        (["trace", "--out", str(tmp_path / "exists.json" / "w.json"), "--", sys.executable, "-c", "pass"], "exists.json"),
+        (["trace", "--show", str(tmp_path / "other.json")], "is not a workload file"),
+        (["trace", "--show", str(tmp_path / "missing.json")], "is not a workload file"),
+    ]
+    for args, words in cases:
+        result = runner.invoke(app, args)
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2 and said.startswith("error:") and words in said, (args, said)
+    assert not (tmp_path / "w.json").exists()
+    failing = runner.invoke(app, ["trace", "--out", str(tmp_path / "w.json"), "--", sys.executable, "-c",
+                                  "import sys; sys.exit(3)"])
+    assert failing.exit_code == 3 and load(tmp_path / "w.json").exit_code == 3  # the command's own exit

@@ -356,9 +356,12 @@ def advise(
 
 
 @says_it_in_python
-def trace(command: Sequence[str], out: Source = "workload.json", *, overwrite: bool = False) -> Any:
+def trace(command: Sequence[str], out: Source = "workload.json", *, overwrite: bool = False,
+          syscalls: bool = False) -> Any:
     """Run ``command`` and record what its Python processes read through h5py, zarr and
     ``layoutkit.open`` into the workload file ``out``: ``layoutkit trace -- COMMAND``.
+    With ``syscalls``, what any program reads from HDF5 files, mapped from the offsets
+    of its system calls (strace): ``layoutkit trace --syscalls -- COMMAND``.
 
     Returns
     -------
@@ -368,7 +371,7 @@ def trace(command: Sequence[str], out: Source = "workload.json", *, overwrite: b
     """
     from layoutkit.trace.run import trace as run_trace
 
-    return run_trace(list(command), out, overwrite=overwrite)
+    return run_trace(list(command), out, overwrite=overwrite, syscalls=syscalls)
 
 
 __all__ = ["advise", "append", "convert", "inspect", "reorder", "trace", "verify"]

@@ -5,6 +5,7 @@ against what the script itself read."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -192,3 +193,57 @@ def test_what_cannot_be_traced_is_one_sentence(tmp_path: Path) -> None:
     failing = runner.invoke(app, ["trace", "--out", str(tmp_path / "w.json"), "--", sys.executable, "-c",
                                   "import sys; sys.exit(3)"])
     assert failing.exit_code == 3 and load(tmp_path / "w.json").exit_code == 3  # the command's own exit
+
+
+requires_strace_and_h5dump = pytest.mark.skipif(
+    shutil.which("strace") is None or shutil.which("h5dump") is None, reason="needs strace and Debian's hdf5-tools")
+
+
+@requires_strace_and_h5dump
+def test_a_c_program_traced_through_its_system_calls_reads_what_python_reads(tmp_path: Path) -> None:
+    """The same reads made by h5dump (the HDF5 C library) and by h5py: the system calls'
+    offsets, mapped back through the file's chunk index, give the arrays and selections
+    the Python recorder gives (chunk-aligned hyperslabs: a C program's reads are the
+    chunks it fetched). The library's metadata reads are counted, not mapped."""
+    src = tmp_path / "c.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("grid/t", data=np.arange(4000.0).reshape(400, 10), chunks=(100, 10), compression="gzip")
+        f.create_dataset("series/ip", data=np.arange(3000, dtype="i4"), chunks=(1000,))
+    reads = [("/grid/t", "100,0", "200,10"), ("/series/ip", "1000", "1000"), ("/grid/t", "0,0", "100,10")]
+    from_c = set()
+    for i, (name, start, count) in enumerate(reads):
+        out = tmp_path / f"c{i}.json"
+        result = runner.invoke(app, ["trace", "--syscalls", "--out", str(out), "--", "h5dump", "-d", name, "-s", start,
+                                     "-c", count, str(src)])
+        assert result.exit_code == 0, result.output
+        workload = load(out)
+        from_c |= {(r.array, json.dumps(r.selection)) for r in workload.reads}
+        assert {r.source for r in workload.reads} == {str(src)} and workload.unmapped[str(src)]["reads"] > 0
+    python, _ = traced(tmp_path, """
+        import sys
+        import h5py
+        with h5py.File(sys.argv[1]) as f:
+            f["grid/t"][100:200, 0:10]
+            f["grid/t"][200:300, 0:10]
+            f["series/ip"][1000:2000]
+            f["grid/t"][0:100, :]
+    """, str(src))
+    from_python = {(r.array, json.dumps(r.selection)) for r in python.reads}
+    assert from_c == from_python, (from_c, from_python)
+
+
+def test_a_range_of_the_library_s_metadata_is_not_an_array_read(tmp_path: Path) -> None:
+    """A read that runs past an array's bytes into bytes no array holds (HDF5's metadata
+    cache reads whole blocks) is the library's, counted as unmapped."""
+    from layoutkit.trace.syscalls import FileRead, map_reads
+
+    src = tmp_path / "m.h5"
+    with h5py.File(src, "w") as f:
+        f.create_dataset("a", data=np.arange(100, dtype="f8"))  # contiguous
+    with h5py.File(src) as f:
+        offset = f["a"].id.get_offset()
+    records, unmapped = map_reads([FileRead(str(src), offset + 80, 160, 1, 0.0),   # elements 10-30
+                                   FileRead(str(src), offset - 16, 64, 1, 0.1),    # a header's bytes and a's first
+                                   FileRead(str(tmp_path / "not-hdf5.txt"), 0, 10, 1, 0.2)])
+    assert [(r["array"], r["selection"]) for r in records] == [("/a", [[10, 30, 1]])]
+    assert unmapped == {str(src): {"reads": 1, "bytes": 64}}

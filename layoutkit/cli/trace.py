@@ -18,6 +18,7 @@ def trace(
     overwrite: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
     show: Annotated[Path | None, typer.Option(metavar="FILE", help="Summarise this workload file instead of running a command.")] = None,
     plot: Annotated[Path | None, typer.Option(metavar="PNG", help="Also draw the reads over time into this PNG.")] = None,
+    syscalls: Annotated[bool, typer.Option(help="Trace the command's system calls (strace) for what it reads from HDF5 files: for programs that read through the HDF5 C library (netCDF-C, C, Fortran, IDL).")] = False,
     template: Annotated[str, typer.Option(help="Where shots and signals are, to name the access order.")] = "/shots/{shot}/signals/{signal}",
 ) -> None:
     """Run a program and record what it reads from HDF5 files and Zarr stores (h5py,
@@ -37,7 +38,7 @@ def trace(
                 raise LayoutkitError("Give either --show FILE or a command to trace after --, not both.")
             workload = load(show)
         else:
-            workload = api.trace(command, out_path, overwrite=overwrite)
+            workload = api.trace(command, out_path, overwrite=overwrite, syscalls=syscalls)
         if plot is not None:
             draw(workload, plot)
     except LayoutkitError as exc:

@@ -48,8 +48,10 @@ class CommandNotFoundError(LayoutkitError, FileNotFoundError):
     """The command to trace does not exist."""
 
 
-def trace(command: Sequence[str], out: str | os.PathLike, *, overwrite: bool = False) -> Workload:
-    """Run ``command`` and write what its Python processes read to ``out``.
+def trace(command: Sequence[str], out: str | os.PathLike, *, overwrite: bool = False, syscalls: bool = False) -> Workload:
+    """Run ``command`` and write what its Python processes read to ``out``; with
+    ``syscalls``, what any program read from HDF5 files, from its system calls
+    (:mod:`layoutkit.trace.syscalls`).
 
     Parameters
     ----------
@@ -59,6 +61,9 @@ def trace(command: Sequence[str], out: str | os.PathLike, *, overwrite: bool = F
         The workload file to write (:mod:`layoutkit.trace.workload`).
     overwrite
         Replace ``out`` if it exists.
+    syscalls
+        Trace the command's system calls (strace) instead of its Python readers: for
+        programs that read HDF5 through the C library (netCDF-C, C, Fortran, IDL).
 
     Returns
     -------
@@ -69,6 +74,8 @@ def trace(command: Sequence[str], out: str | os.PathLike, *, overwrite: bool = F
     ------
     CommandNotFoundError
         When the program cannot be found.
+    StraceMissingError
+        With ``syscalls``, when strace is not installed.
     OutputExistsError
         When ``out`` exists and ``overwrite`` is false.
     """
@@ -84,11 +91,18 @@ def trace(command: Sequence[str], out: str | os.PathLike, *, overwrite: bool = F
         start = time.time()
         env = dict(os.environ, **{DIR_ENV: str(records), START_ENV: repr(start)})
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(boot), os.environ.get("PYTHONPATH", "")) if p)
-        try:
-            code = subprocess.run(list(command), env=env, check=False).returncode
-        except FileNotFoundError:
-            raise CommandNotFoundError(f"{command[0]} was not found: give the program to trace after --.") from None
-        workload = Workload(list(command), time.time() - start, merge(_records(records)), code)
+        if syscalls:  # the system calls alone: h5py's reads would be counted twice
+            from layoutkit.trace.syscalls import file_reads, map_reads, run_traced
+
+            code = run_traced(command, work / "strace.log", dict(os.environ))
+            found, unmapped = map_reads(file_reads(work / "strace.log", start))
+            workload = Workload(list(command), time.time() - start, merge(found), code, unmapped)
+        else:
+            try:
+                code = subprocess.run(list(command), env=env, check=False).returncode
+            except FileNotFoundError:
+                raise CommandNotFoundError(f"{command[0]} was not found: give the program to trace after --.") from None
+            workload = Workload(list(command), time.time() - start, merge(_records(records)), code)
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(f".{out.name}.partial")
         workload.write(partial)

@@ -21,8 +21,11 @@ def summary(workload: Workload, template: str = DEFAULT_TEMPLATE, top: int = 10)
     lines = [f"{' '.join(workload.command)}: exit {workload.exit_code}, {workload.seconds:.2f} s; "
              f"{_plural(calls, 'read')} ({len(workload.reads):,} distinct) from {_plural(workload.processes, 'process')}, "
              f"{_plural(workload.threads, 'thread')}"]
+    for path, u in workload.unmapped.items():
+        lines.append(f"{path}: {_plural(u['reads'], 'read')} ({u['bytes']:,} bytes) in no array's data "
+                     "(HDF5's metadata: object headers, B-trees, heaps)")
     if not workload.reads:
-        lines.append("no reads through h5py, zarr or layoutkit were recorded")
+        lines.append("no reads of arrays were recorded")
         return lines
     by_source: dict[str, list[Read]] = {}
     for r in workload.reads:

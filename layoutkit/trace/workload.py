@@ -69,6 +69,9 @@ class Workload:
     seconds: float
     reads: list[Read] = field(default_factory=list)
     exit_code: int = 0
+    unmapped: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Traced from system calls: per HDF5 file, the reads (and bytes) that fell in no
+    array's stored bytes (the library's metadata)."""
 
     @property
     def processes(self) -> int:
@@ -87,7 +90,7 @@ class Workload:
 
     def to_json(self) -> str:
         doc = {"format": FORMAT, "version": VERSION, "command": self.command, "seconds": round(self.seconds, 6),
-               "exit_code": self.exit_code,
+               "exit_code": self.exit_code, "unmapped": self.unmapped,
                "reads": [dict(asdict(r), selection=[_axis_json(a) for a in r.selection], shape=list(r.shape),
                               first=round(r.first, 6)) for r in self.reads]}
         return json.dumps(doc, indent=1)
@@ -127,7 +130,8 @@ def load(path: str | os.PathLike) -> Workload:
         raise WorkloadError(f"{path} is a workload of version {doc.get('version')}; this layoutkit reads {VERSION}.")
     reads = [Read(r["source"], r["array"], tuple(r["shape"]), tuple(_axis(a) for a in r["selection"]), r["api"],
                   int(r["process"]), str(r["thread"]), float(r["first"]), int(r["count"])) for r in doc["reads"]]
-    return Workload(list(doc["command"]), float(doc["seconds"]), reads, int(doc.get("exit_code", 0)))
+    return Workload(list(doc["command"]), float(doc["seconds"]), reads, int(doc.get("exit_code", 0)),
+                    {k: {"reads": int(v["reads"]), "bytes": int(v["bytes"])} for k, v in doc.get("unmapped", {}).items()})
 
 
 def merge(records: Iterable[dict[str, Any]]) -> list[Read]:

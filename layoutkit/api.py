@@ -217,10 +217,13 @@ def verify(
     scheduler: str | None = None,
     check: bool = True,
     storage_options: dict[str, str] | None = None,
+    workload: Source | None = None,
     **observers: Any,
 ) -> Any:
     """Prove every variant holds exactly the source's data, then time the read patterns
-    under each condition: ``layoutkit verify``. Several values of a condition are
+    under each condition: ``layoutkit verify``. ``workload``: a file ``layoutkit trace``
+    wrote, its reads of ``source`` replayed on every variant (the pattern ``workload``)
+    and each selection proved equal. Several values of a condition are
     comma-separated as on the command line (``workers="1,2"``, ``latency="0,10ms"``).
     ``observers``: ``on_start``, ``on_check``, ``on_total``, ``on_expected``, ``on_run``
     of :func:`layoutkit.verify.run.verify` (the command's progress bar).
@@ -253,6 +256,7 @@ def verify(
         bandwidths=parse_bandwidths(str(bandwidth)), repeat=int(repeat),
         template=parse_template(template) if template else DEFAULT_TEMPLATE, scheduler=scheduler, check=check,
         storage_options=tuple(sorted((storage_options or {}).items())),
+        workload=os.fspath(workload) if workload is not None else None,
     )  # fmt: skip
     return run_verify(source, given, options, **observers)
 

@@ -22,6 +22,17 @@ from layoutkit.trace.workload import access_order, load
 runner = CliRunner()
 
 
+def sample_signal(path: Path, shots: int, signals: int, seed: int, shot: int = 0) -> tuple[str, str, str]:
+    """A sample archive at ``path``: the shot, signal and path of its first signal of one shot."""
+    from layoutkit.sample import write_sample
+
+    write_sample(path, shots=shots, signals=signals, seed=seed)
+    with h5py.File(path) as f:
+        name = sorted(f["shots"])[shot]
+        signal = sorted(f[f"shots/{name}/signals"])[0]
+    return name, signal, f"shots/{name}/signals/{signal}"
+
+
 def traced(tmp_path: Path, script: str, *args: str) -> tuple[object, str]:
     path = tmp_path / "script.py"
     path.write_text(textwrap.dedent(script))
@@ -122,16 +133,11 @@ def test_monthly_netcdf_files_read_with_xarray_and_dask_record_the_point_and_the
 def test_zarr_reads_and_layoutkit_open_are_recorded_once_each(tmp_path: Path) -> None:
     """A read through ``layoutkit.open`` is the archive's, not again zarr's beneath it;
     xarray's zarr engine with dask is zarr's, from the threads dask read in."""
-    from layoutkit.sample import write_sample
-
     src = tmp_path / "s.h5"
-    write_sample(src, shots=2, signals=3, seed=1)
+    shot, signal, name = sample_signal(src, 2, 3, 1)
+    name = "/" + name
     store = tmp_path / "s.zarr"
     assert runner.invoke(app, ["-q", "convert", str(src), str(store)]).exit_code == 0
-    with h5py.File(src) as f:
-        shot = sorted(f["shots"])[0]
-        signal = sorted(f[f"shots/{shot}/signals"])[0]
-    name = f"/shots/{shot}/signals/{signal}"
     workload, _ = traced(tmp_path, f"""
         import sys
         import layoutkit
@@ -247,3 +253,49 @@ def test_a_range_of_the_library_s_metadata_is_not_an_array_read(tmp_path: Path) 
                                    FileRead(str(tmp_path / "not-hdf5.txt"), 0, 10, 1, 0.2)])
     assert [(r["array"], r["selection"]) for r in records] == [("/a", [[10, 30, 1]])]
     assert unmapped == {str(src): {"reads": 1, "bytes": 64}}
+
+
+def test_verify_replays_a_workload_on_every_variant_and_proves_its_selections(tmp_path: Path) -> None:
+    """``verify --workload``: the reads a traced script made of the source, made again on
+    every variant (the pattern ``workload``, timed and counted beside the standard ones),
+    and each selection's values proved equal to HDF5's read of the source: a variant
+    changed inside a selection is named by that selection (exit 1)."""
+    import shutil as sh
+
+    import zarr
+
+    src = tmp_path / "s.h5"
+    _, _, name = sample_signal(src, 3, 4, 2, shot=1)
+    workload, _ = traced(tmp_path, f"""
+        import sys
+        import h5py
+        with h5py.File(sys.argv[1]) as f:
+            for _ in range(2):
+                f["{name}"][100:300]
+            f["{name}"][::7]
+    """, str(src))
+    assert [(r.selection, r.count) for r in workload.reads] == [(((100, 300, 1),), 2), (((0, workload.reads[1].shape[0], 7),), 1)]
+    for args in (["convert", str(src), str(tmp_path / "v.zarr")], ["reorder", str(src), str(tmp_path / "p.h5"), "--by", "signal"]):
+        assert runner.invoke(app, ["-q", *args]).exit_code == 0
+    out = tmp_path / "report"
+    result = runner.invoke(app, ["verify", str(src), str(tmp_path / "v.zarr"), str(tmp_path / "p.h5"), "--workload",
+                                 str(tmp_path / "w.json"), "--patterns", "open", "--repeat", "1", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [r for r in json.loads((out / "results.json").read_text())["results"] if r["pattern"] == "workload"]
+    assert sorted(r["variant"] for r in rows) == ["p.h5", "s.h5", "v.zarr"] and all(r["requests"] > 0 for r in rows)
+    changed = tmp_path / "changed.zarr"
+    sh.copytree(tmp_path / "v.zarr", changed)
+    array = zarr.open_array(changed / name, mode="r+")
+    array[150] = array[150] + 1
+    result = runner.invoke(app, ["verify", str(src), str(changed), "--workload", str(tmp_path / "w.json"), "--patterns",
+                                 "open", "--repeat", "1"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and f"/{name}[100:300]: values: the workload's selection differs" in said, said
+    assert f"/{name}[0:" not in said  # the strided read does not hold index 150 (150 % 7 != 0): equal
+    other = tmp_path / "other.h5"
+    sh.copy(src, other)
+    (tmp_path / "two.json").write_text(json.dumps({**json.loads((tmp_path / "w.json").read_text()), "reads": [
+        *json.loads((tmp_path / "w.json").read_text())["reads"],
+        {**json.loads((tmp_path / "w.json").read_text())["reads"][0], "source": "/elsewhere.h5"}]}))
+    refused = runner.invoke(app, ["verify", str(other), str(tmp_path / "v.zarr"), "--workload", str(tmp_path / "two.json")])
+    assert refused.exit_code == 2 and "is none of them" in " ".join(refused.output.split()), refused.output

@@ -37,6 +37,7 @@ def verify(
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write results.csv, results.json and plots here.")] = None,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     sources_from: Annotated[Path | None, typer.Option("--sources-from", help="A text file listing the sources the variants were made from, one per line, read as one archive; every argument is then a variant.")] = None,
+    workload: Annotated[Path | None, typer.Option(metavar="FILE", help="A workload file (layoutkit trace): its reads of SRC replayed on every variant as the pattern workload, each selection proved equal.")] = None,
 ) -> None:
     """Prove every variant holds exactly the source's data, then time the standard read
     patterns on the source and every variant.
@@ -86,7 +87,7 @@ def verify(
             result = api.verify(
                 source, variants, patterns=patterns, sample=sample, seed=seed, engine=engine, workers=workers,
                 page_buffer=page_buffer, cache=cache, latency=latency, bandwidth=bandwidth, repeat=repeat,
-                template=template, scheduler=scheduler, check=check, storage_options=storage,
+                template=template, scheduler=scheduler, check=check, storage_options=storage, workload=workload,
                 on_start=shown,
                 on_check=lambda _: shown().advance(checking),
                 on_total=lambda n: shown().update(timing, total=n),

@@ -173,4 +173,40 @@ def access_order(reads: Sequence[Read], template: str) -> str:
     return "random"
 
 
-__all__ = ["FORMAT", "VERSION", "Read", "Workload", "WorkloadError", "access_order", "load", "merge"]
+
+
+def replay_items(workload: Workload, source: str | os.PathLike, arrays: Iterable[str]) -> tuple[tuple[str, tuple[slice, ...]], ...]:
+    """The reads of ``workload`` to make again on ``source``'s variants, as ``(array,
+    selection)`` pairs in order, each as many times as it was made (what ``verify
+    --workload`` times): the reads of ``source`` itself, or, when the workload read one
+    other file or store only (the program ran on a copy), that one's. A selection of
+    points is replayed as the box around them.
+
+    Raises
+    ------
+    WorkloadError
+        When the workload read several other sources and none is ``source``, or names
+        an array ``source`` does not hold.
+    """
+    here = os.path.abspath(os.fspath(source)) if "://" not in os.fspath(source) else os.fspath(source)
+    sources = list(dict.fromkeys(r.source for r in workload.reads))
+    if here in sources:
+        chosen = [r for r in workload.reads if r.source == here]
+    elif len(sources) == 1:
+        chosen = list(workload.reads)
+    else:
+        raise WorkloadError(f"The workload read {len(sources)} files or stores and {here} is none of them: "
+                            f"{', '.join(sources[:4])}{', ...' if len(sources) > 4 else ''}.")
+    known = set(arrays)
+    missing = sorted({r.array for r in chosen} - known)
+    if missing:
+        raise WorkloadError(f"The workload reads {missing[0]}, which {here} does not hold"
+                            f"{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}.")
+    items = []
+    for r in chosen:
+        box = tuple(slice(a["min"], a["max"] + 1) if isinstance(a, dict) else slice(*a) for a in r.selection)
+        items += [(r.array, box)] * r.count
+    return tuple(items)
+
+
+__all__ = ["FORMAT", "VERSION", "Read", "Workload", "WorkloadError", "access_order", "load", "merge", "replay_items"]

@@ -597,6 +597,7 @@ class VerifyOptions:
     check: bool = True
     check_workers: int = 2
     storage_options: tuple[tuple[str, str], ...] = ()  # for variants in a bucket (--storage-option)
+    workload: str | None = None  # a workload file (layoutkit trace): its reads replayed as the pattern "workload"
 
 
 @dataclass
@@ -619,6 +620,22 @@ def _name(path: Path | str | tuple[str, ...]) -> str:
 def _names(paths: Sequence[Path | str]) -> list[str]:
     names = [_name(p) for p in paths]
     return [str(p) if names.count(_name(p)) > 1 else _name(p) for p in paths]
+
+
+def _plans(src_at: Path | str | tuple[str, ...], options: VerifyOptions,
+           left_out: frozenset[str]) -> tuple[tuple[str, ...], list[ReadPlan]]:
+    """The patterns asked for and what each reads, drawn from the source; with
+    ``--workload``, the recorded reads of the source last (the pattern ``workload``)."""
+    from layoutkit.verify.patterns import available_patterns, parse_patterns, plan_reads
+    from layoutkit.verify.workload import WORKLOAD, workload_plan
+
+    with open_archive(src_at, template=options.template, storage_options=dict(options.storage_options)) as source:
+        patterns = parse_patterns(options.patterns, available_patterns(source))
+        plans = [plan_reads(p, source, options.sample, options.seed, left_out) for p in patterns]
+        if options.workload is not None:
+            plans.append(workload_plan(options.workload, src_at, source.arrays()))
+            patterns = (*patterns, WORKLOAD)
+    return patterns, plans
 
 
 def verify(
@@ -663,7 +680,7 @@ def verify(
     from layoutkit.hdf5.files import check_source
     from layoutkit.hdf5.inventory import read_inventory
     from layoutkit.verify.equality import compare_set, compare_variant, recorded_skips
-    from layoutkit.verify.patterns import available_patterns, parse_patterns, plan_reads
+    from layoutkit.verify.workload import compare_selections
 
     if options.sample < 1:
         raise InvalidOptionError(f"Expected --sample of 1 or more. Got {options.sample}.")
@@ -684,9 +701,7 @@ def verify(
     # datasets a variant left out on purpose: named in the report, never drawn (no variant can serve them)
     skipped = {n: recorded_skips(p, dict(storage)) for p, n in zip(paths, names)}
     left_out = frozenset(s for paths_left in skipped.values() for s in paths_left)
-    with open_archive(src_at, template=options.template, storage_options=dict(storage)) as source_archive:
-        patterns = parse_patterns(options.patterns, available_patterns(source_archive))
-        plans = [plan_reads(p, source_archive, options.sample, options.seed, left_out) for p in patterns]
+    patterns, plans = _plans(src_at, options, left_out)
     on_start()
     mismatches: dict[str, list[Any]] = {n: [] for n in names}
     if options.check and len(srcs) > 1:
@@ -700,6 +715,9 @@ def verify(
             mismatches[n] = compare_variant(src, p, inventory, workers=options.check_workers,
                                             storage_options=dict(storage), skipped=skipped[n])
             on_check(n)
+    if options.check and options.workload is not None:  # the replayed selections, each against HDF5's own read
+        for p, n in zip(paths, names):
+            mismatches[n] += compare_selections(srcs, p, plans[-1].items, options.template, dict(storage))
     checked = [replace(v, equal=not mismatches[v.name] if options.check else None) for v in described]
     measured = [describe(src_at, _name(src_at), None, options.template, storage), *checked]
 

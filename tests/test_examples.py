@@ -20,8 +20,29 @@ def run(script: str, *args: str | Path) -> str:
 
 def test_every_example_has_a_smoke_test() -> None:
     tested = {"netcdf_to_zarr.py", "shot_archive_all_layouts.py", "read_signal_major_with_zarr.py",
-              "custom_layout.py", "read_shot_with_zarr.py"}
+              "custom_layout.py", "read_shot_with_zarr.py", "three_signals.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+
+
+def test_three_signals_traced(shot_file: Path, tmp_path: Path) -> None:
+    """The analysis, run as it is and under ``layoutkit trace``: the workload holds one
+    whole read of each of its signals of every shot, in shot order."""
+    import h5py
+
+    from layoutkit.trace.workload import access_order, load
+
+    out = run("three_signals.py", shot_file)
+    with h5py.File(shot_file) as f:
+        want = [f"/shots/{s}/signals/{n}" for s in f["shots"] for n in ("ip", "ne_bar", "te_ece_01")
+                if f"shots/{s}/signals/{n}" in f]
+    assert len(out.splitlines()) == len(want) > 0
+    traced = subprocess.run([sys.executable, "-m", "layoutkit", "-q", "trace", "--out", str(tmp_path / "w.json"), "--",
+                             sys.executable, str(EXAMPLES / "three_signals.py"), str(shot_file)],
+                            capture_output=True, text=True, timeout=300)
+    assert traced.returncode == 0, traced.stderr[-3000:]
+    reads = load(tmp_path / "w.json").reads
+    assert [r.array for r in reads] == want and all(r.count == 1 and r.elements == r.shape[0] for r in reads)
+    assert access_order(reads, "/shots/{shot}/signals/{signal}") == "by shot"
 
 
 def test_netcdf_to_zarr(tmp_path: Path) -> None:

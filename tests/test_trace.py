@@ -299,3 +299,29 @@ def test_verify_replays_a_workload_on_every_variant_and_proves_its_selections(tm
         {**json.loads((tmp_path / "w.json").read_text())["reads"][0], "source": "/elsewhere.h5"}]}))
     refused = runner.invoke(app, ["verify", str(other), str(tmp_path / "v.zarr"), "--workload", str(tmp_path / "two.json")])
     assert refused.exit_code == 2 and "is none of them" in " ".join(refused.output.split()), refused.output
+
+
+def test_reads_in_the_worker_processes_of_a_dask_cluster_are_recorded(tmp_path: Path) -> None:
+    """xarray with dask.distributed (a LocalCluster of two worker processes): each time
+    chunk is read once, in a worker process, not in the script's."""
+    import pandas as pd
+    import xarray as xr
+
+    src = tmp_path / "m.nc"
+    time = pd.date_range("2010-01-01", periods=16, freq="6h")
+    xr.Dataset({"t2m": (("time", "y", "x"), np.random.default_rng(1).random((16, 6, 9)))}, coords={"time": time}
+               ).to_netcdf(src, engine="h5netcdf", encoding={"t2m": {"chunksizes": (4, 6, 9)}})
+    workload, _ = traced(tmp_path, """
+        import sys
+        import xarray as xr
+        from distributed import Client, LocalCluster
+
+        if __name__ == "__main__":
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+                with Client(cluster):
+                    xr.open_dataset(sys.argv[1], engine="h5netcdf", chunks={"time": 4}).t2m.mean().compute()
+    """, str(src))
+    t2m = [r for r in workload.reads if r.array == "/t2m"]
+    script = min(r.process for r in workload.reads)
+    assert sorted(r.selection[0] for r in t2m) == [(0, 4, 1), (4, 8, 1), (8, 12, 1), (12, 16, 1)]
+    assert all(r.count == 1 and r.process != script for r in t2m) and len({r.process for r in t2m}) >= 1

@@ -226,8 +226,8 @@ class AdviseResult:
 
     @property
     def ranked(self) -> list[Trial]:
-        """Fastest first; but the candidates whose predictions are within the fastest's
-        uncertainty (:attr:`tied`) come first among themselves by :meth:`transfer_seconds`
+        """Fastest first; but the candidates whose prediction ranges overlap the fastest's
+        (:attr:`tied`) come first, among themselves by :meth:`transfer_seconds`
         (what their requests and bytes read take at the latency and bandwidth asked for),
         then requests, then bytes stored: a difference inside the noise decides nothing,
         and the counts do not depend on the run. Requests alone put a candidate that

@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -150,8 +151,16 @@ def _patch_zarr(module: Any) -> None:
         _zarr_store(arr), arr.store_path.path, arr.shape, _zarr_axes(indexer, arr.shape)), cls._get_selection)
 
 
+_shapes: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _archive_read(archive: Any, path: str, selection: Any = ()) -> tuple[str, str, tuple[int, ...], list[Any]]:
-    shape = archive.arrays()[path][0]
+    # an archive's listing walks its whole hierarchy (every dataset of an HDF5 file): once per
+    # archive opened, not once per read recorded
+    arrays = _shapes.get(archive)
+    if arrays is None:
+        arrays = _shapes[archive] = archive.arrays()
+    shape = arrays[path][0]
     where = str(archive.path)
     return (where if "://" in where else os.path.abspath(where)), path, shape, selection_of(selection, shape)
 

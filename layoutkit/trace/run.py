@@ -83,26 +83,16 @@ def trace(command: Sequence[str], out: str | os.PathLike, *, overwrite: bool = F
     _check(command, out, overwrite)
     work = Path(tempfile.mkdtemp(prefix="layoutkit-trace-"))
     try:
-        boot, records = work / "boot", work / "records"
-        boot.mkdir()
-        records.mkdir()
-        recorder = str(Path(__file__).resolve().with_name("recorder.py"))
-        (boot / "sitecustomize.py").write_text(BOOTSTRAP.format(dir_env=DIR_ENV, recorder=recorder))
         start = time.time()
-        env = dict(os.environ, **{DIR_ENV: str(records), START_ENV: repr(start)})
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(boot), os.environ.get("PYTHONPATH", "")) if p)
-        if syscalls:  # the system calls alone: h5py's reads would be counted twice
+        if syscalls:  # the system calls alone, no recorder: h5py's reads would be counted twice
             from layoutkit.trace.syscalls import file_reads, map_reads, run_traced
 
             code = run_traced(command, work / "strace.log", dict(os.environ))
             found, unmapped = map_reads(file_reads(work / "strace.log", start))
             workload = Workload(list(command), time.time() - start, merge(found), code, unmapped)
         else:
-            try:
-                code = subprocess.run(list(command), env=env, check=False).returncode
-            except FileNotFoundError:
-                raise CommandNotFoundError(f"{command[0]} was not found: give the program to trace after --.") from None
-            workload = Workload(list(command), time.time() - start, merge(_records(records)), code)
+            code, records = _run_recorded(command, work, start)
+            workload = Workload(list(command), time.time() - start, merge(records), code)
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(f".{out.name}.partial")
         workload.write(partial)
@@ -110,6 +100,23 @@ def trace(command: Sequence[str], out: str | os.PathLike, *, overwrite: bool = F
         return workload
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_recorded(command: Sequence[str], work: Path, start: float) -> tuple[int, list[dict[str, Any]]]:
+    """Run ``command`` with the recorder installed in its Python processes: its exit
+    code and every process's records."""
+    boot, records = work / "boot", work / "records"
+    boot.mkdir()
+    records.mkdir()
+    recorder = str(Path(__file__).resolve().with_name("recorder.py"))
+    (boot / "sitecustomize.py").write_text(BOOTSTRAP.format(dir_env=DIR_ENV, recorder=recorder))
+    env = dict(os.environ, **{DIR_ENV: str(records), START_ENV: repr(start)})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(boot), os.environ.get("PYTHONPATH", "")) if p)
+    try:
+        code = subprocess.run(list(command), env=env, check=False).returncode
+    except FileNotFoundError:
+        raise CommandNotFoundError(f"{command[0]} was not found: give the program to trace after --.") from None
+    return code, _records(records)
 
 
 def _check(command: Sequence[str], out: Path, overwrite: bool) -> None:

@@ -6,12 +6,9 @@ import math
 import os
 from pathlib import Path
 
+from layoutkit.options import plural
 from layoutkit.templates import DEFAULT_TEMPLATE
 from layoutkit.trace.workload import Axis, Read, Workload, access_order
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}{'es' if noun.endswith('s') else 's'}"
 
 
 def summary(workload: Workload, template: str = DEFAULT_TEMPLATE, top: int = 10) -> list[str]:
@@ -19,10 +16,10 @@ def summary(workload: Workload, template: str = DEFAULT_TEMPLATE, top: int = 10)
     or store the arrays read and how much of each, and the order the reads walked them."""
     calls = sum(r.count for r in workload.reads)
     lines = [f"{' '.join(workload.command)}: exit {workload.exit_code}, {workload.seconds:.2f} s; "
-             f"{_plural(calls, 'read')} ({len(workload.reads):,} distinct) from {_plural(workload.processes, 'process')}, "
-             f"{_plural(workload.threads, 'thread')}"]
+             f"{plural(calls, 'read')} ({len(workload.reads):,} distinct) from {plural(workload.processes, 'process', 'processes')}, "
+             f"{plural(workload.threads, 'thread')}"]
     for path, u in workload.unmapped.items():
-        lines.append(f"{path}: {_plural(u['reads'], 'read')} ({u['bytes']:,} bytes) in no array's data "
+        lines.append(f"{path}: {plural(u['reads'], 'read')} ({u['bytes']:,} bytes) in no array's data "
                      "(HDF5's metadata: object headers, B-trees, heaps)")
     if not workload.reads:
         lines.append("no reads of arrays were recorded")
@@ -35,8 +32,8 @@ def summary(workload: Workload, template: str = DEFAULT_TEMPLATE, top: int = 10)
         for r in reads:
             arrays.setdefault(r.array, []).append(r)
         read_elements = sum(r.elements * r.count for r in reads)
-        lines.append(f"{source} ({reads[0].api}): {_plural(len(arrays), 'array')}, "
-                     f"{_plural(sum(r.count for r in reads), 'read')}, {read_elements:,} elements, "
+        lines.append(f"{source} ({reads[0].api}): {plural(len(arrays), 'array')}, "
+                     f"{plural(sum(r.count for r in reads), 'read')}, {read_elements:,} elements, "
                      f"in order: {access_order(reads, template)}")
         ranked = sorted(arrays.items(), key=lambda kv: -sum(r.elements * r.count for r in kv[1]))
         for path, rs in ranked[:top]:
@@ -44,10 +41,10 @@ def summary(workload: Workload, template: str = DEFAULT_TEMPLATE, top: int = 10)
             elements = sum(r.elements * r.count for r in rs)
             distinct = _covered(rs)
             share = distinct / size if size else 1.0
-            lines.append(f"  {path}: {_plural(sum(r.count for r in rs), 'read')}, {elements:,} elements "
+            lines.append(f"  {path}: {plural(sum(r.count for r in rs), 'read')}, {elements:,} elements "
                          f"({'under 1%' if 0 < share < 0.01 else f'{share:.0%}'} of its {size:,} read at least once)")
         if len(ranked) > top:
-            lines.append(f"  ... and {_plural(len(ranked) - top, 'more array')}")
+            lines.append(f"  ... and {plural(len(ranked) - top, 'more array')}")
     return lines
 
 
@@ -97,7 +94,7 @@ def plot(workload: Workload, path: str | os.PathLike) -> Path:
         ax.set_yticks(range(len(rows)), [f"{Path(s).name}:{a}" if several else a for s, a in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_title(f"{' '.join(workload.command)[:80]}: {len(workload.reads):,} distinct reads, "
-                 f"{_plural(len(threads), 'thread')}", fontsize=9)
+                 f"{plural(len(threads), 'thread')}", fontsize=9)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)

@@ -162,8 +162,9 @@ def map_reads(reads: list[FileRead]) -> tuple[list[dict[str, Any]], dict[str, di
     records: list[dict[str, Any]] = []
     unmapped: dict[str, dict[str, int]] = {}
     maps: dict[str, _FileMap | None] = {}
+    resolved: dict[str, str] = {}  # a path as the program opened it -> the file (once each, not once a read)
     for r in reads:
-        path = str(Path(r.path).resolve())
+        path = resolved.get(r.path) or resolved.setdefault(r.path, str(Path(r.path).resolve()))
         if path not in maps:
             maps[path] = _FileMap(path) if Path(path).is_file() and h5py.is_hdf5(path) else None
         fmap = maps[path]

@@ -18,7 +18,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +144,7 @@ def merge(records: Iterable[dict[str, Any]]) -> list[Read]:
         key = (rec["source"], rec["array"], hashable, rec["pid"], rec["thread"], rec["api"])
         if key in seen:
             old = seen[key]
-            seen[key] = Read(**{**asdict(old), "selection": old.selection, "shape": old.shape, "count": old.count + 1})
+            seen[key] = replace(old, count=old.count + 1)
         else:
             seen[key] = Read(rec["source"], rec["array"], tuple(rec["shape"]), selection, rec["api"], int(rec["pid"]),
                              str(rec["thread"]), float(rec["t"]))

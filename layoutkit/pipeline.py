@@ -30,6 +30,7 @@ package's registry.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -59,6 +60,7 @@ from layoutkit.layout import Done, Layout, Work
 from layoutkit.memory import settled_heap
 from layoutkit.schedulers import file_mapper, map_ordered, run_tasks
 from layoutkit.storage import Destination, ObjectSource, Source, SourceSet, as_kv, as_sources, destination
+from layoutkit.storage.kv import settle_writes
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, new_entry
 from layoutkit.storage.sources import source_records
 from layoutkit.templates import DEFAULT_TEMPLATE
@@ -219,31 +221,38 @@ def run(
     report = progress or (lambda n: None)
     t0 = time.perf_counter()
     staged = dest.stage(layout.output)
+    # Once the layout has begun, its work is closed before anything else happens, whatever
+    # ends the run and wherever the interrupt lands: close stops what writes into the staged
+    # output in the background, which would otherwise put back folders the discard removed.
+    open_work: Work | None = None
     try:
         with stages.active():
             with stages.step("skeleton"):
                 entry = new_entry(0, "convert", source_records(source, read=layout.rewrites)) if layout.format == "zarr" else None
-                work = layout.begin(staged, source, inventory, the_plan,
-                                    provenance_attrs(layout, options, committed(entry) if entry else None))
+                work = open_work = layout.begin(staged, source, inventory, the_plan,
+                                                provenance_attrs(layout, options, committed(entry) if entry else None))
                 if entry is not None:  # the sources, outside the root (a commit's metadata in Icechunk)
                     as_kv(staged).put(entry_key(0), encode(entry))
-            try:
-                report(work.done_bytes)
-                if getattr(options, "scheduler", "threads") not in IN_PROCESS:
-                    with stages.step("skeleton"):
-                        work.ready()  # the workers read the skeleton from the destination
-                with stages.step("tasks"), settled_heap():
-                    _execute(work, options, report)
+            report(work.done_bytes)
+            if getattr(options, "scheduler", "threads") not in IN_PROCESS:
                 with stages.step("skeleton"):
-                    work.ready()  # what of it was written meanwhile
-                with stages.step("finish"):
-                    layout.finish(work, staged, the_plan)
-            finally:
-                with stages.step("close"):
-                    work.close()
+                    work.ready()  # the workers read the skeleton from the destination
+            with stages.step("tasks"), settled_heap():
+                _execute(work, options, report)
+            with stages.step("skeleton"):
+                work.ready()  # what of it was written meanwhile
+            with stages.step("finish"):
+                layout.finish(work, staged, the_plan)
+            with stages.step("close"):
+                work.close()
+                open_work = None
             with stages.step("publish"):
                 dest.publish(staged, commit_message(layout, options))
     except BaseException as exc:
+        if open_work is not None:
+            with stages.step("close"), contextlib.suppress(Exception):  # the error that ended the run is the one to say
+                open_work.close()
+        settle_writes()  # what zarr's event loop still writes for the interrupted main thread
         dest.discard(staged)
         if isinstance(exc, Exception) and not isinstance(exc, LayoutkitError) and _no_space(exc):
             raise OutputNotWritableError(

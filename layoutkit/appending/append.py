@@ -57,6 +57,7 @@ from layoutkit.merging import Merge, StoreDocs, folder_docs
 from layoutkit.schedulers import file_mapper
 from layoutkit.storage import SourceSet, as_sources
 from layoutkit.storage.editing import JOURNAL, LOCK, BucketEditor, StoreEditor, editor_for
+from layoutkit.storage.kv import settle_writes
 from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, last_id, new_entry
 from layoutkit.storage.sources import KnownFiles, digest_algorithm, source_record
 from layoutkit.templates import natural_key
@@ -463,6 +464,7 @@ def _apply(editor: StoreEditor, merge: Merge, staged: Staged, append_id: str, na
         root = json.dumps(merge.root, allow_nan=False).encode()
         editor.put("zarr.json", root)  # the commit
     except BaseException:
+        settle_writes()  # zarr's loop writes on for an interrupted main thread: undone only after
         if editor.transactional:
             editor.discard()
         else:

@@ -55,6 +55,7 @@ from layoutkit.layout import Layout
 from layoutkit.memory import release_freed_memory
 from layoutkit.schedulers import file_mapper
 from layoutkit.storage import DESTINATIONS, LocalDestination, SourceSet, digests_ahead
+from layoutkit.storage.kv import settle_writes
 from layoutkit.timings import Stages
 
 BATCH_DATASETS = 100_000
@@ -195,6 +196,7 @@ def _run_batches(layout: Layout, source: SourceSet, dest: Any, options: Any, pro
         if staged is not None:
             dest.publish(staged)
     except BaseException:
+        settle_writes()  # zarr's loop writes on for an interrupted main thread: removed only after
         if staged is not None:
             dest.discard(staged)
         elif kind == "icechunk":

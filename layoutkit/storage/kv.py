@@ -128,6 +128,29 @@ class FolderKV:
         return zarr.storage.LocalStore(str(self.path))
 
 
+def settle_writes(timeout: float = 30.0) -> None:
+    """Wait until zarr's event loop has finished what it was doing (at most ``timeout``
+    seconds). A signal interrupts the main thread while it waits for a write it handed to
+    that loop (zarr's ``sync``), and the loop's thread writes on: a staged store removed
+    before then gets folders back (``os.makedirs`` of the chunk keys). Nothing to wait for
+    when zarr never started its loop."""
+    import asyncio
+    import sys
+    from concurrent.futures import wait
+
+    zarr_sync = sys.modules.get("zarr.core.sync")
+    loop = getattr(zarr_sync, "loop", [None])[0]
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def rest() -> None:
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        if others:
+            await asyncio.wait(others, timeout=timeout)
+
+    wait([asyncio.run_coroutine_threadsafe(rest(), loop)], timeout=timeout + 1)
+
+
 def is_root_document(key: str) -> bool:
     """A metadata document of the store's root: what makes a store visible to readers."""
     return "/" not in key and key in METADATA_NAMES
@@ -285,5 +308,5 @@ def portable_target(target: Any) -> Any:
     return target
 
 
-__all__ = ["BucketKV", "bucket_zarr_store", "FolderKV", "KeyValue", "as_kv", "is_root_document", "joined", "parts_of",
+__all__ = ["BucketKV", "bucket_zarr_store", "FolderKV", "KeyValue", "as_kv", "is_root_document", "joined", "parts_of", "settle_writes",
            "portable_target", "single_put_store"]

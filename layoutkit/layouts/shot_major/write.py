@@ -29,10 +29,10 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ConvertPlan,
     writer = ZarrWriter(staged, plan.options.zarr_format)
     dest = Path(plan.dest or staged)
     try:
-        writer.create(inventory, list(plan.arrays), sidecar(inventory, plan), attrs, background=True)
-    except OSError as exc:
-        raise not_writable(dest, exc) from None
-    try:
+        try:
+            writer.create(inventory, list(plan.arrays), sidecar(inventory, plan), attrs, background=True)
+        except OSError as exc:
+            raise not_writable(dest, exc) from None
         infos = {a.path: a for a in inventory.arrays}
         planned = {a.path: infos[a.path] for a in plan.arrays}
         job = CopyJob(
@@ -42,7 +42,7 @@ def begin(staged: Path, source: Path, inventory: Inventory, plan: ConvertPlan,
         )
         adopt_job(job, writer)
     except BaseException:
-        writer.stop()  # before the pipeline discards the staged store
+        writer.stop()  # whatever stopped it (an interrupt after the skeleton's writing began): before the pipeline discards the staged store
         raise
     return Work(copy_task, job, plan.tasks, cleanup=close_open_files, close=partial(_close, writer),
                 ready=partial(_written, writer, dest), complete=writer.finish)

@@ -309,12 +309,15 @@ def advise(
     storage_options: dict[str, str] | None = None,
     out: Source | None = None,
     overwrite: bool = False,
+    workload: Source | None = None,
     **observers: Any,
 ) -> Any:
     """Try candidate layouts on samples of ``src``, predict each one's read time at full
     size and recommend one: ``layoutkit advise``. With ``out``, its results, recipe and
     plot are written there, as the command writes them (``result.written``); an ``out``
-    that holds files is refused unless ``overwrite``. ``observers``: ``on_total`` and
+    that holds files is refused unless ``overwrite``. ``workload``: a file ``layoutkit
+    trace`` wrote, whose reads of ``src`` are the pattern ``workload`` (alone, or weighed
+    with ``patterns``; ``result.workload``, and each trial's ``workload_costs``). ``observers``: ``on_total`` and
     ``on_step`` of :func:`layoutkit.advise.run.advise` (the command's progress bar).
 
     Returns
@@ -349,6 +352,7 @@ def advise(
         repeat=int(repeat), price_per_1000_get=price_per_1000_get, shots=sample_shots,
         tmpdir=os.fspath(tmpdir) if tmpdir else None, target=target,
         storage_options=tuple(sorted((storage_options or {}).items())),
+        workload=os.fspath(workload) if workload is not None else None,
     )  # fmt: skip
     result = run_advise(os.fspath(src), options, **observers)
     if out is not None:

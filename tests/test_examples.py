@@ -43,6 +43,9 @@ def test_three_signals_traced(shot_file: Path, tmp_path: Path) -> None:
     reads = load(tmp_path / "w.json").reads
     assert [r.array for r in reads] == want and all(r.count == 1 and r.elements == r.shape[0] for r in reads)
     assert access_order(reads, "/shots/{shot}/signals/{signal}") == "by shot"
+    # the same reads through layoutkit.open, as the workload benchmark runs the script on each layout
+    said = run("three_signals.py", shot_file, "--latency", "0.001")
+    assert said.startswith(f"{len(want)} signals in ") and " requests, " in said, said
 
 
 def test_netcdf_to_zarr(tmp_path: Path) -> None:

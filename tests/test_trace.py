@@ -238,6 +238,39 @@ def test_a_c_program_traced_through_its_system_calls_reads_what_python_reads(tmp
     assert from_c == from_python, (from_c, from_python)
 
 
+def test_a_zarr_store_read_by_any_program_is_mapped_through_its_chunk_keys(tmp_path: Path) -> None:
+    """Programs that do not read through Python's recorder, on local Zarr stores: ``cat``
+    of chunk files (v3 and v2 keys) is a read of those chunks' boxes; zarr-python's read of
+    part of a sharded array, traced through its system calls, is a read of the inner chunk
+    its byte range holds (found in the shard's index), and its reads of documents and of
+    the shard's index are counted per store, not mapped."""
+    import zarr
+
+    store, old = tmp_path / "s.zarr", tmp_path / "v2.zarr"
+    root = zarr.open_group(store, mode="w")
+    root.create_array("grid/t", shape=(400, 10), chunks=(100, 10), dtype="f8")[:] = np.arange(4000.0).reshape(400, 10)
+    # inner chunks larger than Python's 8 KiB read buffer: read alone, not with the whole shard
+    root.create_array("series/ip", shape=(300_000,), chunks=(25_000,), shards=(100_000,),
+                      dtype="f8")[:] = np.random.default_rng(1).random(300_000)
+    zarr.open_group(old, mode="w", zarr_format=2).create_array("x", shape=(50, 4), chunks=(10, 4), dtype="i2")[:] = 1
+    out = tmp_path / "cat.json"
+    result = runner.invoke(app, ["trace", "--syscalls", "--out", str(out), "--", "sh", "-c",
+                                 f"cat {store}/grid/t/c/1/0 {old}/x/3.0 {store}/zarr.json > /dev/null"])
+    assert result.exit_code == 0, result.output
+    workload = load(out)
+    assert sorted((r.source, r.array, r.selection) for r in workload.reads) == sorted([
+        (str(store), "/grid/t", ((100, 200, 1), (0, 10, 1))), (str(old), "/x", ((30, 40, 1), (0, 4, 1)))])
+    assert workload.unmapped == {str(store): {"reads": 1, "bytes": (store / "zarr.json").stat().st_size}}
+    out = tmp_path / "zarr.json"
+    result = runner.invoke(app, ["trace", "--syscalls", "--out", str(out), "--", sys.executable, "-c",
+                                 f"import zarr; zarr.open_array({str(store / 'series/ip')!r}, mode='r')[125_000:150_000]"])
+    assert result.exit_code == 0, result.output
+    workload = load(out)
+    assert [(r.source, r.array, r.selection) for r in workload.reads] == [
+        (str(store), "/series/ip", ((125_000, 150_000, 1),))]
+    assert workload.unmapped[str(store)]["reads"] >= 2  # the array's document and the shard's index
+
+
 def test_a_range_of_the_library_s_metadata_is_not_an_array_read(tmp_path: Path) -> None:
     """A read that runs past an array's bytes into bytes no array holds (HDF5's metadata
     cache reads whole blocks) is the library's, counted as unmapped."""

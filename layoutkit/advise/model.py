@@ -140,30 +140,39 @@ def extend_log(x1: float, y1: float, x2: float, y2: float, x: float) -> float:
 GROWING = frozenset({"signal", "scan", "list"})  # patterns whose reads grow with the archive
 
 
-def samples_alike(small: Observation, large: Observation, pattern: str) -> bool:
+def grows(pattern: str, growing: bool | None = None) -> bool:
+    """Whether the reads of ``pattern`` grow with the archive: :data:`GROWING`, or what the
+    caller knows (``growing``: a replayed workload reads more of the larger sample, or
+    the same, :mod:`layoutkit.advise.workload`)."""
+    return pattern in GROWING if growing is None else growing
+
+
+def samples_alike(small: Observation, large: Observation, pattern: str, growing: bool | None = None) -> bool:
     """Whether a read that grows with the archive (:data:`GROWING`) made the same
     requests and fetched the same bytes on both samples: the line through them then
     predicts no growth, which the full archive may well show (measured: a paged file's
     signal read fetched the same 14 pages of 8 MiB at 7 and at 13 shots, and 19 at 40,
     predicted 51% too fast)."""
-    return (pattern in GROWING and small.scale < large.scale and small.requests == large.requests
+    return (grows(pattern, growing) and small.scale < large.scale and small.requests == large.requests
             and small.bytes == large.bytes)
 
 
-def full_counts(small: Observation, large: Observation, scale: float, pattern: str = "signal") -> tuple[float, float]:
+def full_counts(small: Observation, large: Observation, scale: float, pattern: str = "signal",
+                growing: bool | None = None) -> tuple[float, float]:
     """Requests and bytes at size ``scale``: along the line through the two samples for
     a pattern whose reads grow with the archive (:data:`GROWING`); in ``log`` of the
     size for one that reads a fixed amount, which spreads over more objects or pages as
     the archive grows, but at most one per item it reads."""
-    line = extend if pattern in GROWING else extend_log
+    line = extend if grows(pattern, growing) else extend_log
     return (line(small.scale, small.requests, large.scale, large.requests, scale),
             line(small.scale, small.bytes, large.scale, large.bytes, scale))
 
 
-def full_logical(small: Observation, large: Observation, scale: float, pattern: str = "signal") -> float:
+def full_logical(small: Observation, large: Observation, scale: float, pattern: str = "signal",
+                 growing: bool | None = None) -> float:
     """Bytes delivered at size ``scale``, along the same line as :func:`full_counts`: a
     signal read delivers the signal of every shot, a shot read the same K shots."""
-    line = extend if pattern in GROWING else extend_log
+    line = extend if grows(pattern, growing) else extend_log
     return line(small.scale, small.logical, large.scale, large.logical, scale)
 
 
@@ -216,15 +225,16 @@ def local_seconds(small: Observation, large: Observation, scale: float, requests
 def predict(
     small: Observation, large: Observation, scale: float, latency: float, bandwidth: float, concurrency: float,
     open_small: Observation | None = None, open_large: Observation | None = None, pattern: str = "signal",
-    counts: tuple[float, float] | None = None, page_seconds: float | None = None,
+    counts: tuple[float, float] | None = None, page_seconds: float | None = None, growing: bool | None = None,
 ) -> Prediction:
     """The pattern's cost at size ``scale`` (see the module's docstring). ``open_*``: opening
     alone (open, read nothing) on the same samples (None when the pattern is ``open``);
     ``counts``: requests and bytes at full size known otherwise (a paged file's pages,
     :mod:`layoutkit.advise.pages`), instead of :func:`full_counts`; ``page_seconds``: what
-    reading one of those pages costs locally (see :func:`local_seconds`)."""
-    requests, nbytes = counts or full_counts(small, large, scale, pattern)
-    logical = full_logical(small, large, scale, pattern)
+    reading one of those pages costs locally (see :func:`local_seconds`); ``growing``: see
+    :func:`grows`."""
+    requests, nbytes = counts or full_counts(small, large, scale, pattern, growing)
+    logical = full_logical(small, large, scale, pattern, growing)
     local = local_seconds(small, large, scale, requests, nbytes, open_small, open_large, logical, page_seconds)
     cpu = large.cpu * (local / large.seconds) if large.seconds else large.cpu
     return Prediction(
@@ -244,7 +254,7 @@ def weighted(seconds: dict[str, float], weights: dict[str, float]) -> float:
 
 
 __all__ = [
-    "GROWING", "Observation", "Prediction", "extend", "extend_log", "fit_concurrency", "full_counts", "full_logical", "grown_concurrency", "local_seconds",
+    "GROWING", "Observation", "grows", "Prediction", "extend", "extend_log", "fit_concurrency", "full_counts", "full_logical", "grown_concurrency", "local_seconds",
     "network_cost", "predict", "samples_alike", "separated",
     "slope", "weighted",
 ]

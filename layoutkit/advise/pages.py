@@ -129,6 +129,14 @@ class PagedFile:
         shares = [sequences[w::workers] for w in range(max(1, workers))]
         return page_requests(pages, [[interleave(shares)]] if shared else shares, buffer // self.page)
 
+    def array_requests(self, sequences: Sequence[Sequence[str]], workers: int, buffer: int) -> int:
+        """Data pages fetched by reads of arrays (each a sequence of paths, read in order),
+        dealt round-robin to ``workers`` threads reading at once through one page buffer
+        of ``buffer`` bytes."""
+        pages = layout_pages(self.order, self.sizes, self.page)
+        shares = [list(sequences[w::workers]) for w in range(max(1, workers))]
+        return page_requests(pages, [[interleave(shares)]], buffer // self.page)
+
     @property
     def data_pages(self) -> int:
         """The pages its raw data fill, laid out as :func:`layout_pages` lays them."""

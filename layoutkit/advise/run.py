@@ -55,6 +55,7 @@ from layoutkit.advise.model import (
 )
 from layoutkit.advise.pages import PAGED_PATTERNS, PagedFile, extra_requests
 from layoutkit.advise.subset import Part, array_part, read_sizes, shot_part, shots_of, spread, typical_items, write_part
+from layoutkit.advise.workload import SampledWorkload, costliest, resembles, sample_workload
 from layoutkit.archive import Archive, open_archive
 from layoutkit.errors import InvalidOptionError, LayoutkitError
 from layoutkit.hdf5.files import check_source, first_line
@@ -75,6 +76,7 @@ from layoutkit.templates import DEFAULT_TEMPLATE
 from layoutkit.verify.patterns import ARRAY_PATTERNS, PATTERNS, SHOT_ARCHIVE_PATTERNS, ReadPlan, plan_reads, split
 from layoutkit.verify.patterns import OPEN_ONLY as OPENING
 from layoutkit.verify.run import Condition, Variant, describe, measure
+from layoutkit.verify.workload import WORKLOAD
 
 # Measured on the 40-shot sample archive (2 cores, 7 recipes, 2-minute budget): a candidate
 # costs 0.36-0.44 s per shot of the larger sample for each pass over it (writing, and each
@@ -88,6 +90,12 @@ MIN_OBSERVED_SECONDS = 0.5  # timed runs per observation add up to this, at leas
 OUTPUT_RESERVE = 3.0  # seconds kept for writing results.json, the recipe and the plot
 DEFAULT_PAGE_BUFFER = 64 * 1024**2
 NOMINAL_BANDWIDTH = 100e6
+RUN_NOISE = 0.05
+"""The least uncertainty of a prediction, as a fraction of it: the noise between runs of one
+advise. Repeated runs on a loaded machine put signal-major and cmod-signal at 0.210 and
+0.218 s for one signal at 10 ms, each with a smaller spread inside its run, and which came
+first changed between runs; within 5% of each other they are tied, and the counts rank them
+(:attr:`AdviseResult.ranked`)."""
 """Bytes a second a request reads, for ranking candidates the timing cannot tell apart
 when no ``--bandwidth`` is given: an object store's per-request rate (S3's, and the
 LatencyModel of the benchmarks and the demo), so that 48 MiB read in 9 GETs does not
@@ -113,7 +121,10 @@ def parse_weights(text: str, available: tuple[str, ...]) -> dict[str, float]:
         if not item:
             continue
         name, sep, value = (s.strip() for s in item.partition("="))
-        if name not in PATTERNS:
+        if name == WORKLOAD and name not in available:
+            raise InvalidOptionError(f"The pattern {WORKLOAD!r} is the reads of a program: give them with --workload FILE "
+                                     "(a file layoutkit trace wrote).")
+        if name not in PATTERNS and name not in available:
             raise InvalidOptionError(
                 f"Expected --patterns as NAME=WEIGHT pairs with NAME from {', '.join(PATTERNS)}, such as "
                 f"shot=0.7,signal=0.3. Got {name!r}."
@@ -155,6 +166,7 @@ class AdviseOptions:
     tmpdir: str | None = None
     target: str | None = None  # a bucket prefix (s3://...) to write and read the candidates in
     storage_options: tuple[tuple[str, str], ...] = ()
+    workload: str | None = None  # a workload file (layoutkit trace): its reads as the pattern "workload"
 
 
 @dataclass
@@ -167,19 +179,21 @@ class PatternFit:
     seconds_at_latency: float
     prediction: Prediction
     extra_pages: int | None = None  # a paged file's data pages beyond the larger sample's (None: not counted)
+    growing: bool | None = None  # whether its reads grow with the archive (None: as its pattern's do)
 
     @property
     def uncertainty(self) -> float:
         """Seconds either side of the prediction: the spread of the repeated runs on the
-        samples (fastest to slowest, relative to their median), carried to full size."""
+        samples (fastest to slowest, relative to their median), carried to full size, and
+        never less than :data:`RUN_NOISE` of it."""
         spreads = [(o.slowest - o.fastest) / o.seconds for o in (self.small, self.large)
                    if o.fastest is not None and o.slowest is not None and o.seconds > 0]
-        return self.prediction.seconds * max(spreads, default=0.0)
+        return self.prediction.seconds * max([*spreads, RUN_NOISE])
 
     def may_be_low(self, pattern: str) -> bool:
         """Both samples made the same requests for a read that grows, and nothing else
         counted its growth: the prediction may be low."""
-        return self.extra_pages is None and samples_alike(self.small, self.large, pattern)
+        return self.extra_pages is None and samples_alike(self.small, self.large, pattern, self.growing)
 
 
 @dataclass
@@ -201,6 +215,9 @@ class Trial:
     weighted_bytes_read: float = 0.0  # bytes a weighted pattern run reads at full size
     seconds_spent: float = 0.0
     weighted_seconds: float = float("inf")
+    workload_costs: list[tuple[str, int, int]] = field(default_factory=list)
+    """The workload's reads of each signal (or array) on the larger sample: requests and
+    bytes, most requests first (:func:`layoutkit.advise.workload.costliest`)."""
 
     @property
     def layout(self) -> str:
@@ -223,6 +240,8 @@ class AdviseResult:
     read_items: dict[str, list[str]] = field(default_factory=dict)  # the shots or signals each pattern read
     written: list[Path] = field(default_factory=list)
     """What was written under ``out`` (:func:`layoutkit.advise`): results, recipe, plot."""
+    workload: SampledWorkload | None = None
+    """``--workload``: the program's reads and those made on the samples for them."""
 
     @property
     def ranked(self) -> list[Trial]:
@@ -321,7 +340,7 @@ def opening_plan(plans: list[ReadPlan], workers: int) -> ReadPlan:
     """Opening alone, by as many workers as the patterns read with: each opens the archive
     (one open measured where two threads each opened a 40-shot shot-major store, 42 ms of
     parsing apiece under one GIL, predicted its shot reads 31% too fast)."""
-    shares = max((workers if p.per_variant else len(split(p.items, workers)) for p in plans), default=1)
+    shares = max((workers if p.per_variant else len(split(p.items, p.threads or workers)) for p in plans), default=1)
     return ReadPlan(OPENING, tuple(range(shares)))
 
 
@@ -412,16 +431,21 @@ def advise(
     inventory = read_inventory(src, workers=2)
     shots = shots_of(inventory, options.template)
     available = SHOT_ARCHIVE_PATTERNS if len(shots) >= 2 else ARRAY_PATTERNS
-    default = "shot=1,signal=1" if len(shots) >= 2 else "scan=1,subset=1"
-    weights = parse_weights(options.patterns or default, available)
+    recorded = _recorded(options.workload, src, inventory)
+    weights = _weights(options.patterns, available, len(shots) >= 2, recorded is not None)
     trials = candidates(options.candidates, options.template)
     if options.candidates in CANDIDATE_SETS:  # names the user gave are tried in the order given
-        trials = likeliest_first(trials, weights, options.template)
+        likely = dict(weights)
+        if recorded is not None:  # the workload counts as the standard pattern it resembles
+            like = resembles(recorded[0], {a.path: a.shape for a in inventory.arrays}, options.template)
+            weight = likely.pop(WORKLOAD)
+            likely[like or WORKLOAD] = likely.get(like or WORKLOAD, 0.0) + weight
+        trials = likeliest_first(trials, likely, options.template)
     storage = dict(options.storage_options)
     target = _target(options, storage)
     work = Path(tempfile.mkdtemp(prefix="layoutkit-advise-", dir=options.tmpdir))
     try:
-        bench = _bench(src, inventory, shots, weights, options, work, len(trials))
+        bench = _bench(src, inventory, shots, weights, options, work, len(trials), recorded)
         on_total(len(trials))
         estimate = 4 * (clock.now() - clock.start) + 1.0  # before any candidate: from the sampling
         done, not_tried = _try_all(trials, bench, src.name, work, target, clock, estimate, on_step)
@@ -436,11 +460,32 @@ def advise(
             t.weighted_bytes_read = weighted({p: f.prediction.bytes for p, f in t.patterns.items()}, weights)
         items = {p.pattern: [str(i) for i in p.items] for p in bench.plans if p.pattern in ("shot", "signal")}
         return AdviseResult(str(src), options, weights, bench.unit, bench.scales, bench.reads, done,
-                            clock.now() - clock.start, not_tried, items)
+                            clock.now() - clock.start, not_tried, items, workload=bench.workload)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if target:
             _remove_target(target, storage)
+
+
+def _recorded(path: str | None, src: Path | ObjectSource, inventory: Inventory) -> tuple[tuple[Any, ...], int] | None:
+    """The reads of ``src`` in the workload file ``path`` (``--workload``), in order, and
+    the threads the program read them from; None without a workload."""
+    if path is None:
+        return None
+    from layoutkit.trace.workload import load, replay_items
+
+    workload = load(path)
+    return replay_items(workload, src if isinstance(src, Path) else str(src), [a.path for a in inventory.arrays]), workload.threads
+
+
+def _weights(patterns: str, available: tuple[str, ...], shot_archive: bool, workload: bool) -> dict[str, float]:
+    """The weights ``--patterns`` gives; with ``--workload``, the workload's too (1 unless
+    given, alone when no pattern is)."""
+    if not workload:
+        return parse_weights(patterns or ("shot=1,signal=1" if shot_archive else "scan=1,subset=1"), available)
+    weights = parse_weights(patterns, (*available, WORKLOAD)) if patterns.strip() else {}
+    weights.setdefault(WORKLOAD, 1.0)
+    return weights
 
 
 def _check_options(options: AdviseOptions) -> None:
@@ -482,10 +527,12 @@ class _Bench:
     reads: int
     inventories: tuple[Inventory, Inventory] | None
     options: AdviseOptions
+    workload: SampledWorkload | None = None  # --workload: its reads, and each sample's for them
 
 
 def _bench(src: Path | ObjectSource, inventory: Inventory, shots: dict[str, str], weights: dict[str, float],
-           options: AdviseOptions, work: Path, candidates_count: int) -> _Bench:
+           options: AdviseOptions, work: Path, candidates_count: int,
+           recorded: tuple[tuple[Any, ...], int] | None = None) -> _Bench:
     small, large, scales, unit = _samples(src, inventory, shots, options, work, candidates_count, len(weights))
     # K of the smaller sample's shots, at most half of them: both samples then read a scattered part
     # of the archive, as the full one will (reading every shot of a sample reads it contiguously)
@@ -494,14 +541,23 @@ def _bench(src: Path | ObjectSource, inventory: Inventory, shots: dict[str, str]
     # alone. Shots and signals are K of typical size for the whole source: K random shots of a 7-shot
     # sample read 9-26% fewer bytes than K random shots of the 40-shot source did (subset.typical_items)
     sizes = read_sizes(inventory, options.template) if unit == "shots" else None
-    plans = _plans(small, tuple(weights), reads, options.seed, options.template, sizes)
+    plans = _plans(small, tuple(p for p in weights if p != WORKLOAD), reads, options.seed, options.template, sizes)
+    sampled = None
+    if recorded is not None:  # the program's reads, each sample making those that stand for them there
+        sampled = sample_workload(recorded[0], {a.path: a.shape for a in inventory.arrays}, (small, large),
+                                  options.template, unit == "shots", threads=recorded[1])
+        if not sampled.large:
+            raise LayoutkitError(f"None of the {len(recorded[0])} reads of {options.workload} has a stand-in in the "
+                                 "samples advise wrote (the arrays they read are not in them).")
+        plans.append(ReadPlan(WORKLOAD, sampled.large, by_variant=(("small", sampled.small), ("large", sampled.large)),
+                              threads=sampled.threads))
     # every pattern opens the archive, which costs more as it grows: opening alone is measured too (not the
     # open pattern, which also lists every array: a paged file's listing grew 3x faster than its opening)
     plans.append(opening_plan(plans, options.workers))
     # the larger sample's and the source's arrays, for how a candidate stores them at full size (a paged
     # file's pages, pages.py; a Zarr store's shards, _resharded)
     inventories = (read_inventory(large, workers=1), inventory) if unit == "shots" else None
-    return _Bench(small, large, plans, weights, scales, unit, reads, inventories, options)
+    return _Bench(small, large, plans, weights, scales, unit, reads, inventories, options, sampled)
 
 
 def _try_all(trials: list[Candidate], bench: _Bench, source_name: str, work: Path, target: str | None, clock: _Clock,
@@ -598,12 +654,11 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
     trial = Trial(candidate.name, candidate.command, candidate.recipe_values(options.template))
     work.mkdir()
     layout = layout_for(candidate.command, candidate.options(options.template))
-    repository = "local" not in layout.destinations
     written: dict[str, Path | str] = (
         {size: f"{where}/{size}{layout.suffix}" for size in ("small", "large")} if where
         else {size: work / f"{size}{layout.suffix}" for size in ("small", "large")}
     )
-    if repository:  # a layout that writes only Icechunk repositories (virtual)
+    if "local" not in layout.destinations:  # a layout that writes only Icechunk repositories (virtual)
         written = {size: f"icechunk:{place}" for size, place in written.items()}
     storage = dict(options.storage_options)
     samples = {"small": bench.small, "large": bench.large}
@@ -636,6 +691,7 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
             if plan.pattern in bench.weights:
                 trial.patterns[plan.pattern] = _fit(plan, bench, observed, at_latency, page_buffer, paged, resharded,
                                                     page_seconds)
+        trial.workload_costs = _workload_costs(bench, written["large"], storage, page_buffer)
         trial.predicted_bytes = (_extend_bytes(bench.scales, trial.stored_bytes) if paged is None
                                  else _paged_bytes(paged[1], bench.scales, _metadata_bytes(written, storage)))
         trial.predicted_build_seconds = _extend_build(bench.scales, trial.build_seconds)
@@ -651,6 +707,15 @@ def _try(candidate: Candidate, bench: _Bench, work: Path, where: str | None, clo
         if where:
             _remove_target(where, storage)
     return trial
+
+
+def _workload_costs(bench: _Bench, written: Path | str, storage: dict[str, str],
+                    page_buffer: int | None) -> list[tuple[str, int, int]]:
+    """With ``--workload``: its reads' requests and bytes on the candidate written from the
+    larger sample, by signal or array (:func:`layoutkit.advise.workload.costliest`)."""
+    if bench.workload is None:
+        return []
+    return costliest(written, bench.workload.large, bench.options.template, storage, bench.unit == "shots", page_buffer)
 
 
 Observed = dict[str, dict[str, Observation]]  # pattern -> sample size -> what its reads made
@@ -687,9 +752,16 @@ def _fit(plan: ReadPlan, bench: _Bench, observed: Observed, at_latency: dict[str
     obs = observed[pattern]
     c_small, c_large = (fit_concurrency(obs[size], at_latency[pattern][size], options.latency, options.bandwidth)
                         for size in ("small", "large"))
-    counts = full_counts(obs["small"], obs["large"], scales[2], pattern)
+    growing = bench.workload.grows if pattern == WORKLOAD and bench.workload is not None else None
+    counts = full_counts(obs["small"], obs["large"], scales[2], pattern, growing)
     extra, pages_cost = None, None
-    if paged is not None and pattern in PAGED_PATTERNS:
+    if paged is not None and pattern == WORKLOAD and bench.workload is not None:
+        # the pages the program's own reads touch in the full file, beyond those its stand-ins touch in the sample's
+        extra = _workload_pages(paged, bench.workload, options.workers, page_buffer or 0)
+        counts = (max(counts[0], obs["large"].requests + extra),
+                  max(counts[1], obs["large"].bytes + extra * paged[1].page))
+        pages_cost = page_seconds
+    elif paged is not None and pattern in PAGED_PATTERNS:
         # verify's thread workers share one open file and its page buffer, reading at once (a buffer
         # per worker counted 51 pages for a signal read that fetched 25; one reader, 45)
         extra = extra_requests(*paged, pattern, [str(i) for i in plan.items], options.workers,
@@ -710,9 +782,21 @@ def _fit(plan: ReadPlan, bench: _Bench, observed: Observed, at_latency: dict[str
     c = grown_concurrency(obs["small"].requests, c_small, obs["large"].requests, c_large, counts[0])
     others = {} if pattern == "open" else observed[OPENING]
     prediction = predict(obs["small"], obs["large"], scales[2], options.latency, options.bandwidth, c,
-                         others.get("small"), others.get("large"), pattern, counts, pages_cost)  # fmt: skip
+                         others.get("small"), others.get("large"), pattern, counts, pages_cost, growing)  # fmt: skip
     return PatternFit(obs["small"], obs["large"], at_latency[pattern]["small"], at_latency[pattern]["large"],
-                      prediction, extra)
+                      prediction, extra, growing)
+
+
+def _workload_pages(paged: tuple[PagedFile, PagedFile], workload: SampledWorkload, workers: int, buffer: int) -> int:
+    """Data pages the workload's reads fetch from the full paged file beyond those its
+    stand-ins fetch from the larger sample's, each read taken as its whole array (the
+    geometry knows arrays, not selections), shared by ``workers`` threads as verify reads."""
+    large, full = paged
+
+    def pages(file: PagedFile, items: tuple[Any, ...]) -> int:
+        return file.array_requests([[path] for path, _ in items], workers, buffer)
+
+    return max(0, pages(full, workload.full) - pages(large, workload.large))
 
 
 def _resharded(candidate: Candidate, template: str, inventories: tuple[Inventory, Inventory] | None) -> int | None:
@@ -849,6 +933,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
                 }
                 for p, f in t.patterns.items()
             },
+            "workload_costs": [{"reads_of": k, "requests": r, "bytes": b} for k, r, b in t.workload_costs],
         })  # fmt: skip
     ranked = result.ranked
     return {
@@ -868,6 +953,7 @@ def to_json(result: AdviseResult) -> dict[str, Any]:
         "runner_up": ranked[1].name if len(ranked) > 1 else None,
         "ranking": [t.name for t in ranked],
         "not_tried": result.not_tried,
+        "workload": None if result.workload is None else {"file": result.options.workload, **result.workload.to_json()},
         "candidates": trials,
     }  # fmt: skip
 

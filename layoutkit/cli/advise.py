@@ -15,7 +15,7 @@ from layoutkit.cli.running import STORAGE_HELP, stopped_after
 from layoutkit.errors import LayoutkitError
 
 
-# long: typer declares each of the 18 options as a parameter; the body builds the options, runs, prints.
+# long: typer declares each of the 19 options as a parameter; the body builds the options, runs, prints.
 @app.command()
 def advise(
     src: Annotated[str, typer.Argument(metavar="SRC", help="The HDF5 file to find a layout for: a path, or s3://bucket/key.h5.")],
@@ -36,6 +36,7 @@ def advise(
     tmpdir: Annotated[Path | None, typer.Option(help="Where the samples and candidates are written while advise runs (default: TMPDIR); removed at the end.")] = None,
     target: Annotated[str | None, typer.Option(help="A bucket prefix (s3://bucket/scratch) to write the candidates to and read them from, with real requests; emptied at the end. --latency then adds to the bucket's own.")] = None,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
+    workload: Annotated[Path | None, typer.Option(metavar="FILE", help="A workload file (layoutkit trace): the reads a program made of SRC, replayed on every candidate as the pattern workload (weigh it with --patterns workload=W beside others; alone by default).")] = None,
 ) -> None:
     """Try candidate layouts on samples of SRC, predict each one's read time at full size
     under the given conditions, recommend one and write its recipe."""
@@ -65,7 +66,7 @@ def advise(
                 candidates=candidates, sample=sample, sample_shots=sample_shots, seed=seed, repeat=repeat,
                 price_per_1000_get=price_per_1000_get, template=template, tmpdir=tmpdir, target=target,
                 storage_options=storage, out=out_dir if out_dir is not None else advice_folder(src),
-                overwrite=overwrite, on_step=on_step,
+                overwrite=overwrite, workload=workload, on_step=on_step,
                 on_total=lambda n: shown().update(task, total=n, description="advise: candidates"),
             )  # fmt: skip
         written = result.written
@@ -84,6 +85,8 @@ def advise(
     out.print(f"advise took {result.elapsed:.0f} s of a {result.options.budget:.0f} s budget; wrote "
               + ", ".join(str(p) for p in written), highlight=False)
     layout = f" ({best.layout})" if best.layout != best.name else ""
+    for line in workload_lines(result):
+        out.print(line, highlight=False)
     tie = result.tie_note()
     if tie:
         out.print(tie, highlight=False)
@@ -93,6 +96,25 @@ def advise(
     out.print(f"recommended: {best.name}{layout}, predicted {best.weighted_seconds:.3g} s per weighted "
               "pattern run at full size. Write it with:", highlight=False)
     out.print(write_command(result, written[1]), highlight=False, soft_wrap=True)
+
+
+def workload_lines(result) -> list[str]:  # noqa: ANN001 - AdviseResult, imported lazily
+    """With ``--workload``: what its reads were made of on the samples, and which of them
+    cost each candidate the most (the best four, in the table's order)."""
+    from layoutkit.options import format_size, plural
+
+    w = result.workload
+    if w is None:
+        return []
+    what = f"{plural(w.shots, 'shot')} of {result.scales[2]:.0f}, " if w.shots else ""
+    lines = [f"workload: {plural(len(w.full), 'read')} ({what}{'growing with the archive' if w.grows else 'a fixed amount'}), "
+             f"made as {len(w.small)} and {len(w.large)} on the samples"
+             + (f"; {plural(w.dropped, 'read')} had no stand-in there" if w.dropped else "")]
+    for t in [t for t in result.ranked if t.workload_costs][:4]:
+        total = sum(r for _, r, _ in t.workload_costs) or 1
+        top = ", ".join(f"{k} {r / total:.0%} ({plural(r, 'request')}, {format_size(b)})" for k, r, b in t.workload_costs[:3])
+        lines.append(f"  {t.name}: the costliest reads, by share of the workload's requests on the larger sample: {top}")
+    return lines
 
 
 def advice_folder(src: str) -> Path:

@@ -18,7 +18,7 @@ def trace(
     overwrite: Annotated[bool, typer.Option(help="Replace --out if it exists.")] = False,
     show: Annotated[Path | None, typer.Option(metavar="FILE", help="Summarise this workload file instead of running a command.")] = None,
     plot: Annotated[Path | None, typer.Option(metavar="PNG", help="Also draw the reads over time into this PNG.")] = None,
-    syscalls: Annotated[bool, typer.Option(help="Trace the command's system calls (strace) for what it reads from HDF5 files: for programs that read through the HDF5 C library (netCDF-C, C, Fortran, IDL).")] = False,
+    syscalls: Annotated[bool, typer.Option(help="Trace the command's system calls (strace) for what it reads from HDF5 files and local Zarr stores: for programs that read through the HDF5 C library (netCDF-C, C, Fortran, IDL) or read Zarr without Python.")] = False,
     template: Annotated[str, typer.Option(help="Where shots and signals are, to name the access order.")] = "/shots/{shot}/signals/{signal}",
 ) -> None:
     """Run a program and record what it reads from HDF5 files and Zarr stores (h5py,

@@ -8,7 +8,11 @@ the file's own chunk index as the HDF5 library reports it (``H5Dget_chunk_info``
 contiguous array's offset and size): a chunk read is a read of that chunk's box of the
 array, a part of a contiguous array the elements it holds. What lies in no array's
 bytes (object headers, B-trees, heaps: the library's metadata) is counted per file as
-unmapped; files that are not HDF5 (the program's libraries, its own inputs) are left out.
+unmapped. A file inside a local Zarr store (v3 or v2) is a chunk, or a shard, of the array
+whose folder holds it, named by its key: a chunk read is a read of its box; a range read
+from a shard is a read of the inner chunks whose bytes it covers, found in the shard's own
+index; the metadata documents (and a shard's index) are counted per store as unmapped.
+Other files (the program's libraries, its own inputs) are left out.
 """
 
 from __future__ import annotations
@@ -154,28 +158,185 @@ def _contiguous(shape: tuple[int, ...], itemsize: int, lo: int, hi: int) -> list
     return [[first, last, 1], *([0, n, 1] for n in shape[1:])]
 
 
+_ZARR_DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+
+
+def _documented(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in _ZARR_DOCUMENTS)
+
+
+def _store_root(folder: Path, roots: dict[Path, Path | None]) -> Path | None:
+    """The local Zarr store a folder lies in, or None: above a chunk key's folders (none
+    holds a document), the nearest folder that holds one, then the outermost of those
+    above it that hold one without a gap."""
+    if folder in roots:
+        return roots[folder]
+    here: Path | None = folder
+    while here is not None and not _documented(here):
+        here = here.parent if here.parent != here else None
+    root = None
+    while here is not None and _documented(here):
+        root = here
+        here = here.parent if here.parent != here else None
+    roots[folder] = root
+    return root
+
+
+class _StoreMap:
+    """The arrays of a local Zarr store, read from their documents once each: which array a
+    file under the store is a chunk or shard of, and which part of the array its bytes hold."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.arrays: dict[Path, dict[str, Any] | None] = {}
+        self.indexes: dict[Path, list[tuple[int, int]]] = {}
+        self.partial: dict[tuple[int, Path, int], int] = {}  # bytes of an inner chunk a process has read so far
+
+    def _array(self, folder: Path) -> dict[str, Any] | None:
+        if folder not in self.arrays:
+            self.arrays[folder] = _array_meta(folder)
+        return self.arrays[folder]
+
+    def arrays_in(self, file: Path, offset: int, size: int, pid: int = 0) -> list[tuple[str, tuple[int, ...], list[Any]]] | None:
+        """The (array, shape, selection) a read of ``file`` holds; None for a document, a
+        shard's index, or a file of no array. In a shard, an inner chunk counts once the
+        process has read all its bytes, in one read or several (a buffered reader splits a
+        read, and runs past its end into the next chunk's bytes, which are not read)."""
+        rel = file.relative_to(self.root).parts
+        for cut in range(len(rel) - 1, -1, -1):  # the array's folder: the nearest above the key that is one
+            meta = self._array(self.root.joinpath(*rel[:cut]))
+            if meta is not None:
+                break
+        else:
+            return None
+        index = _chunk_index("/".join(rel[cut:]), meta)
+        if index is None:
+            return None
+        name = "/" + "/".join(rel[:cut])
+        outer = meta["chunks"] if meta["inner"] is None else meta["shard"]
+        origin = [i * c for i, c in zip(index, outer)]
+        if meta["inner"] is None or (offset == 0 and size >= file.stat().st_size):
+            return [(name, meta["shape"], _box(origin, outer, meta["shape"]))]
+        spans = self.indexes.get(file)
+        if spans is None:
+            spans = self.indexes[file] = _shard_index(file, meta)
+        inner, out, covered = meta["inner"], [], 0
+        per = [s // c for s, c in zip(outer, inner)]
+        for k, (start, nbytes) in enumerate(spans):
+            if nbytes and start < offset + size and offset < start + nbytes:
+                part = min(start + nbytes, offset + size) - max(start, offset)
+                covered += part
+                held = self.partial.pop((pid, file, k), 0) + part
+                if held < nbytes:
+                    self.partial[(pid, file, k)] = held
+                    continue
+                at = [origin[d] + _unravel(k, per)[d] * inner[d] for d in range(len(per))]
+                out.append((name, meta["shape"], _box(at, inner, meta["shape"])))
+        return out if covered == size else None  # a read into the index (a buffered read of it runs into the chunks)
+
+
+def _array_meta(folder: Path) -> dict[str, Any] | None:
+    """What a folder's array document says of its chunks (None: not an array)."""
+    import json
+
+    try:
+        if (folder / "zarr.json").is_file():
+            doc = json.loads((folder / "zarr.json").read_text())
+            if doc.get("node_type") != "array":
+                return None
+            encoding = doc.get("chunk_key_encoding", {})
+            separator = encoding.get("configuration", {}).get("separator", "/" if encoding.get("name") != "v2" else ".")
+            chunks = tuple(doc["chunk_grid"]["configuration"]["chunk_shape"])
+            meta = {"shape": tuple(doc["shape"]), "chunks": chunks, "shard": None, "inner": None,
+                    "prefix": "c" if encoding.get("name", "default") == "default" else None, "separator": separator}
+            codec = (doc.get("codecs") or [{}])[0]
+            if codec.get("name") == "sharding_indexed":
+                config = codec["configuration"]
+                meta.update(shard=chunks, inner=tuple(config["chunk_shape"]), location=config.get("index_location", "end"),
+                            crc=any(c.get("name") == "crc32c" for c in config.get("index_codecs", [])))
+            return meta
+        if (folder / ".zarray").is_file():
+            doc = json.loads((folder / ".zarray").read_text())
+            return {"shape": tuple(doc["shape"]), "chunks": tuple(doc["chunks"]), "shard": None, "inner": None,
+                    "prefix": None, "separator": doc.get("dimension_separator") or "."}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None
+
+
+def _chunk_index(key: str, meta: dict[str, Any]) -> tuple[int, ...] | None:
+    """The grid position a chunk key names (None: not a chunk key of this array)."""
+    parts = key.split("/") if meta["separator"] == "/" else key.split("/")[-1].split(meta["separator"])
+    if meta["prefix"] is not None:
+        if not parts or parts[0] != meta["prefix"]:
+            return None
+        parts = parts[1:]
+    if len(parts) != len(meta["shape"]) or not all(p.isdigit() for p in parts):
+        return None if meta["shape"] or parts not in ([], ["0"]) else ()
+    return tuple(int(p) for p in parts)
+
+
+def _shard_index(file: Path, meta: dict[str, Any]) -> list[tuple[int, int]]:
+    """Each inner chunk's (offset, bytes) in a shard file, from the shard's index."""
+    import struct
+
+    count = 1
+    for s, c in zip(meta["shard"], meta["inner"]):
+        count *= s // c
+    nbytes = 16 * count + (4 if meta.get("crc") else 0)
+    with open(file, "rb") as f:
+        if meta.get("location", "end") == "end":
+            f.seek(-nbytes, 2)
+        raw = f.read(16 * count)
+    values = struct.unpack(f"<{2 * count}Q", raw)
+    return [(o, n) if o != 2**64 - 1 else (0, 0) for o, n in zip(values[::2], values[1::2])]
+
+
+def _unravel(k: int, per: list[int]) -> list[int]:
+    out = []
+    for n in reversed(per):
+        out.append(k % n)
+        k //= n
+    return out[::-1]
+
+
+def _box(origin: Sequence[int], extent: Sequence[int], shape: Sequence[int]) -> list[Any]:
+    return [[o, min(o + e, n), 1] for o, e, n in zip(origin, extent, shape)]
+
+
 def map_reads(reads: list[FileRead]) -> tuple[list[dict[str, Any]], dict[str, dict[str, int]]]:
     """The recorder's records (:func:`layoutkit.trace.workload.merge`'s input) for the reads
-    that fall in arrays' stored bytes, and per HDF5 file the reads and bytes that do not."""
+    that fall in arrays' stored bytes, and per HDF5 file (or Zarr store) the reads and
+    bytes that do not."""
     import h5py
 
     records: list[dict[str, Any]] = []
     unmapped: dict[str, dict[str, int]] = {}
     maps: dict[str, _FileMap | None] = {}
+    stores: dict[Path, _StoreMap] = {}
+    roots: dict[Path, Path | None] = {}
     resolved: dict[str, str] = {}  # a path as the program opened it -> the file (once each, not once a read)
     for r in reads:
         path = resolved.get(r.path) or resolved.setdefault(r.path, str(Path(r.path).resolve()))
         if path not in maps:
             maps[path] = _FileMap(path) if Path(path).is_file() and h5py.is_hdf5(path) else None
         fmap = maps[path]
-        if fmap is None:
-            continue
-        found = fmap.arrays_in(r.offset, r.size)
+        found: list[tuple[str, tuple[int, ...], list[Any]]] | None
+        if fmap is not None:
+            source, found = path, fmap.arrays_in(r.offset, r.size)
+        else:
+            root = _store_root(Path(path).parent, roots)
+            if root is None:
+                continue
+            store = stores.get(root) or stores.setdefault(root, _StoreMap(root))
+            source, found = str(root), store.arrays_in(Path(path), r.offset, r.size, r.pid)
+            if found == []:  # part of an inner chunk, not yet all of it
+                continue
         if not found:
-            u = unmapped.setdefault(path, {"reads": 0, "bytes": 0})
+            u = unmapped.setdefault(source, {"reads": 0, "bytes": 0})
             u["reads"], u["bytes"] = u["reads"] + 1, u["bytes"] + r.size
-        for name, shape, selection in found:
-            records.append({"t": r.t, "api": "syscalls", "source": path, "array": name, "shape": list(shape),
+        for name, shape, selection in found or ():
+            records.append({"t": r.t, "api": "syscalls", "source": source, "array": name, "shape": list(shape),
                             "selection": selection, "pid": r.pid, "thread": str(r.pid)})
     return records, unmapped
 

@@ -48,11 +48,17 @@ SUBSET_MAX_BYTES = 4 * 1024**2  # one hyperslab of the subset pattern reads at m
 @dataclass(frozen=True)
 class ReadPlan:
     """What one pattern reads. ``items`` are shots, signals or ``(path, selection)``
-    pairs; the scan is planned per variant (``per_variant``), from its own storage."""
+    pairs; the scan is planned per variant (``per_variant``), from its own storage;
+    ``by_variant`` gives some variants (by name) items of their own (advise's samples
+    each make the reads of a workload that stand for it there); ``threads``: the readers
+    its items are dealt to, 0 for the condition's workers (a workload replays on as many
+    threads as the program read from)."""
 
     pattern: str
     items: tuple[Any, ...]
     per_variant: bool = False
+    by_variant: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    threads: int = 0
 
 
 def parse_patterns(text: str, available: Sequence[str]) -> tuple[str, ...]:

@@ -309,10 +309,10 @@ def scan_plan(variant: Path | str | tuple[str, ...], template: str, storage: tup
 
 def _plan_items(v: Variant, plans: Sequence[ReadPlan], template: str) -> Iterator[tuple[ReadPlan, tuple[Any, ...]]]:
     """Each plan with what it reads on ``v``: the scan planned from ``v``'s own storage
-    (once, for every plan that asks)."""
+    (once, for every plan that asks), a plan's own items for ``v`` where it has them."""
     scan_items: tuple[Any, ...] | None = None
     for plan in plans:
-        items = plan.items
+        items = dict(plan.by_variant).get(v.name, plan.items)
         if plan.per_variant:
             scan_items = scan_items if scan_items is not None else scan_plan(v.path, template, v.storage)
             items = scan_items
@@ -477,7 +477,7 @@ def measure(
                     shares = [
                         (v.path if isinstance(v.path, tuple) else str(v.path), template, plan.pattern, share, c.latency, c.bandwidth, c.page_buffer or 0,
                          v.storage)
-                        for share in split(items, c.workers)
+                        for share in split(items, plan.threads or c.workers)
                     ]
                     shared = c.engine == "threads" and v.format == "hdf5"
                     rows.append(_Row(v, plan, c, engines[key], shares, shared))

@@ -2,7 +2,8 @@
 
 :func:`workload_plan` makes the recorded reads of the source a read plan (the pattern
 ``workload``: each ``(array, selection)`` in order, as many times as the program made
-it, through each variant's ``layoutkit.open`` like the subset pattern's reads);
+it, through each variant's ``layoutkit.open`` like the subset pattern's reads, dealt to
+as many threads as the program read from);
 :func:`compare_selections` proves each selection's values on a variant equal to HDF5's
 own read of the source (h5py, never the converters' raw path), beside the proof of the
 whole variant.
@@ -34,8 +35,9 @@ def workload_plan(path: str | os.PathLike, source: Any, arrays: Iterable[str]) -
     """
     from layoutkit.trace.workload import load, replay_items
 
-    return ReadPlan(WORKLOAD, replay_items(load(path), source if isinstance(source, (str, os.PathLike)) else str(source),
-                                           arrays))
+    workload = load(path)
+    items = replay_items(workload, source if isinstance(source, (str, os.PathLike)) else str(source), arrays)
+    return ReadPlan(WORKLOAD, items, threads=max(1, workload.threads))
 
 
 def compare_selections(sources: Sequence[Any], variant: Path | str, items: Sequence[tuple[str, tuple[slice, ...]]],

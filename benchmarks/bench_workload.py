@@ -2,10 +2,13 @@
 advise predicts from a traced script's reads hold when the script runs on each layout?
 
     .venv/bin/python benchmarks/bench_workload.py [--shots 60] [--signals 30] [--latency 0.01]
-        [--budget 3min] [--repeat 3]
+        [--budget 3min] [--repeat 3] [--era5]
 
 1. a sample archive; `layoutkit trace` of `examples/three_signals.py` on it (three
-   signals of every shot, read with h5py, shot after shot);
+   signals of every shot, read with h5py, shot after shot); with `--era5`, a month of
+   hourly ERA5-like maps (672 x 181 x 360, a day a chunk, 175 MB) and
+   `examples/era5_point_and_map.py` (xarray and dask: the time series at one point, then
+   the map at one time);
 2. `layoutkit advise SRC --workload w.json` at the latency, in a process of its own:
    the predicted seconds and GETs of the workload at full size on every candidate;
 3. every candidate it measured written from the whole archive with its recipe, and the
@@ -33,6 +36,7 @@ from bench_advise import full_size
 from common import HERE, PY, parse_args, sample
 
 SCRIPT = HERE.parent / "examples" / "three_signals.py"
+ERA5 = HERE.parent / "examples" / "era5_point_and_map.py"
 TEMPLATE = "/shots/{shot}/signals/{signal}"
 
 
@@ -43,16 +47,27 @@ def kendall_tau(a: list[int], b: list[int]) -> float:
     return agree / len(pairs) if pairs else 1.0
 
 
-def run_script(layout: Path, latency: float, repeat: int) -> tuple[float, int]:
+def run_script(script: Path, layout: Path | str, latency: float, repeat: int) -> tuple[float, int]:
     """The script on ``layout`` (fresh process each run): median seconds of its reads, and GETs."""
     seconds, requests = [], 0
     for _ in range(repeat):
-        done = subprocess.run([PY, str(SCRIPT), str(layout), "--latency", str(latency)], capture_output=True,
+        done = subprocess.run([PY, str(script), str(layout), "--latency", str(latency)], capture_output=True,
                               text=True, check=True)
-        m = re.search(r"(\d+) signals in (\d+) requests, ([\d.]+) s", done.stdout)
+        m = re.search(r"(\d+) requests, ([\d.]+) s", done.stdout)
         assert m, done.stdout + done.stderr
-        requests, seconds = int(m.group(2)), [*seconds, float(m.group(3))]
+        requests, seconds = int(m.group(1)), [*seconds, float(m.group(2))]
     return statistics.median(seconds), requests
+
+
+def source(args, work: Path) -> tuple[Path, Path, str]:  # noqa: ANN001 - argparse.Namespace
+    """The source, the script traced on it, and the benchmark's name."""
+    if not args.era5:
+        src, _ = sample(args.workdir, args.shots, args.signals, args.rate_factor)
+        return src, SCRIPT, f"{args.shots}x{args.signals}"
+    src = work / "era5" / "2010-01.nc"
+    if not src.exists():
+        subprocess.run([PY, str(ERA5), str(src.parent), "--make", "1"], check=True)  # writes 2010-01.nc
+    return src, ERA5, "era5"
 
 
 def main() -> None:
@@ -60,6 +75,7 @@ def main() -> None:
         parser.add_argument("--latency", type=float, default=0.010, help="Seconds a request.")
         parser.add_argument("--budget", default="3min")
         parser.add_argument("--repeat", type=int, default=3)
+        parser.add_argument("--era5", action="store_true", help="A month of ERA5-like maps and a point-and-map analysis.")
 
     import sys as _sys
 
@@ -68,11 +84,11 @@ def main() -> None:
     args = parse_args(__doc__, extra)
     work = args.workdir / "workload"
     work.mkdir(parents=True, exist_ok=True)
-    src, _ = sample(args.workdir, args.shots, args.signals, args.rate_factor)
-    trace = work / f"w-{args.shots}x{args.signals}.json"
-    subprocess.run([PY, "-m", "layoutkit", "-q", "trace", "--out", str(trace), "--overwrite", "--", PY, str(SCRIPT),
+    src, script, name = source(args, work)
+    trace = work / f"w-{name}.json"
+    subprocess.run([PY, "-m", "layoutkit", "-q", "trace", "--out", str(trace), "--overwrite", "--", PY, str(script),
                     str(src)], check=True, capture_output=True)
-    out = work / "advice"
+    out = work / f"advice-{name}"
     started = time.perf_counter()
     subprocess.run([PY, "-m", "layoutkit", "-q", "advise", str(src), "--workload", str(trace), "--latency",
                     f"{args.latency * 1e3:g}ms", "--workers", str(args.workers), "--budget", args.budget, "--out",
@@ -84,8 +100,9 @@ def main() -> None:
         if c["status"] != "measured":
             continue
         predicted = c["patterns"]["workload"]["predicted"]
-        layout = full_size(src, work, c["name"], c["name"], TEMPLATE)
-        seconds, requests = run_script(layout, args.latency, args.repeat)
+        (work / name).mkdir(exist_ok=True)
+        layout = full_size(src, work / name, c["name"], c["name"], TEMPLATE)
+        seconds, requests = run_script(script, layout, args.latency, args.repeat)
         rows.append({"candidate": c["name"], "predicted_seconds": predicted["seconds"],
                      "predicted_requests": predicted["requests"], "script_seconds": seconds,
                      "script_requests": requests})
@@ -97,7 +114,7 @@ def main() -> None:
     by_seconds = [r["candidate"] for r in sorted(rows, key=lambda r: r["predicted_seconds"])]
     tau_seconds = kendall_tau([by_seconds.index(r["candidate"]) for r in rows], [measured.index(r["candidate"]) for r in rows])
     lines = [f"python benchmarks/bench_workload.py --shots {args.shots} --signals {args.signals} --latency "
-             f"{args.latency} --budget {args.budget} --repeat {args.repeat}",
+             f"{args.latency} --budget {args.budget} --repeat {args.repeat}{' --era5' if args.era5 else ''}",
              f"advise --workload: {advise_seconds:.0f} s; recommended {doc['recommended']}; the workload: "
              f"{doc['workload']}",
              "| candidate | predicted s | predicted GETs | script s | script GETs | script / predicted |",
@@ -116,8 +133,9 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     (HERE / "out").mkdir(exist_ok=True)
-    (HERE / "out" / "workload.txt").write_text(text + "\n")
-    (HERE / "out" / "workload.json").write_text(json.dumps({"rows": rows, "ranking": ranking, "measured": measured,
+    suffix = "-era5" if args.era5 else ""
+    (HERE / "out" / f"workload{suffix}.txt").write_text(text + "\n")
+    (HERE / "out" / f"workload{suffix}.json").write_text(json.dumps({"rows": rows, "ranking": ranking, "measured": measured,
                                                            "tau": tau, "tau_seconds": tau_seconds, "advice": doc}, indent=1) + "\n")
 
 

@@ -281,3 +281,15 @@ def assert_xarray_identical(src: Path, dst: Path) -> None:
                 assert PROVENANCE_ATTR in got.attrs
                 del got.attrs[PROVENANCE_ATTR]
             xr.testing.assert_identical(node.to_dataset(inherit=False).load(), got)
+
+
+def era5_files(folder: Path, months: int) -> list[Path]:
+    """Small monthly ERA5-like files (6 x 9 maps, hourly, 28 days), as
+    ``examples/era5_point_and_map.py`` writes them (its own ``make``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("era5_example", Path(__file__).resolve().parents[1] / "examples"
+                                                  / "era5_point_and_map.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make(folder, months, lat=6, lon=9)

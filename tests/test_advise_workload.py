@@ -164,6 +164,36 @@ def test_advise_ranks_candidates_by_a_traced_script(archive, tmp_path: Path, pat
     assert f"workload: {len(reads)} reads (16 shots of 16, growing with the archive)" in said
 
 
+def test_advise_on_one_month_takes_that_month_s_reads_of_a_traced_climate_analysis(tmp_path: Path) -> None:
+    """The ERA5-like analysis (xarray and dask over monthly files: a point through the
+    months, then January's map) traced, then advised on January alone: the workload is
+    January's reads (the program read February too), replayed on as many threads as dask
+    read with, on candidates for a file that is not a shot archive."""
+    from conftest import era5_files
+
+    from layoutkit.trace.workload import load
+
+    files = era5_files(tmp_path / "era5", 2)
+    trace = tmp_path / "w.json"
+    done = subprocess.run([sys.executable, "-m", "layoutkit", "-q", "trace", "--out", str(trace), "--", sys.executable,
+                           str(EXAMPLE.parent / "era5_point_and_map.py"), *map(str, files)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    workload = load(trace)
+    january = sum(r.count for r in workload.reads if r.source == str(files[0]))
+    assert 0 < january < sum(r.count for r in workload.reads)
+    out = tmp_path / "advice"
+    result = runner.invoke(app, ["advise", str(files[0]), "--workload", str(trace), "--repeat", "1", "--budget", "10min",
+                                 "--out", str(out), "--candidates", "shot-major,local-fast"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["unit"] == "bytes" and doc["weights"] == {"workload": 1.0}
+    assert doc["workload"]["reads"] == january and doc["workload"]["shots"] == 0 and doc["workload"]["like"] is None
+    assert doc["workload"]["threads"] == workload.threads > 1  # dask's threads
+    assert all(c["status"] == "measured" and c["patterns"]["workload"]["large"]["requests"] > 0 for c in doc["candidates"])
+    assert {w["reads_of"] for c in doc["candidates"] for w in c["workload_costs"]} >= {"/t2m"}
+
+
 def test_a_workload_pattern_without_a_workload_is_one_sentence(archive, tmp_path: Path) -> None:
     result = runner.invoke(app, ["advise", str(archive[0]), "--patterns", "workload=1", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "give them with --workload FILE" in " ".join(result.output.split())

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import era5_files
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -20,7 +21,7 @@ def run(script: str, *args: str | Path) -> str:
 
 def test_every_example_has_a_smoke_test() -> None:
     tested = {"netcdf_to_zarr.py", "shot_archive_all_layouts.py", "read_signal_major_with_zarr.py",
-              "custom_layout.py", "read_shot_with_zarr.py", "three_signals.py"}
+              "custom_layout.py", "read_shot_with_zarr.py", "three_signals.py", "era5_point_and_map.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -46,6 +47,15 @@ def test_three_signals_traced(shot_file: Path, tmp_path: Path) -> None:
     # the same reads through layoutkit.open, as the workload benchmark runs the script on each layout
     said = run("three_signals.py", shot_file, "--latency", "0.001")
     assert said.startswith(f"{len(want)} signals in ") and " requests, " in said, said
+
+
+def test_era5_point_and_map(tmp_path: Path) -> None:
+    """The climate analysis on two months, with h5netcdf and through layoutkit.open: the
+    same values loaded (28 days of hourly points a month, a map of 6 x 9)."""
+    files = era5_files(tmp_path / "era5", 2)
+    assert run("era5_point_and_map.py", *files).strip() == f"loaded {2 * 24 * 28} points and a map of 54"
+    said = run("era5_point_and_map.py", *files, "--latency", "0.001")
+    assert said.endswith(" s\n") and int(said.split()[0]) > 0, said
 
 
 def test_netcdf_to_zarr(tmp_path: Path) -> None:

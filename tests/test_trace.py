@@ -45,8 +45,11 @@ def traced(tmp_path: Path, script: str, *args: str) -> tuple[object, str]:
 @pytest.mark.parametrize("key", [
     (), Ellipsis, 3, -1, slice(2, 9), slice(None, None, 3), (slice(1, 4), 2), (Ellipsis, 0), (0, Ellipsis, slice(1, 2)),
     np.array([1, 4, 4, 7]), [0, 2], (slice(None), np.array([True, False, True, False, False])), np.int64(2),
+    np.arange(40).reshape(8, 5) % 7 == 3, (Ellipsis, np.arange(15).reshape(5, 3) > 11), (1, np.eye(5, 3, dtype=bool)),
 ], ids=repr)
 def test_a_selection_covers_what_numpy_selects(key) -> None:
+    """As many entries as axes, covering as many elements as numpy selects, and each
+    axis's range holding every index selected (a mask over several axes included)."""
     shape = (8, 5, 3)
     axes = selection_of(key, shape)
     assert len(axes) == len(shape)
@@ -54,6 +57,11 @@ def test_a_selection_covers_what_numpy_selects(key) -> None:
     for a in axes:
         n *= a["points"] if isinstance(a, dict) else len(range(*a))
     assert n == np.empty(shape)[key].size
+    where = np.nonzero(np.ones(shape, dtype=bool) & np.isin(np.arange(np.prod(shape)).reshape(shape),
+                                                             np.arange(np.prod(shape)).reshape(shape)[key]))
+    for a, picked in zip(axes, where):
+        low, high = (a["min"], a["max"] + 1) if isinstance(a, dict) else (a[0], a[1])
+        assert picked.size == 0 or (low <= picked.min() and picked.max() < high), (a, picked)
 
 
 def test_reads_from_threads_and_spawned_processes_are_recorded_as_the_script_made_them(tmp_path: Path) -> None:

@@ -64,18 +64,43 @@ def _points(values: Any, length: int) -> dict[str, int]:
     return {"points": int(idx.size), "min": int(idx.min()) if idx.size else 0, "max": int(idx.max()) if idx.size else 0}
 
 
+def _mask_axes(k: Any) -> int:
+    """The axes a key takes: a boolean mask as many as it has dimensions, anything else one."""
+    dtype, ndim = getattr(k, "dtype", None), getattr(k, "ndim", 1)
+    return int(ndim) if dtype is not None and dtype == bool and ndim > 1 else 1
+
+
+def _mask_points(mask: Any, shape: tuple[int, ...]) -> list[dict[str, int]]:
+    """A boolean mask over several axes: the first holds the points it selects, the others
+    one each (the elements are the points, not their product), each with its range."""
+    import numpy as np
+
+    where = np.nonzero(np.asarray(mask))
+    count = int(where[0].size)
+    return [{"points": count if axis == 0 else min(count, 1), "min": int(w.min()) if count else 0,
+             "max": int(w.max()) if count else 0} for axis, w in enumerate(where[: len(shape)])]
+
+
 def selection_of(key: Any, shape: tuple[int, ...]) -> list[Any]:
     """A numpy-style selection (integers, slices, ``...``, integer or boolean arrays,
-    field names) as one entry per axis of ``shape``."""
+    field names) as one entry per axis of ``shape``: a boolean mask over several axes
+    gives each of them an entry (:func:`_mask_points`)."""
     key = key if isinstance(key, tuple) else (key,)
     key = tuple(k for k in key if not isinstance(k, (str, bytes)) and k is not None)  # fields, new axes
+    taken = sum(_mask_axes(k) for k in key if k is not Ellipsis)
     if any(k is Ellipsis for k in key):
         i = next(i for i, k in enumerate(key) if k is Ellipsis)
-        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1 :]
-    key = key + (slice(None),) * (len(shape) - len(key))
+        key = key[:i] + (slice(None),) * (len(shape) - taken) + key[i + 1 :]
+        taken = len(shape)
+    key = key + (slice(None),) * (len(shape) - taken)
     axes: list[Any] = []
-    for k, n in zip(key, shape):
-        if isinstance(k, slice):
+    for k in key:
+        if len(axes) >= len(shape):
+            break
+        n = shape[len(axes)]
+        if _mask_axes(k) > 1:
+            axes.extend(_mask_points(k, shape[len(axes):]))
+        elif isinstance(k, slice):
             axes.append(list(k.indices(n)))
         elif isinstance(k, (int,)) or type(k).__name__.startswith(("int", "uint")) and hasattr(k, "__index__"):
             i = int(k) % n if n else 0

@@ -65,8 +65,13 @@ def source(args, work: Path) -> tuple[Path, Path, str]:  # noqa: ANN001 - argpar
         src, _ = sample(args.workdir, args.shots, args.signals, args.rate_factor)
         return src, SCRIPT, f"{args.shots}x{args.signals}"
     src = work / "era5" / "2010-01.nc"
-    if not src.exists():
-        subprocess.run([PY, str(ERA5), str(src.parent), "--make", "1"], check=True)  # writes 2010-01.nc
+    if not src.exists():  # the example's own file, on a 1-degree grid
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("era5_example", ERA5)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.make(src.parent, 1, lat=181, lon=360)
     return src, ERA5, "era5"
 
 

@@ -757,7 +757,7 @@ def _fit(plan: ReadPlan, bench: _Bench, observed: Observed, at_latency: dict[str
     extra, pages_cost = None, None
     if paged is not None and pattern == WORKLOAD and bench.workload is not None:
         # the pages the program's own reads touch in the full file, beyond those its stand-ins touch in the sample's
-        extra = _workload_pages(paged, bench.workload, options.workers, page_buffer or 0)
+        extra = _workload_pages(paged, bench.workload, page_buffer or 0)
         counts = (max(counts[0], obs["large"].requests + extra),
                   max(counts[1], obs["large"].bytes + extra * paged[1].page))
         pages_cost = page_seconds
@@ -787,14 +787,15 @@ def _fit(plan: ReadPlan, bench: _Bench, observed: Observed, at_latency: dict[str
                       prediction, extra, growing)
 
 
-def _workload_pages(paged: tuple[PagedFile, PagedFile], workload: SampledWorkload, workers: int, buffer: int) -> int:
+def _workload_pages(paged: tuple[PagedFile, PagedFile], workload: SampledWorkload, buffer: int) -> int:
     """Data pages the workload's reads fetch from the full paged file beyond those its
     stand-ins fetch from the larger sample's, each read taken as its whole array (the
-    geometry knows arrays, not selections), shared by ``workers`` threads as verify reads."""
+    geometry knows arrays, not selections), dealt to the program's threads as the replay
+    deals them."""
     large, full = paged
 
     def pages(file: PagedFile, items: tuple[Any, ...]) -> int:
-        return file.array_requests([[path] for path, _ in items], workers, buffer)
+        return file.array_requests([[path] for path, _ in items], workload.threads, buffer)
 
     return max(0, pages(full, workload.full) - pages(large, workload.large))
 

@@ -58,6 +58,31 @@ def test_zarr_requests_match_a_hand_count(tmp_path: Path) -> None:
     assert store.counter.bytes > 0
 
 
+def test_a_read_only_store_reads_a_shard_s_index_once(tmp_path: Path) -> None:
+    """zarr reads a shard's index again for every read of the shard: a read-only store
+    keeps it, so reading two inner chunks of one shard one after the other is the index
+    once and each chunk (3 requests, where it was 4), with the same values; a store opened
+    to be written keeps nothing (its shards may change)."""
+    values = np.arange(4000, dtype="f8")
+    zarr.create_array(tmp_path / "s.zarr", shape=(4000,), chunks=(500,), shards=(2000,), dtype="f8")[:] = values
+    store = CountingStore(LocalStore(tmp_path / "s.zarr", read_only=True))
+    arr = zarr.open_array(store, mode="r")
+    store.counter.reset()
+    np.testing.assert_array_equal(arr[0:500], values[0:500])
+    assert store.counter.requests == 2  # the index, then the chunk
+    np.testing.assert_array_equal(arr[600:900], values[600:900])
+    np.testing.assert_array_equal(arr[100:200], values[100:200])
+    assert store.counter.requests == 4  # two chunks more, no index
+    np.testing.assert_array_equal(arr[2500:2600], values[2500:2600])
+    assert store.counter.requests == 6  # the other shard: its index, its chunk
+    writable = CountingStore(LocalStore(tmp_path / "s.zarr"))
+    arr = zarr.open_array(writable, mode="r+")
+    writable.counter.reset()
+    arr[0:500]
+    arr[600:900]
+    assert writable.counter.requests == 4
+
+
 def test_hdf5_requests_match_a_hand_count(tmp_path: Path) -> None:
     """A contiguous dataset read whole is one request past the metadata; with a page
     buffer, a paged file is read in whole pages, each page once."""

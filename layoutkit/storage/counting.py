@@ -21,11 +21,12 @@ import os
 import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from zarr.abc.store import Store
+from zarr.abc.store import Store, SuffixByteRequest
 from zarr.storage import WrapperStore
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError, StoreReadError
@@ -175,6 +176,13 @@ def is_icechunk_store(store: Any) -> bool:
     return any(type(b).__module__.startswith("icechunk") for b in layers(store))
 
 
+SHARD_INDEX_MAX = 1 << 20
+"""The largest read of a shard's last bytes kept as its index (16 bytes and a checksum per
+inner chunk: a shard of 65,536 chunks)."""
+SHARD_INDEXES_KEPT = 4096
+"""Shard indexes a read-only store keeps, the least recently used dropped first."""
+
+
 class CountingStore(WrapperStore):
     """A Zarr store wrapper that counts (and optionally delays) every read.
 
@@ -208,6 +216,7 @@ class CountingStore(WrapperStore):
         self._sleep = sleep
         self.name = name or str(store)
         self._limits: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._indexes: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self.local_metadata = is_icechunk_store(store)
         """Whether the store holds its nodes' metadata in memory (an Icechunk session:
         its snapshot, fetched when it opened, lists every node and holds its document), so
@@ -216,6 +225,7 @@ class CountingStore(WrapperStore):
     def _with_store(self, store: Any) -> CountingStore:
         copy = type(self)(store, self.model, self.counter, self._sleep, self.name)
         copy._limits = self._limits  # one limit for the store and the copies zarr makes of it
+        copy._indexes = self._indexes  # and one cache of shard indexes
         return copy
 
     def _failed(self, exc: Exception) -> Exception:
@@ -257,13 +267,33 @@ class CountingStore(WrapperStore):
                 return await self._store.get(key, prototype, byte_range)
             except Exception as exc:
                 raise self._failed(exc) from None
+        index = self._index_key(key, byte_range)
+        if index is not None and index in self._indexes:
+            self._indexes.move_to_end(index)
+            return self._indexes[index]
         async with self._slots():
             try:
                 buf = await self._store.get(key, prototype, byte_range)
             except Exception as exc:
                 raise self._failed(exc) from None
             await self._account(len(buf) if buf is not None else 0)
+        if index is not None and buf is not None:
+            self._indexes[index] = buf
+            while len(self._indexes) > SHARD_INDEXES_KEPT:
+                self._indexes.popitem(last=False)
         return buf
+
+    def _index_key(self, key: str, byte_range: Any) -> tuple[str, int] | None:
+        """The cache key of a shard's index read (the last bytes of a shard, as zarr's
+        sharding codec reads its index) from a store opened read-only; None for any other
+        read. zarr reads a shard's index again for every read of the shard
+        (zarr-python#1355): a program reading one signal of each shot from a
+        signal-major store paid two requests a read."""
+        if not isinstance(byte_range, SuffixByteRequest) or byte_range.suffix > SHARD_INDEX_MAX:
+            return None
+        if not getattr(self._store, "read_only", False):
+            return None
+        return key, byte_range.suffix
 
     async def getsize(self, key: str) -> int:
         """An object's size: one request (a HEAD), counted as a GET of nothing."""

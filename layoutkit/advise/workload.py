@@ -98,7 +98,7 @@ def sample_workload(items: Sequence[Item], source_arrays: Mapping[str, tuple[int
                            template)
         large, dropped = _mapped(items, full, _stand_ins(shots, large_shots, share(large_shots)), large_arrays,
                                  source_arrays, template)
-    like = resembles(items, source_arrays, template)
+    like = _like(items, full)
     return SampledWorkload(tuple(items), small, large, _elements(large) > _elements(small), like, len(shots), dropped,
                            max(1, threads))
 
@@ -107,7 +107,11 @@ def resembles(items: Sequence[Item], source_arrays: Mapping[str, tuple[int, ...]
     """The standard pattern a shot archive's workload is most like: ``signal`` when it reads
     a larger share of the shots than of the signals (three signals of every shot), else
     ``shot``; None when it reads no shot."""
-    full = match_template(list(source_arrays), template)
+    return _like(items, match_template(list(source_arrays), template))
+
+
+def _like(items: Sequence[Item], full: Mapping[str, tuple[str, str]]) -> str | None:
+    """:func:`resembles`, given the source's arrays matched to their shots and signals."""
     read = [full[p] for p, _ in items if p in full]
     if not read:
         return None

@@ -19,8 +19,9 @@ def summary(workload: Workload, template: str = DEFAULT_TEMPLATE, top: int = 10)
              f"{plural(calls, 'read')} ({len(workload.reads):,} distinct) from {plural(workload.processes, 'process', 'processes')}, "
              f"{plural(workload.threads, 'thread')}"]
     for path, u in workload.unmapped.items():
-        lines.append(f"{path}: {plural(u['reads'], 'read')} ({u['bytes']:,} bytes) in no array's data "
-                     "(HDF5's metadata: object headers, B-trees, heaps)")
+        what = ("a Zarr store's metadata: its documents, shard indexes" if Path(path).is_dir()
+                else "HDF5's metadata: object headers, B-trees, heaps")
+        lines.append(f"{path}: {plural(u['reads'], 'read')} ({u['bytes']:,} bytes) in no array's data ({what})")
     if not workload.reads:
         lines.append("no reads of arrays were recorded")
         return lines

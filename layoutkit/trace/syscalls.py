@@ -271,8 +271,10 @@ def _chunk_index(key: str, meta: dict[str, Any]) -> tuple[int, ...] | None:
         if not parts or parts[0] != meta["prefix"]:
             return None
         parts = parts[1:]
+    if not meta["shape"]:  # a scalar array's one chunk: "c" (v3) or "0" (v2)
+        return () if parts in ([], ["0"]) else None
     if len(parts) != len(meta["shape"]) or not all(p.isdigit() for p in parts):
-        return None if meta["shape"] or parts not in ([], ["0"]) else ()
+        return None
     return tuple(int(p) for p in parts)
 
 
@@ -312,24 +314,28 @@ def map_reads(reads: list[FileRead]) -> tuple[list[dict[str, Any]], dict[str, di
 
     records: list[dict[str, Any]] = []
     unmapped: dict[str, dict[str, int]] = {}
-    maps: dict[str, _FileMap | None] = {}
+    # each file read, once: an HDF5 file's map, the Zarr store it lies in, or None (neither).
+    # A store first: its chunk files are told by their folders (cached), not opened one by one
+    kinds: dict[str, _FileMap | _StoreMap | None] = {}
     stores: dict[Path, _StoreMap] = {}
     roots: dict[Path, Path | None] = {}
     resolved: dict[str, str] = {}  # a path as the program opened it -> the file (once each, not once a read)
     for r in reads:
         path = resolved.get(r.path) or resolved.setdefault(r.path, str(Path(r.path).resolve()))
-        if path not in maps:
-            maps[path] = _FileMap(path) if Path(path).is_file() and h5py.is_hdf5(path) else None
-        fmap = maps[path]
-        found: list[tuple[str, tuple[int, ...], list[Any]]] | None
-        if fmap is not None:
-            source, found = path, fmap.arrays_in(r.offset, r.size)
-        else:
+        if path not in kinds:
             root = _store_root(Path(path).parent, roots)
-            if root is None:
-                continue
-            store = stores.get(root) or stores.setdefault(root, _StoreMap(root))
-            source, found = str(root), store.arrays_in(Path(path), r.offset, r.size, r.pid)
+            if root is not None:
+                kinds[path] = stores.get(root) or stores.setdefault(root, _StoreMap(root))
+            else:
+                kinds[path] = _FileMap(path) if Path(path).is_file() and h5py.is_hdf5(path) else None
+        kind = kinds[path]
+        found: list[tuple[str, tuple[int, ...], list[Any]]] | None
+        if kind is None:
+            continue
+        if isinstance(kind, _FileMap):
+            source, found = path, kind.arrays_in(r.offset, r.size)
+        else:
+            source, found = str(kind.root), kind.arrays_in(Path(path), r.offset, r.size, r.pid)
             if found == []:  # part of an inner chunk, not yet all of it
                 continue
         if not found:

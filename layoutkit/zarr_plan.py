@@ -153,8 +153,8 @@ def _check_filters(info: ArrayInfo) -> None:
 
 def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> ArrayPlan:
     """Plan one array: raise :class:`UnsupportedFeatureError` when it cannot be carried."""
-    if info.external:
-        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
+    if info.external and info.unmapped:  # else read through HDF5, from its files
+        raise UnsupportedFeatureError(info.path, f"external raw storage ({info.unmapped})")
     if info.layout == "virtual" and info.unmapped:  # else read through HDF5, from the files it maps
         raise UnsupportedFeatureError(info.path, f"a virtual dataset ({info.unmapped})")
     if "\\" in info.path:  # zarr-python takes it for a path separator on reading

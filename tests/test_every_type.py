@@ -228,6 +228,21 @@ def external_link(f: h5py.File) -> None:
     f.create_dataset("t", data=np.arange(3))
 
 
+def external_storage(f: h5py.File) -> None:
+    """External raw storage: the values in two other files beside it, the first from an
+    offset; a compound, big-endian, as HDF5 writes it (relative names, as h5py's docs)."""
+    folder = Path(f.filename).parent
+    dt = np.dtype([("a", ">i4"), ("b", ">f8")])
+    values = np.array([(i, i / 4) for i in range(10)], dt)
+    (folder / "t-0.bin").write_bytes(b"head" + values[:4].tobytes())
+    (folder / "t-1.bin").write_bytes(values[4:].tobytes())
+    f.create_dataset("t", shape=(10,), dtype=dt, external=[("t-0.bin", 4, 4 * dt.itemsize), ("t-1.bin", 0, 6 * dt.itemsize)])
+
+
+def external_storage_missing(f: h5py.File) -> None:
+    f.create_dataset("t", shape=(4,), dtype="<i4", external=[("gone.bin", 0, 16)])
+
+
 def user_defined_link(f: h5py.File) -> None:
     """A link of a class registered by a plugin (H5Lregister, H5Lcreate_ud: not in h5py)."""
     from layoutkit.hdf5.libhdf5 import _libhdf5
@@ -304,6 +319,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_fill_value: (EQUAL, EQUAL),
     committed_datatype_with_attributes: (EQUAL, EQUAL),  # recorded in layoutkit.json (issue 65)
     external_link: (EQUAL, EQUAL),
+    external_storage: (EQUAL, EQUAL),  # read through HDF5 from its files, beside the source (issue 65)
+    external_storage_missing: ("Dataset '/t' uses external raw storage (its file gone.bin is missing)",) * 2,
     damaged_object: ("Object '/bad' uses a damaged object header",) * 2,
     user_defined_link: ("Link '/custom' uses a user-defined link class (150",) * 2,
 }
@@ -599,6 +616,64 @@ def rank_genes_groups(f: h5py.File) -> None:
     top.create_dataset("names", data=names)
     top.create_dataset("scores", data=scores)
     top.attrs["encoding-type"] = "dict"
+
+
+def test_external_raw_storage_is_read_from_beside_the_file_by_every_path(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Datasets whose raw data are in other files (external raw storage), refused by every
+    layout, are read through HDF5 from beside the source wherever the command runs
+    (HDF5 itself looks in the working directory): every Zarr layout and the paged file
+    proven equal, ``layoutkit.open`` and the xarray engine giving the values in the data
+    files (read here with numpy alone) from the source and each variant, a time base of
+    such storage attached as the signal's coordinate, and advise's sample holding the
+    values in its own file. A source read as an object in a bucket names it instead."""
+    import xarray as xr
+
+    import layoutkit
+    from layoutkit.advise.subset import Part, write_part
+    from layoutkit.hdf5.inventory import read_inventory
+    from layoutkit.storage.sources import LocalObject
+
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    signal = (np.arange(3 * 40) * 0.5).reshape(40, 3).astype(">f4")  # big-endian, as the files hold it
+    time = np.linspace(0, 1, 40)
+    (folder / "s-a.bin").write_bytes(signal[:25].tobytes())
+    (folder / "s-b.bin").write_bytes(b"\0" * 100 + signal[25:].tobytes())
+    (folder / "time.bin").write_bytes(time.tobytes())
+    src = folder / "shots.h5"
+    with h5py.File(src, "w") as f:
+        g = f.create_group("shots/7/signals")
+        t = g.create_dataset("time", shape=(40,), dtype="<f8", external=[("time.bin", 0, h5py.h5f.UNLIMITED)])
+        t.make_scale("time")
+        ds = g.create_dataset("coil", shape=(40, 3), dtype=">f4",
+                              external=[("s-a.bin", 0, 25 * 12), (str(folder / "s-b.bin"), 100, 15 * 12)])
+        ds.dims[0].attach_scale(t)
+        ds.attrs["units"] = "T"
+        g.create_dataset("plain", data=np.arange(6))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    runs = {
+        "v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
+        "sharded.zarr": ["convert", "--shards", "auto", "--chunks", "8"],
+        "virtual.icechunk": ["convert", "--layout", "virtual"], "paged.h5": ["reorder", "--by", "signal"],
+    }
+    write_and_prove(src, tmp_path, runs)
+    for store in [src, *(tmp_path / n for n in runs)]:
+        with layoutkit.open(store) as archive:
+            np.testing.assert_array_equal(archive.get("/shots/7/signals/coil"), signal)
+            got = archive.variable("/shots/7/signals/coil")
+            np.testing.assert_array_equal(got["time"].values, time)
+        engine = xr.open_dataset(store, engine="layoutkit", group="7/coil")
+        np.testing.assert_array_equal(engine["coil"].values, signal)
+        np.testing.assert_array_equal(engine["time"].values, time)
+    sample = write_part(src, read_inventory(src), Part(prefixes=("/shots/7",), arrays=(), scale=1.0), tmp_path / "sample.h5")
+    with h5py.File(sample) as f:
+        assert f["shots/7/signals/coil"].id.get_create_plist().get_external_count() == 0
+        np.testing.assert_array_equal(f["shots/7/signals/coil"][()], signal)
+    in_bucket = {a.path: a for a in read_inventory(LocalObject(str(src))).arrays}
+    assert in_bucket["/shots/7/signals/coil"].unmapped == "its files are not read from a bucket"
 
 
 def test_an_h5ad_written_by_anndata_converts_and_reads_as_read_h5ad_reads_it(tmp_path: Path) -> None:

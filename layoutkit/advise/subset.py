@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 from layoutkit.errors import CorruptSourceError
-from layoutkit.hdf5.files import first_line, open_h5
+from layoutkit.hdf5.files import external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.storage import SourceLike
 from layoutkit.templates import compile_template, match_template, natural_key
@@ -223,6 +223,16 @@ def _recreate(theirs: h5py.Dataset, out: h5py.File, path: str) -> None:
     _copy_attrs(theirs, out[path])
 
 
+def _internal(src: h5py.File, out: h5py.File, path: str) -> None:
+    """Write a dataset with external raw storage as an ordinary one, its values read from
+    its files (:func:`~layoutkit.hdf5.files.external_values`), with its fill value and attributes."""
+    theirs = src[path]
+    with external_values(src, path) as ds:
+        values = ds[()]
+    out.create_dataset(path, data=values, dtype=theirs.dtype, fillvalue=theirs.fillvalue)
+    _copy_attrs(theirs, out[path])
+
+
 def _groups_of(out: h5py.File) -> list[str]:
     found: list[str] = []
     out.visititems(lambda name, obj: found.append("/" + name) if isinstance(obj, h5py.Group) else None)
@@ -288,6 +298,8 @@ def _write_part(source: SourceLike, inventory: Inventory, part: Part, destinatio
                     _copy_rows(src[a.path], out, a.path, cut[a.path])
                 elif a.dtype.kind == "O":  # H5Ocopy mishandles variable-length data and fill values
                     _recreate(src[a.path], out, a.path)
+                elif a.external:  # H5Ocopy keeps the names of its files, which are not beside the sample
+                    _internal(src, out, a.path)
                 else:
                     src.copy(src[a.path], out[parent or "/"], name=name)
             except (OSError, RuntimeError) as exc:

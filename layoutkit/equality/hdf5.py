@@ -6,6 +6,7 @@ types), dimension scales attached to the same axes, and the same values, chunk b
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import numpy as np
 from layoutkit.equality.expected import ReferenceReader, proof_blocks
 from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.chunk_index import sparse_storage
-from layoutkit.hdf5.files import Members, first_line, open_h5
+from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.model import attribute_problem
 from layoutkit.hdf5.values import Mismatch, equal_values
@@ -168,26 +169,28 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                 block = ds_v.chunks or ds_s.chunks or (tuple(ds_s.shape) if ds_s.shape else ())
                 where = rs.stored_regions(path)
                 theirs = None if where is None else sparse_storage(ds_v).get("stored_regions")
-                for region, expected in rs.read_each(path, proof_blocks(path, info.shape, block, where, theirs)):
-                    sel = tuple(slice(a, b) for a, b in region) if region else ()
-                    expected_v = np.asarray(expected)
-                    try:
-                        got_v = np.asarray(ds_v.asstr()[sel] if info.kind == "string" else ds_v[sel])
-                    except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
-                        miss(path, "values", f"cannot be read at {region}: {first_line(exc)}")
-                        break
-                    if info.kind == "reference":
-                        break
-                    if info.kind == "region-reference":
-                        if _regions(ds_s.file, ds_s[sel] if sel else ds_s[()]) != _regions(fv, got_v):
-                            miss(path, "values", f"the region references in {region} select other regions")
+                external_v = ds_v.id.get_create_plist().get_external_count() > 0  # its values read from its files
+                with external_values(fv, path) if external_v else contextlib.nullcontext(ds_v) as values_v:
+                    for region, expected in rs.read_each(path, proof_blocks(path, info.shape, block, where, theirs)):
+                        sel = tuple(slice(a, b) for a, b in region) if region else ()
+                        expected_v = np.asarray(expected)
+                        try:
+                            got_v = np.asarray(values_v.asstr()[sel] if info.kind == "string" else values_v[sel])
+                        except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
+                            miss(path, "values", f"cannot be read at {region}: {first_line(exc)}")
                             break
-                        continue
-                    eq = equal_values(expected_v, got_v)
-                    if not np.all(eq):
-                        bad = np.argwhere(~eq)[0] if np.ndim(eq) else ()
-                        miss(path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
-                        break
+                        if info.kind == "reference":
+                            break
+                        if info.kind == "region-reference":
+                            if _regions(ds_s.file, ds_s[sel] if sel else ds_s[()]) != _regions(fv, got_v):
+                                miss(path, "values", f"the region references in {region} select other regions")
+                                break
+                            continue
+                        eq = equal_values(expected_v, got_v)
+                        if not np.all(eq):
+                            bad = np.argwhere(~eq)[0] if np.ndim(eq) else ()
+                            miss(path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
+                            break
     return found
 
 

@@ -5,9 +5,12 @@ sentence before any work, and the source is only ever opened read-only."""
 from __future__ import annotations
 
 import atexit
+import contextlib
+import os
 import re
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, overload
 
@@ -20,6 +23,7 @@ from layoutkit.errors import (
     NotHDF5Error,
     SourceIsDirectoryError,
     SourceNotFoundError,
+    UnsupportedFeatureError,
 )
 from layoutkit.storage import AnySource, ObjectSource, RangeFile, Source, SourceLike, SourceSet, describe_store_error
 from layoutkit.storage.sources import READ_BLOCK_BYTES
@@ -181,6 +185,42 @@ def open_h5(source: SourceLike, **kwargs: Any) -> h5py.File:
     if isinstance(source, ObjectSource):  # metadata through a block-cached file object
         return _FileOverObject(source, **kwargs)
     return h5py.File(source, "r", **kwargs)
+
+def external_prefix(f: h5py.File, folder: str | None = None) -> str | None:
+    """Where HDF5 is to look for the files of a dataset's external raw storage: under
+    ``HDF5_EXTFILE_PREFIX`` when the environment sets it (``${ORIGIN}``: the file's
+    folder), as HDF5 does, else beside the file (HDF5 itself would look in the working
+    directory, which is not where anyone keeps them). ``folder``: the file's folder, when
+    ``f`` is read through a file object (its name is then not a path). None: a file in a
+    bucket, whose external files no one can read."""
+    if folder is None:
+        if f.driver == "fileobj":
+            return None
+        folder = os.path.dirname(os.path.abspath(f.filename))
+    prefix = os.environ.get("HDF5_EXTFILE_PREFIX", "")
+    return prefix.replace("${ORIGIN}", folder) if prefix else folder
+
+
+@contextlib.contextmanager
+def external_values(f: h5py.File, path: str, local: str | None = None) -> Iterator[h5py.Dataset]:
+    """The dataset at ``path``, which keeps its raw data in other files (external raw
+    storage), open to read its values through HDF5 from where :func:`external_prefix`
+    says they are. ``local``: the file's path, when ``f`` is read through a file object.
+
+    Opened on a second handle of the file, through HDF5's stdio driver, so that HDF5 holds
+    it apart from ``f``: HDF5 refuses to open a dataset with another prefix than the one
+    it is open with, and opens it again itself, with none, to list its attributes; on
+    ``f`` the walk, the attributes and the structure keep HDF5's default."""
+    if local is None and f.driver == "fileobj":
+        raise UnsupportedFeatureError(path, "external raw storage (its files are not read from a bucket)")
+    name = local if local is not None else os.path.abspath(f.filename)
+    with h5py.File(name, "r", driver="stdio") as side:
+        prefix = external_prefix(side)
+        assert prefix is not None
+        dapl = h5py.h5p.create(h5py.h5p.DATASET_ACCESS)
+        dapl.set_efile_prefix(os.fsencode(prefix))
+        yield h5py.Dataset(h5py.h5d.open(side.id, path.encode(), dapl))
+
 
 def open_source(path: SourceLike, **kwargs: Any) -> h5py.File:
     """Open an HDF5 source read-only after :func:`check_source`.

@@ -33,7 +33,7 @@ from layoutkit.hdf5.chunk_index import (
     sparse_candidate,
     sparse_storage,
 )
-from layoutkit.hdf5.files import first_line, open_h5, open_source
+from layoutkit.hdf5.files import external_prefix, first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, chunk_opts
 from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, FilterInfo, GroupInfo, Inventory, LinkInfo, text_members
@@ -204,6 +204,8 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     )
     if layout == h5py.h5d.VIRTUAL:
         info["unmapped"] = _unmapped(ds, f)
+    elif info["external"]:
+        info["unmapped"] = _external_missing(plist, f)
     if dtype.names and (members := text_members(dtype)) and ds_shape is not None:
         info["text_widths"] = _text_widths(ds, members)
     if tid.committed():  # resolved to a path once the walk is done (:func:`_inventory`)
@@ -264,6 +266,20 @@ def _unmapped(ds: h5py.Dataset, f: h5py.File) -> str | None:
         return None
     names = sorted(set(missing))
     return f"its mapped file{'s' if len(names) > 1 else ''} {', '.join(names)} {'are' if len(names) > 1 else 'is'} missing"
+
+
+def _external_missing(plist: h5py.h5p.PropDCID, f: h5py.File) -> str | None:
+    """The files of a dataset's external raw storage that are not where
+    :func:`~layoutkit.hdf5.files.external_prefix` says HDF5 is to find them, named (HDF5
+    would fail the read); None: each is found."""
+    prefix = external_prefix(f)
+    if prefix is None:
+        return "its files are not read from a bucket"
+    names = sorted({os.fsdecode(plist.get_external(i)[0]) for i in range(plist.get_external_count())})
+    missing = [n for n in names if not os.path.isfile(os.path.join(prefix, n))]
+    if not missing:
+        return None
+    return f"its file{'s' if len(missing) > 1 else ''} {', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing"
 
 
 def _storage(ds: h5py.Dataset, f: h5py.File, layout: int, shape: tuple[int, ...] | None,

@@ -13,7 +13,7 @@ import numpy as np
 
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.hdf5.attrs import reference_path, region_as_text
-from layoutkit.hdf5.files import first_line
+from layoutkit.hdf5.files import external_values, first_line
 from layoutkit.hdf5.model import ArrayInfo
 from layoutkit.plan import Region
 
@@ -27,7 +27,13 @@ def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Regio
     if info.segments is not None:
         return _joined(files, info, region)
     f = files(info.member)
-    ds = f[info.path]
+    if info.external:
+        with external_values(f, info.path) as ds:
+            return _values(f, ds, info, region)
+    return _values(f, f[info.path], info, region)
+
+
+def _values(f: h5py.File, ds: h5py.Dataset, info: ArrayInfo, region: Region) -> np.ndarray:
     sel = tuple(slice(a, b) for a, b in region) if region else ()
     try:
         if info.kind == "string":

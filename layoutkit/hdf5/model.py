@@ -143,7 +143,9 @@ class ArrayInfo:
     # :func:`~layoutkit.hdf5.chunk_index.index_problem`); None: the raw path may
     raw_fallback: str | None = None
     # a virtual dataset's mapped files HDF5 cannot find (it would read their regions as
-    # the fill value, silently), named; None: each is found (or the dataset is not virtual)
+    # the fill value, silently), or the missing files of an external dataset (``external``:
+    # its raw data in other files, read through HDF5 from beside the file), named; None:
+    # each is found (or the dataset is neither)
     unmapped: str | None = None
     # a fixed-length string type's padding when it is not NUL padding ("nullterm",
     # "spacepad"): HDF5 converts such strings as it reads them (cut at the first NUL,

@@ -19,7 +19,7 @@ from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.formats import element_dims
 from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
-from layoutkit.hdf5.files import close_at_exit, open_checked
+from layoutkit.hdf5.files import close_at_exit, external_values, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.readers.base import (
@@ -97,6 +97,7 @@ class HDF5Archive(Archive):
         self._local = None if isinstance(path, ObjectSource) else os.fspath(path)
         self._by_name: h5py.File | None = None  # opened by :meth:`_dataset` for virtual datasets
         self._virtual: dict[str, bool] = {}  # path -> whether a virtual dataset (:meth:`_dataset`)
+        self._external_storage: dict[str, bool] = {}  # path -> whether its raw data are in other files
         self._scale_paths: dict[Any, str] = {}  # header address -> path
         self._dimension_only: dict[Any, bool] = {}  # header address -> a netCDF dimension without values
         self._chunks: dict[str, tuple[int, ...] | None] = {}  # path -> its chunks, seen by variable()
@@ -196,17 +197,21 @@ class HDF5Archive(Archive):
         name = self.f[path].attrs.get("NAME")
         return isinstance(name, bytes) and name.startswith(NETCDF_DIM_ONLY_PREFIX.encode())
 
+    def _external(self, path: str, ds: h5py.Dataset) -> bool:
+        """Whether the dataset keeps its raw data in other files (external raw storage):
+        its values are then read by HDF5 from those files (:func:`~layoutkit.hdf5.files.external_values`),
+        not through the counting file; those reads are HDF5's own, not counted."""
+        found = self._external_storage.get(path)
+        if found is None:
+            found = self._external_storage[path] = ds.id.get_create_plist().get_external_count() > 0
+        return found
+
     def get(self, path: str, selection: Selection = ()) -> np.ndarray:
         ds = self._dataset(path)
-        if ds.shape is None:
-            return np.empty(0, ds.dtype)
-        if h5py.check_ref_dtype(ds.dtype) is not None:
-            return _references(ds, selection)
-        ds = _text(ds)
-        if ds.dtype.subdtype is not None and len(selection) > ds.ndim:  # into an array type's elements
-            outer = tuple(selection[: ds.ndim])
-            return np.asarray(ds[outer] if outer else ds[()])[(..., *selection[ds.ndim:])]
-        return np.asarray(ds[selection] if selection else ds[()])
+        if self._external(path, ds):
+            with external_values(self.f, path, self._local) as values:
+                return _values(values, selection)
+        return _values(ds, selection)
 
     def blocks(self) -> list[tuple[str, Selection]]:
         out: list[tuple[str, Selection]] = []
@@ -334,7 +339,8 @@ class HDF5Archive(Archive):
             data = (lazy_data(self, path, tuple(ds.shape), ds.dtype) if sub is None  # text as the reader reads it
                     else lazy_data(self, path, (*ds.shape, *sub[1]), sub[0]))
         if data is None:
-            data = _references(ds, ()) if h5py.check_ref_dtype(ds.dtype) else np.asarray(_text(ds)[()])
+            data = (self.get(path) if self._external(path, ds) else _references(ds, ()) if h5py.check_ref_dtype(ds.dtype)
+                    else np.asarray(_text(ds)[()]))
         dims, coords = [], {}
         for axis, dim in enumerate(ds.dims):
             scales = dim.values()
@@ -348,7 +354,9 @@ class HDF5Archive(Archive):
                 if coord is None or coord.variable.dims != (name,):
                     attrs = self._read_attrs.pop(where, None)
                     values = self._values.pop(where, None) if self._values else None
-                    coord = scale_coordinate(name, np.asarray(scale[()]) if values is None else values,
+                    if values is None:
+                        values = self.get(where) if self._external(where, scale) else np.asarray(scale[()])
+                    coord = scale_coordinate(name, values,
                                              self._attrs(scale, True) if attrs is None else attrs)
                     if self._coords is not None:
                         self._coords[where] = coord
@@ -436,6 +444,19 @@ class HDF5Archive(Archive):
 
 PREFETCH_BYTES = 256 * 1024**2
 """At most this much data (whole blocks) fetched ahead by one batch of a read in a bucket."""
+
+
+def _values(ds: h5py.Dataset, selection: Selection) -> np.ndarray:
+    """The values of ``ds`` in ``selection`` as :meth:`HDF5Archive.get` gives them."""
+    if ds.shape is None:
+        return np.empty(0, ds.dtype)
+    if h5py.check_ref_dtype(ds.dtype) is not None:
+        return _references(ds, selection)
+    ds = _text(ds)
+    if ds.dtype.subdtype is not None and len(selection) > ds.ndim:  # into an array type's elements
+        outer = tuple(selection[: ds.ndim])
+        return np.asarray(ds[outer] if outer else ds[()])[(..., *selection[ds.ndim:])]
+    return np.asarray(ds[selection] if selection else ds[()])
 
 
 def _address(obj: Any) -> Any:

@@ -136,8 +136,8 @@ def plan_storage(info: ArrayInfo, options: ReorderOptions) -> StoragePlan:
     for f in info.filters:
         if not f.available:
             raise MissingFilterError(info.path, f.id, f.name)
-    if info.external:
-        raise UnsupportedFeatureError(info.path, "external raw storage (data in another file)")
+    if info.external and info.unmapped:  # else read through HDF5, from its files
+        raise UnsupportedFeatureError(info.path, f"external raw storage ({info.unmapped})")
     if info.layout == "virtual" and info.unmapped:  # else read through HDF5, from the files it maps
         raise UnsupportedFeatureError(info.path, f"a virtual dataset ({info.unmapped})")
     if (feature := carried_nowhere(info)) is not None:

@@ -40,6 +40,8 @@ def reference_plan(info: ArrayInfo, options: ConvertOptions, budget: int) -> Arr
     """The plan of ``info`` referenced where it lies, or why it cannot be."""
     if info.segments is not None:
         return "is joined from several files along a record dimension"
+    if info.external:
+        return "keeps its raw data in other files (external raw storage, read through HDF5)"
     if info.layout == "contiguous":
         if info.kind not in RAW_COPY_KINDS or info.dtype.hasobject:
             return f"holds {info.kind} values (only numbers are referenced)"

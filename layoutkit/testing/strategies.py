@@ -10,8 +10,10 @@ non-ASCII text) mixed in.
 The feature space, drawn in combination: integer (both byte orders), float (float16,
 big-endian), bool and enum, fixed and variable-length strings (ASCII, UTF-8), compound,
 array and object-reference types; padded big-endian tables, nested compounds with enums,
-strings padded with spaces or NUL-terminated, long double, region references and
-references inside compounds (issue 48); every chunk index (the earliest or the latest
+strings padded with spaces or NUL-terminated, long double, region references (boxes,
+points, unions, the whole dataset, unset) and references inside compounds (issue 48);
+HDF5 virtual datasets mapping another file in part and external raw storage (issue 65);
+every chunk index (the earliest or the latest
 file format, fixed, finite, first-, last- or all-unlimited maximum shapes); scalar, empty,
 null and zero-length dataspaces;
 contiguous, compact and chunked storage with partial edge chunks and chunks never
@@ -49,6 +51,8 @@ ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empt
 # unlimited axis: the first, or the last, where HDF5's chunk queries misplace chunks)
 # or a v2 B-tree (several unlimited axes)
 MAXSHAPES = ("fixed", "first", "last", "all", "finite")
+ELSEWHERE = (*NUMERIC, "bool", "enum", "compound", "table", "S6")  # kinds drawn as virtual or external storage
+REGION_TARGET = "/regions"  # the dataset region references select from, made with the first one
 NAMES = ("a", "b", "data", "x", "time", "Ip", "µs", "with space", "v1")
 DIM_ONLY = "This is a netCDF dimension but not a netCDF variable."
 
@@ -70,6 +74,10 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
     storage = "contiguous"
     if space in ("simple", "zero"):
         storage = draw(st.sampled_from(("contiguous", "compact", "chunked", "chunked")))
+    if space == "simple" and storage == "contiguous" and kind in ELSEWHERE:
+        # its values in other files (issue 65): an HDF5 virtual dataset mapping another
+        # file in part, or external raw storage
+        storage = draw(st.sampled_from(("contiguous", "contiguous", "virtual", "external")))
     spec: dict[str, Any] = {"path": path, "kind": kind, "space": space, "shape": shape, "storage": storage}
     if storage == "chunked":
         spec["chunks"] = tuple(draw(st.integers(1, max(1, n))) for n in shape)
@@ -82,7 +90,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
                     "ragged") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
-    if kind in (*NUMERIC, "enum", "compound", "table") and space != "null":
+    if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
         spec["committed"] = draw(st.booleans())
     return spec
@@ -242,6 +250,8 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         out[(dt.names or ())[0]] = rng.integers(-99, 99, size=n)
         return out.reshape(shape)
     if kind == "regionref":
+        if f is not None:
+            return _regions(f, n).reshape(shape)
         refs = np.empty(n, dtype=object)
         for i in range(n):
             refs[i] = h5py.RegionReference()
@@ -327,6 +337,9 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if kind in STRPAD:
         _padded_strings(f, d, rng)
         return
+    if d["storage"] in ("virtual", "external"):
+        (_virtual if d["storage"] == "virtual" else _external)(f, d, rng)
+        return
     kw: dict[str, Any] = {"shape": shape, "dtype": dt}
     if d.get("committed"):
         name = "/type_" + "".join(c if c.isalnum() else "_" for c in kind)
@@ -360,6 +373,64 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
         ds[: max(1, shape[0] // 2)] = data[: max(1, shape[0] // 2)]
     else:
         ds[()] = data
+
+
+def _beside(f: h5py.File, d: dict[str, Any], suffix: str) -> Path:
+    """A file beside ``f`` for the dataset ``d``'s values."""
+    return Path(f.filename).with_name(Path(f.filename).stem + d["path"].replace("/", "-") + suffix)
+
+
+def _virtual(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
+    """An HDF5 virtual dataset whose first half (at least one row) is mapped from a file
+    beside it, named relative; the rest unmapped, read as the fill value."""
+    kind, shape, dt = d["kind"], d["shape"], dtype_of(d["kind"])
+    data = values(kind, shape, rng, f)
+    source = _beside(f, d, ".vds.h5")
+    with h5py.File(source, "w") as s:
+        s.create_dataset("data", data=data, dtype=dt)
+    rows = max(1, shape[0] // 2)
+    layout = h5py.VirtualLayout(shape=shape, dtype=dt)
+    layout[:rows] = h5py.VirtualSource(source.name, "data", shape=shape, dtype=dt)[:rows]
+    fill = _fill(kind) if d.get("fill") == "set" else None
+    f.create_virtual_dataset(d["path"], layout, fillvalue=fill)
+
+
+def _external(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
+    """External raw storage: the values in two files beside it (one element at least in
+    the first, after a few bytes of something else), named relative."""
+    kind, shape, dt = d["kind"], d["shape"], dtype_of(d["kind"])
+    raw = np.asarray(values(kind, shape, rng, f), dtype=dt).tobytes()
+    cut = max(1, int(np.prod(shape)) // 2) * dt.itemsize
+    first, second = _beside(f, d, ".0.bin"), _beside(f, d, ".1.bin")
+    first.write_bytes(b"hdr" + raw[:cut])
+    second.write_bytes(raw[cut:])
+    segments = [(first.name, 3, cut)] + ([(second.name, 0, len(raw) - cut)] if len(raw) > cut else [])
+    fill = _fill(kind) if d.get("fill") == "set" else None
+    f.create_dataset(d["path"], shape=shape, dtype=dt, external=segments, fillvalue=fill)
+
+
+def _region_target(f: h5py.File) -> h5py.Dataset:
+    if REGION_TARGET not in f:
+        f.create_dataset(REGION_TARGET, data=np.arange(20, dtype="<i4").reshape(4, 5))
+    return f[REGION_TARGET]
+
+
+def _regions(f: h5py.File, n: int) -> np.ndarray:
+    """``n`` region references into :data:`REGION_TARGET`: a box, the whole dataset, points
+    in their order, a union of boxes, and one not set, in turn."""
+    x = _region_target(f)
+    points = x.id.get_space()
+    points.select_elements(np.array([[3, 4], [0, 1], [2, 2]]))
+    boxes = x.id.get_space()
+    boxes.select_hyperslab((0, 0), (1, 2))
+    boxes.select_hyperslab((2, 3), (2, 2), op=h5py.h5s.SELECT_OR)
+    made = [x.regionref[1:3, 0:2], x.regionref[...],
+            h5py.h5r.create(f.id, REGION_TARGET.encode(), h5py.h5r.DATASET_REGION, points),
+            h5py.h5r.create(f.id, REGION_TARGET.encode(), h5py.h5r.DATASET_REGION, boxes), h5py.RegionReference()]
+    refs = np.empty(n, dtype=object)
+    for i in range(n):
+        refs[i] = made[i % len(made)]
+    return refs
 
 
 def _maxshape(kind: str, shape: tuple[int, ...]) -> tuple[int | None, ...]:
@@ -425,7 +496,7 @@ def _attribute(f: h5py.File, obj: Any, name: str, kind: str, rng: np.random.Gene
     elif kind == "compound":
         a[name] = np.array((1.0, 2, b"ab"), dtype=dtype_of("compound"))
     elif kind == "regionref":
-        a.create(name, h5py.RegionReference(), dtype=h5py.regionref_dtype)
+        a.create(name, _regions(f, 2), dtype=h5py.regionref_dtype)
     elif kind == "compound_ref":
         dt = dtype_of("cref")
         value = np.zeros((), dt)

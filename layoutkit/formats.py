@@ -32,6 +32,21 @@ SIDECAR = "layoutkit.json"
 """The document beside a Zarr store's root: options, links, netCDF dimensions, skipped
 datasets, dimension scales (in Icechunk, folded into :data:`PROVENANCE_ATTR`)."""
 
+RENAMED_KEY = "renamed"
+"""The entry of :data:`SIDECAR` that maps each node stored under another name than the
+source's (:func:`stored_path`) to its path in the source."""
+
+
+def stored_path(path: str) -> str:
+    """A source's path as a Zarr store names it: a name holding a backslash, which
+    zarr-python takes for a ``/`` (``a\\b`` would be ``b`` in a group ``a``), stored with
+    its ``%`` and its backslashes percent-encoded (``%25``, ``%5C``); every other name as it
+    is. The store's :data:`SIDECAR` records each such node (:data:`RENAMED_KEY`)."""
+    if "\\" not in path:
+        return path
+    return "/".join(n.replace("%", "%25").replace("\\", "%5C") if "\\" in n else n for n in path.split("/"))
+
+
 # -- the type rules: what an HDF5 feature becomes in Zarr -----------------------------------
 
 DIMENSIONS_ATTR = "_ARRAY_DIMENSIONS"

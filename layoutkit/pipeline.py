@@ -50,7 +50,7 @@ from layoutkit.errors import (
     RawReadFallback,
     UnsupportedFeatureError,
 )
-from layoutkit.formats import PROVENANCE_ATTR
+from layoutkit.formats import PROVENANCE_ATTR, stored_path
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import check_source
 from layoutkit.hdf5.inventory import Inventory
@@ -65,6 +65,7 @@ from layoutkit.storage.log import LOG_KEY, committed, encode, entry_key, new_ent
 from layoutkit.storage.sources import source_records
 from layoutkit.templates import DEFAULT_TEMPLATE
 from layoutkit.timings import Stages
+from layoutkit.zarr_plan import with_stored_names
 
 Progress = Callable[[int], None]
 
@@ -139,6 +140,9 @@ def plan(
         if template:
             with stages.step("scales"):
                 digests = read_scale_digests(source, inventory, template)
+        if layout.format == "zarr":  # names with a backslash at the paths a store can address
+            inventory = with_stored_names(inventory)
+            digests = {stored_path(p): d for p, d in digests.items()}
         with stages.step("plan"):
             planned = layout.plan(inventory, options, digests, dest=str(dst))
         say_fallbacks(inventory, layout.format)  # once the run is certain: a refusal is its one sentence

@@ -12,16 +12,16 @@ where the filter pipeline has a Zarr spelling (:mod:`layoutkit.hdf5.encoding`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.formats import element_dims, member_field
+from layoutkit.formats import element_dims, member_field, stored_path
 from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
 from layoutkit.hdf5.filters import can_read_raw
-from layoutkit.hdf5.model import ArrayInfo, carried_nowhere, element_shape
+from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory, carried_nowhere, element_shape
 from layoutkit.options import ShardSpec, parse_compressor
 from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards
 from layoutkit.zarr_options import ConvertOptions
@@ -157,7 +157,7 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         raise UnsupportedFeatureError(info.path, f"external raw storage ({info.unmapped})")
     if info.layout == "virtual" and info.unmapped:  # else read through HDF5, from the files it maps
         raise UnsupportedFeatureError(info.path, f"a virtual dataset ({info.unmapped})")
-    if "\\" in info.path:  # zarr-python takes it for a path separator on reading
+    if "\\" in info.path:  # zarr-python takes it for a path separator: planned at its stored path (with_stored_names)
         raise UnsupportedFeatureError(info.path, "a backslash in its name (Zarr stores cannot address it)")
     _check_filters(info)
     dtype = target_dtype(info)
@@ -212,6 +212,41 @@ def reencode_reason(info: ArrayInfo) -> str:
     return found if isinstance(found, str) else "has no stored chunks"
 
 
+def with_stored_names(inventory: Inventory) -> Inventory:
+    """The inventory as a Zarr store names its nodes (:func:`~layoutkit.formats.stored_path`):
+    each group and array whose name holds a backslash at its stored path, its source path
+    kept (``source_path``: the readers of the source open that), and the dimension scales
+    attached to arrays and the dimensions named after them renamed with them; the same inventory when no name holds one.
+
+    Raises
+    ------
+    UnsupportedFeatureError
+        Two nodes that would be stored under one name (``a\\b`` beside a literal ``a%5Cb``).
+    """
+    if not any("\\" in p for p in inventory.node_paths()):
+        return inventory
+    taken: dict[str, str] = {}
+    for path in inventory.node_paths():
+        other = taken.setdefault(stored_path(path), path)
+        if other != path:
+            raise UnsupportedFeatureError(path, f"a name Zarr would store as {stored_path(path)!r}, as it stores {other!r}")
+
+    def renamed(path: str) -> dict[str, Any]:
+        return {"path": stored_path(path), "source_path": path} if stored_path(path) != path else {}
+
+    groups = tuple(replace(g, **renamed(g.path)) for g in inventory.groups)
+    arrays = tuple(replace(a, **renamed(a.path), dims=tuple(stored_path(d) for d in a.dims),
+                           dim_scales=tuple(tuple(stored_path(s) for s in axis) for axis in a.dim_scales))
+                   for a in inventory.arrays)
+    return replace(inventory, groups=groups, arrays=arrays)
+
+
+def renamed_nodes(inventory: Inventory) -> dict[str, str]:
+    """Each node of an inventory :func:`with_stored_names` renamed: stored path -> source path."""
+    nodes: list[ArrayInfo | GroupInfo] = [*inventory.groups, *inventory.arrays]
+    return {n.path: n.source_path for n in nodes if n.source_path is not None}
+
+
 def check_source_options(options: ConvertOptions) -> None:
     """``--compressor source`` copies the source's chunks, so it keeps their shape."""
     if options.compressor.name == "source" and options.chunks.mode == "shape":
@@ -253,5 +288,5 @@ def packable(info: ArrayInfo) -> bool:
     )
 
 
-__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "array_members", "check_source_options", "element_axes", "packable", "sequence_type", "plan_array", "plan_arrays",
+__all__ = ["SOURCE_FALLBACK", "ConvertPlan", "array_members", "check_source_options", "element_axes", "packable", "sequence_type", "plan_array", "plan_arrays", "renamed_nodes", "with_stored_names",
            "reencode_reason", "target_dtype"]

@@ -308,7 +308,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     strings_space_padded: (EQUAL, EQUAL),
     strings_nul_terminated: (EQUAL, EQUAL),
     null_scalar_and_empty: (EQUAL, EQUAL),
-    backslash_name: ("uses a backslash in its name", EQUAL),
+    backslash_name: (EQUAL, EQUAL),  # at its stored path, recorded in layoutkit.json (issue 65)
     unfiltered_edge_chunks: (EQUAL, EQUAL),
     shuffled_compound: (EQUAL, EQUAL),
     vlen_sequences: (EQUAL, EQUAL),  # each sequence its values' bytes (issue 65)
@@ -674,6 +674,70 @@ def test_external_raw_storage_is_read_from_beside_the_file_by_every_path(tmp_pat
         np.testing.assert_array_equal(f["shots/7/signals/coil"][()], signal)
     in_bucket = {a.path: a for a in read_inventory(LocalObject(str(src))).arrays}
     assert in_bucket["/shots/7/signals/coil"].unmapped == "its files are not read from a bucket"
+
+
+def backslash_archive(path: Path) -> dict[str, np.ndarray]:
+    """A shot archive whose names hold backslashes (a signal, its time base, a group),
+    beside a name holding a literal ``%``; h5py's values by path."""
+    with h5py.File(path, "w") as f:
+        for shot in ("1", "2"):
+            g = f.create_group(f"shots/{shot}/signals")
+            t = g.create_dataset("t\\ime", data=np.linspace(0, 1, 6) + int(shot))
+            t.make_scale("t\\ime")
+            x = g.create_dataset("coil\\B", data=np.arange(6.0) * int(shot), chunks=(3,))
+            x.dims[0].attach_scale(t)
+            x.attrs["units"] = "T"
+            g.create_dataset("100%", data=np.arange(3))
+        f.create_group("calib\\2026").create_dataset("gain", data=np.ones((2, 2)))
+        f["calib\\2026"].attrs["by"] = "hand"
+        return {p: f[p][()] for p in ("/shots/1/signals/coil\\B", "/shots/2/signals/t\\ime", "/calib\\2026/gain")}
+
+
+def test_a_name_with_a_backslash_is_stored_at_its_stored_path_and_read_by_its_own(tmp_path: Path) -> None:
+    """A backslash in a name, which zarr-python takes for a ``/``, refused by every Zarr
+    layout: every Zarr layout stores the node with its ``%`` and ``\\`` percent-encoded and
+    records its source path in ``layoutkit.json`` (issue 65); verify proves each equal
+    (and finds a record that does not match); zarr-python opens the stored path;
+    ``layoutkit.open`` reads every variant by the source's names; two names that would be
+    stored alike are refused naming both."""
+    import json
+
+    import layoutkit
+
+    src = tmp_path / "names.h5"
+    want = backslash_archive(src)
+    runs = {
+        "v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
+        "sharded.zarr": ["convert", "--shards", "auto", "--chunks", "3"],
+        "signal.zarr": ["convert", "--layout", "signal-major"], "packed.zarr": ["convert", "--layout", "shot-packed"],
+        "virtual.icechunk": ["convert", "--layout", "virtual"], "paged.h5": ["reorder", "--by", "signal"],
+    }
+    write_and_prove(src, tmp_path, runs)
+    record = json.loads((tmp_path / "v3.zarr" / "layoutkit.json").read_text())["renamed"]
+    assert record["/shots/1/signals/coil%5CB"] == "/shots/1/signals/coil\\B" and record["/calib%5C2026"] == "/calib\\2026"
+    assert "/shots/1/signals/100%" not in record  # no backslash: stored as it is
+    z = zarr.open_group(tmp_path / "v3.zarr", mode="r")
+    np.testing.assert_array_equal(z["shots/1/signals/coil%5CB"][:], want["/shots/1/signals/coil\\B"])
+    assert z["shots/1/signals/coil%5CB"].metadata.dimension_names == ("t%5Cime",)
+    for store in [src, *(tmp_path / n for n in runs)]:
+        with layoutkit.open(store) as archive:
+            for path, values in want.items():
+                np.testing.assert_array_equal(archive.get(path), values, err_msg=f"{store.name}{path}")
+            signal = archive.read(2, "coil\\B")
+            np.testing.assert_array_equal(signal.values, np.arange(6.0) * 2)
+            np.testing.assert_array_equal(signal[signal.dims[0]].values, np.linspace(0, 1, 6) + 2)
+            assert sorted(archive.signal("coil\\B")) == ["1", "2"]
+    record["/shots/2/signals/coil%5CB"] = "/shots/2/signals/other"
+    sidecar = tmp_path / "v3.zarr" / "layoutkit.json"
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "renamed": record}))
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open"])
+    assert check.exit_code == 1 and "coil\\B: name" in " ".join(check.output.split()), check.output
+    with h5py.File(src, "a") as f:
+        f["shots/1/signals/coil%5CB"] = np.arange(2)  # stored alike with coil\B
+    refused = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / "again.zarr")])
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "coil%5CB" in said and "coil\\\\B" in said, said
+    assert not (tmp_path / "again.zarr").exists()
 
 
 def test_an_h5ad_written_by_anndata_converts_and_reads_as_read_h5ad_reads_it(tmp_path: Path) -> None:

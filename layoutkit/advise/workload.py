@@ -222,7 +222,7 @@ def costliest(written: Path | str, items: Sequence[Item], template: str, storage
         counter = archive.counter
         for path, selection in items:
             requests, nbytes = counter.requests, counter.bytes
-            archive.get(path, selection)
+            archive.get(archive.stored_name(path), selection)
             key = groups[path][1] if path in groups else path
             was = costs.get(key, (0, 0))
             costs[key] = (was[0] + counter.requests - requests, was[1] + counter.bytes - nbytes)

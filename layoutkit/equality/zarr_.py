@@ -40,6 +40,7 @@ from layoutkit.formats import (
     NODES_ATTR,
     NON_FINITE,
     PROVENANCE_ATTR,
+    RENAMED_KEY,
     SEQUENCE_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
@@ -48,6 +49,7 @@ from layoutkit.formats import (
     joined_members,
     member_field,
     sequences,
+    stored_path,
 )
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
@@ -67,6 +69,7 @@ def compare_zarr(
     workers: int = 2,
     name: str | None = None,
     index_attrs: frozenset[str] = frozenset(),
+    names: bool = True,
 ) -> list[Mismatch]:
     """Compare a Zarr store that mirrors an HDF5 source (a shot-major store, or the
     mirrored part of another layout's) with that source.
@@ -83,6 +86,9 @@ def compare_zarr(
         Arrays compared at the same time.
     index_attrs
         Attributes a layout adds to groups as its index (not source attributes).
+    names
+        Whether to check the record of the nodes stored under other names
+        (:func:`compare_renamed`); False when ``inventory`` is a part of the source's.
 
     Returns
     -------
@@ -103,7 +109,7 @@ def compare_zarr(
         """The store's node at ``path`` if it is of ``kind``, else report it and None."""
         what = "group" if kind is zarr.Group else "array"
         try:
-            found_node = root if path == "/" else root[path.lstrip("/")]
+            found_node = root if path == "/" else root[stored_path(path).lstrip("/")]
         except KeyError:
             miss(path, "missing", f"{what} not in the store")
             return None
@@ -119,11 +125,13 @@ def compare_zarr(
 
     _compare_datatypes(inventory, root, miss)
     arrays = [a for a in inventory.arrays if not a.dim_only and a.path not in skipped]
+    if names:
+        compare_renamed(inventory, _sidecar(root), skipped, miss)
 
     def one(info: ArrayInfo) -> list[Mismatch]:
         own: list[Mismatch] = []
         try:
-            z = root[info.path.lstrip("/")]
+            z = root[stored_path(info.path).lstrip("/")]
         except KeyError:
             return [Mismatch(name, info.path, "missing", "array not in the store")]
         if not isinstance(z, zarr.Array):
@@ -177,6 +185,19 @@ def _compare_datatypes(inventory: Inventory, root: zarr.Group, miss: Any) -> Non
         if got.get("type") != str(t.dtype):
             miss(t.path, "dtype", f"recorded as {got.get('type')!r}, expected {str(t.dtype)!r}")
         compare_attrs(t.path, dict(t.attrs), dict(got.get("attributes") or {}), miss, frozenset())
+
+
+def compare_renamed(inventory: Inventory, sidecar: dict[str, Any], skipped: frozenset[str], miss: Any) -> None:
+    """Each node whose name the store cannot hold as it is (a backslash) must be at its
+    stored path (:func:`~layoutkit.formats.stored_path`, checked where it is read) and
+    recorded there in ``layoutkit.json`` under its source path; no other node may be."""
+    recorded = sidecar.get(RENAMED_KEY) or {}
+    every = {stored_path(p): p for p in inventory.node_paths() if stored_path(p) != p}
+    for stored, path in every.items():
+        if path not in skipped and recorded.get(stored) != path:
+            miss(path, "name", f"stored as {stored!r}, which layoutkit.json records as {recorded.get(stored)!r}")
+    for stored in recorded.keys() - every.keys():
+        miss(str(recorded[stored]), "name", f"layoutkit.json records {stored!r} for a node the source has not")
 
 
 def _sidecar(root: zarr.Group) -> dict[str, Any]:
@@ -260,7 +281,8 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
         miss(path, "dtype", f"{z.dtype}, expected {np.dtype(want)}")
         return
     # dimension names
-    want_dims = info.dims + element_dims(path.rsplit("/", 1)[-1], len(element))
+    # (a name with a backslash as the store names it: the type rules, "Names")
+    want_dims = tuple(stored_path(d) for d in info.dims) + element_dims(stored_path(path).rsplit("/", 1)[-1], len(element))
     if (info.shape or element) and (dims := _dimension_names(z)) != want_dims:
         miss(path, "dims", f"{dims}, expected {want_dims}")
     # attributes
@@ -399,11 +421,13 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
     # groups without attributes that hold packed datasets are implied by the index (read
     # whole first: what is packed is what the index says, not a shot's own copy of it)
     implied = archive.virtual_tree()
-    packed = [a for a in arrays if archive.locate(a.path) is not None]
-    mirrored = [a for a in arrays if archive.locate(a.path) is None]
-    groups = [g for g in inventory.groups if g.path != "/" and (g.attrs or g.path not in implied)]
+    # (the layout's reader finds each at the path the store names it: stored_path)
+    packed = [a for a in arrays if archive.locate(stored_path(a.path)) is not None]
+    mirrored = [a for a in arrays if archive.locate(stored_path(a.path)) is None]
+    groups = [g for g in inventory.groups if g.path != "/" and (g.attrs or stored_path(g.path) not in implied)]
     found += compare_zarr(source, store, replace(inventory, groups=tuple(groups), arrays=tuple(mirrored)),
-                          skipped, workers, name, index_attrs)
+                          skipped, workers, name, index_attrs, names=False)
+    compare_renamed(inventory, _sidecar(archive.root), skipped, miss)
     root = next((g for g in inventory.groups if g.path == "/"), None)
     if root is not None:
         got = {k: v for k, v in archive.root.attrs.items() if k not in (LAYOUT_ATTR, NODES_ATTR)}
@@ -412,7 +436,7 @@ def compare_packed(source: str | Path, store: Any, archive_class: Any, check_ind
     with ReferenceReader(source, {a.path: a for a in packed}) as reader, ThreadPoolExecutor(max(1, workers)) as pool:
         for own in pool.map(lambda info: compare_packed_array(archive, reader, info, name), packed):
             found.extend(own)
-    check_index(archive, {a.path for a in arrays} | set(skipped), miss)
+    check_index(archive, {stored_path(p) for p in {a.path for a in arrays} | set(skipped)}, miss)
     return found
 
 
@@ -424,7 +448,8 @@ def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo,
     def report(path: str, what: str, detail: str) -> None:
         own.append(Mismatch(name, path, what, detail))
 
-    row = archive.locate(info.path)
+    at = stored_path(info.path)
+    row = archive.locate(at)
     z = archive.zarr_array(row.data)
     shape = getattr(row, "shape", None) or (row.length, *z.shape[1:])  # shot-packed rows carry their shape
     if shape != info.shape:
@@ -434,10 +459,11 @@ def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo,
         return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
     _check_packed_fill(archive, row, z, dtype, info, report)
     compare_attrs(info.path, dict(info.attrs), row.attrs, report)
-    shot = archive.shot_of(info.path)
+    shot = archive.shot_of(at)
     got_dims = [[archive.scale_source(shot, r) for r in axis] for axis in row.dims]
-    if info.dim_scales and any(info.dim_scales) and got_dims != [list(a) for a in info.dim_scales]:
-        report(info.path, "dims", f"dimension scales {got_dims}, expected {[list(a) for a in info.dim_scales]}")
+    want_dims = [[stored_path(s) for s in axis] for axis in info.dim_scales]
+    if info.dim_scales and any(info.dim_scales) and got_dims != want_dims:
+        report(info.path, "dims", f"dimension scales {got_dims}, expected {want_dims}")
     _check_packed_values(archive, reader, info, report)
     return own
 
@@ -447,7 +473,7 @@ def _check_packed_values(archive: Any, reader: ReferenceReader, info: ArrayInfo,
     try:
         for region in iter_blocks(info.shape, grid):
             sel = tuple(slice(a, b) for a, b in region)
-            eq = equal_values(np.asarray(reader.read(info.path, region)), archive.get(info.path, sel))
+            eq = equal_values(np.asarray(reader.read(info.path, region)), archive.get(stored_path(info.path), sel))
             if not eq.all():
                 bad = np.argwhere(~eq)[0]
                 report(info.path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")

@@ -28,9 +28,9 @@ def read_block(files: Callable[[int], h5py.File], info: ArrayInfo, region: Regio
         return _joined(files, info, region)
     f = files(info.member)
     if info.external:
-        with external_values(f, info.path) as ds:
+        with external_values(f, info.in_source) as ds:
             return _values(f, ds, info, region)
-    return _values(f, f[info.path], info, region)
+    return _values(f, f[info.in_source], info, region)
 
 
 def _values(f: h5py.File, ds: h5py.Dataset, info: ArrayInfo, region: Region) -> np.ndarray:

@@ -160,6 +160,14 @@ class ArrayInfo:
     stored_regions: tuple[tuple[tuple[int, int], ...], ...] | None = None
     # the path of the committed (named) datatype its type is, when it is one (:class:`DatatypeInfo`)
     type_path: str | None = None
+    # its path in the source when ``path`` is the one a Zarr store gives it
+    # (:func:`~layoutkit.formats.stored_path`: a name with a backslash); None: the same
+    source_path: str | None = None
+
+    @property
+    def in_source(self) -> str:
+        """Its path in the source file (what readers of the source open)."""
+        return self.source_path or self.path
 
     @property
     def origin(self) -> ArrayInfo:
@@ -186,6 +194,7 @@ class GroupInfo:
     path: str
     attrs: dict[str, Any]
     member: int = 0  # which source of a set it is taken from (as :attr:`ArrayInfo.member`)
+    source_path: str | None = None  # its path in the source, as :attr:`ArrayInfo.source_path`
 
 
 @dataclass(frozen=True)

@@ -507,7 +507,8 @@ class RawReader:
     # -- paths --------------------------------------------------------------------
 
     def _dataset(self, path: str) -> h5py.Dataset:
-        return self._file[path]
+        info = self.arrays.get(path)
+        return self._file[info.in_source if info is not None else path]
 
     def _read_h5py(self, info: ArrayInfo, region: Region) -> np.ndarray:
         # HDF5's own read, as the proof reads it (strings as text, references as paths)

@@ -18,6 +18,7 @@ import xarray as xr
 from xarray.backends.common import BackendArray
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
+from layoutkit.formats import stored_path
 from layoutkit.plan import iter_blocks
 from layoutkit.storage.counting import Counter
 from layoutkit.templates import DEFAULT_TEMPLATE, natural_key
@@ -40,12 +41,18 @@ class Archive:
 
     format: ClassVar[str] = ""
     layout: str = ""
+    # a Zarr store: a name with a backslash is at its stored path (formats.stored_path)
+    names_stored: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for name, kind in (("shot", "shot"), ("signal", "signal"), ("signal_packed", "signal")):
             if name in cls.__dict__:  # every layout's own reads say so when the name is unknown
                 setattr(cls, name, _refusing_unknown(cls.__dict__[name], kind))
+        if cls.names_stored:  # a source's path (a name with a backslash) read at its stored path
+            for name in ("exists", "get", "read_block", "variable"):
+                if name in cls.__dict__:
+                    setattr(cls, name, _at_stored_path(cls.__dict__[name]))
 
     def __init__(self, path: Path, template: str) -> None:
         self.path = path
@@ -197,6 +204,11 @@ class Archive:
         """Every signal name found in any shot, in natural order."""
         return sorted({sig for _, sig, _ in self._expand({})}, key=natural_key)
 
+    def stored_name(self, name: str) -> str:
+        """A shot's or signal's name as this archive holds it: in a Zarr store, one with a
+        backslash at its stored name (the type rules, "Names"); else as given."""
+        return stored_path(name) if self.names_stored else name
+
     def path_of(self, shot: str, signal: str) -> str:
         return self.template.format(shot=shot, signal=signal)
 
@@ -212,7 +224,7 @@ class Archive:
         KeyError
             When the shot has no such signal.
         """
-        path = self.path_of(str(shot), signal)
+        path = self.path_of(self.stored_name(str(shot)), self.stored_name(signal))
         if not self.exists(path):
             raise KeyError(f"shot {shot} has no signal {signal!r} ({path} is not in {self.path})")
         return self.variable(path).rename(signal)
@@ -226,7 +238,7 @@ class Archive:
         ------
         KeyError
             When the archive has no such shot, naming the nearest it has."""
-        shot = str(shot)
+        shot = self.stored_name(str(shot))
         attrs = self.group_attrs(self.shot_path(shot))  # metadata, before the data is fetched
         found: list[tuple[str, str, str]] = []
         arrays = self._variables(_paths(self._expand({"shot": shot}), found))
@@ -240,7 +252,7 @@ class Archive:
         KeyError
             When no shot has such a signal, naming the nearest signals there are."""
         found: list[tuple[str, str, str]] = []
-        arrays = self._variables(_paths(self._expand({"signal": signal}), found))
+        arrays = self._variables(_paths(self._expand({"signal": self.stored_name(signal)}), found))
         return {shot: a.rename(signal) for (shot, _, _), a in zip(found, arrays)}
 
     def signal_packed(self, signal: str) -> xr.Dataset:
@@ -371,6 +383,18 @@ def packed_dataset(signal: str, shots: list[str], values: list[np.ndarray], time
     return ds
 
 
+def _at_stored_path(read: Any) -> Any:
+    """``read`` (an archive's method taking a path first) given the path a Zarr store
+    names a source's path by (:func:`~layoutkit.formats.stored_path`)."""
+    import functools
+
+    @functools.wraps(read)
+    def at(self: Archive, path: str, *args: Any, **kwargs: Any) -> Any:
+        return read(self, stored_path(path) if "\\" in path else path, *args, **kwargs)
+
+    return at
+
+
 def _refusing_unknown(read: Any, kind: str) -> Any:
     """``read`` (an archive's ``shot`` or ``signal``), raising KeyError, with the nearest
     names it has, when it finds nothing and the archive has no such shot or signal."""
@@ -378,7 +402,7 @@ def _refusing_unknown(read: Any, kind: str) -> Any:
 
     @functools.wraps(read)
     def checked(self: Archive, name: Any) -> Any:
-        found = read(self, name)
+        found = read(self, self.stored_name(name) if isinstance(name, str) else name)
         empty = (not found.children if isinstance(found, xr.DataTree)
                  else found.sizes.get("shot", 0) == 0 if isinstance(found, xr.Dataset) else not found)
         if empty:

@@ -79,6 +79,7 @@ class ZarrArchive(Archive):
     """
 
     format = "zarr"
+    names_stored = True
     layout = "shot-major"
     hidden_attrs: frozenset[str] = TYPE_RULE_ATTRS | {NODES_ATTR}
     """Attributes that carry structure, not the source's: never shown as attributes (a

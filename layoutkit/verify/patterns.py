@@ -205,7 +205,7 @@ def run_reads(archive: Archive, pattern: str, items: Sequence[Any]) -> int:
             total += block.nbytes
         else:
             path, selection = item
-            block = archive.get(path, selection)
+            block = archive.get(archive.stored_name(path), selection)  # a source path, as this archive names it
             _reduce(block)
             total += block.nbytes
     return total

@@ -53,7 +53,7 @@ def compare_selections(sources: Sequence[Any], variant: Path | str, items: Seque
     with h5py.File(sources[0], "r") as f, open_archive(variant, template=template, storage_options=storage_options) as v:
         for path, selection in dict.fromkeys(items):
             theirs = np.asarray(f[path][selection])
-            mine = np.asarray(v.get(path, selection))
+            mine = np.asarray(v.get(v.stored_name(path), selection))
             if theirs.shape != mine.shape or not equal_values(theirs, mine).all():
                 found.append(Mismatch(str(variant), f"{path}[{_text(selection)}]", "values",
                                       "the workload's selection differs from the source's (HDF5's own read)"))

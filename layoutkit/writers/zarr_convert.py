@@ -19,11 +19,13 @@ import numpy as np
 
 from layoutkit import __version__
 from layoutkit.errors import OutputNotWritableError
+from layoutkit.formats import RENAMED_KEY
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.options import ZarrFormat
 from layoutkit.plan import CopyTask
 from layoutkit.writers.zarr_ import ZarrWriter
+from layoutkit.zarr_plan import renamed_nodes
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,9 @@ def sidecar(inventory: Inventory, plan: Any, mirrored: set[str] | None = None) -
     paths, when a layout packs the others; a packed array's scales are in its layout's
     index, and a map of every dataset's would grow with the shots, rewritten by every
     append: 2.8 MB for 1,000 shots of 50 signals)."""
+    renamed = renamed_nodes(inventory)  # names with a backslash, stored at other paths
     return {
+        **({RENAMED_KEY: renamed} if renamed else {}),
         "layoutkit_version": __version__,
         "command": "convert",
         "source": os.path.basename(plan.source),

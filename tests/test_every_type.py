@@ -702,6 +702,8 @@ def test_a_name_with_a_backslash_is_stored_at_its_stored_path_and_read_by_its_ow
     stored alike are refused naming both."""
     import json
 
+    import xarray as xr
+
     import layoutkit
 
     src = tmp_path / "names.h5"
@@ -727,6 +729,24 @@ def test_a_name_with_a_backslash_is_stored_at_its_stored_path_and_read_by_its_ow
             np.testing.assert_array_equal(signal.values, np.arange(6.0) * 2)
             np.testing.assert_array_equal(signal[signal.dims[0]].values, np.linspace(0, 1, 6) + 2)
             assert sorted(archive.signal("coil\\B")) == ["1", "2"]
+        tree = xr.open_datatree(store, engine="layoutkit")  # the engine: the names as the store has them
+        node = tree["2"]["coil\\B" if store.suffix == ".h5" else "coil%5CB"]
+        np.testing.assert_array_equal(node.dataset[node.name].values, np.arange(6.0) * 2)
+    more = tmp_path / "more.h5"
+    backslash_archive(more)
+    with h5py.File(more, "a") as f:
+        f.move("shots/2", "shots/3")
+    for name, layout in (("sharded.zarr", "shot-major"), ("packed.zarr", "shot-packed")):  # its record grows
+        appended = CliRunner().invoke(app, ["convert", str(more), str(tmp_path / name), "--append", "--layout", layout])
+        assert appended.exit_code == 0, appended.output
+        with layoutkit.open(tmp_path / name) as archive:
+            np.testing.assert_array_equal(archive.get("/shots/3/signals/coil\\B"), np.arange(6.0) * 2)
+    assert "/shots/3/signals/t%5Cime" in json.loads((tmp_path / "sharded.zarr" / "layoutkit.json").read_text())["renamed"]
+    with h5py.File(more, "a") as f:  # shot 1, held by the store, told apart by its values, not by its names
+        f["shots/1/signals/coil\\B"][0] = 99
+        f.move("shots/3", "shots/4")
+    appended = CliRunner().invoke(app, ["convert", str(more), str(tmp_path / "sharded.zarr"), "--append"])
+    assert appended.exit_code == 2 and "Shot 1" in appended.output, appended.output
     record["/shots/2/signals/coil%5CB"] = "/shots/2/signals/other"
     sidecar = tmp_path / "v3.zarr" / "layoutkit.json"
     sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "renamed": record}))

@@ -309,7 +309,8 @@ def _check_outside(sources: SourceSet, outside: Inventory, editor: StoreEditor, 
     from layoutkit.equality.zarr_ import compare_zarr
 
     ours = frozenset(k for k in root.get("attributes", {}) if k.startswith("layoutkit"))
-    found = [m for m in compare_zarr(sources, editor.zarr_store(), outside, index_attrs=ours, name=dst)
+    # (the record of renamed nodes is the whole store's: held against every source by verify)
+    found = [m for m in compare_zarr(sources, editor.zarr_store(), outside, index_attrs=ours, name=dst, names=False)
              if m.what != "extra"]
     if found:
         raise LayoutkitError(f"{found[0].path} differs between the new sources and {dst} ({found[0].detail}); {why}.")

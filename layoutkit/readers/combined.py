@@ -21,6 +21,7 @@ import numpy as np
 import xarray as xr
 
 from layoutkit.errors import DifferentDuplicateError
+from layoutkit.formats import stored_path
 from layoutkit.hdf5.combined import duplicate_shot_error
 from layoutkit.readers.base import Archive, Selection
 from layoutkit.storage.sources import expand_sources, is_source_set
@@ -165,11 +166,30 @@ class CombinedArchive(Archive):
         return self._holder(path).group_attrs(path)
 
 
+def _stored(tree: xr.DataTree) -> dict[str, xr.Dataset]:
+    """A shot's signals with the names a Zarr store gives them (:func:`~layoutkit.formats.stored_path`)."""
+    out = {}
+    for name, child in tree.children.items():
+        ds = child.to_dataset()
+        out[stored_path(name)] = ds.rename({k: stored_path(k) for k in {*map(str, ds.variables), *map(str, ds.dims)}
+                                            if "\\" in k})
+    return out
+
+
+def _same_stored(a: xr.DataTree, b: xr.DataTree) -> bool:
+    """Whether two reads of a shot are identical once their names with a backslash are
+    named as a Zarr store names them (one from a store, one from an HDF5 file)."""
+    if not any("\\" in n for n in (*a.children, *b.children)) or not a.to_dataset().identical(b.to_dataset()):
+        return False
+    mine, theirs = _stored(a), _stored(b)
+    return mine.keys() == theirs.keys() and all(mine[n].identical(theirs[n]) for n in mine)
+
+
 def same_shot(shot: str, first: Archive, second: Archive, first_name: str | None = None) -> None:
     """Refuse, by name, a shot two sources hold with different data (``first_name``: how
     the message names ``first``, by default its path)."""
     a, b = first.shot(shot), second.shot(shot)
-    if a.identical(b):
+    if a.identical(b) or _same_stored(a, b):
         return
     names = sorted(set(a.children) | set(b.children), key=natural_key)
     differs = next((n for n in names if n not in a.children or n not in b.children

@@ -546,3 +546,67 @@ def test_references_set_over_a_box_leave_the_chunks_never_written_unset(tmp_path
     sparse = root["sparse"]
     assert sparse[0:3].tolist() == [1, 2, 3] and sparse[99_990:99_992].tolist() == [4, 5]
     assert np.isnan(sparse[500:510]).all()
+
+
+def master_file(folder: Path, frames: int = 4, chunks: tuple[int, ...] | None = (1, 8, 8), files: int = 3,
+                written: int | None = None) -> tuple[Path, np.ndarray]:
+    """A NeXus-like master file: an HDF5 virtual dataset whose frames lie in ``files`` data
+    files beside it (``frames`` each, gzip'd in ``chunks``, or contiguous), then two
+    frames mapped from nowhere (the fill value, 7); the last file's dataset written in its
+    first ``written`` frames only. What HDF5 reads from it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    layout = h5py.VirtualLayout(shape=((files * frames) + 2, 8, 8), dtype="<u2")
+    for i in range(files):
+        frame = (np.arange(frames * 64, dtype="<u2") * (i + 1)).reshape(frames, 8, 8)
+        with h5py.File(folder / f"data_{i:06d}.h5", "w") as f:
+            kw = {"chunks": chunks, "compression": "gzip"} if chunks else {}
+            ds = f.create_dataset("entry/data/data", shape=frame.shape, dtype="<u2", **kw)
+            ds[: written if written is not None and i == files - 1 else frames] = \
+                frame[: written if written is not None and i == files - 1 else frames]
+        layout[i * frames:(i + 1) * frames] = h5py.VirtualSource(f"data_{i:06d}.h5", "entry/data/data",
+                                                                  shape=frame.shape)
+    master = folder / "master.h5"
+    with h5py.File(master, "w") as f:
+        f.create_virtual_dataset("entry/data/data", layout, fillvalue=7)
+        f["entry/instrument/distance"] = 0.25
+    with h5py.File(master) as f:
+        return master, f["entry/data/data"][()]
+
+
+@pytest.mark.parametrize(("chunks", "frames", "written", "referenced"), [
+    ((1, 8, 8), 4, None, True),  # the detector's frames, gzip'd: every chunk referenced
+    ((2, 8, 8), 4, 1, True),  # a chunk never written in its file: written (the data file's fill value)
+    (None, 4, None, True),  # contiguous frames: each file's dataset one chunk
+    ((2, 8, 8), 3, None, False),  # blocks of 3 frames on a grid of 2: written, and why
+])
+def test_a_master_files_frames_are_referenced_in_the_files_they_lie_in(tmp_path: Path, chunks: tuple[int, ...] | None,
+                                                                        frames: int, written: int | None,
+                                                                        referenced: bool) -> None:
+    """An HDF5 virtual dataset (the NeXus master file's frames in data files of their own),
+    written as chunks by the virtual layout, is referenced from the chunks of the datasets
+    it maps where its chunk grid can be theirs (issue 65): proven equal, read by
+    icechunk and zarr-python alone as HDF5 reads it, and, once a data file changes, no
+    longer read as if it had not. Where the grid cannot be theirs it is written and the
+    summary says why."""
+    import zarr
+
+    master, want = master_file(tmp_path / "scan", frames=frames, chunks=chunks, written=written)
+    repo = repository(tmp_path)
+    result = cli("convert", master, repo, "--layout", "virtual")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    if referenced:
+        assert "1 arrays referenced where they lie" in said and "/entry/data/data" not in said, said
+        assert ("1 chunks of referenced arrays written" in said) == (written is not None), said
+    else:
+        assert "0 arrays referenced" in said and ("/entry/data/data is an HDF5 virtual dataset whose mapped blocks are "
+                                                  "not on their chunk grid") in said, said
+    assert compare_variant(master, f"icechunk:{repo}") == []
+    root = zarr.open_group(zarr_alone(repo, top_folder(master)), mode="r", zarr_format=3)
+    np.testing.assert_array_equal(root["entry/data/data"][...], want)
+    if referenced:  # the frames are read from the data files: one changed is not read as it was
+        with h5py.File(master.parent / "data_000000.h5", "a") as f:
+            f["entry/data/data"][0] = 1
+        os.utime(master.parent / "data_000000.h5", (1e9, 2e9))
+        with pytest.raises(Exception, match="has changed"):  # noqa: B017 - icechunk's error for a file modified since
+            zarr.open_group(zarr_alone(repo, top_folder(master)), mode="r", zarr_format=3)["entry/data/data"][0]

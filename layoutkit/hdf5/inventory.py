@@ -36,7 +36,16 @@ from layoutkit.hdf5.chunk_index import (
 from layoutkit.hdf5.files import external_prefix, first_line, open_h5, open_source
 from layoutkit.hdf5.filters import filter_name
 from layoutkit.hdf5.libhdf5 import DONT_FILTER_PARTIAL_CHUNKS, chunk_opts
-from layoutkit.hdf5.model import ArrayInfo, DatatypeInfo, FilterInfo, GroupInfo, Inventory, LinkInfo, text_members
+from layoutkit.hdf5.model import (
+    ArrayInfo,
+    DatatypeInfo,
+    FilterInfo,
+    GroupInfo,
+    Inventory,
+    LinkInfo,
+    MappedBlock,
+    text_members,
+)
 from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
 from layoutkit.storage import ObjectSource, SourceLike
 
@@ -204,6 +213,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
     )
     if layout == h5py.h5d.VIRTUAL:
         info["unmapped"] = _unmapped(ds, f)
+        info["mapped"] = _mapped_blocks(ds, f) if info["unmapped"] is None else None
     elif info["external"]:
         info["unmapped"] = _external_missing(plist, f)
     if dtype.names and (members := text_members(dtype)) and ds_shape is not None:
@@ -266,6 +276,60 @@ def _unmapped(ds: h5py.Dataset, f: h5py.File) -> str | None:
         return None
     names = sorted(set(missing))
     return f"its mapped file{'s' if len(names) > 1 else ''} {', '.join(names)} {'are' if len(names) > 1 else 'is'} missing"
+
+
+MAPPED_FILES_OPENED = 256
+"""A virtual dataset of more mapped files than this is not walked for its mappings (each
+is a file opened): it is read through HDF5, written as chunks."""
+
+
+def _mapped_blocks(ds: h5py.Dataset, f: h5py.File) -> tuple[MappedBlock, ...] | None:
+    """The mappings of a virtual dataset when each places a whole dataset of another file
+    as one block (:class:`MappedBlock`), found where HDF5 finds them (:func:`_unmapped`);
+    None for any other mapping (a selection of the source, a strided or unlimited block,
+    this file, a printf-style name)."""
+    here = os.path.dirname(os.path.abspath(f.filename))
+    prefix = os.environ.get("HDF5_VDS_PREFIX", "")
+    opened: dict[str, h5py.File] = {}
+    try:
+        out = []
+        for m in ds.virtual_sources():
+            box = _one_block(m.vspace)
+            name = m.file_name
+            if box is None or m.src_space.get_select_type() != h5py.h5s.SEL_ALL or name == "." or "%" in name:
+                return None
+            places = [name] if os.path.isabs(name) else [os.path.join(p, name) for p in (prefix, here) if p] + [name]
+            found = next((os.path.abspath(p) for p in places if os.path.exists(p)), None)
+            if found is None or (found not in opened and len(opened) >= MAPPED_FILES_OPENED):
+                return None
+            mapped = (opened.get(found) or opened.setdefault(found, h5py.File(found, "r"))).get(m.dset_name)
+            if not isinstance(mapped, h5py.Dataset) or tuple(mapped.shape or ()) != box[1]:
+                return None
+            dcpl = mapped.id.get_create_plist()
+            out.append(MappedBlock(found, m.dset_name, box[0], box[1], STORAGE_LAYOUTS.get(dcpl.get_layout(), "other"),
+                                   tuple(mapped.chunks) if mapped.chunks else None, _filters(dcpl), mapped.dtype.str))
+        return tuple(out)
+    except (OSError, RuntimeError, ValueError, KeyError):
+        return None
+    finally:
+        for g in opened.values():
+            g.close()
+
+
+def _one_block(space: Any) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """A selection that is one block: its corner and shape; None for any other."""
+    if space.get_select_type() != h5py.h5s.SEL_HYPERSLABS or not space.is_regular_hyperslab():
+        return None
+    start, stride, count, block = space.get_regular_hyperslab()
+    if all(c == 1 for c in count):
+        shape = block
+    elif all(b == 1 for b in block) and all(s == 1 for s in stride):
+        shape = count
+    else:
+        return None
+    if any(n >= 2**63 for n in shape):  # unlimited
+        return None
+    return tuple(int(s) for s in start), tuple(int(n) for n in shape)
 
 
 def _external_missing(plist: h5py.h5p.PropDCID, f: h5py.File) -> str | None:

@@ -19,6 +19,22 @@ class FilterInfo:
     available: bool
 
 
+@dataclass(frozen=True)
+class MappedBlock:
+    """One mapping of an HDF5 virtual dataset whose source is a whole dataset of another
+    file, placed as one block (a NeXus master file's frames): where it lies in the virtual
+    dataset, and how the mapped dataset stores its bytes."""
+
+    file: str  # the mapped file, found as HDF5 finds it (an absolute path)
+    dataset: str  # the mapped dataset's path in it
+    origin: tuple[int, ...]  # the block's corner in the virtual dataset
+    shape: tuple[int, ...]  # the block's (and the mapped dataset's) shape
+    layout: str  # the mapped dataset's storage: "contiguous", "chunked", "compact"...
+    chunks: tuple[int, ...] | None
+    filters: tuple[FilterInfo, ...]
+    dtype: str  # the mapped dataset's type (numpy's spelling, byte order included)
+
+
 class Unsupported(str):
     """A note of the walk (:attr:`Inventory.attr_notes`) for an object or an attribute
     no layout carries over: ``where`` names it ("Dataset '/a'", "Attribute 'r' of '/a'"),
@@ -160,6 +176,9 @@ class ArrayInfo:
     stored_regions: tuple[tuple[tuple[int, int], ...], ...] | None = None
     # the path of the committed (named) datatype its type is, when it is one (:class:`DatatypeInfo`)
     type_path: str | None = None
+    # a virtual dataset's mappings when each maps a whole dataset of another file as one
+    # block (:class:`MappedBlock`): what its chunks can be referenced from; None: not so
+    mapped: tuple[MappedBlock, ...] | None = None
     # its path in the source when ``path`` is the one a Zarr store gives it
     # (:func:`~layoutkit.formats.stored_path`: a name with a backslash); None: the same
     source_path: str | None = None

@@ -10,6 +10,7 @@ array. Everything else is planned as the shot-major layout plans it (``--chunks`
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,6 +43,8 @@ def reference_plan(info: ArrayInfo, options: ConvertOptions, budget: int) -> Arr
         return "is joined from several files along a record dimension"
     if info.external:
         return "keeps its raw data in other files (external raw storage, read through HDF5)"
+    if info.layout == "virtual":
+        return mapped_plan(info, options, budget)
     if info.layout == "contiguous":
         if info.kind not in RAW_COPY_KINDS or info.dtype.hasobject:
             return f"holds {info.kind} values (only numbers are referenced)"
@@ -57,6 +60,44 @@ def reference_plan(info: ArrayInfo, options: ConvertOptions, budget: int) -> Arr
     planned = plan_array(info, options, budget)
     if planned.source_encoding is None:
         return reencode_reason(info)
+    return planned
+
+
+def mapped_plan(info: ArrayInfo, options: ConvertOptions, budget: int) -> ArrayPlan | str:
+    """A virtual dataset referenced from the chunks of the datasets it maps (the NeXus
+    master file's frames), or why it cannot be: its chunk grid is theirs, so each of its
+    chunks is one chunk of one mapped dataset. Each mapping must place a whole dataset as
+    one block (:attr:`ArrayInfo.mapped`), all of them of its type, stored alike (the same
+    chunks and filters, or contiguous blocks of one shape) and on that grid (a block
+    starting on a chunk boundary, a whole number of chunks long unless it ends the
+    dataset), none over another."""
+    blocks = info.mapped
+    if not blocks:
+        return "is an HDF5 virtual dataset whose mappings are not whole datasets of other files (read through HDF5)"
+    first = blocks[0]
+    kept = (first.layout, first.chunks, first.filters, first.dtype)
+    if any((b.layout, b.chunks, b.filters, b.dtype) != kept for b in blocks) or first.dtype != info.dtype.str:
+        return "is an HDF5 virtual dataset mapping datasets stored unlike each other or of another type (read through HDF5)"
+    if first.layout not in ("chunked", "contiguous") or first.layout == "contiguous" and (
+            first.filters or any(b.shape != first.shape for b in blocks)):
+        return "is an HDF5 virtual dataset mapping datasets of no common chunk grid (read through HDF5)"
+    grid = first.chunks if first.layout == "chunked" else first.shape
+    assert grid is not None
+    cells: set[tuple[int, ...]] = set()
+    for b in blocks:
+        if any(o % c or (n % c and o + n != size) for o, n, c, size in zip(b.origin, b.shape, grid, info.shape)):
+            return "is an HDF5 virtual dataset whose mapped blocks are not on their chunk grid (read through HDF5)"
+        mine = set(itertools.product(*(range(o // c, -(-(o + n) // c)) for o, n, c in zip(b.origin, b.shape, grid))))
+        if cells & mine:
+            return "is an HDF5 virtual dataset whose mappings overlap (read through HDF5)"
+        cells |= mine
+    stored = replace(info, layout=first.layout, chunks=first.chunks, filters=first.filters, mapped=None)
+    if first.layout == "contiguous":
+        planned = plan_array(stored, options, budget)
+        return replace(planned, chunks=grid, shards=None, source_encoding=SourceEncoding(()), read_mode="copy")
+    planned = plan_array(stored, options, budget)
+    if planned.source_encoding is None or planned.chunks != grid:
+        return f"is an HDF5 virtual dataset whose mapped chunks are not referenced: it {reencode_reason(stored)}"
     return planned
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.hdf5.inventory import Inventory
 from layoutkit.layout import Done, Work
+from layoutkit.layouts.virtual.mapped import WRITE, MappedChunks
 from layoutkit.layouts.virtual.plan import VirtualPlan
 from layoutkit.layouts.virtual.refindex import attach
 from layoutkit.layouts.virtual.spec import LAYOUT_NAME, LAYOUT_VERSION, REFS_PREFIX, VERSIONS_KEY
@@ -94,6 +95,10 @@ def begin(staged: Any, source: Any, inventory: Inventory, plan: VirtualPlan, att
         raise not_writable(Path(plan.dest or str(staged)), exc) from None
     members = source.members if isinstance(source, SourceSet) else (source,)
     versions = {source_url(m): version_of(m) for m in members}
+    referenced = set(plan.referenced)
+    for info in inventory.arrays:  # the files a referenced virtual dataset's chunks lie in
+        if info.path in referenced and info.mapped:
+            versions.update({source_url(Path(b.file)): version_of(Path(b.file)) for b in info.mapped})
     if isinstance(kv, IcechunkKV):
         attach(kv)  # layoutkit's copy of the references set, written before the commit
     else:  # an append's staging folder: the merge sets the references
@@ -120,10 +125,19 @@ def reference_task(job: VirtualJob, task: CopyTask) -> Done:
     # of small chunks of a few arrays (a lookup per chunk was 0.3 s of a NeXus-like file)
     urls: dict[str, str] = {}
     located: dict[str, Mapping[tuple[int, ...], tuple[int, int, int]] | None] = {}
-    blocks = []
+    blocks: list[Any] = []
     written = 0  # chunks of referenced arrays written instead
+    mapped: dict[str, MappedChunks] = {}  # a virtual dataset's: its chunks in the files it maps
+    try:
+        for path, region in task.items:
+            if path in job.referenced and job.copy.arrays[path].layout == "virtual":
+                chunks_of = mapped.get(path) or mapped.setdefault(path, MappedChunks(job.copy.arrays[path]))
+                written += _mapped_refs(job, path, region, chunks_of, refs, blocks, reader)
+    finally:
+        for chunks_of in mapped.values():
+            chunks_of.close()
     for path, region in task.items:
-        if path not in job.referenced:
+        if path not in job.referenced or path in mapped:
             continue
         info = job.copy.arrays[path]
         chunks = info.chunks if info.layout == "chunked" and info.chunks else info.shape
@@ -147,6 +161,25 @@ def reference_task(job: VirtualJob, task: CopyTask) -> Done:
     if refs:
         put_refs(job.copy.dest, task.index, refs, job.versions)
     return Done(task.nbytes, {"chunks_written": written})
+
+
+def _mapped_refs(job: VirtualJob, path: str, region: Any, chunks_of: MappedChunks, refs: dict[str, list[list[Any]]],
+                 blocks: list[Any], reader: Any) -> int:
+    """The references of a virtual dataset's chunks in ``region`` into the files it maps
+    (added to ``refs``); a chunk that cannot be referenced read through HDF5 (added to
+    ``blocks``), as is an unmapped one whose fill value Zarr's does not give. How many
+    chunks are written."""
+    info, grid, written = job.copy.arrays[path], chunks_of.grid, 0
+    for origin in itertools.product(*(range(a // c * c, b, c) for (a, b), c in zip(region, grid))):
+        where = chunks_of.locate(origin)
+        if isinstance(where, tuple):
+            refs.setdefault(path, []).append([[o // c for o, c in zip(origin, grid)], source_url(Path(where[0])),
+                                              where[1], where[2]])
+        elif where == WRITE or path not in job.copy.sparse_ok:
+            block = tuple((o, min(o + c, n)) for o, c, n in zip(origin, grid, info.shape))
+            blocks.append((path, block, reader.read(path, block)))
+            written += 1
+    return written
 
 
 def put_refs(dest: Any, number: int, refs: dict[str, list[list[Any]]], versions: dict[str, dict[str, Any]]) -> None:

@@ -74,6 +74,8 @@ def mapped_plan(info: ArrayInfo, options: ConvertOptions, budget: int) -> ArrayP
     blocks = info.mapped
     if not blocks:
         return "is an HDF5 virtual dataset whose mappings are not whole datasets of other files (read through HDF5)"
+    if info.kind not in RAW_COPY_KINDS or info.dtype.hasobject or info.dtype.names:  # its type: numbers
+        return f"is an HDF5 virtual dataset of {info.kind} values (only numbers are referenced)"
     first = blocks[0]
     kept = (first.layout, first.chunks, first.filters, first.dtype)
     if any((b.layout, b.chunks, b.filters, b.dtype) != kept for b in blocks) or first.dtype != info.dtype.str:

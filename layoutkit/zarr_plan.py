@@ -70,11 +70,14 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")
     if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
         base, shape = info.dtype.subdtype
-        if base.kind not in "biuf" or base.itemsize > 8 or not _one_fill(info):
+        plain = base.kind in "biuf" and base.itemsize <= 8 or _plain_compound(base)
+        if not plain or not _one_fill(info):
             raise UnsupportedFeatureError(
                 info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element "
-                           "type: elements of numbers become trailing axes, of other types they cannot)")
-        return np.dtype(base.str)  # its elements as trailing axes (:func:`element_axes`)
+                           "type: elements of numbers or of compounds of numbers become trailing axes, of other "
+                           "types they cannot)")
+        # its elements as trailing axes (:func:`element_axes`)
+        return np.dtype(base.str) if not base.names else base
     if info.dtype.names:
         widths = dict(info.text_widths or ())
         arrays = array_members(info.dtype)
@@ -128,6 +131,16 @@ def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None
             raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
         if sub.names:
             _check_members(info, sub)
+
+
+def _plain_compound(dtype: np.dtype) -> bool:
+    """A compound of numbers and fixed-length bytes, nested or not, no member an array:
+    what Zarr holds as a structured type as it is."""
+    if not dtype.names:
+        return False
+    return all((dtype[n].names and _plain_compound(dtype[n])) or (not dtype[n].names and dtype[n].subdtype is None
+               and dtype[n].kind in "biufS" and dtype[n].itemsize <= 8 + 8 * (dtype[n].kind in "cS"))
+               for n in dtype.names)
 
 
 def _one_fill(info: ArrayInfo) -> bool:

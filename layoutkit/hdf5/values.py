@@ -36,8 +36,8 @@ def expected_dtype(info: ArrayInfo) -> np.dtype | type:
     references, the base integer for enums, the same numbers (any byte order) otherwise."""
     if info.kind in ("string", "reference", "region-reference"):
         return str
-    if info.dtype.subdtype is not None:  # an array type: its numbers, the element as trailing axes
-        return np.dtype(info.dtype.base.str)
+    if info.dtype.subdtype is not None:  # an array type: its numbers (or compounds), the element as trailing axes
+        return info.dtype.base if info.dtype.base.names else np.dtype(info.dtype.base.str)
     if info.kind == "enum" or not info.dtype.names:
         return np.dtype(info.dtype.str)
     return info.dtype

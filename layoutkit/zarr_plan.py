@@ -21,7 +21,7 @@ from layoutkit.errors import InvalidOptionError, MissingFilterError, Unsupported
 from layoutkit.formats import element_dims, member_field, stored_path
 from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
 from layoutkit.hdf5.filters import can_read_raw
-from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory, carried_nowhere, element_shape
+from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory, carried_nowhere, element_shape, text_members
 from layoutkit.options import ShardSpec, parse_compressor
 from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards
 from layoutkit.zarr_options import ConvertOptions
@@ -86,8 +86,8 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
             fields: list[tuple[str, Any]] = []
             for n in info.dtype.names:
                 if n in arrays:
-                    base = info.dtype[n].base
-                    fields.extend((member_field(n, index), base) for index in np.ndindex(*arrays[n]))
+                    element = np.dtype(f"S{widths[n]}") if n in widths else info.dtype[n].base
+                    fields.extend((member_field(n, index), element) for index in np.ndindex(*arrays[n]))
                 else:
                     fields.append((n, f"S{widths[n]}" if n in widths else info.dtype[n]))
             return np.dtype(fields)
@@ -106,12 +106,13 @@ def sequence_type(dtype: np.dtype) -> np.dtype | None:
 
 
 def array_members(dtype: np.dtype) -> dict[str, tuple[int, ...]]:
-    """A compound's members (top level) of an array type of numbers, with their element
-    shapes: each stored as a field per element (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`)."""
-    out = {}
+    """A compound's members (top level) of an array type of numbers or of variable-length
+    strings, with their element shapes: each stored as a field per element
+    (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`; a string one at its longest value's length)."""
+    out, texts = {}, set(text_members(dtype))
     for name in dtype.names or ():
         sub = dtype[name]
-        if sub.subdtype is not None and sub.base.kind in "biuf" and sub.base.itemsize <= 8:
+        if sub.subdtype is not None and (sub.base.kind in "biuf" and sub.base.itemsize <= 8 or name in texts):
             out[name] = tuple(sub.shape)
     return out
 

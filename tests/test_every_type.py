@@ -52,6 +52,16 @@ def compound_vlen_string_member(f: h5py.File) -> None:
     f.create_dataset("t", data=np.array([(1, "x"), (2, "yy")], np.dtype([("a", "<i4"), ("s", h5py.string_dtype())])))
 
 
+def compound_text_array_member(f: h5py.File) -> None:
+    """A member that is an array of variable-length strings (jhdf's
+    ``array_vlen_chunked_compound``): a field an element, each at the longest value's
+    length; one unset, one not ASCII."""
+    dt = np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))])
+    ds = f.create_dataset("t", shape=(3,), dtype=dt, chunks=(2,))
+    ds[0] = (1, ["James", "Ellie"])
+    ds[1] = (2, ["Zoë", "µs and more"])
+
+
 def compound_vlen_string_nested(f: h5py.File) -> None:  # a text member inside a member: still refused
     inner = np.dtype([("s", h5py.string_dtype()), ("d", "<f4")])
     f.create_dataset("t", data=np.array([(1, ("x", 0.5))], np.dtype([("a", "<i4"), ("n", inner)])))
@@ -295,6 +305,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_array_member: (EQUAL, EQUAL),  # a field an element, v[0], v[1], ... (issue 65)
     compound_nested_array_member: ("Dataset '/t' uses a compound type with an array member 'v'", EQUAL),
     compound_vlen_string_member: (EQUAL, EQUAL),  # fixed-length UTF-8 at the longest value (issue 65)
+    compound_text_array_member: (EQUAL, EQUAL),  # a field an element, each text (issue 65)
     compound_vlen_string_nested: ("Dataset '/t' uses a compound type with a variable-length member 'n'", EQUAL),
     compound_reference_member: ("Dataset '/t' uses object references inside a compound member ('r')",) * 2,
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)

@@ -163,8 +163,11 @@ def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[in
     array member a field per element (``v[0]``, ...)."""
     fields: list[tuple[str, Any]] = []
     for name in want.names or ():
-        if name in members:
-            fields.extend((member_field(name, index), want[name].base) for index in np.ndindex(*members[name]))
+        if name in members:  # (a text member's elements: the bytes the store holds, as below)
+            for index in np.ndindex(*members[name]):
+                held = got[member_field(name, index)] if got.names and member_field(name, index) in got.names else None
+                fields.append((member_field(name, index), held if name in text and held is not None and held.kind == "S"
+                               else want[name].base))
             continue
         held = got[name] if got.names and name in got.names else None
         fields.append((name, held if name in text and held is not None and held.kind == "S" else want[name]))
@@ -325,8 +328,10 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
     if info.dtype.names and info.fill_value is not None:
         want_c = np.asarray(info.fill_value).astype(info.dtype).reshape(1)
         members = _array_members(info.dtype)
-        for name in text_members(info.dtype):
-            want_c[name] = [b"" if v is None else v.encode() if isinstance(v, str) else v for v in want_c[name]]
+        for name in text_members(info.dtype):  # (of an array member: each element)
+            held = want_c[name]
+            want_c[name] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
+                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
         try:
             got_c = (joined_members(np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1), members) if members
                      else np.asarray(z.fill_value).astype(want_c.dtype).reshape(1))

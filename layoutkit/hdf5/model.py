@@ -74,10 +74,10 @@ def zarr_attribute_problem(dtype: np.dtype) -> str | None:
 
 
 def text_members(dtype: np.dtype) -> list[str]:
-    """A compound's members (top-level) that are variable-length strings."""
+    """A compound's members (top-level) that are variable-length strings, or arrays of them."""
     import h5py
 
-    return [n for n in dtype.names or () if (info := h5py.check_string_dtype(dtype[n])) is not None
+    return [n for n in dtype.names or () if (info := h5py.check_string_dtype(dtype[n].base)) is not None
             and info.length is None]
 
 

@@ -148,6 +148,13 @@ def same(a: Any, b: Any, where: str) -> None:
 SHOT = re.compile(r"^/shots/([^/]+)/(.+)$")  # the fuzz files' template, /shots/{shot}/signals/{signal}
 
 
+def stored(path: str) -> str:
+    """A path as a Zarr store names it, by the type rules' "Names" (docs/formats/index.md),
+    written here from the page: a name with a backslash has its % and backslashes
+    percent-encoded."""
+    return "/".join(n.replace("%", "%25").replace("\\", "%5C") if "\\" in n else n for n in path.split("/"))
+
+
 def packed_reader(root: Any) -> Callable[[str], Any]:
     """A dataset of a shot-packed store read with zarr-python and numpy alone, as
     docs/formats/shot-packed.md says: ``names[i]`` of shot S is ``_packed[start[i] :
@@ -155,6 +162,7 @@ def packed_reader(root: Any) -> Callable[[str], Any]:
     packed array, version 3, or on the shot group, version 2: Zarr v2 stores); what does
     not pack is at its source path."""
     def read(path: str) -> Any:
+        path = stored(path)
         m = SHOT.match(path)
         if m and f"shots/{m[1]}/_packed" in root:
             packed = root[f"shots/{m[1]}/_packed"]
@@ -200,6 +208,7 @@ def series_reader(root: Any) -> Callable[[str], Any]:
         return None
 
     def read(path: str) -> Any:
+        path = stored(path)
         m = SHOT.match(path)
         if m and layout["version"] == 1:
             found = row_v1(m[2], m[1])
@@ -234,14 +243,14 @@ def read_independently(name: str, out: Path, expected: dict[str, tuple[tuple[str
 
         root = zarr.open_group(str(out), mode="r")
         held = {f"/{p}" for p, _ in root.members(max_depth=None)}
-        read = lambda p: as_documented(root[p.lstrip("/")])  # noqa: E731
+        read = lambda p: as_documented(root[stored(p).lstrip("/")])  # noqa: E731
     elif name.endswith(".h5"):  # every name of every dataset (a merged scale is a hard link to the kept copy)
         got = {n: v for names, v in leaf_arrays(out).values() for n in names}
         held, read = set(got), got.__getitem__
     else:
         return
     for names, want in expected.values():
-        there = [n for n in names if n in held]
+        there = [n for n in names if (n if name.endswith(".h5") else stored(n)) in held]
         assert there, f"{name}: none of {names} in the output"
         same(want, read(there[0]), f"{name}{there[0]}")
 

@@ -40,8 +40,9 @@ NUMERIC = ("<i1", "<u1", ">i2", "<u2", "<i4", ">u4", "<i8", ">i8", "<u8", "<f2",
 # region references and object references inside a compound
 TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", "ref",
          "table", "nested", "spacepad", "nullterm", "longdouble", "regionref", "cref",
-         # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays
-         "ctext", "carray", "ragged")
+         # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays,
+         # an array type of compounds, a compound with an array-of-text member (jhdf's)
+         "ctext", "carray", "ragged", "acomp", "ctextarr")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -53,7 +54,7 @@ ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empt
 MAXSHAPES = ("fixed", "first", "last", "all", "finite")
 ELSEWHERE = (*NUMERIC, "bool", "enum", "compound", "table", "S6")  # kinds drawn as virtual or external storage
 REGION_TARGET = "/regions"  # the dataset region references select from, made with the first one
-NAMES = ("a", "b", "data", "x", "time", "Ip", "µs", "with space", "v1")
+NAMES = ("a", "b", "data", "x", "time", "Ip", "µs", "with space", "v1", "back\\slash")
 DIM_ONLY = "This is a netCDF dimension but not a netCDF variable."
 
 
@@ -88,7 +89,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged") and space != "null":
+                    "ragged", "acomp", "ctextarr") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -97,7 +98,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 
 def _filter_fits(name: str, kind: str) -> bool:
-    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged"):
+    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -218,6 +219,8 @@ def dtype_of(kind: str) -> np.dtype:
         "ctext": np.dtype([("id", "<i4"), ("name", h5py.string_dtype())]),
         "carray": np.dtype([("id", "<i2"), ("v", "<f4", (3,)), ("m", ">i4", (2, 2))]),
         "ragged": h5py.vlen_dtype(np.dtype("<f8")),
+        "acomp": np.dtype((np.dtype([("a", "<i4"), ("b", ">f4")]), (2,))),
+        "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
     }[kind]
 
 
@@ -283,6 +286,16 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         out["id"], out["v"] = np.arange(n), rng.normal(size=(n, 3))
         out["m"] = rng.integers(-99, 99, size=(n, 2, 2))
         return out.reshape(shape)
+    if kind == "acomp":
+        out = np.zeros((n, 2), dtype=dt.base)
+        out["a"], out["b"] = rng.integers(-99, 99, size=(n, 2)), rng.normal(size=(n, 2))
+        return out.reshape((*shape, 2))
+    if kind == "ctextarr":
+        out = np.zeros(n, dtype=dt)
+        out["id"] = np.arange(n)
+        words = np.array(["", "µs", "üñî 𝜋", "plain"], dtype=object)
+        out["name"] = np.array([[words[i % 4], words[(i + 1) % 4]] for i in range(n)], dtype=object).reshape(n, 2)
+        return out.reshape(shape)
     if kind == "ragged":
         out = np.empty(n, dtype=object)
         for i in range(n):
@@ -331,7 +344,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d["path"] in f:
         return
     if d["space"] == "null":
-        f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref")
+        f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref", "acomp", "ctextarr")
                                                     else np.dtype("f4")))
         return
     if kind in STRPAD:
@@ -349,7 +362,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d.get("fill") == "set" and _fill(kind) is not None:
         kw["fillvalue"] = _fill(kind)
     if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in (
-            "vstr", "vbytes", "ref", "regionref", "cref"):
+            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr"):
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)
         kw["dcpl"] = dcpl

@@ -293,8 +293,8 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
     if kind == "ctextarr":
         out = np.zeros(n, dtype=dt)
         out["id"] = np.arange(n)
-        words = np.array(["", "µs", "üñî 𝜋", "plain"], dtype=object)
-        out["name"] = np.array([[words[i % 4], words[(i + 1) % 4]] for i in range(n)], dtype=object).reshape(n, 2)
+        texts = ["", "µs", "üñî 𝜋", "plain"]
+        out["name"] = np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object).reshape(n, 2)
         return out.reshape(shape)
     if kind == "ragged":
         out = np.empty(n, dtype=object)

@@ -88,6 +88,8 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
                 if n in arrays:
                     element = np.dtype(f"S{widths[n]}") if n in widths else info.dtype[n].base
                     fields.extend((member_field(n, index), element) for index in np.ndindex(*arrays[n]))
+                elif info.dtype[n].names and any(k.startswith(n + "/") for k in widths):
+                    fields.append((n, _with_text(info.dtype[n], widths, n + "/")))
                 else:
                     fields.append((n, f"S{widths[n]}" if n in widths else info.dtype[n]))
             return np.dtype(fields)
@@ -121,17 +123,28 @@ def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None
                    arrays: dict[str, tuple[int, ...]] | None = None) -> None:
     """A compound's members, nested ones included (zarr-python writes nested structured
     types): refused where one is an array or variable-length, but for the text members
-    measured (``text``) and the array members of numbers (``arrays``), both top level."""
+    measured (``text``, by path: nested ones too) and the array members of numbers or
+    text (``arrays``, top level)."""
     for name in dtype.names or ():
         sub = dtype[name]
         if text and name in text or arrays and name in arrays:
+            continue
+        if sub.names:
+            inner = {k[len(name) + 1:]: w for k, w in (text or {}).items() if k.startswith(name + "/")}
+            _check_members(info, sub, inner)
             continue
         if sub.hasobject:
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r}")
         if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
             raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
-        if sub.names:
-            _check_members(info, sub)
+
+
+def _with_text(dtype: np.dtype, widths: dict[str, int], prefix: str) -> np.dtype:
+    """A nested member's type with its text members (``widths``, by path) as the
+    fixed-length bytes of their longest value."""
+    return np.dtype([(n, np.dtype(f"S{widths[prefix + n]}") if prefix + n in widths
+                      else _with_text(dtype[n], widths, f"{prefix}{n}/") if dtype[n].names else dtype[n])
+                     for n in dtype.names or ()])
 
 
 def _plain_compound(dtype: np.dtype) -> bool:

@@ -54,7 +54,7 @@ from layoutkit.formats import (
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import element_shape, text_members
+from layoutkit.hdf5.model import element_shape, member_values, text_members
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
@@ -170,6 +170,10 @@ def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[in
                                else want[name].base))
             continue
         held = got[name] if got.names and name in got.names else None
+        inner = [t[len(name) + 1:] for t in text if t.startswith(name + "/")]  # a nested member's, by path
+        if inner and held is not None and held.names and want[name].names:
+            fields.append((name, _stored_compound(want[name], inner, {}, held)))
+            continue
         fields.append((name, held if name in text and held is not None and held.kind == "S" else want[name]))
     return np.dtype(fields)
 
@@ -328,10 +332,12 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
     if info.dtype.names and info.fill_value is not None:
         want_c = np.asarray(info.fill_value).astype(info.dtype).reshape(1)
         members = _array_members(info.dtype)
-        for name in text_members(info.dtype):  # (of an array member: each element)
-            held = want_c[name]
-            want_c[name] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
-                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
+        for name in text_members(info.dtype):  # (of an array member: each element; of a nested one: by path)
+            *parents, leaf = name.split("/")
+            owner = member_values(want_c, "/".join(parents)) if parents else want_c
+            held = owner[leaf]
+            owner[leaf] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
+                                    for v in held.reshape(-1)], dtype=object).reshape(held.shape)
         try:
             got_c = (joined_members(np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1), members) if members
                      else np.asarray(z.fill_value).astype(want_c.dtype).reshape(1))

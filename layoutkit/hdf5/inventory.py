@@ -44,6 +44,7 @@ from layoutkit.hdf5.model import (
     Inventory,
     LinkInfo,
     MappedBlock,
+    member_values,
     text_members,
 )
 from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
@@ -238,15 +239,17 @@ def _text_widths(ds: h5py.Dataset, members: list[str]) -> tuple[tuple[str, int],
     of a compound, read over the whole dataset (the Zarr layouts store such a member at
     that fixed length); None where HDF5 cannot read it (its planning refuses it then)."""
     widths = dict.fromkeys(members, 1)
+    tops = list(dict.fromkeys(m.split("/")[0] for m in members))  # the top-level members that hold them
     try:
         if not ds.shape:
-            blocks: Any = [ds.fields(members)[()]]
+            blocks: Any = [ds.fields(tops)[()]]
         else:
-            blocks = (ds.fields(members)[i:i + TEXT_WIDTH_ROWS] for i in range(0, ds.shape[0], TEXT_WIDTH_ROWS))
+            blocks = (ds.fields(tops)[i:i + TEXT_WIDTH_ROWS] for i in range(0, ds.shape[0], TEXT_WIDTH_ROWS))
         for block in blocks:
             block = np.asarray(block)
             for name in members:
-                values = block[name] if block.dtype.names else block
+                wrapped = block.dtype.names and name.split("/")[0] in block.dtype.names
+                values = member_values(block, name) if wrapped else block
                 for v in np.asarray(values).reshape(-1):
                     n = len(v.encode("utf-8") if isinstance(v, str) else v or b"")
                     widths[name] = max(widths[name], n)

@@ -73,12 +73,26 @@ def zarr_attribute_problem(dtype: np.dtype) -> str | None:
     return None
 
 
-def text_members(dtype: np.dtype) -> list[str]:
-    """A compound's members (top-level) that are variable-length strings, or arrays of them."""
+def text_members(dtype: np.dtype, prefix: str = "") -> list[str]:
+    """A compound's members that are variable-length strings, or arrays of them: the top
+    level's by name, a nested member's by its path (``n/s``)."""
     import h5py
 
-    return [n for n in dtype.names or () if (info := h5py.check_string_dtype(dtype[n].base)) is not None
-            and info.length is None]
+    out = []
+    for n in dtype.names or ():
+        sub = dtype[n]
+        if sub.names:
+            out += text_members(sub, f"{prefix}{n}/")
+        elif (info := h5py.check_string_dtype(sub.base)) is not None and info.length is None:
+            out.append(prefix + n)
+    return out
+
+
+def member_values(values: Any, path: str) -> Any:
+    """The values of a compound's member at ``path`` (``n/s``: member ``s`` of member ``n``)."""
+    for part in path.split("/"):
+        values = values[part]
+    return values
 
 
 def element_shape(dtype: np.dtype) -> tuple[int, ...]:

@@ -168,7 +168,9 @@ def _text_fill(fv: Any, dtype: np.dtype) -> Any:
     source = np.asarray(fv)
     for name in dtype.names or ():
         value = source[name][()] if source.dtype.names and name in source.dtype.names else None
-        if dtype[name].kind == "S":
+        if dtype[name].names:  # a nested member: its own text members so too
+            out[name] = _text_fill(value if value is not None else np.zeros((), dtype[name]), dtype[name])
+        elif dtype[name].kind == "S":
             out[name] = value.encode("utf-8") if isinstance(value, str) else (value or b"")
         elif value is not None:
             out[name] = value

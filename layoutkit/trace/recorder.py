@@ -129,6 +129,7 @@ def _guarded(api: str, describe: Callable[..., tuple[str, str, tuple[int, ...], 
             _inside.depth -= 1
 
     wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+    wrapper.recorded = True  # type: ignore[attr-defined]  # (a reader's own wrappers have __wrapped__ too)
     return wrapper
 
 
@@ -193,7 +194,7 @@ def _archive_read(archive: Any, path: str, selection: Any = ()) -> tuple[str, st
 def _wrap_reads(cls: type) -> None:
     for name in ("get", "read_block"):
         fn = cls.__dict__.get(name)
-        if fn is not None and not hasattr(fn, "__wrapped__"):
+        if fn is not None and not getattr(fn, "recorded", False):
             setattr(cls, name, _guarded("layoutkit", _archive_read, fn))
 
 

@@ -61,7 +61,7 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
     if info.kind == "vlen":
         base = sequence_type(info.dtype)
         if base is None:
-            raise UnsupportedFeatureError(info.path, "variable-length sequences of other than numbers (vlen arrays)")
+            raise UnsupportedFeatureError(info.path, "variable-length sequences of other than numbers or fixed-length bytes (vlen arrays)")
         if not info.shape:  # zarr-python 3.4 fails on it ("Expected bytes, got numpy.ndarray")
             raise UnsupportedFeatureError(info.path, "a variable-length sequence as a scalar (zarr-python writes "
                                                      "no variable-length bytes array without dimensions)")
@@ -97,13 +97,16 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
 
 
 def sequence_type(dtype: np.dtype) -> np.dtype | None:
-    """The type of a variable-length sequence's values, when they are numbers."""
+    """The type of a variable-length sequence's values, when they are numbers or
+    fixed-length bytes (each value its bytes, so a sequence's bytes are its values')."""
     import h5py
 
     base = h5py.check_vlen_dtype(dtype)
     if base is None:
         return None
     base = np.dtype(base)
+    if base.kind == "S" and not base.names and base.subdtype is None:
+        return base
     return base if base.kind in "biuf" and not base.names and base.subdtype is None and base.itemsize <= 8 else None
 
 

@@ -70,7 +70,7 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")
     if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
         base, shape = info.dtype.subdtype
-        plain = base.kind in "biuf" and base.itemsize <= 8 or _plain_compound(base)
+        plain = base.kind in "biuf" and base.itemsize <= 8 or base.kind == "S" or _plain_compound(base)
         if not plain or not _one_fill(info):
             raise UnsupportedFeatureError(
                 info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element "

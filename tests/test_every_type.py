@@ -119,6 +119,10 @@ def array_of_compounds(f: h5py.File) -> None:  # the elements as a last axis, of
     f.create_dataset("t", shape=(3,), dtype=np.dtype((element, (2,))))[...] = values
 
 
+def array_of_strings(f: h5py.File) -> None:  # fixed-length bytes x 2: the elements a last axis (issue 65)
+    f.create_dataset("t", shape=(2,), dtype=np.dtype(("S3", (2,))))[...] = np.array([[b"ab", b"c\x00d"], [b"", b"xyz"]], "S3")
+
+
 def long_double(f: h5py.File) -> None:
     f.create_dataset("t", data=np.arange(4, dtype=np.longdouble) / 3)
 
@@ -319,6 +323,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     array_of_ints_chunked_shuffled: (EQUAL, EQUAL),
     array_scalar: (EQUAL, EQUAL),
     array_of_compounds: (EQUAL, EQUAL),
+    array_of_strings: (EQUAL, EQUAL),
     long_double: ("Dataset '/t' uses long double", EQUAL),
     region_references: (EQUAL, EQUAL),  # as their dataset's path and selection, JSON text (issue 65)
     region_reference_attribute: (EQUAL, EQUAL),
@@ -518,7 +523,8 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     with h5py.File(src, "w") as f:
         for builder, name in ((array_of_ints_chunked_shuffled, "ints"), (array_of_arrays, "grid"),
                               (array_scalar, "scalar"), (compound_nested_enum, "nested"),
-                              (compound_big_endian, "be"), (virtual_dataset, "vds"), (array_of_compounds, "aoc")):
+                              (compound_big_endian, "be"), (virtual_dataset, "vds"), (array_of_compounds, "aoc"),
+                              (array_of_strings, "strs")):
             builder(f)
             f.move("t", name)
         records = np.zeros(5, np.dtype([("a", "<i4"), ("v", "<f4", (3,)), ("m", "<i2", (2, 2))]))
@@ -537,7 +543,7 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     dims = {"/ints": ("dim_0", "ints_element"), "/grid": ("dim_0", "grid_element_0", "grid_element_1"),
             "/scalar": ("scalar_element_0", "scalar_element_1"), "/nested": ("dim_0",), "/be": ("dim_0",),
             "/vds": ("dim_0", "dim_1"), "/records": ("dim_0",), "/ragged": ("dim_0", "dim_1"),
-            "/aoc": ("dim_0", "aoc_element")}
+            "/aoc": ("dim_0", "aoc_element"), "/strs": ("dim_0", "strs_element")}
     with h5py.File(src) as f:
         want = {path: f[path][()] for path in dims}
     engine_dims = {}

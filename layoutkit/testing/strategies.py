@@ -41,8 +41,9 @@ NUMERIC = ("<i1", "<u1", ">i2", "<u2", "<i4", ">u4", "<i8", ">i8", "<u8", "<f2",
 TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", "ref",
          "table", "nested", "spacepad", "nullterm", "longdouble", "regionref", "cref",
          # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays,
-         # an array type of compounds, a compound with an array-of-text member (jhdf's)
-         "ctext", "carray", "ragged", "acomp", "ctextarr")
+         # an array type of compounds, a compound with an array-of-text member (jhdf's), text inside a
+         # nested member, sequences of fixed-length bytes
+         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -89,7 +90,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged", "acomp", "ctextarr") and space != "null":
+                    "ragged", "acomp", "ctextarr", "ntext", "bseq") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -98,7 +99,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 
 def _filter_fits(name: str, kind: str) -> bool:
-    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr"):
+    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -221,6 +222,8 @@ def dtype_of(kind: str) -> np.dtype:
         "ragged": h5py.vlen_dtype(np.dtype("<f8")),
         "acomp": np.dtype((np.dtype([("a", "<i4"), ("b", ">f4")]), (2,))),
         "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
+        "ntext": np.dtype([("a", "<i4"), ("n", [("s", h5py.string_dtype()), ("d", "<f4")])]),
+        "bseq": h5py.vlen_dtype(np.dtype("S3")),
     }[kind]
 
 
@@ -296,6 +299,16 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         texts = ["", "µs", "üñî 𝜋", "plain"]
         out["name"] = np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object).reshape(n, 2)
         return out.reshape(shape)
+    if kind == "ntext":
+        out = np.zeros(n, dtype=dt)
+        out["a"], out["n"]["d"] = np.arange(n), rng.normal(size=n)
+        out["n"]["s"] = np.array([["", "µs", "üñî 𝜋", "plain"][i % 4] for i in range(n)], dtype=object)
+        return out.reshape(shape)
+    if kind == "bseq":
+        out = np.empty(n, dtype=object)
+        for i in range(n):
+            out[i] = np.array([b"ab", b"x\x00y", b""][: i % 4], dtype="S3")
+        return out.reshape(shape)
     if kind == "ragged":
         out = np.empty(n, dtype=object)
         for i in range(n):
@@ -344,7 +357,8 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d["path"] in f:
         return
     if d["space"] == "null":
-        f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref", "acomp", "ctextarr")
+        f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref", "acomp", "ctextarr",
+                                                                       "ntext", "bseq")
                                                     else np.dtype("f4")))
         return
     if kind in STRPAD:
@@ -362,7 +376,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d.get("fill") == "set" and _fill(kind) is not None:
         kw["fillvalue"] = _fill(kind)
     if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in (
-            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr"):
+            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr", "ntext", "bseq"):
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)
         kw["dcpl"] = dcpl
@@ -376,7 +390,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if written == "none" or 0 in shape:
         return
     data = values(kind, shape, rng, f)
-    if kind == "ragged":  # one sequence at a time: h5py takes equally long ones for one more axis
+    if kind in ("ragged", "bseq"):  # one sequence at a time: h5py takes equally long ones for one more axis
         count = max(1, shape[0] // 2) if written == "part" and shape else None
         for index in np.ndindex(*shape):
             if count is None or index[0] < count:

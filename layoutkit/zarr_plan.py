@@ -74,8 +74,8 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         if not plain or not _one_fill(info):
             raise UnsupportedFeatureError(
                 info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element "
-                           "type: elements of numbers or of compounds of numbers become trailing axes, of other "
-                           "types they cannot)")
+                           "type: elements of numbers, fixed-length bytes or compounds of those become trailing "
+                           "axes, of other types they cannot)")
         # its elements as trailing axes (:func:`element_axes`)
         return np.dtype(base.str) if not base.names else base
     if info.dtype.names:

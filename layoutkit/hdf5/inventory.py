@@ -266,19 +266,26 @@ def _unmapped(ds: h5py.Dataset, f: h5py.File) -> str | None:
     if getattr(f, "_fileobj", None) is not None:
         return "the files it maps are not read from a bucket"
     here = os.path.dirname(os.path.abspath(f.filename))
-    prefix = os.environ.get("HDF5_VDS_PREFIX", "")
     missing = []
     for source in ds.virtual_sources():
         name = source.file_name
         if name == "." or "%" in name:  # this file; a printf-style name (HDF5 expands it, not checked here)
             continue
-        places = [name] if os.path.isabs(name) else [os.path.join(p, name) for p in (prefix, here) if p] + [name]
-        if not any(os.path.exists(p) for p in places):
+        if _mapped_file(name, here) is None:
             missing.append(name)
     if not missing:
         return None
     names = sorted(set(missing))
     return f"its mapped file{'s' if len(names) > 1 else ''} {', '.join(names)} {'are' if len(names) > 1 else 'is'} missing"
+
+
+def _mapped_file(name: str, here: str) -> str | None:
+    """Where HDF5 finds a virtual dataset's mapped file ``name`` (an absolute path), or
+    None: a relative name under ``HDF5_VDS_PREFIX``, beside the file (``here``), then from
+    the working directory."""
+    prefix = os.environ.get("HDF5_VDS_PREFIX", "")
+    places = [name] if os.path.isabs(name) else [os.path.join(p, name) for p in (prefix, here) if p] + [name]
+    return next((os.path.abspath(p) for p in places if os.path.exists(p)), None)
 
 
 MAPPED_FILES_OPENED = 256
@@ -292,7 +299,6 @@ def _mapped_blocks(ds: h5py.Dataset, f: h5py.File) -> tuple[MappedBlock, ...] | 
     None for any other mapping (a selection of the source, a strided or unlimited block,
     this file, a printf-style name)."""
     here = os.path.dirname(os.path.abspath(f.filename))
-    prefix = os.environ.get("HDF5_VDS_PREFIX", "")
     opened: dict[str, h5py.File] = {}
     try:
         out = []
@@ -301,8 +307,7 @@ def _mapped_blocks(ds: h5py.Dataset, f: h5py.File) -> tuple[MappedBlock, ...] | 
             name = m.file_name
             if box is None or m.src_space.get_select_type() != h5py.h5s.SEL_ALL or name == "." or "%" in name:
                 return None
-            places = [name] if os.path.isabs(name) else [os.path.join(p, name) for p in (prefix, here) if p] + [name]
-            found = next((os.path.abspath(p) for p in places if os.path.exists(p)), None)
+            found = _mapped_file(name, here)
             if found is None or (found not in opened and len(opened) >= MAPPED_FILES_OPENED):
                 return None
             mapped = (opened.get(found) or opened.setdefault(found, h5py.File(found, "r"))).get(m.dset_name)

@@ -13,6 +13,7 @@ import h5py
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.model import ArrayInfo, MappedBlock
 from layoutkit.hdf5.raw import chunk_entries
+from layoutkit.plan import Region
 
 WRITE: Literal["write"] = "write"
 """A chunk that is mapped but cannot be referenced: never written in its mapped dataset
@@ -23,7 +24,8 @@ Location = tuple[str, int, int] | Literal["write"] | None
 
 
 class MappedChunks:
-    """The chunks of one virtual dataset (planned by ``mapped_plan``): :meth:`locate` each.
+    """The chunks of one virtual dataset (planned by ``mapped_plan``) in the regions
+    :meth:`cover` is given: :meth:`locate` each.
     Opens the mapped files it needs, by name, and reads each mapped dataset's chunk index
     once; :meth:`close` closes them."""
 
@@ -32,13 +34,21 @@ class MappedChunks:
         self.blocks = info.mapped
         first = self.blocks[0]
         self.grid: tuple[int, ...] = first.chunks if first.layout == "chunked" and first.chunks else first.shape
-        self._cells = {cell: i for i, b in enumerate(self.blocks) for cell in itertools.product(
-            *(range(o // c, -(-(o + n) // c)) for o, n, c in zip(b.origin, b.shape, self.grid)))}
+        self._cells: dict[tuple[int, ...], int] = {}  # grid cell -> its block, of the regions covered
+
+    def cover(self, region: Region) -> None:
+        """Know the grid cells of the blocks that meet ``region`` (a task's regions: not
+        every frame's cells in every task)."""
+        for i, b in enumerate(self.blocks):
+            if all(o < hi and lo < o + n for o, n, (lo, hi) in zip(b.origin, b.shape, region)):
+                self._cells.update((cell, i) for cell in itertools.product(
+                    *(range(max(o, lo) // c, -(-min(o + n, hi) // c))
+                      for o, n, c, (lo, hi) in zip(b.origin, b.shape, self.grid, region))))
         self._files: dict[str, h5py.File] = {}
         self._where: dict[int, dict[tuple[int, ...], tuple[int, int, int]] | None] = {}
 
     def locate(self, origin: tuple[int, ...]) -> Location:
-        """The chunk at ``origin`` of the virtual dataset: (mapped file, offset, size) to
+        """The chunk at ``origin`` (in a region covered) of the virtual dataset: (mapped file, offset, size) to
         reference, :data:`WRITE`, or None where nothing is mapped (the fill value)."""
         i = self._cells.get(tuple(o // c for o, c in zip(origin, self.grid)))
         if i is None:

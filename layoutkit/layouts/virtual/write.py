@@ -96,9 +96,8 @@ def begin(staged: Any, source: Any, inventory: Inventory, plan: VirtualPlan, att
     members = source.members if isinstance(source, SourceSet) else (source,)
     versions = {source_url(m): version_of(m) for m in members}
     referenced = set(plan.referenced)
-    for info in inventory.arrays:  # the files a referenced virtual dataset's chunks lie in
-        if info.path in referenced and info.mapped:
-            versions.update({source_url(Path(b.file)): version_of(Path(b.file)) for b in info.mapped})
+    mapped = {b.file for a in inventory.arrays if a.path in referenced and a.mapped for b in a.mapped}
+    versions.update({source_url(Path(f)): version_of(Path(f)) for f in mapped})  # each file once, not each frame
     if isinstance(kv, IcechunkKV):
         attach(kv)  # layoutkit's copy of the references set, written before the commit
     else:  # an append's staging folder: the merge sets the references
@@ -132,6 +131,7 @@ def reference_task(job: VirtualJob, task: CopyTask) -> Done:
         for path, region in task.items:
             if path in job.referenced and job.copy.arrays[path].layout == "virtual":
                 chunks_of = mapped.get(path) or mapped.setdefault(path, MappedChunks(job.copy.arrays[path]))
+                chunks_of.cover(region)
                 written += _mapped_refs(job, path, region, chunks_of, refs, blocks, reader)
     finally:
         for chunks_of in mapped.values():

@@ -103,6 +103,22 @@ def test_an_entry_point_that_does_not_load_is_said_and_left_out(tmp_path: Path) 
     assert "the layout entry point 'npy' (no_such_module:Layout) does not load" in out.stderr
 
 
+def test_a_command_on_an_own_layout_does_not_read_the_entry_points(tmp_path: Path) -> None:
+    """Reading the entry points scans every installed package (20-30 ms of a command's
+    start-up): a command naming one of layoutkit's own layouts finds it without them;
+    asking for the list still reads them."""
+    env = _installed_as_a_plugin(tmp_path / "site", "npy_layout:NpyFolder")
+    code = (
+        "from layoutkit.layouts import LAYOUTS, layout_for\n"
+        "from layoutkit.convert import ConvertOptions\n"
+        "print(layout_for('convert', ConvertOptions(layout='virtual')).name, LAYOUTS._loaded)\n"
+        "print(layout_for('convert', ConvertOptions(layout='npy')).name, LAYOUTS._loaded)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["virtual", "False", "npy", "True"]
+
+
 @pytest.mark.parametrize(("old", "name"), [
     ("zarr-mirror", "shot-major"), ("shot", "shot-major"), ("zarr-signal", "signal-major"), ("signal", "signal-major"),
     ("zarr-shot-packed", "shot-packed"),

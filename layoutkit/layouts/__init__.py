@@ -44,6 +44,11 @@ class _Registry(MutableMapping[str, AnyLayout]):
         self._layouts = dict(own)
         self._loaded = False
 
+    def own(self, name: str) -> AnyLayout | None:
+        """layoutkit's own layout called ``name`` (or a former spelling), read without
+        loading the entry points (an entry point cannot take an own layout's name)."""
+        return next((layout for layout in self._layouts.values() if name in layout.names), None)
+
     def _all(self) -> dict[str, AnyLayout]:
         if not self._loaded:
             self._loaded = True
@@ -194,13 +199,16 @@ def layout_for(command: str, options: Any) -> AnyLayout:
     InvalidOptionError
         A name no layout of the command has; the message lists those it has.
     """
+    name = getattr(options, "layout", None)
+    known = LAYOUTS.own(str(name)) if isinstance(LAYOUTS, _Registry) and name is not None else None
+    if known is not None and known.command == command and type(options) is known.options_class:
+        return known  # one of layoutkit's own: the entry points (a scan of every installed package) not read
     candidates = layouts_of(command)
     if len(candidates) == 1:
         return candidates[0]
     own = [c for c in candidates if type(options) is c.options_class]
     if len(own) == 1:  # the options of one layout alone (another package's): that layout
         return own[0]
-    name = getattr(options, "layout", None)
     layout = find_layout(str(name)) if name is not None else None
     if layout not in candidates:
         raise InvalidOptionError(f"Expected --layout {_either([c.name for c in candidates])}. Got {name!r}.")

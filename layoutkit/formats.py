@@ -128,6 +128,43 @@ def sequences(values: Any, dtype: str) -> Any:
     return out
 
 
+SEQUENCE_MEMBERS_ATTR = "hdf5_sequence_members"
+"""A compound with variable-length sequence members (jhdf's ``one``: a sequence of
+uint8; Zarr's structured types hold fixed sizes only): each such member is stored as two
+fields in its place, the member's name holding its values' bytes as fixed-length bytes
+(``S<n>``, C order, ``n`` the longest sequence's bytes) and :func:`sequence_length_field`
+holding how many values it has (``uint64``); this attribute maps each such member to its
+values' type (a NumPy type string, ``"|u1"``)."""
+
+
+def sequence_length_field(name: str) -> str:
+    """The field holding how many values a sequence member's sequence has (:data:`SEQUENCE_MEMBERS_ATTR`)."""
+    return f"{name}.length"
+
+
+def joined_sequences(values: Any, members: dict[str, str]) -> Any:
+    """Values read from a store, their sequence members two fields each
+    (:data:`SEQUENCE_MEMBERS_ATTR`), in the compound type they were written from: each
+    member an object field again, each element an array of its values, as h5py reads
+    the source. A sequence's bytes are cut at its last non-NUL byte when read as ``S<n>``
+    (NumPy's fixed-length bytes): its length gives them back."""
+    import numpy as np
+
+    lengths = {sequence_length_field(m) for m in members}
+    fields = [(n, object if n in members else values.dtype[n]) for n in values.dtype.names or () if n not in lengths]
+    out = np.empty(values.shape, np.dtype(fields))
+    for name, _ in fields:
+        if name not in members:
+            out[name] = values[name]
+            continue
+        kind = np.dtype(members[name])
+        held, counts, flat = values[name].reshape(-1), values[sequence_length_field(name)].reshape(-1), out[name].reshape(-1)
+        for i, (raw, count) in enumerate(zip(held, counts)):
+            size = int(count) * kind.itemsize
+            flat[i] = np.frombuffer(bytes(raw).ljust(size, b"\0")[:size], dtype=kind).copy()
+    return out
+
+
 def region_text(path: str, selection: str, coords: Any = None) -> str:
     """A region reference as text: JSON of the referenced dataset's ``path`` and its
     selection: ``{"path": P, "all": true}``, ``{"path": P, "none": true}``, ``{"path": P,
@@ -160,7 +197,7 @@ fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's 
 h5py reads the source's as those bytes."""
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
-                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR})
+                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -215,7 +252,9 @@ __all__ = [
     "ARRAY_TYPE_ATTR",
     "element_dims",
     "joined_members",
+    "joined_sequences",
     "member_field",
+    "sequence_length_field",
     "sequences",
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
@@ -230,6 +269,7 @@ __all__ = [
     "region_text",
     "SIDECAR",
     "SEQUENCE_ATTR",
+    "SEQUENCE_MEMBERS_ATTR",
     "TEXT_MEMBERS_ATTR",
     "TYPE_RULE_ATTRS",
     "json_attrs",

@@ -18,10 +18,19 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.formats import element_dims, member_field, stored_path
+from layoutkit.formats import element_dims, member_field, sequence_length_field, stored_path
 from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
 from layoutkit.hdf5.filters import can_read_raw
-from layoutkit.hdf5.model import ArrayInfo, GroupInfo, Inventory, carried_nowhere, element_shape, text_members
+from layoutkit.hdf5.model import (
+    ArrayInfo,
+    GroupInfo,
+    Inventory,
+    carried_nowhere,
+    element_shape,
+    sequence_members,
+    sequence_type,
+    text_members,
+)
 from layoutkit.options import ShardSpec, parse_compressor
 from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards
 from layoutkit.zarr_options import ConvertOptions
@@ -80,12 +89,14 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         return np.dtype(base.str) if not base.names else base
     if info.dtype.names:
         widths = dict(info.text_widths or ())
-        arrays = array_members(info.dtype)
-        _check_members(info, info.dtype, widths, arrays)
+        arrays, seqs = array_members(info.dtype), sequence_members(info.dtype)
+        _check_members(info, info.dtype, widths, arrays, seqs)
         if widths or arrays:  # text members at their longest value's length (UTF-8); array members a field an element
             fields: list[tuple[str, Any]] = []
             for n in info.dtype.names:
-                if n in arrays:
+                if n in seqs:  # its values' bytes at the longest's length, and how many values
+                    fields += [(n, np.dtype(f"S{widths[n]}")), (sequence_length_field(n), np.dtype("<u8"))]
+                elif n in arrays:
                     element = np.dtype(f"S{widths[n]}") if n in widths else info.dtype[n].base
                     fields.extend((member_field(n, index), element) for index in np.ndindex(*arrays[n]))
                 elif info.dtype[n].names and any(k.startswith(n + "/") for k in widths):
@@ -94,20 +105,6 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
                     fields.append((n, f"S{widths[n]}" if n in widths else info.dtype[n]))
             return np.dtype(fields)
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
-
-
-def sequence_type(dtype: np.dtype) -> np.dtype | None:
-    """The type of a variable-length sequence's values, when they are numbers or
-    fixed-length bytes (each value its bytes, so a sequence's bytes are its values')."""
-    import h5py
-
-    base = h5py.check_vlen_dtype(dtype)
-    if base is None:
-        return None
-    base = np.dtype(base)
-    if base.kind == "S" and not base.names and base.subdtype is None:
-        return base
-    return base if base.kind in "biuf" and not base.names and base.subdtype is None and base.itemsize <= 8 else None
 
 
 def array_members(dtype: np.dtype) -> dict[str, tuple[int, ...]]:
@@ -123,11 +120,18 @@ def array_members(dtype: np.dtype) -> dict[str, tuple[int, ...]]:
 
 
 def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None = None,
-                   arrays: dict[str, tuple[int, ...]] | None = None) -> None:
+                   arrays: dict[str, tuple[int, ...]] | None = None, seqs: dict[str, np.dtype] | None = None) -> None:
     """A compound's members, nested ones included (zarr-python writes nested structured
     types): refused where one is an array or variable-length, but for the text members
-    measured (``text``, by path: nested ones too) and the array members of numbers or
-    text (``arrays``, top level)."""
+    measured (``text``, by path: nested ones too), the array members of numbers or text
+    (``arrays``, top level) and the sequence members measured (``seqs``, top level)."""
+    for name in seqs or ():
+        if name not in (text or {}):
+            raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r} "
+                                                     "that HDF5 cannot read")
+        if (taken := sequence_length_field(name)) in (dtype.names or ()):
+            raise UnsupportedFeatureError(info.path, f"a compound type with a sequence member {name!r} beside a "
+                                                     f"member named {taken!r}, the field its lengths are stored in")
     for name in dtype.names or ():
         sub = dtype[name]
         if text and name in text or arrays and name in arrays:

@@ -62,6 +62,24 @@ def compound_text_array_member(f: h5py.File) -> None:
     ds[1] = (2, ["Zoë", "µs and more"])
 
 
+def compound_vlen_sequence_member(f: h5py.File) -> None:
+    """Members that are variable-length sequences (jhdf's ``vlen_chunked_compound``): of
+    uint8, of float64 and of fixed-length bytes; sequences ending in zero bytes
+    (a fixed-length bytes field drops them), an empty one, and a row never written (the
+    fill value: each sequence unset)."""
+    dt = np.dtype([("a", "<i4"), ("u", h5py.vlen_dtype("u1")), ("x", h5py.vlen_dtype("<f8")),
+                   ("s", h5py.vlen_dtype(np.dtype("S2")))])
+    ds = f.create_dataset("t", shape=(4,), dtype=dt, chunks=(2,))
+    ds[0] = (1, np.array([1, 0, 0], "u1"), np.array([0.0, 2.5, 0.0], "<f8"), np.array([b"ab", b"c\x00"], "S2"))
+    ds[1] = (2, np.array([], "u1"), np.array([-1.5], "<f8"), np.array([], "S2"))
+    ds[2] = (3, np.array([255], "u1"), np.array([], "<f8"), np.array([b""], "S2"))
+
+
+def compound_sequence_beside_its_length_name(f: h5py.File) -> None:  # the field of its lengths is taken
+    dt = np.dtype([("s", h5py.vlen_dtype("i4")), ("s.length", "<i4")])
+    f.create_dataset("t", data=np.array([(np.arange(2, dtype="i4"), 5)], dt))
+
+
 def compound_vlen_string_nested(f: h5py.File) -> None:  # a text member inside a member, two deep, one unset
     deeper = np.dtype([("u", h5py.string_dtype()), ("k", "<i2")])
     inner = np.dtype([("s", h5py.string_dtype()), ("d", "<f4"), ("m", deeper)])
@@ -315,6 +333,9 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_vlen_string_member: (EQUAL, EQUAL),  # fixed-length UTF-8 at the longest value (issue 65)
     compound_text_array_member: (EQUAL, EQUAL),  # a field an element, each text (issue 65)
     compound_vlen_string_nested: (EQUAL, EQUAL),  # a nested text member at its longest too (issue 65)
+    compound_vlen_sequence_member: (EQUAL, EQUAL),  # its bytes and its length, two fields (issue 65)
+    compound_sequence_beside_its_length_name: ("Dataset '/t' uses a compound type with a sequence member 's' beside "
+                                               "a member named 's.length'", EQUAL),
     compound_reference_member: ("Dataset '/t' uses object references inside a compound member ('r')",) * 2,
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
     virtual_dataset: (EQUAL, EQUAL),  # read through HDF5 from the files it maps (issue 65)
@@ -496,6 +517,33 @@ def write_and_prove(src: Path, tmp_path: Path, runs: dict[str, list[str]]) -> No
     assert check.exit_code == 0 and f"all {len(runs)} variants hold" in " ".join(check.output.split()), check.output
 
 
+def test_a_sequence_member_is_stored_as_its_bytes_and_length_and_verify_holds_both(tmp_path: Path) -> None:
+    """The type rules' encoding of a sequence member, read with zarr-python alone (an
+    independent reader needs nothing else): ``S<n>`` of the values' bytes beside a
+    ``<name>.length`` field. A length changed in the store (the values' bytes kept: a
+    sequence ending in zeros one value shorter) and a value changed are each caught."""
+    src = tmp_path / "seq.h5"
+    with h5py.File(src, "w") as f:
+        compound_vlen_sequence_member(f)
+    write_and_prove(src, tmp_path, {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"]})
+    z = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert z.attrs["hdf5_sequence_members"] == {"u": "|u1", "x": "<f8", "s": "|S2"}
+    stored = z[...]
+    assert stored.dtype.names == ("a", "u", "u.length", "x", "x.length", "s", "s.length")
+    assert stored["u.length"].tolist() == [3, 0, 1, 0] and stored["u"][0] == b"\x01"  # NumPy drops the zeros
+    assert np.frombuffer(stored["x"][0], "<f8").tolist()[:2] == [0.0, 2.5]
+    for field, value in (("u.length", 2), ("x", np.array([0.0, 3.5], "<f8").tobytes())):
+        changed = stored.copy()
+        changed[field][0] = value
+        z[...] = changed
+        check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open",
+                                         "--repeat", "1"])
+        assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
+    z[...] = stored
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 0, check.output
+
+
 def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: Path) -> None:
     """An HDF5 array type's elements become the array's last axes (issue 65), named
     ``<name>_element`` (``_element_<i>`` for several): in every Zarr layout and format and in
@@ -506,10 +554,16 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     virtual dataset (its mapped files' values, written as chunks by every layout) and a
     compound with array members (stored a field an element, read back joined), and
     variable-length sequences (each stored as its values' bytes, read back as arrays; the
-    engine keeps them out of xarray's decoding, which took a sequence for a scalar)."""
+    engine keeps them out of xarray's decoding, which took a sequence for a scalar), and a
+    compound of sequence members (each stored as its bytes and its length, read back as
+    arrays of the member's type: sequences ending in zeros, an empty one, an unset row)."""
 
     def assert_same(got: np.ndarray, want: np.ndarray) -> None:
-        if want.dtype == object:  # sequences: each an array of the same values and type
+        if want.dtype.names and any(want.dtype[n] == object for n in want.dtype.names):  # sequence members
+            assert got.dtype.names == want.dtype.names
+            for n in want.dtype.names:
+                assert_same(got[n], want[n])
+        elif want.dtype == object:  # sequences: each an array of the same values and type
             assert got.shape == want.shape and all(
                 np.array_equal(g, w) and g.dtype == w.dtype for g, w in zip(got.reshape(-1), want.reshape(-1)))
         else:
@@ -524,7 +578,7 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
         for builder, name in ((array_of_ints_chunked_shuffled, "ints"), (array_of_arrays, "grid"),
                               (array_scalar, "scalar"), (compound_nested_enum, "nested"),
                               (compound_big_endian, "be"), (virtual_dataset, "vds"), (array_of_compounds, "aoc"),
-                              (array_of_strings, "strs")):
+                              (array_of_strings, "strs"), (compound_vlen_sequence_member, "seqrec")):
             builder(f)
             f.move("t", name)
         records = np.zeros(5, np.dtype([("a", "<i4"), ("v", "<f4", (3,)), ("m", "<i2", (2, 2))]))
@@ -543,7 +597,7 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     dims = {"/ints": ("dim_0", "ints_element"), "/grid": ("dim_0", "grid_element_0", "grid_element_1"),
             "/scalar": ("scalar_element_0", "scalar_element_1"), "/nested": ("dim_0",), "/be": ("dim_0",),
             "/vds": ("dim_0", "dim_1"), "/records": ("dim_0",), "/ragged": ("dim_0", "dim_1"),
-            "/aoc": ("dim_0", "aoc_element"), "/strs": ("dim_0", "strs_element")}
+            "/aoc": ("dim_0", "aoc_element"), "/strs": ("dim_0", "strs_element"), "/seqrec": ("dim_0",)}
     with h5py.File(src) as f:
         want = {path: f[path][()] for path in dims}
     engine_dims = {}

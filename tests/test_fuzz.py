@@ -93,8 +93,24 @@ def leaf_arrays(path: Path) -> dict[str, tuple[tuple[str, ...], Any]]:
 def as_documented(z: Any) -> Any:
     """A Zarr array's values by the type rules of docs/formats/index.md, read here with
     numpy alone: array members stored a field an element (``hdf5_array_members``) joined
-    into array fields, sequences stored as bytes (``hdf5_sequence``) as arrays."""
-    values = z[...]
+    into array fields, sequence members stored as bytes beside a ``.length`` field
+    (``hdf5_sequence_members``) as arrays, sequences stored as bytes (``hdf5_sequence``)
+    as arrays."""
+    values = np.asarray(z[...])  # (a scalar compound's: a 0-d array, not a numpy.void)
+    seqs = z.attrs.get("hdf5_sequence_members")
+    if seqs:
+        kept = [n for n in values.dtype.names if not (n.endswith(".length") and n[:-len(".length")] in seqs)]
+        out = np.empty(values.shape, np.dtype([(n, object if n in seqs else values.dtype[n]) for n in kept]))
+        for name in kept:
+            if name not in seqs:
+                out[name] = values[name]
+                continue
+            size = np.dtype(seqs[name]).itemsize
+            for index in np.ndindex(*values.shape):
+                count = int(values[f"{name}.length"][index])
+                raw = bytes(values[name][index]) + bytes(count * size)  # NumPy cut the trailing NULs
+                out[name][index] = np.frombuffer(raw[: count * size], dtype=seqs[name])
+        return out
     members = z.attrs.get("hdf5_array_members")
     if members:
         fields = []

@@ -42,12 +42,15 @@ from layoutkit.formats import (
     PROVENANCE_ATTR,
     RENAMED_KEY,
     SEQUENCE_ATTR,
+    SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
+    joined_sequences,
     member_field,
+    sequence_length_field,
     sequences,
     stored_path,
 )
@@ -156,13 +159,31 @@ def _array_members(dtype: np.dtype) -> dict[str, list[int]]:
     return {n: list(dtype[n].shape) for n in dtype.names or () if dtype[n].subdtype is not None}
 
 
-def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[int]], got: np.dtype) -> np.dtype:
+def _sequence_members(dtype: np.dtype) -> dict[str, str]:
+    """A compound's members (top level) that are variable-length sequences of numbers or
+    fixed-length bytes, with their values' type strings, as h5py reports the type."""
+    out = {}
+    for name in dtype.names or ():
+        base = h5py.check_vlen_dtype(dtype[name])
+        if base is not None and base not in (str, bytes):
+            out[name] = np.dtype(base).str
+    return out
+
+
+def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[int]], got: np.dtype,
+                     seqs: dict[str, str] | None = None) -> np.dtype:
     """The compound ``want`` as the type rules store it: each text member the
     fixed-length bytes the store holds there (``S<n>``: any length, the values show a
     short one; held otherwise, it stays the source's and the type compares unequal), each
-    array member a field per element (``v[0]``, ...)."""
+    array member a field per element (``v[0]``, ...), each sequence member (``seqs``) its
+    bytes so and a ``uint64`` field of lengths beside them."""
     fields: list[tuple[str, Any]] = []
     for name in want.names or ():
+        if seqs and name in seqs:
+            held = got[name] if got.names and name in got.names else None
+            fields += [(name, held if held is not None and held.kind == "S" else want[name]),
+                       (sequence_length_field(name), np.dtype("<u8"))]
+            continue
         if name in members:  # (a text member's elements: the bytes the store holds, as below)
             for index in np.ndindex(*members[name]):
                 held = got[member_field(name, index)] if got.names and member_field(name, index) in got.names else None
@@ -269,9 +290,11 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
     if element and z.attrs.get(ARRAY_TYPE_ATTR) != len(element):
         miss(path, "attribute", f"{ARRAY_TYPE_ATTR!r} is {z.attrs.get(ARRAY_TYPE_ATTR)!r}, expected {len(element)}")
     want = expected_dtype(info)
-    text, members = text_members(info.dtype), _array_members(info.dtype)
-    if text or members:  # the type rules: text members as fixed-length UTF-8, array members a field an element
-        want = _stored_compound(np.dtype(want), text, members, np.dtype(z.dtype))
+    text, members, seqs = text_members(info.dtype), _array_members(info.dtype), _sequence_members(info.dtype)
+    if text or members or seqs:  # the type rules: text members as fixed-length UTF-8, array members a field an element
+        want = _stored_compound(np.dtype(want), text, members, np.dtype(z.dtype), seqs)
+        if seqs and z.attrs.get(SEQUENCE_MEMBERS_ATTR) != seqs:
+            miss(path, "attribute", f"{SEQUENCE_MEMBERS_ATTR!r} is {z.attrs.get(SEQUENCE_MEMBERS_ATTR)!r}, expected {seqs}")
         if text and z.attrs.get(TEXT_MEMBERS_ATTR) != text:
             miss(path, "attribute", f"{TEXT_MEMBERS_ATTR!r} is {z.attrs.get(TEXT_MEMBERS_ATTR)!r}, expected {text}")
         if members and z.attrs.get(ARRAY_MEMBERS_ATTR) != members:
@@ -338,9 +361,14 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
             held = owner[leaf]
             owner[leaf] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
+        seqs = _sequence_members(info.dtype)
+        for name, kind in seqs.items():  # an unset sequence (None) is the empty one
+            want_c[name] = np.array([np.zeros(0, kind) if v is None else v for v in want_c[name]] + [None],
+                                    dtype=object)[:-1]
         try:
-            got_c = (joined_members(np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1), members) if members
-                     else np.asarray(z.fill_value).astype(want_c.dtype).reshape(1))
+            got_c = np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1)
+            got_c = joined_members(got_c, members) if members else got_c
+            got_c = joined_sequences(got_c, seqs) if seqs else got_c.astype(want_c.dtype)
         except (TypeError, ValueError):
             got_c = None
         if got_c is None or not equal_values(want_c, got_c).all():
@@ -350,7 +378,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
 def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], reader: ReferenceReader,
                     miss: Any) -> None:
     path = info.path
-    members = _array_members(info.dtype)
+    members, seqs = _array_members(info.dtype), _sequence_members(info.dtype)
     block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))
@@ -360,6 +388,8 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
         got_v = np.asarray(z[sel] if sel else z[...])
         if members:  # array members a field an element: joined again by the type rules
             got_v = joined_members(got_v, members)
+        if seqs:  # sequence members their bytes and lengths: joined again so
+            got_v = joined_sequences(got_v, seqs)
         if info.kind == "vlen":  # a sequence its values' bytes
             got_v = sequences(got_v, str(z.attrs[SEQUENCE_ATTR]))
         eq = equal_values(expected_v, got_v)

@@ -44,8 +44,8 @@ from layoutkit.hdf5.model import (
     Inventory,
     LinkInfo,
     MappedBlock,
+    measured_members,
     member_values,
-    text_members,
 )
 from layoutkit.hdf5.walk import PARALLEL_MIN_DATASETS, LinkWalk
 from layoutkit.storage import ObjectSource, SourceLike
@@ -217,7 +217,7 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         info["mapped"] = _mapped_blocks(ds, f) if info["unmapped"] is None else None
     elif info["external"]:
         info["unmapped"] = _external_missing(plist, f)
-    if dtype.names and (members := text_members(dtype)) and ds_shape is not None:
+    if dtype.names and (members := measured_members(dtype)) and ds_shape is not None:
         info["text_widths"] = _text_widths(ds, members)
     if tid.committed():  # resolved to a path once the walk is done (:func:`_inventory`)
         info["type_path"] = h5py.h5o.get_info(tid).addr
@@ -235,9 +235,10 @@ TEXT_WIDTH_ROWS = 1 << 16
 
 
 def _text_widths(ds: h5py.Dataset, members: list[str]) -> tuple[tuple[str, int], ...] | None:
-    """The longest value (UTF-8 bytes, at least 1) of each variable-length string member
-    of a compound, read over the whole dataset (the Zarr layouts store such a member at
-    that fixed length); None where HDF5 cannot read it (its planning refuses it then)."""
+    """The longest value (UTF-8 bytes, or a sequence's values' bytes; at least 1) of each
+    variable-length string or sequence member of a compound, read over the whole dataset
+    (the Zarr layouts store such a member at that fixed length); None where HDF5 cannot
+    read it (its planning refuses it then)."""
     widths = dict.fromkeys(members, 1)
     tops = list(dict.fromkeys(m.split("/")[0] for m in members))  # the top-level members that hold them
     try:
@@ -251,7 +252,7 @@ def _text_widths(ds: h5py.Dataset, members: list[str]) -> tuple[tuple[str, int],
                 wrapped = block.dtype.names and name.split("/")[0] in block.dtype.names
                 values = member_values(block, name) if wrapped else block
                 for v in np.asarray(values).reshape(-1):
-                    n = len(v.encode("utf-8") if isinstance(v, str) else v or b"")
+                    n = v.nbytes if isinstance(v, np.ndarray) else len(v.encode("utf-8") if isinstance(v, str) else v or b"")
                     widths[name] = max(widths[name], n)
     except (OSError, RuntimeError, ValueError, TypeError):
         return None

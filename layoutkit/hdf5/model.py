@@ -88,6 +88,32 @@ def text_members(dtype: np.dtype, prefix: str = "") -> list[str]:
     return out
 
 
+def sequence_type(dtype: np.dtype) -> np.dtype | None:
+    """The type of a variable-length sequence's values, when they are numbers or
+    fixed-length bytes (each value its bytes, so a sequence's bytes are its values')."""
+    import h5py
+
+    base = h5py.check_vlen_dtype(dtype)
+    if base is None:
+        return None
+    base = np.dtype(base)
+    if base.kind == "S" and not base.names and base.subdtype is None:
+        return base
+    return base if base.kind in "biuf" and not base.names and base.subdtype is None and base.itemsize <= 8 else None
+
+
+def sequence_members(dtype: np.dtype) -> dict[str, np.dtype]:
+    """A compound's members (top level) that are variable-length sequences of numbers or
+    fixed-length bytes, with the type of their values."""
+    return {n: base for n in dtype.names or () if (base := sequence_type(dtype[n])) is not None}
+
+
+def measured_members(dtype: np.dtype) -> list[str]:
+    """A compound's members stored at their longest value's length (text members, by
+    path, and sequence members): what the walk measures (:attr:`ArrayInfo.text_widths`)."""
+    return text_members(dtype) + list(sequence_members(dtype))
+
+
 def member_values(values: Any, path: str) -> Any:
     """The values of a compound's member at ``path`` (``n/s``: member ``s`` of member ``n``)."""
     for part in path.split("/"):
@@ -181,8 +207,9 @@ class ArrayInfo:
     # "spacepad"): HDF5 converts such strings as it reads them (cut at the first NUL,
     # trailing spaces dropped), so their stored bytes are not their values
     strpad: str | None = None
-    # a compound's variable-length string members: (name, the longest value's bytes) of
-    # each, measured over the data by the walk (:func:`text_members`); None: it has none
+    # a compound's variable-length string and sequence members: (name, the longest value's
+    # bytes) of each, measured over the data by the walk (:func:`measured_members`); None:
+    # it has none
     text_widths: tuple[tuple[str, int], ...] | None = None
     # a dataset declared far larger than it is written (:func:`~layoutkit.hdf5.chunk_index.sparse_storage`):
     # the regions its stored data lie in, clipped to its extent; everywhere else it reads

@@ -31,10 +31,12 @@ from layoutkit.formats import (
     NODES_ATTR,
     PROVENANCE_ATTR,
     SEQUENCE_ATTR,
+    SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
+    joined_sequences,
     scale_by_name,
     sequences,
 )
@@ -308,11 +310,14 @@ class ZarrArchive(Archive):
 
     def _joined(self, path: str, values: np.ndarray) -> np.ndarray:
         """``values`` of the array at ``path`` as the source holds them: a compound's array
-        members, stored a field an element, joined again (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`);
+        members, stored a field an element, joined again (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`),
+        and its sequence members, stored as bytes and lengths (:data:`~layoutkit.formats.SEQUENCE_MEMBERS_ATTR`);
         variable-length sequences, stored as their bytes, as arrays (:data:`~layoutkit.formats.SEQUENCE_ATTR`)."""
         if values.dtype.names:
-            members = self._attrs_of(path).get(ARRAY_MEMBERS_ATTR)
-            return joined_members(values, members) if members else values
+            attrs = self._attrs_of(path)
+            members, seqs = attrs.get(ARRAY_MEMBERS_ATTR), attrs.get(SEQUENCE_MEMBERS_ATTR)
+            values = joined_members(values, members) if members else values
+            return joined_sequences(values, seqs) if seqs else values
         if values.dtype == np.dtype(object) and (kind := self._attrs_of(path).get(SEQUENCE_ATTR)):
             return sequences(values, str(kind))
         return values

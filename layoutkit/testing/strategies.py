@@ -42,8 +42,8 @@ TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", 
          "table", "nested", "spacepad", "nullterm", "longdouble", "regionref", "cref",
          # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays,
          # an array type of compounds, a compound with an array-of-text member (jhdf's), text inside a
-         # nested member, sequences of fixed-length bytes
-         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq")
+         # nested member, sequences of fixed-length bytes, a compound of sequence members (jhdf's)
+         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -90,7 +90,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged", "acomp", "ctextarr", "ntext", "bseq") and space != "null":
+                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -99,7 +99,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 
 def _filter_fits(name: str, kind: str) -> bool:
-    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq"):
+    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq", "cseq"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -224,6 +224,7 @@ def dtype_of(kind: str) -> np.dtype:
         "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
         "ntext": np.dtype([("a", "<i4"), ("n", [("s", h5py.string_dtype()), ("d", "<f4")])]),
         "bseq": h5py.vlen_dtype(np.dtype("S3")),
+        "cseq": np.dtype([("id", "<i2"), ("v", h5py.vlen_dtype("<i4")), ("b", h5py.vlen_dtype(np.dtype("S2")))]),
     }[kind]
 
 
@@ -309,6 +310,13 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         for i in range(n):
             out[i] = np.array([b"ab", b"x\x00y", b""][: i % 4], dtype="S3")
         return out.reshape(shape)
+    if kind == "cseq":  # sequences ending in zeros, empty ones
+        out = np.zeros(n, dtype=dt)
+        out["id"] = np.arange(n)
+        for i in range(n):
+            out["v"][i] = np.array([i - 2, 0, 0], "<i4")[: i % 4]
+            out["b"][i] = np.array([b"a\x00", b"", b"xy"], "S2")[: (i + 1) % 4]
+        return out.reshape(shape)
     if kind == "ragged":
         out = np.empty(n, dtype=object)
         for i in range(n):
@@ -358,7 +366,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
         return
     if d["space"] == "null":
         f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref", "acomp", "ctextarr",
-                                                                       "ntext", "bseq")
+                                                                       "ntext", "bseq", "cseq")
                                                     else np.dtype("f4")))
         return
     if kind in STRPAD:
@@ -376,7 +384,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d.get("fill") == "set" and _fill(kind) is not None:
         kw["fillvalue"] = _fill(kind)
     if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in (
-            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr", "ntext", "bseq"):
+            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr", "ntext", "bseq", "cseq"):
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)
         kw["dcpl"] = dcpl

@@ -43,12 +43,15 @@ from layoutkit.formats import (
     REFERENCE_ATTR,
     REGION_ATTR,
     SEQUENCE_ATTR,
+    SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
     json_attrs,
     member_field,
+    sequence_length_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.model import sequence_members, text_members
 from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
@@ -137,23 +140,53 @@ def sequence_bytes(data: Any) -> Any:
     return out
 
 
+def _is_sequence_field(data: Any, name: str) -> bool:
+    """Whether a compound's member holds variable-length sequences (h5py reads each as an
+    array; its type says so, or its values do)."""
+    sub = data.dtype[name]
+    if sub.kind != "O":
+        return False
+    if sub.metadata and "vlen" in sub.metadata:
+        return sub.metadata["vlen"] not in (str, bytes)
+    return bool(data.size) and isinstance(data[name].reshape(-1)[0], np.ndarray)
+
+
+def _sequence_raw(values: Any) -> bytes:
+    """A sequence's values' bytes; None (HDF5's unset sequence: a fill value's) the empty one."""
+    return b"" if values is None else np.ascontiguousarray(values).tobytes()
+
+
 def flat_members(data: Any) -> Any:
     """Values of a compound with array members (``v``: float32 x 3) with each member's
     elements in fields of their own, named by :func:`~layoutkit.formats.member_field`
-    (zarr-python has no structured type with an array field); anything else as it is."""
+    (zarr-python has no structured type with an array field), and its sequence members
+    as their values' bytes and their lengths
+    (:data:`~layoutkit.formats.SEQUENCE_MEMBERS_ATTR`); anything else as it is."""
     dtype = getattr(data, "dtype", None)
-    if dtype is None or not dtype.names or not any(dtype[n].subdtype is not None for n in dtype.names):
+    if dtype is None or not dtype.names:
+        return data
+    seqs = {n for n in dtype.names if _is_sequence_field(data, n)}
+    if not seqs and not any(dtype[n].subdtype is not None for n in dtype.names):
         return data
     fields: list[tuple[str, Any]] = []
     for name in dtype.names:
         sub = dtype[name]
-        if sub.subdtype is None:
+        if name in seqs:
+            raw = [_sequence_raw(v) for v in data[name].reshape(-1)]
+            fields += [(name, f"S{max(map(len, raw), default=1) or 1}"), (sequence_length_field(name), "<u8")]
+        elif sub.subdtype is None:
             fields.append((name, sub))
         else:
             fields.extend((member_field(name, index), sub.base) for index in np.ndindex(*sub.shape))
     out = np.empty(np.shape(data), np.dtype(fields))
     for name in dtype.names:
-        if dtype[name].subdtype is None:
+        if name in seqs:
+            values = data[name]
+            out[name] = np.array([_sequence_raw(v) for v in values.reshape(-1)],
+                                 dtype=out.dtype[name]).reshape(values.shape)
+            out[sequence_length_field(name)] = np.array([0 if v is None else np.size(v) for v in values.reshape(-1)],
+                                                        dtype="<u8").reshape(values.shape)
+        elif dtype[name].subdtype is None:
             out[name] = data[name]
         else:
             for index in np.ndindex(*dtype[name].shape):
@@ -401,8 +434,10 @@ class ZarrWriter:
             attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
         if info.kind == "region-reference":
             attrs[REGION_ATTR] = "region references, stored as their datasets' paths and selections (JSON)"
-        if info.text_widths:
-            attrs[TEXT_MEMBERS_ATTR] = [name for name, _ in info.text_widths]
+        if text := text_members(info.dtype):
+            attrs[TEXT_MEMBERS_ATTR] = text
+        if seqs := sequence_members(info.dtype):
+            attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
         if dtype is bytes:
             attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
         if members := array_members(info.dtype):

@@ -218,6 +218,15 @@ def vlen_sequences(f: h5py.File) -> None:
     f.create_dataset("empty", shape=(2,), dtype=h5py.vlen_dtype("f8"))  # every sequence empty
 
 
+def vlen_sequences_big_endian(f: h5py.File) -> None:
+    """Sequences of a big-endian type, a dataset of them and a compound's member: h5py
+    reads them as arrays labelled native that hold the big-endian bytes."""
+    ds = f.create_dataset("t", shape=(3,), dtype=h5py.vlen_dtype(">f8"))
+    ds[0], ds[2] = np.array([2.5, -1.0], ">f8"), np.array([0.0], ">f8")
+    c = f.create_dataset("c", shape=(2,), dtype=np.dtype([("a", "<i4"), ("s", h5py.vlen_dtype(">i2"))]))
+    c[0] = (1, np.array([258, -2, 0], ">i2"))
+
+
 def vlen_sequence_scalar(f: h5py.File) -> None:  # reorder writes it; zarr-python cannot
     f.create_dataset("t", shape=(), dtype=h5py.vlen_dtype("<f8"))[()] = np.array([1.5, 2.5])
 
@@ -357,6 +366,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     shuffled_compound: (EQUAL, EQUAL),
     vlen_sequences: (EQUAL, EQUAL),  # each sequence its values' bytes (issue 65)
     vlen_sequences_of_text: (EQUAL, EQUAL),
+    vlen_sequences_big_endian: (EQUAL, EQUAL),
     vlen_sequence_scalar: ("Dataset '/t' uses a variable-length sequence as a scalar", EQUAL),
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
@@ -542,6 +552,32 @@ def test_a_sequence_member_is_stored_as_its_bytes_and_length_and_verify_holds_bo
     z[...] = stored
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 0, check.output
+
+
+def test_big_endian_sequences_keep_their_values_in_every_variant(tmp_path: Path) -> None:
+    """h5py labels the arrays of a big-endian sequence type native-endian, holding the
+    big-endian bytes: read so, [2.5, -1.0] looked like [5.4e-321, ...]. ``reorder`` wrote
+    those wrong values into its file (h5py converting them to big-endian again) and verify,
+    reading both through h5py alike, called them equal. layoutkit reads them with the
+    type's byte order: the values written, from the source and every variant, and the
+    paged file holds the source's bytes."""
+    import layoutkit
+
+    src = tmp_path / "be.h5"
+    with h5py.File(src, "w") as f:
+        vlen_sequences_big_endian(f)
+    write_and_prove(src, tmp_path, {"v3.zarr": ["convert"], "paged.h5": ["reorder", "--by", "group"]})
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r")
+    assert stored.attrs["hdf5_sequence"] == ">f8"
+    assert np.frombuffer(stored[...][0], ">f8").tolist() == [2.5, -1.0]  # the type rules, read by numpy alone
+    with h5py.File(src) as f, h5py.File(tmp_path / "paged.h5") as g:  # h5py's bytes, however labelled
+        assert [v.tobytes() for v in f["t"][()]] == [v.tobytes() for v in g["t"][()]]
+        assert [v.tobytes() for v in f["c"]["s"]] == [v.tobytes() for v in g["c"]["s"]]
+    for where in (src, tmp_path / "v3.zarr", tmp_path / "paged.h5"):
+        with layoutkit.open(where) as archive:
+            t, c = archive.get("/t"), archive.get("/c")
+        assert t[0].dtype == np.dtype(">f8") and t[0].tolist() == [2.5, -1.0] and t[1].size == 0, where
+        assert c["s"][0].tolist() == [258, -2, 0] and c["s"][1].size == 0, where
 
 
 def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: Path) -> None:

@@ -86,8 +86,23 @@ def leaf_arrays(path: Path) -> dict[str, tuple[tuple[str, ...], Any]]:
             string = h5py.check_string_dtype(obj.dtype)
             value = obj.asstr()[()] if string is not None and obj.dtype.kind == "O" and string.encoding == "utf-8" \
                 else obj[()]
-            found[paths[0]] = (tuple(paths), value)
+            found[paths[0]] = (tuple(paths), _big_endian_sequences(value, obj.dtype))
     return found
+
+
+def _big_endian_sequences(value: Any, dtype: np.dtype) -> Any:
+    """h5py gives the sequences of a big-endian type as arrays labelled native that hold
+    the big-endian bytes (h5dump reads those bytes as big-endian): labelled here as the
+    type says."""
+    base = h5py.check_vlen_dtype(dtype)
+    if not isinstance(base, np.dtype) or base.isnative:
+        return value
+    if isinstance(value, np.ndarray) and value.dtype != object:  # a scalar's: the array itself
+        return value.view(base)
+    out = np.empty(np.shape(value), dtype=object)
+    for index in np.ndindex(*np.shape(value)):
+        out[index] = np.asarray(value[index]).view(base)
+    return out
 
 
 def as_documented(z: Any) -> Any:

@@ -18,6 +18,7 @@ from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
+from layoutkit.hdf5.library_read import declared_order
 from layoutkit.hdf5.model import attribute_problem
 from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.storage import AnySource
@@ -164,7 +165,7 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                     want_c = sorted(_address(fv[w]) for w in want if w in fv)
                     if got != want_c:
                         miss(path, "dims", f"axis {axis} has scales {got}, expected {want}")
-                if ds_s.shape is None or info.kind in ("vlen",):
+                if ds_s.shape is None:
                     continue
                 block = ds_v.chunks or ds_s.chunks or (tuple(ds_s.shape) if ds_s.shape else ())
                 where = rs.stored_regions(path)
@@ -175,7 +176,7 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                         sel = tuple(slice(a, b) for a, b in region) if region else ()
                         expected_v = np.asarray(expected)
                         try:
-                            got_v = np.asarray(values_v.asstr()[sel] if info.kind == "string" else values_v[sel])
+                            got_v = _variant_values(values_v, sel, info)
                         except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
                             miss(path, "values", f"cannot be read at {region}: {first_line(exc)}")
                             break
@@ -192,6 +193,20 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                             miss(path, "values", f"first difference at index {tuple(int(i) + a for i, (a, _) in zip(bad, region))}")
                             break
     return found
+
+
+def _variant_values(ds: Any, sel: tuple[slice, ...], info: ArrayInfo) -> np.ndarray:
+    """A variant's values in ``sel`` as h5py reads them, as the source's are read
+    (:func:`~layoutkit.hdf5.library_read.read_block`): text as text, a scalar's sequence
+    in an object array, sequences labelled with their type's byte order."""
+    if info.kind == "string":
+        return np.asarray(ds.asstr()[sel])
+    if info.kind == "vlen" and not info.shape:
+        one = np.empty((), dtype=object)
+        one[()] = ds[()]
+        return declared_order(one, ds.dtype)
+    values = np.asarray(ds[sel])
+    return declared_order(values, ds.dtype) if ds.dtype.kind == "O" or ds.dtype.names else values
 
 
 def _expected_attrs(info: ArrayInfo, ds: Any) -> dict[str, Any]:

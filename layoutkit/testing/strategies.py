@@ -42,8 +42,9 @@ TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", 
          "table", "nested", "spacepad", "nullterm", "longdouble", "regionref", "cref",
          # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays,
          # an array type of compounds, a compound with an array-of-text member (jhdf's), text inside a
-         # nested member, sequences of fixed-length bytes, a compound of sequence members (jhdf's)
-         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq")
+         # nested member, sequences of fixed-length bytes, a compound of sequence members (jhdf's),
+         # sequences of a big-endian type (h5py labels their arrays native)
+         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -90,7 +91,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq") and space != "null":
+                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -99,7 +100,8 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 
 def _filter_fits(name: str, kind: str) -> bool:
-    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq", "cseq"):
+    if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq", "cseq",
+                "rbe"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -220,6 +222,7 @@ def dtype_of(kind: str) -> np.dtype:
         "ctext": np.dtype([("id", "<i4"), ("name", h5py.string_dtype())]),
         "carray": np.dtype([("id", "<i2"), ("v", "<f4", (3,)), ("m", ">i4", (2, 2))]),
         "ragged": h5py.vlen_dtype(np.dtype("<f8")),
+        "rbe": h5py.vlen_dtype(np.dtype(">i4")),
         "acomp": np.dtype((np.dtype([("a", "<i4"), ("b", ">f4")]), (2,))),
         "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
         "ntext": np.dtype([("a", "<i4"), ("n", [("s", h5py.string_dtype()), ("d", "<f4")])]),
@@ -317,6 +320,11 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
             out["v"][i] = np.array([i - 2, 0, 0], "<i4")[: i % 4]
             out["b"][i] = np.array([b"a\x00", b"", b"xy"], "S2")[: (i + 1) % 4]
         return out.reshape(shape)
+    if kind == "rbe":
+        out = np.empty(n, dtype=object)
+        for i in range(n):
+            out[i] = np.array([258, -2, i, 0][: i % 5], ">i4")
+        return out.reshape(shape)
     if kind == "ragged":
         out = np.empty(n, dtype=object)
         for i in range(n):
@@ -398,7 +406,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if written == "none" or 0 in shape:
         return
     data = values(kind, shape, rng, f)
-    if kind in ("ragged", "bseq"):  # one sequence at a time: h5py takes equally long ones for one more axis
+    if kind in ("ragged", "bseq", "rbe"):  # one sequence at a time: h5py takes equally long ones for one more axis
         count = max(1, shape[0] // 2) if written == "part" and shape else None
         for index in np.ndindex(*shape):
             if count is None or index[0] < count:

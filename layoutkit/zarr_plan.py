@@ -29,6 +29,7 @@ from layoutkit.hdf5.model import (
     element_shape,
     sequence_members,
     sequence_type,
+    text_elements,
     text_members,
 )
 from layoutkit.options import ShardSpec, parse_compressor
@@ -62,6 +63,8 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
     if (feature := carried_nowhere(info)) is not None:
         raise UnsupportedFeatureError(info.path, feature)
     if info.kind in ("string", "reference", "region-reference"):
+        return str
+    if text_elements(info.dtype):  # an array type of variable-length strings: its elements text, trailing axes
         return str
     if info.dtype.kind in "fc" and info.dtype.itemsize > (8 if info.dtype.kind == "f" else 16):
         raise UnsupportedFeatureError(info.path, f"long double ({info.dtype}; Zarr's widest float is 64 bits)")

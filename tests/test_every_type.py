@@ -141,6 +141,14 @@ def array_of_strings(f: h5py.File) -> None:  # fixed-length bytes x 2: the eleme
     f.create_dataset("t", shape=(2,), dtype=np.dtype(("S3", (2,))))[...] = np.array([[b"ab", b"c\x00d"], [b"", b"xyz"]], "S3")
 
 
+def array_of_text(f: h5py.File) -> None:
+    """An HDF5 array type of variable-length strings (``string x 2``; h5py reads the
+    elements as bytes): one not ASCII, one unset, a scalar one too."""
+    ds = f.create_dataset("t", shape=(3,), dtype=np.dtype((h5py.string_dtype(), (2,))), chunks=(2,))
+    ds[0], ds[1] = ["ab", "Zoë"], ["", "µs and more"]
+    f.create_dataset("one", shape=(), dtype=np.dtype((h5py.string_dtype(), (2,))))[()] = ["x", "yz"]
+
+
 def long_double(f: h5py.File) -> None:
     f.create_dataset("t", data=np.arange(4, dtype=np.longdouble) / 3)
 
@@ -225,6 +233,9 @@ def vlen_sequences_big_endian(f: h5py.File) -> None:
     ds[0], ds[2] = np.array([2.5, -1.0], ">f8"), np.array([0.0], ">f8")
     c = f.create_dataset("c", shape=(2,), dtype=np.dtype([("a", "<i4"), ("s", h5py.vlen_dtype(">i2"))]))
     c[0] = (1, np.array([258, -2, 0], ">i2"))
+    seqs = np.empty(2, dtype=object)
+    seqs[:] = [np.array([2.5, -1.0], ">f8"), np.array([3.0], ">f8")]
+    ds.attrs.create("v", seqs, dtype=h5py.vlen_dtype(">f8"))
 
 
 def vlen_sequence_scalar(f: h5py.File) -> None:  # reorder writes it; zarr-python cannot
@@ -354,6 +365,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     array_scalar: (EQUAL, EQUAL),
     array_of_compounds: (EQUAL, EQUAL),
     array_of_strings: (EQUAL, EQUAL),
+    array_of_text: (EQUAL, EQUAL),  # text, the elements a last axis (issue 65)
     long_double: ("Dataset '/t' uses long double", EQUAL),
     region_references: (EQUAL, EQUAL),  # as their dataset's path and selection, JSON text (issue 65)
     region_reference_attribute: (EQUAL, EQUAL),
@@ -554,13 +566,40 @@ def test_a_sequence_member_is_stored_as_its_bytes_and_length_and_verify_holds_bo
     assert check.exit_code == 0, check.output
 
 
+def test_an_array_type_of_text_reads_back_as_text_from_every_variant(tmp_path: Path) -> None:
+    """An array type of variable-length strings is stored as text, its elements the last
+    axis (``t_element``): zarr-python reads the text itself, and layoutkit.open and the
+    xarray engine give the same text from the source and every variant (h5py gives the
+    source's as bytes)."""
+    import xarray as xr
+
+    import layoutkit
+
+    src = tmp_path / "text.h5"
+    with h5py.File(src, "w") as f:
+        array_of_text(f)
+    runs = {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
+            "virtual.icechunk": ["convert", "--layout", "virtual"], "paged.h5": ["reorder", "--by", "group"]}
+    write_and_prove(src, tmp_path, runs)
+    want = [["ab", "Zoë"], ["", "µs and more"], ["", ""]]
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r")
+    assert stored.shape == (3, 2) and stored.attrs["hdf5_array_type"] == 1 and stored[...].tolist() == want
+    assert stored.metadata.dimension_names == ("phony_dim_0", "t_element")
+    for where in (src, *(tmp_path / n for n in runs)):
+        with layoutkit.open(where) as archive:
+            assert archive.get("/t").tolist() == want and archive.get("/one").tolist() == ["x", "yz"], where
+            assert archive.get("/t", (slice(1, 2), slice(1, 2))).tolist() == [["µs and more"]], where
+        ds = xr.open_dataset(where, engine="layoutkit")
+        assert ds["t"].values.tolist() == want and ds["t"].dims[-1] == "t_element", where
+
+
 def test_big_endian_sequences_keep_their_values_in_every_variant(tmp_path: Path) -> None:
     """h5py labels the arrays of a big-endian sequence type native-endian, holding the
     big-endian bytes: read so, [2.5, -1.0] looked like [5.4e-321, ...]. ``reorder`` wrote
     those wrong values into its file (h5py converting them to big-endian again) and verify,
     reading both through h5py alike, called them equal. layoutkit reads them with the
     type's byte order: the values written, from the source and every variant, and the
-    paged file holds the source's bytes."""
+    paged file holds the source's bytes; an attribute of such sequences too."""
     import layoutkit
 
     src = tmp_path / "be.h5"
@@ -570,9 +609,11 @@ def test_big_endian_sequences_keep_their_values_in_every_variant(tmp_path: Path)
     stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r")
     assert stored.attrs["hdf5_sequence"] == ">f8"
     assert np.frombuffer(stored[...][0], ">f8").tolist() == [2.5, -1.0]  # the type rules, read by numpy alone
+    assert stored.attrs["v"] == [[2.5, -1.0], [3.0]]  # an attribute of them: JSON numbers
     with h5py.File(src) as f, h5py.File(tmp_path / "paged.h5") as g:  # h5py's bytes, however labelled
         assert [v.tobytes() for v in f["t"][()]] == [v.tobytes() for v in g["t"][()]]
         assert [v.tobytes() for v in f["c"]["s"]] == [v.tobytes() for v in g["c"]["s"]]
+        assert [v.tobytes() for v in f["t"].attrs["v"]] == [v.tobytes() for v in g["t"].attrs["v"]]
     for where in (src, tmp_path / "v3.zarr", tmp_path / "paged.h5"):
         with layoutkit.open(where) as archive:
             t, c = archive.get("/t"), archive.get("/c")

@@ -18,8 +18,7 @@ from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.library_read import declared_order
-from layoutkit.hdf5.model import attribute_problem
+from layoutkit.hdf5.model import as_text, attribute_problem, declared_order, text_elements
 from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.storage import AnySource
 
@@ -206,6 +205,8 @@ def _variant_values(ds: Any, sel: tuple[slice, ...], info: ArrayInfo) -> np.ndar
         one[()] = ds[()]
         return declared_order(one, ds.dtype)
     values = np.asarray(ds[sel])
+    if text_elements(ds.dtype):  # an array type of variable-length strings: text, as the source's are read
+        return as_text(values)
     return declared_order(values, ds.dtype) if ds.dtype.kind == "O" or ds.dtype.names else values
 
 

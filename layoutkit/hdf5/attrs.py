@@ -12,7 +12,7 @@ import numpy as np
 
 from layoutkit.formats import region_text
 from layoutkit.hdf5.files import first_line
-from layoutkit.hdf5.model import Unsupported, attribute_problem, zarr_attribute_problem
+from layoutkit.hdf5.model import Unsupported, attribute_problem, declared_order, zarr_attribute_problem
 
 # Attributes that HDF5 and netCDF-4 use for their own bookkeeping. Their meaning is
 # carried by structure (dimension names, coordinate arrays, fill values), not copied.
@@ -171,6 +171,8 @@ def attribute(oid: Any, name: str | bytes, checked: bool = False) -> tuple[Any, 
         shape, dtype = shape + subshape, subdtype
     arr = np.zeros(shape, dtype=dtype, order="C")
     attr.read(arr, mtype=htype)
+    if arr.dtype.kind == "O":  # a big-endian type's sequences, labelled as the type says
+        arr = declared_order(arr, dtype)
     if string_info and string_info.length is None:  # variable-length strings become str
         arr = np.array([b.decode("utf-8", "surrogateescape") for b in arr.flat], dtype=dtype).reshape(arr.shape)
     if arr.ndim == 0:

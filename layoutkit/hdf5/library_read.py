@@ -14,7 +14,7 @@ import numpy as np
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.hdf5.attrs import reference_path, region_as_text
 from layoutkit.hdf5.files import external_values, first_line
-from layoutkit.hdf5.model import ArrayInfo
+from layoutkit.hdf5.model import ArrayInfo, as_text, declared_order, text_elements
 from layoutkit.plan import Region
 
 
@@ -49,32 +49,11 @@ def _values(f: h5py.File, ds: h5py.Dataset, info: ArrayInfo, region: Region) -> 
             one[()] = ds[()]
             return declared_order(one, ds.dtype)
         values = np.asarray(ds[sel])
+        if text_elements(ds.dtype):  # an array type of variable-length strings: text, as strings are
+            return as_text(values)
         return declared_order(values, ds.dtype) if values.dtype.kind == "O" or values.dtype.names else values
     except (OSError, RuntimeError) as exc:
         raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None
-
-
-def declared_order(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Variable-length sequences (a dataset of them, or a compound's members) labelled with
-    the byte order their type declares. h5py (3.16) reads the sequences of a big-endian
-    type (``vlen of >f8``) as arrays labelled native-endian that hold the big-endian bytes
-    (h5dump, and the bytes, read 2.5 where h5py's array says 5.4e-321); their bytes are
-    kept, their label mended. Sequences already labelled so are left as they are."""
-    if dtype.names:
-        for name in dtype.names:
-            if h5py.check_vlen_dtype(dtype[name]) is not None and values.dtype.names and name in values.dtype.names:
-                values[name] = declared_order(values[name], dtype[name])
-        return values
-    base = h5py.check_vlen_dtype(dtype)
-    if not isinstance(base, np.dtype) or base.byteorder in "=|" or base.isnative:
-        return values
-    if values.dtype.kind != "O":  # a scalar's sequence: h5py gives the array itself
-        return values.view(base) if values.dtype.newbyteorder("=") == base.newbyteorder("=") else values
-    flat = values.reshape(-1)
-    for i, seq in enumerate(flat):
-        if isinstance(seq, np.ndarray) and seq.dtype != base and seq.dtype.newbyteorder("=") == base.newbyteorder("="):
-            flat[i] = seq.view(base)
-    return values
 
 
 def _joined(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:
@@ -99,4 +78,4 @@ def read_all(files: Callable[[int], h5py.File], info: ArrayInfo) -> np.ndarray:
     return read_block(files, info, tuple((0, n) for n in info.shape))
 
 
-__all__ = ["declared_order", "read_all", "read_block"]
+__all__ = ["read_all", "read_block"]

@@ -102,6 +102,53 @@ def sequence_type(dtype: np.dtype) -> np.dtype | None:
     return base if base.kind in "biuf" and not base.names and base.subdtype is None and base.itemsize <= 8 else None
 
 
+def declared_order(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Variable-length sequences (a dataset of them, or a compound's members) labelled with
+    the byte order their type declares. h5py (3.16) reads the sequences of a big-endian
+    type (``vlen of >f8``) as arrays labelled native-endian that hold the big-endian bytes
+    (h5dump, and the bytes, read 2.5 where h5py's array says 5.4e-321); their bytes are
+    kept, their label mended. Sequences already labelled so are left as they are."""
+    import h5py
+
+    if dtype.names:
+        for name in dtype.names:
+            if h5py.check_vlen_dtype(dtype[name]) is not None and values.dtype.names and name in values.dtype.names:
+                values[name] = declared_order(values[name], dtype[name])
+        return values
+    base = h5py.check_vlen_dtype(dtype)
+    if not isinstance(base, np.dtype) or base.byteorder in "=|" or base.isnative:
+        return values
+    if values.dtype.kind != "O":  # a scalar's sequence: h5py gives the array itself
+        return values.view(base) if values.dtype.newbyteorder("=") == base.newbyteorder("=") else values
+    out = np.array(values, dtype=object)  # a copy, C order: its flat view is itself (a field's view is strided)
+    flat = out.reshape(-1)
+    for i, seq in enumerate(flat):
+        if isinstance(seq, np.ndarray) and seq.dtype != base and seq.dtype.newbyteorder("=") == base.newbyteorder("="):
+            flat[i] = seq.view(base)
+    return out
+
+
+def text_elements(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is an HDF5 array type of variable-length strings (``string x 2``),
+    whose elements h5py reads as bytes: text, as the Zarr layouts store them."""
+    import h5py
+
+    if dtype.subdtype is None:
+        return False
+    info = h5py.check_string_dtype(dtype.base)
+    return info is not None and info.length is None
+
+
+def as_text(values: np.ndarray) -> np.ndarray:
+    """Variable-length strings as h5py reads them in an array type (bytes; an unset one
+    empty) as text, as the type rules store them (:func:`text_elements`)."""
+    out = np.empty(np.shape(values), dtype=object)
+    flat, held = out.reshape(-1), np.asarray(values, dtype=object).reshape(-1)
+    for i, v in enumerate(held):
+        flat[i] = v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else "" if v is None else v
+    return out
+
+
 def sequence_members(dtype: np.dtype) -> dict[str, np.dtype]:
     """A compound's members (top level) that are variable-length sequences of numbers or
     fixed-length bytes, with the type of their values."""

@@ -21,7 +21,7 @@ from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, external_values, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
-from layoutkit.hdf5.library_read import declared_order
+from layoutkit.hdf5.model import as_text, declared_order, text_elements
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.readers.base import (
     Archive,
@@ -456,8 +456,11 @@ def _values(ds: h5py.Dataset, selection: Selection) -> np.ndarray:
     ds = _text(ds)
     if ds.dtype.subdtype is not None and len(selection) > ds.ndim:  # into an array type's elements
         outer = tuple(selection[: ds.ndim])
-        return np.asarray(ds[outer] if outer else ds[()])[(..., *selection[ds.ndim:])]
+        values = np.asarray(ds[outer] if outer else ds[()])[(..., *selection[ds.ndim:])]
+        return as_text(values) if text_elements(ds.dtype) else values
     values = np.asarray(ds[selection] if selection else ds[()])
+    if text_elements(ds.dtype):  # an array type of variable-length strings: text, as strings are
+        return as_text(values)
     return declared_order(values, ds.dtype) if ds.dtype.kind == "O" or ds.dtype.names else values
 
 

@@ -43,8 +43,8 @@ TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", 
          # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays,
          # an array type of compounds, a compound with an array-of-text member (jhdf's), text inside a
          # nested member, sequences of fixed-length bytes, a compound of sequence members (jhdf's),
-         # sequences of a big-endian type (h5py labels their arrays native)
-         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe")
+         # sequences of a big-endian type (h5py labels their arrays native), an array type of text
+         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -91,7 +91,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe") and space != "null":
+                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -101,7 +101,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 def _filter_fits(name: str, kind: str) -> bool:
     if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq", "cseq",
-                "rbe"):
+                "rbe", "atext"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -223,6 +223,7 @@ def dtype_of(kind: str) -> np.dtype:
         "carray": np.dtype([("id", "<i2"), ("v", "<f4", (3,)), ("m", ">i4", (2, 2))]),
         "ragged": h5py.vlen_dtype(np.dtype("<f8")),
         "rbe": h5py.vlen_dtype(np.dtype(">i4")),
+        "atext": np.dtype((h5py.string_dtype(), (2,))),
         "acomp": np.dtype((np.dtype([("a", "<i4"), ("b", ">f4")]), (2,))),
         "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
         "ntext": np.dtype([("a", "<i4"), ("n", [("s", h5py.string_dtype()), ("d", "<f4")])]),
@@ -320,6 +321,9 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
             out["v"][i] = np.array([i - 2, 0, 0], "<i4")[: i % 4]
             out["b"][i] = np.array([b"a\x00", b"", b"xy"], "S2")[: (i + 1) % 4]
         return out.reshape(shape)
+    if kind == "atext":
+        texts = ["", "µs", "üñî 𝜋", "plain"]
+        return np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object).reshape((*shape, 2))
     if kind == "rbe":
         out = np.empty(n, dtype=object)
         for i in range(n):
@@ -374,7 +378,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
         return
     if d["space"] == "null":
         f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref", "acomp", "ctextarr",
-                                                                       "ntext", "bseq", "cseq")
+                                                                       "ntext", "bseq", "cseq", "atext")
                                                     else np.dtype("f4")))
         return
     if kind in STRPAD:
@@ -392,7 +396,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d.get("fill") == "set" and _fill(kind) is not None:
         kw["fillvalue"] = _fill(kind)
     if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in (
-            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr", "ntext", "bseq", "cseq"):
+            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr", "ntext", "bseq", "cseq", "atext"):
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)
         kw["dcpl"] = dcpl

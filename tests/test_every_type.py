@@ -528,6 +528,11 @@ def test_verify_finds_a_padded_string_stored_with_its_padding(tmp_path: Path) ->
     assert "/t: values: first difference at index (0,)" in check.output
 
 
+EVERY_VARIANT = {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
+                 "virtual.icechunk": ["convert", "--layout", "virtual"], "paged.h5": ["reorder", "--by", "group"]}
+"""A variant of each kind: Zarr v3 and v2, the virtual layout and the paged HDF5 file."""
+
+
 def write_and_prove(src: Path, tmp_path: Path, runs: dict[str, list[str]]) -> None:
     """Each variant written under ``tmp_path`` by its command (``{name: [command, *args]}``),
     each exiting 0, and verify proving all of them equal to ``src``."""
@@ -578,8 +583,7 @@ def test_an_array_type_of_text_reads_back_as_text_from_every_variant(tmp_path: P
     src = tmp_path / "text.h5"
     with h5py.File(src, "w") as f:
         array_of_text(f)
-    runs = {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
-            "virtual.icechunk": ["convert", "--layout", "virtual"], "paged.h5": ["reorder", "--by", "group"]}
+    runs = EVERY_VARIANT
     write_and_prove(src, tmp_path, runs)
     want = [["ab", "Zoë"], ["", "µs and more"], ["", ""]]
     stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r")
@@ -727,8 +731,7 @@ def test_region_references_keep_their_selections_in_every_layout(tmp_path: Path)
     src = tmp_path / "regions.h5"
     with h5py.File(src, "w") as f:
         region_selections(f)
-    runs = {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
-            "virtual.icechunk": ["convert", "--layout", "virtual"], "paged.h5": ["reorder", "--by", "group"]}
+    runs = EVERY_VARIANT
     write_and_prove(src, tmp_path, runs)
     texts = [json.loads(t) if t else None for t in layoutkit.open(src).get("/r")]
     assert texts == [{"path": "/g/x", "blocks": [[[1, 2], [2, 4]]]}, {"path": "/g/x", "all": True},

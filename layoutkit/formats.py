@@ -78,7 +78,8 @@ ARRAY_MEMBERS_ATTR = "hdf5_array_members"
 """A compound with array members (``v``: float32 x 3; zarr-python has no structured
 type with an array field): each such member is stored as one field per element,
 :func:`member_field` (``v[0]``, ``v[1]``, ...; ``v[0,1]`` for several axes, C order),
-in the member's place; this attribute maps each such member to its element shape."""
+in the member's place; this attribute maps each such member, by path (a nested
+member's ``n/v``), to its element shape."""
 
 
 def member_field(name: str, index: tuple[int, ...]) -> str:
@@ -94,16 +95,22 @@ def joined_members(values: Any, members: dict[str, list[int]]) -> Any:
 
     dtype = values.dtype
     fields: list[tuple[Any, ...]] = []
+    top = {m: s for m, s in members.items() if "/" not in m}
+    nested: dict[str, Any] = {}
     for name in dtype.names or ():
-        member = next((m for m in members if name == member_field(m, (0,) * len(members[m]))), None)
+        member = next((m for m in top if name == member_field(m, (0,) * len(top[m]))), None)
+        inner = {m[len(name) + 1:]: s for m, s in members.items() if m.startswith(name + "/")}
         if member is not None:
-            fields.append((member, dtype[name], tuple(members[member])))
-        elif not any(name.startswith(m + "[") for m in members):
+            fields.append((member, dtype[name], tuple(top[member])))
+        elif inner and dtype[name].names:  # a nested member's (``n/v``): joined in its place
+            nested[name] = joined_members(values[name], inner)
+            fields.append((name, nested[name].dtype))
+        elif not any(name.startswith(m + "[") for m in top):
             fields.append((name, dtype[name]))
     out = np.empty(values.shape, np.dtype(fields))
     for field in fields:
         if len(field) == 2:
-            out[field[0]] = values[field[0]]
+            out[field[0]] = nested[field[0]] if field[0] in nested else values[field[0]]
             continue
         for index in np.ndindex(*field[2]):
             out[field[0]][(..., *index)] = values[member_field(field[0], index)]

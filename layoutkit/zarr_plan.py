@@ -95,30 +95,43 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         arrays, seqs = array_members(info.dtype), sequence_members(info.dtype)
         _check_members(info, info.dtype, widths, arrays, seqs)
         if widths or arrays:  # text members at their longest value's length (UTF-8); array members a field an element
-            fields: list[tuple[str, Any]] = []
-            for n in info.dtype.names:
-                if n in seqs:  # its values' bytes at the longest's length, and how many values
-                    fields += [(n, np.dtype(f"S{widths[n]}")), (sequence_length_field(n), np.dtype("<u8"))]
-                elif n in arrays:
-                    element = np.dtype(f"S{widths[n]}") if n in widths else info.dtype[n].base
-                    fields.extend((member_field(n, index), element) for index in np.ndindex(*arrays[n]))
-                elif info.dtype[n].names and any(k.startswith(n + "/") for k in widths):
-                    fields.append((n, _with_text(info.dtype[n], widths, n + "/")))
-                else:
-                    fields.append((n, f"S{widths[n]}" if n in widths else info.dtype[n]))
-            return np.dtype(fields)
+            return _stored_compound(info.dtype, widths, arrays, seqs)
     return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
 
 
-def array_members(dtype: np.dtype) -> dict[str, tuple[int, ...]]:
-    """A compound's members (top level) of an array type of numbers or of variable-length
-    strings, with their element shapes: each stored as a field per element
-    (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`; a string one at its longest value's length)."""
-    out, texts = {}, set(text_members(dtype))
+def _stored_compound(dtype: np.dtype, widths: dict[str, int], arrays: dict[str, tuple[int, ...]],
+                     seqs: dict[str, np.dtype], prefix: str = "") -> np.dtype:
+    """A compound as the type rules store it: its text members (``widths``, by path) as
+    the fixed-length bytes of their longest value, its array members (``arrays``, by
+    path: nested ones too) a field an element, its sequence members (``seqs``, top level)
+    their bytes and lengths; a nested member holding none of those as it is."""
+    fields: list[tuple[str, Any]] = []
+    for n in dtype.names or ():
+        path = prefix + n
+        if not prefix and n in seqs:  # its values' bytes at the longest's length, and how many values
+            fields += [(n, np.dtype(f"S{widths[n]}")), (sequence_length_field(n), np.dtype("<u8"))]
+        elif path in arrays:
+            element = np.dtype(f"S{widths[path]}") if path in widths else dtype[n].base
+            fields.extend((member_field(n, index), element) for index in np.ndindex(*arrays[path]))
+        elif dtype[n].names and any(k.startswith(path + "/") for k in (*widths, *arrays)):
+            fields.append((n, _stored_compound(dtype[n], widths, arrays, seqs, path + "/")))
+        else:
+            fields.append((n, np.dtype(f"S{widths[path]}") if path in widths else dtype[n]))
+    return np.dtype(fields)
+
+
+def array_members(dtype: np.dtype, prefix: str = "") -> dict[str, tuple[int, ...]]:
+    """A compound's members of an array type of numbers or of variable-length strings, by
+    path (a nested member's ``n/v``), with their element shapes: each stored as a field
+    per element (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`; a string one at its
+    longest value's length)."""
+    out, texts = {}, set(text_members(dtype, prefix))
     for name in dtype.names or ():
         sub = dtype[name]
-        if sub.subdtype is not None and (sub.base.kind in "biuf" and sub.base.itemsize <= 8 or name in texts):
-            out[name] = tuple(sub.shape)
+        if sub.names:
+            out.update(array_members(sub, f"{prefix}{name}/"))
+        elif sub.subdtype is not None and (sub.base.kind in "biuf" and sub.base.itemsize <= 8 or prefix + name in texts):
+            out[prefix + name] = tuple(sub.shape)
     return out
 
 
@@ -127,7 +140,7 @@ def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None
     """A compound's members, nested ones included (zarr-python writes nested structured
     types): refused where one is an array or variable-length, but for the text members
     measured (``text``, by path: nested ones too), the array members of numbers or text
-    (``arrays``, top level) and the sequence members measured (``seqs``, top level)."""
+    (``arrays``, by path too) and the sequence members measured (``seqs``, top level)."""
     for name in seqs or ():
         if name not in (text or {}):
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r} "
@@ -141,20 +154,13 @@ def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None
             continue
         if sub.names:
             inner = {k[len(name) + 1:]: w for k, w in (text or {}).items() if k.startswith(name + "/")}
-            _check_members(info, sub, inner)
+            inner_arrays = {k[len(name) + 1:]: s for k, s in (arrays or {}).items() if k.startswith(name + "/")}
+            _check_members(info, sub, inner, inner_arrays)
             continue
         if sub.hasobject:
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r}")
         if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
             raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
-
-
-def _with_text(dtype: np.dtype, widths: dict[str, int], prefix: str) -> np.dtype:
-    """A nested member's type with its text members (``widths``, by path) as the
-    fixed-length bytes of their longest value."""
-    return np.dtype([(n, np.dtype(f"S{widths[prefix + n]}") if prefix + n in widths
-                      else _with_text(dtype[n], widths, f"{prefix}{n}/") if dtype[n].names else dtype[n])
-                     for n in dtype.names or ()])
 
 
 def _plain_compound(dtype: np.dtype) -> bool:

@@ -43,9 +43,21 @@ def compound_array_member(f: h5py.File) -> None:
     f.create_dataset("t", data=data)
 
 
-def compound_nested_array_member(f: h5py.File) -> None:  # an array member inside a member: still refused
+def compound_nested_array_member(f: h5py.File) -> None:  # an array member inside a member: a field an element too
     inner = np.dtype([("v", "<f4", (2,)), ("d", "<f4")])
-    f.create_dataset("t", data=np.zeros(2, np.dtype([("a", "<i4"), ("n", inner)])))
+    data = np.zeros(3, np.dtype([("a", "<i4"), ("n", inner)]))
+    data["a"], data["n"]["v"], data["n"]["d"] = [7, 8, 9], np.arange(6).reshape(3, 2), [0.5, 1.5, 2.5]
+    f.create_dataset("t", data=data, chunks=(2,))
+
+
+def compound_array_members_deep(f: h5py.File) -> None:
+    """Array members two levels deep (of numbers, big-endian, of two axes; of text) and
+    beside them at each level, one row unset."""
+    deeper = np.dtype([("m", ">i2", (2, 2)), ("s", h5py.string_dtype(), (2,))])
+    dt = np.dtype([("id", "<i2"), ("n", [("x", "<f8"), ("deep", deeper), ("w", "<u1", (3,))]), ("top", "<f4", (2,))])
+    ds = f.create_dataset("t", shape=(3,), dtype=dt, chunks=(2,))
+    ds[0] = (1, (0.5, ([[1, 2], [3, 4]], ["ab", "Zoë"]), [1, 2, 3]), [1.5, 2.5])
+    ds[1] = (2, (1.5, ([[5, -6], [7, 8]], ["", "µs"]), [4, 5, 6]), [3.5, 4.5])
 
 
 def compound_vlen_string_member(f: h5py.File) -> None:
@@ -349,7 +361,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_padded: (EQUAL, EQUAL),
     compound_nested_enum: (EQUAL, EQUAL),  # zarr-python writes nested structured types (issue 65)
     compound_array_member: (EQUAL, EQUAL),  # a field an element, v[0], v[1], ... (issue 65)
-    compound_nested_array_member: ("Dataset '/t' uses a compound type with an array member 'v'", EQUAL),
+    compound_nested_array_member: (EQUAL, EQUAL),  # a field an element in the nested member, n/v (issue 65)
+    compound_array_members_deep: (EQUAL, EQUAL),
     compound_vlen_string_member: (EQUAL, EQUAL),  # fixed-length UTF-8 at the longest value (issue 65)
     compound_text_array_member: (EQUAL, EQUAL),  # a field an element, each text (issue 65)
     compound_vlen_string_nested: (EQUAL, EQUAL),  # a nested text member at its longest too (issue 65)
@@ -659,7 +672,8 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
         for builder, name in ((array_of_ints_chunked_shuffled, "ints"), (array_of_arrays, "grid"),
                               (array_scalar, "scalar"), (compound_nested_enum, "nested"),
                               (compound_big_endian, "be"), (virtual_dataset, "vds"), (array_of_compounds, "aoc"),
-                              (array_of_strings, "strs"), (compound_vlen_sequence_member, "seqrec")):
+                              (array_of_strings, "strs"), (compound_vlen_sequence_member, "seqrec"),
+                              (compound_nested_array_member, "narr")):
             builder(f)
             f.move("t", name)
         records = np.zeros(5, np.dtype([("a", "<i4"), ("v", "<f4", (3,)), ("m", "<i2", (2, 2))]))
@@ -678,7 +692,8 @@ def test_an_array_type_reads_back_as_h5py_reads_it_from_every_layout(tmp_path: P
     dims = {"/ints": ("dim_0", "ints_element"), "/grid": ("dim_0", "grid_element_0", "grid_element_1"),
             "/scalar": ("scalar_element_0", "scalar_element_1"), "/nested": ("dim_0",), "/be": ("dim_0",),
             "/vds": ("dim_0", "dim_1"), "/records": ("dim_0",), "/ragged": ("dim_0", "dim_1"),
-            "/aoc": ("dim_0", "aoc_element"), "/strs": ("dim_0", "strs_element"), "/seqrec": ("dim_0",)}
+            "/aoc": ("dim_0", "aoc_element"), "/strs": ("dim_0", "strs_element"), "/seqrec": ("dim_0",),
+            "/narr": ("dim_0",)}
     with h5py.File(src) as f:
         want = {path: f[path][()] for path in dims}
     engine_dims = {}

@@ -128,21 +128,7 @@ def as_documented(z: Any) -> Any:
         return out
     members = z.attrs.get("hdf5_array_members")
     if members:
-        fields = []
-        for name in values.dtype.names:
-            if name.endswith("]") and name.split("[")[0] in members:
-                if name.split("[")[1].strip("]").replace(",", "").strip("0") == "":  # the first element
-                    fields.append((name.split("[")[0], values.dtype[name], tuple(members[name.split("[")[0]])))
-            else:
-                fields.append((name, values.dtype[name]))
-        out = np.empty(values.shape, np.dtype(fields))
-        for field in fields:
-            if len(field) == 2:
-                out[field[0]] = values[field[0]]
-            else:
-                for index in np.ndindex(*field[2]):
-                    out[field[0]][(..., *index)] = values[f"{field[0]}[{','.join(map(str, index))}]"]
-        return out
+        return _joined(values, members)
     kind = z.attrs.get("hdf5_sequence")
     if kind:
         out = np.empty(np.shape(values), dtype=object)
@@ -150,6 +136,31 @@ def as_documented(z: Any) -> Any:
             out[index] = np.frombuffer(np.asarray(values, dtype=object)[index] or b"", dtype=kind)
         return out
     return values
+
+
+def _joined(values: Any, members: dict[str, list[int]]) -> Any:
+    """Fields ``v[0]``, ``v[1]``, ... joined into the array member ``v`` they store; a
+    nested member's by its path (``n/v``), in its place."""
+    fields: list[tuple[Any, ...]] = []
+    nested = {}
+    for name in values.dtype.names:
+        inner = {m[len(name) + 1:]: s for m, s in members.items() if m.startswith(name + "/")}
+        if name.endswith("]") and name.split("[")[0] in members:
+            if name.split("[")[1].strip("]").replace(",", "").strip("0") == "":  # the first element
+                fields.append((name.split("[")[0], values.dtype[name], tuple(members[name.split("[")[0]])))
+        elif inner:
+            nested[name] = _joined(values[name], inner)
+            fields.append((name, nested[name].dtype))
+        else:
+            fields.append((name, values.dtype[name]))
+    out = np.empty(values.shape, np.dtype(fields))
+    for field in fields:
+        if len(field) == 2:
+            out[field[0]] = nested.get(field[0], values[field[0]])
+        else:
+            for index in np.ndindex(*field[2]):
+                out[field[0]][(..., *index)] = values[f"{field[0]}[{','.join(map(str, index))}]"]
+    return out
 
 
 def same(a: Any, b: Any, where: str) -> None:

@@ -154,9 +154,15 @@ def compare_zarr(
     return found
 
 
-def _array_members(dtype: np.dtype) -> dict[str, list[int]]:
-    """A compound's array members (top level) and their element shapes."""
-    return {n: list(dtype[n].shape) for n in dtype.names or () if dtype[n].subdtype is not None}
+def _array_members(dtype: np.dtype, prefix: str = "") -> dict[str, list[int]]:
+    """A compound's array members and their element shapes, by path (a nested member's ``n/v``)."""
+    out: dict[str, list[int]] = {}
+    for n in dtype.names or ():
+        if dtype[n].names:
+            out.update(_array_members(dtype[n], f"{prefix}{n}/"))
+        elif dtype[n].subdtype is not None:
+            out[prefix + n] = list(dtype[n].shape)
+    return out
 
 
 def _sequence_members(dtype: np.dtype) -> dict[str, str]:
@@ -192,8 +198,9 @@ def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[in
             continue
         held = got[name] if got.names and name in got.names else None
         inner = [t[len(name) + 1:] for t in text if t.startswith(name + "/")]  # a nested member's, by path
-        if inner and held is not None and held.names and want[name].names:
-            fields.append((name, _stored_compound(want[name], inner, {}, held)))
+        inner_m = {m[len(name) + 1:]: s for m, s in members.items() if m.startswith(name + "/")}
+        if (inner or inner_m) and held is not None and held.names and want[name].names:
+            fields.append((name, _stored_compound(want[name], inner, inner_m, held)))
             continue
         fields.append((name, held if name in text and held is not None and held.kind == "S" else want[name]))
     return np.dtype(fields)

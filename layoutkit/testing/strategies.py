@@ -43,8 +43,9 @@ TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", 
          # issue 65's: a compound with a text member (AnnData), one with array members, ragged arrays,
          # an array type of compounds, a compound with an array-of-text member (jhdf's), text inside a
          # nested member, sequences of fixed-length bytes, a compound of sequence members (jhdf's),
-         # sequences of a big-endian type (h5py labels their arrays native), an array type of text
-         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext")
+         # sequences of a big-endian type (h5py labels their arrays native), an array type of text,
+         # array members (of numbers, of text) inside a nested member
+         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -91,7 +92,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext") and space != "null":
+                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -101,7 +102,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 def _filter_fits(name: str, kind: str) -> bool:
     if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq", "cseq",
-                "rbe", "atext"):
+                "rbe", "atext", "narray"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -224,6 +225,7 @@ def dtype_of(kind: str) -> np.dtype:
         "ragged": h5py.vlen_dtype(np.dtype("<f8")),
         "rbe": h5py.vlen_dtype(np.dtype(">i4")),
         "atext": np.dtype((h5py.string_dtype(), (2,))),
+        "narray": np.dtype([("id", "<i2"), ("n", [("v", "<f4", (2,)), ("s", h5py.string_dtype(), (2,)), ("d", ">i4")])]),
         "acomp": np.dtype((np.dtype([("a", "<i4"), ("b", ">f4")]), (2,))),
         "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
         "ntext": np.dtype([("a", "<i4"), ("n", [("s", h5py.string_dtype()), ("d", "<f4")])]),
@@ -321,6 +323,12 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
             out["v"][i] = np.array([i - 2, 0, 0], "<i4")[: i % 4]
             out["b"][i] = np.array([b"a\x00", b"", b"xy"], "S2")[: (i + 1) % 4]
         return out.reshape(shape)
+    if kind == "narray":
+        out = np.zeros(n, dtype=dt)
+        texts = ["", "µs", "üñî 𝜋", "plain"]
+        out["id"], out["n"]["v"], out["n"]["d"] = np.arange(n), rng.normal(size=(n, 2)), rng.integers(-99, 99, size=n)
+        out["n"]["s"] = np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object).reshape(n, 2)
+        return out.reshape(shape)
     if kind == "atext":
         texts = ["", "µs", "üñî 𝜋", "plain"]
         return np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object).reshape((*shape, 2))
@@ -378,7 +386,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
         return
     if d["space"] == "null":
         f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref", "acomp", "ctextarr",
-                                                                       "ntext", "bseq", "cseq", "atext")
+                                                                       "ntext", "bseq", "cseq", "atext", "narray")
                                                     else np.dtype("f4")))
         return
     if kind in STRPAD:
@@ -396,7 +404,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if d.get("fill") == "set" and _fill(kind) is not None:
         kw["fillvalue"] = _fill(kind)
     if d["storage"] == "compact" and _size(dt, shape) < 30_000 and kind not in (
-            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr", "ntext", "bseq", "cseq", "atext"):
+            "vstr", "vbytes", "ref", "regionref", "cref", "ctextarr", "ntext", "bseq", "cseq", "atext", "narray"):
         dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
         dcpl.set_layout(h5py.h5d.COMPACT)
         kw["dcpl"] = dcpl

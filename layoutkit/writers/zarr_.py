@@ -151,6 +151,12 @@ def _is_sequence_field(data: Any, name: str) -> bool:
     return bool(data.size) and isinstance(data[name].reshape(-1)[0], np.ndarray)
 
 
+def _has_array_member(dtype: np.dtype) -> bool:
+    """Whether a compound has an array member, at any depth."""
+    return any(dtype[n].subdtype is not None or (dtype[n].names and _has_array_member(dtype[n]))
+               for n in dtype.names or ())
+
+
 def _sequence_raw(values: Any) -> bytes:
     """A sequence's values' bytes; None (HDF5's unset sequence: a fill value's) the empty one."""
     return b"" if values is None else np.ascontiguousarray(values).tobytes()
@@ -166,12 +172,15 @@ def flat_members(data: Any) -> Any:
     if dtype is None or not dtype.names:
         return data
     seqs = {n for n in dtype.names if _is_sequence_field(data, n)}
-    if not seqs and not any(dtype[n].subdtype is not None for n in dtype.names):
+    if not seqs and not _has_array_member(dtype):
         return data
+    nested = {n: flat_members(data[n]) for n in dtype.names if dtype[n].names and _has_array_member(dtype[n])}
     fields: list[tuple[str, Any]] = []
     for name in dtype.names:
         sub = dtype[name]
-        if name in seqs:
+        if name in nested:  # a nested member's array members, a field an element in its place
+            fields.append((name, nested[name].dtype))
+        elif name in seqs:
             raw = [_sequence_raw(v) for v in data[name].reshape(-1)]
             fields += [(name, f"S{max(map(len, raw), default=1) or 1}"), (sequence_length_field(name), "<u8")]
         elif sub.subdtype is None:
@@ -180,7 +189,9 @@ def flat_members(data: Any) -> Any:
             fields.extend((member_field(name, index), sub.base) for index in np.ndindex(*sub.shape))
     out = np.empty(np.shape(data), np.dtype(fields))
     for name in dtype.names:
-        if name in seqs:
+        if name in nested:
+            out[name] = nested[name]
+        elif name in seqs:
             values = data[name]
             out[name] = np.array([_sequence_raw(v) for v in values.reshape(-1)],
                                  dtype=out.dtype[name]).reshape(values.shape)

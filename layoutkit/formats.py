@@ -123,6 +123,28 @@ stored as variable-length bytes, the sequence's values in this attribute's type 
 NumPy type string, ``"<i4"``), C order; :func:`sequences`."""
 
 
+TEXT_SEQUENCE_ATTR = "hdf5_text_sequence"
+"""A dataset of variable-length sequences of variable-length strings: each element
+stored as text, the JSON array of its strings (``["ab", "Zoë"]``; the empty sequence, and
+the fill value, the empty text); this attribute is ``"json"``. :func:`text_sequences`."""
+
+
+def text_sequences(values: Any) -> Any:
+    """Elements stored as JSON text (:data:`TEXT_SEQUENCE_ATTR`) as the sequences they
+    hold: an object array of one-dimensional object arrays of text."""
+    import json
+
+    import numpy as np
+
+    out = np.empty(np.shape(values), dtype=object)
+    flat, stored = out.reshape(-1), np.asarray(values, dtype=object).reshape(-1)
+    for i, text in enumerate(stored):
+        items = json.loads(text) if text else []
+        flat[i] = np.empty(len(items), dtype=object)
+        flat[i][:] = items
+    return out
+
+
 def sequences(values: Any, dtype: str) -> Any:
     """Elements stored as bytes (:data:`SEQUENCE_ATTR`) as the sequences they hold: an
     object array of one-dimensional arrays of ``dtype``, as h5py reads them."""
@@ -204,7 +226,8 @@ fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's 
 h5py reads the source's as those bytes."""
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
-                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR})
+                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR,
+                             TEXT_SEQUENCE_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -263,6 +286,7 @@ __all__ = [
     "member_field",
     "sequence_length_field",
     "sequences",
+    "text_sequences",
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
     "LAYOUT_ATTR",
@@ -278,6 +302,7 @@ __all__ = [
     "SEQUENCE_ATTR",
     "SEQUENCE_MEMBERS_ATTR",
     "TEXT_MEMBERS_ATTR",
+    "TEXT_SEQUENCE_ATTR",
     "TYPE_RULE_ATTRS",
     "json_attrs",
     "scale_by_name",

@@ -31,6 +31,7 @@ from layoutkit.hdf5.model import (
     sequence_type,
     text_elements,
     text_members,
+    text_sequences,
 )
 from layoutkit.options import ShardSpec, parse_compressor
 from layoutkit.plan import ArrayPlan, CopyTask, plan_chunks, plan_shards
@@ -66,6 +67,8 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         return str
     if text_elements(info.dtype):  # an array type of variable-length strings: its elements text, trailing axes
         return str
+    if text_sequences(info.dtype):  # sequences of strings: each the JSON text of its strings
+        return str
     if info.dtype.kind in "fc" and info.dtype.itemsize > (8 if info.dtype.kind == "f" else 16):
         raise UnsupportedFeatureError(info.path, f"long double ({info.dtype}; Zarr's widest float is 64 bits)")
     if info.kind == "enum":
@@ -73,7 +76,8 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
     if info.kind == "vlen":
         base = sequence_type(info.dtype)
         if base is None:
-            raise UnsupportedFeatureError(info.path, "variable-length sequences of other than numbers or fixed-length bytes (vlen arrays)")
+            raise UnsupportedFeatureError(info.path, "variable-length sequences of other than numbers, fixed-length "
+                                                     "bytes or strings (vlen arrays)")
         if not info.shape:  # zarr-python 3.4 fails on it ("Expected bytes, got numpy.ndarray")
             raise UnsupportedFeatureError(info.path, "a variable-length sequence as a scalar (zarr-python writes "
                                                      "no variable-length bytes array without dimensions)")

@@ -250,6 +250,14 @@ def vlen_sequences_big_endian(f: h5py.File) -> None:
     ds.attrs.create("v", seqs, dtype=h5py.vlen_dtype(">f8"))
 
 
+def vlen_sequences_of_strings(f: h5py.File) -> None:
+    """Sequences of variable-length strings (h5py reads each as an array of bytes): text
+    not ASCII, a quote, an empty string, an empty sequence, one unset; a scalar one."""
+    ds = f.create_dataset("t", shape=(4,), dtype=h5py.vlen_dtype(h5py.string_dtype()), chunks=(2,))
+    ds[0], ds[2] = np.array(["ab", "Zoë", 'q"uote'], dtype=object), np.array([""], dtype=object)
+    f.create_dataset("one", shape=(), dtype=h5py.vlen_dtype(h5py.string_dtype()))[()] = np.array(["x", "yz"], dtype=object)
+
+
 def vlen_sequence_scalar(f: h5py.File) -> None:  # reorder writes it; zarr-python cannot
     f.create_dataset("t", shape=(), dtype=h5py.vlen_dtype("<f8"))[()] = np.array([1.5, 2.5])
 
@@ -392,6 +400,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     vlen_sequences: (EQUAL, EQUAL),  # each sequence its values' bytes (issue 65)
     vlen_sequences_of_text: (EQUAL, EQUAL),
     vlen_sequences_big_endian: (EQUAL, EQUAL),
+    vlen_sequences_of_strings: (EQUAL, EQUAL),  # each the JSON text of its strings (issue 65)
     vlen_sequence_scalar: ("Dataset '/t' uses a variable-length sequence as a scalar", EQUAL),
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
@@ -608,6 +617,33 @@ def test_an_array_type_of_text_reads_back_as_text_from_every_variant(tmp_path: P
             assert archive.get("/t", (slice(1, 2), slice(1, 2))).tolist() == [["µs and more"]], where
         ds = xr.open_dataset(where, engine="layoutkit")
         assert ds["t"].values.tolist() == want and ds["t"].dims[-1] == "t_element", where
+
+
+def test_sequences_of_strings_are_json_text_and_read_back_as_text_from_every_variant(tmp_path: Path) -> None:
+    """Each sequence of variable-length strings is stored as the JSON text of its strings
+    (the empty sequence as the empty text): zarr-python and json alone read them; and
+    layoutkit.open and the engine give each as an array of text from the source (h5py
+    gives bytes) and every variant, a scalar one too."""
+    import json
+
+    import xarray as xr
+
+    import layoutkit
+
+    src = tmp_path / "strings.h5"
+    with h5py.File(src, "w") as f:
+        vlen_sequences_of_strings(f)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    want = [["ab", "Zoë", 'q"uote'], [], [""], []]
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r")
+    assert stored.attrs["hdf5_text_sequence"] == "json"
+    assert [json.loads(t) if t else [] for t in stored[...].tolist()] == want
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            assert [list(s) for s in archive.get("/t")] == want, where
+            assert list(archive.get("/one")[()]) == ["x", "yz"], where
+        ds = xr.open_dataset(where, engine="layoutkit")
+        assert [list(s) for s in ds["t"].values] == want and list(ds["one"].values[()]) == ["x", "yz"], where
 
 
 def test_big_endian_sequences_keep_their_values_in_every_variant(tmp_path: Path) -> None:

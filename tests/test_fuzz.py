@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -86,8 +87,28 @@ def leaf_arrays(path: Path) -> dict[str, tuple[tuple[str, ...], Any]]:
             string = h5py.check_string_dtype(obj.dtype)
             value = obj.asstr()[()] if string is not None and obj.dtype.kind == "O" and string.encoding == "utf-8" \
                 else obj[()]
-            found[paths[0]] = (tuple(paths), _big_endian_sequences(value, obj.dtype))
+            value = _big_endian_sequences(value, obj.dtype)
+            found[paths[0]] = (tuple(paths), _strings_as_text(value, obj.dtype, obj.shape == ()))
     return found
+
+
+def _strings_as_text(value: Any, dtype: np.dtype, scalar: bool) -> Any:
+    """Sequences of variable-length strings (h5py reads each as an array of bytes) as
+    arrays of text, as the type rules keep strings (a scalar's: the sequence itself)."""
+    base = h5py.check_vlen_dtype(dtype)
+    info = h5py.check_string_dtype(base) if isinstance(base, np.dtype) else None
+    if info is None or info.length is not None:  # (sequences of fixed-length bytes stay bytes)
+        return value
+
+    def text(seq: Any) -> Any:
+        return np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in seq], dtype=object)
+
+    if scalar:
+        return text(value)
+    out = np.empty(np.shape(value), dtype=object)
+    for index in np.ndindex(*np.shape(value)):
+        out[index] = text(value[index])
+    return out
 
 
 def _big_endian_sequences(value: Any, dtype: np.dtype) -> Any:
@@ -129,6 +150,12 @@ def as_documented(z: Any) -> Any:
     members = z.attrs.get("hdf5_array_members")
     if members:
         return _joined(values, members)
+    if z.attrs.get("hdf5_text_sequence") == "json":  # each element the JSON of its strings
+        out = np.empty(values.shape, dtype=object)
+        for index in np.ndindex(*values.shape):
+            text = values[index]
+            out[index] = np.array(json.loads(str(text)) if text else [], dtype=object)
+        return out
     kind = z.attrs.get("hdf5_sequence")
     if kind:
         out = np.empty(np.shape(values), dtype=object)

@@ -18,7 +18,7 @@ from layoutkit.equality.zarr_ import without_provenance
 from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import as_text, attribute_problem, declared_order, text_elements
+from layoutkit.hdf5.model import attribute_problem, typed_values
 from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.storage import AnySource
 
@@ -203,11 +203,8 @@ def _variant_values(ds: Any, sel: tuple[slice, ...], info: ArrayInfo) -> np.ndar
     if info.kind == "vlen" and not info.shape:
         one = np.empty((), dtype=object)
         one[()] = ds[()]
-        return declared_order(one, ds.dtype)
-    values = np.asarray(ds[sel])
-    if text_elements(ds.dtype):  # an array type of variable-length strings: text, as the source's are read
-        return as_text(values)
-    return declared_order(values, ds.dtype) if ds.dtype.kind == "O" or ds.dtype.names else values
+        return typed_values(one, ds.dtype)
+    return typed_values(np.asarray(ds[sel]), ds.dtype)
 
 
 def _expected_attrs(info: ArrayInfo, ds: Any) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from layoutkit.formats import (
     SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
+    TEXT_SEQUENCE_ATTR,
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
@@ -53,6 +54,7 @@ from layoutkit.formats import (
     sequence_length_field,
     sequences,
     stored_path,
+    text_sequences,
 )
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
@@ -163,6 +165,13 @@ def _array_members(dtype: np.dtype, prefix: str = "") -> dict[str, list[int]]:
         elif dtype[n].subdtype is not None:
             out[prefix + n] = list(dtype[n].shape)
     return out
+
+
+def _of_strings(dtype: np.dtype) -> bool:
+    """Whether a variable-length type's sequences are of variable-length strings, as h5py reports the type."""
+    base = h5py.check_vlen_dtype(dtype)
+    info = h5py.check_string_dtype(base) if isinstance(base, np.dtype) else None
+    return info is not None and info.length is None
 
 
 def _sequence_members(dtype: np.dtype) -> dict[str, str]:
@@ -306,7 +315,11 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
             miss(path, "attribute", f"{TEXT_MEMBERS_ATTR!r} is {z.attrs.get(TEXT_MEMBERS_ATTR)!r}, expected {text}")
         if members and z.attrs.get(ARRAY_MEMBERS_ATTR) != members:
             miss(path, "attribute", f"{ARRAY_MEMBERS_ATTR!r} is {z.attrs.get(ARRAY_MEMBERS_ATTR)!r}, expected {members}")
-    if info.kind == "vlen":  # the type rules: each sequence its values' bytes, their type in an attribute
+    if info.kind == "vlen" and _of_strings(info.dtype):  # the type rules: each sequence the JSON of its strings
+        if z.attrs.get(TEXT_SEQUENCE_ATTR) != "json":
+            miss(path, "attribute", f"{TEXT_SEQUENCE_ATTR!r} is {z.attrs.get(TEXT_SEQUENCE_ATTR)!r}, expected 'json'")
+            return
+    elif info.kind == "vlen":  # the type rules: each sequence its values' bytes, their type in an attribute
         if z.attrs.get(SEQUENCE_ATTR) != np.dtype(h5py.check_vlen_dtype(info.dtype)).str:
             miss(path, "attribute", f"{SEQUENCE_ATTR!r} is {z.attrs.get(SEQUENCE_ATTR)!r}, expected "
                                     f"{np.dtype(h5py.check_vlen_dtype(info.dtype)).str!r}")
@@ -350,7 +363,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
     # fill value (v3 keeps HDF5's; v2 keeps it only where it is not netCDF's default); a
     # sequence's is the empty one
     if info.kind == "vlen":
-        if z.fill_value not in (b"", None):
+        if z.fill_value not in (b"", "", None):
             miss(path, "fill_value", f"{z.fill_value!r}, expected the empty sequence")
     elif zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.names:
         fv = np.asarray(info.fill_value).astype(z.dtype).reshape(-1)  # an array type's: each element's
@@ -397,7 +410,9 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
             got_v = joined_members(got_v, members)
         if seqs:  # sequence members their bytes and lengths: joined again so
             got_v = joined_sequences(got_v, seqs)
-        if info.kind == "vlen":  # a sequence its values' bytes
+        if info.kind == "vlen" and _of_strings(info.dtype):  # a sequence of strings its JSON text
+            got_v = text_sequences(got_v)
+        elif info.kind == "vlen":  # a sequence its values' bytes
             got_v = sequences(got_v, str(z.attrs[SEQUENCE_ATTR]))
         eq = equal_values(expected_v, got_v)
         if not eq.all():

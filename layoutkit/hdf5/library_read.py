@@ -14,7 +14,7 @@ import numpy as np
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.hdf5.attrs import reference_path, region_as_text
 from layoutkit.hdf5.files import external_values, first_line
-from layoutkit.hdf5.model import ArrayInfo, as_text, declared_order, text_elements
+from layoutkit.hdf5.model import ArrayInfo, typed_values
 from layoutkit.plan import Region
 
 
@@ -47,11 +47,8 @@ def _values(f: h5py.File, ds: h5py.Dataset, info: ArrayInfo, region: Region) -> 
         if info.kind == "vlen" and not info.shape:  # h5py gives a scalar's sequence as the array itself
             one = np.empty((), dtype=object)
             one[()] = ds[()]
-            return declared_order(one, ds.dtype)
-        values = np.asarray(ds[sel])
-        if text_elements(ds.dtype):  # an array type of variable-length strings: text, as strings are
-            return as_text(values)
-        return declared_order(values, ds.dtype) if values.dtype.kind == "O" or values.dtype.names else values
+            return typed_values(one, ds.dtype)
+        return typed_values(np.asarray(ds[sel]), ds.dtype)  # (strings in sequences and array types as text)
     except (OSError, RuntimeError) as exc:
         raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None
 

@@ -149,6 +149,39 @@ def as_text(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def text_sequences(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a variable-length sequence of variable-length strings (h5py
+    reads each element as an array of bytes): stored as text, each element the JSON of
+    its strings (:data:`~layoutkit.formats.TEXT_SEQUENCE_ATTR`)."""
+    import h5py
+
+    base = h5py.check_vlen_dtype(dtype)
+    info = h5py.check_string_dtype(base) if isinstance(base, np.dtype) else None
+    return info is not None and info.length is None
+
+
+def as_text_sequences(values: np.ndarray) -> np.ndarray:
+    """Sequences of variable-length strings as h5py reads them (arrays of bytes) as arrays
+    of text (:func:`text_sequences`)."""
+    out = np.empty(np.shape(values), dtype=object)
+    flat, held = out.reshape(-1), np.asarray(values, dtype=object).reshape(-1)
+    for i, seq in enumerate(held):
+        flat[i] = as_text(np.asarray(seq if seq is not None else (), dtype=object))
+    return out
+
+
+def typed_values(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Values of ``dtype`` as h5py reads them, as the type rules read them: sequences of
+    strings and array types of strings as text, sequences in their type's byte order
+    (:func:`declared_order`); anything else as it is. A scalar dataset's sequence comes
+    in a 0-d object array (h5py gives the sequence itself)."""
+    if text_sequences(dtype):
+        return as_text_sequences(values)
+    if text_elements(dtype):
+        return as_text(values)
+    return declared_order(values, dtype) if dtype.kind == "O" or dtype.names else values
+
+
 def sequence_members(dtype: np.dtype) -> dict[str, np.dtype]:
     """A compound's members (top level) that are variable-length sequences of numbers or
     fixed-length bytes, with the type of their values."""

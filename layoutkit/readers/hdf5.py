@@ -21,7 +21,7 @@ from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, external_values, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
-from layoutkit.hdf5.model import as_text, declared_order, text_elements
+from layoutkit.hdf5.model import typed_values
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.readers.base import (
     Archive,
@@ -339,9 +339,9 @@ class HDF5Archive(Archive):
             sub = ds.dtype.subdtype  # an array type: its numbers, the element's axes last (as h5py reads it)
             data = (lazy_data(self, path, tuple(ds.shape), ds.dtype) if sub is None  # text as the reader reads it
                     else lazy_data(self, path, (*ds.shape, *sub[1]), sub[0]))
-        if data is None:
-            data = (self.get(path) if self._external(path, ds) else _references(ds, ()) if h5py.check_ref_dtype(ds.dtype)
-                    else np.asarray(_text(ds)[()]))
+        if data is None:  # (sequences as get gives them: of text, in their type's byte order, a scalar's in a 0-d array)
+            data = (self.get(path) if self._external(path, ds) or h5py.check_vlen_dtype(ds.dtype) is not None
+                    else _references(ds, ()) if h5py.check_ref_dtype(ds.dtype) else np.asarray(_text(ds)[()]))
         dims, coords = [], {}
         for axis, dim in enumerate(ds.dims):
             scales = dim.values()
@@ -457,11 +457,12 @@ def _values(ds: h5py.Dataset, selection: Selection) -> np.ndarray:
     if ds.dtype.subdtype is not None and len(selection) > ds.ndim:  # into an array type's elements
         outer = tuple(selection[: ds.ndim])
         values = np.asarray(ds[outer] if outer else ds[()])[(..., *selection[ds.ndim:])]
-        return as_text(values) if text_elements(ds.dtype) else values
+        return typed_values(values, ds.dtype)
     values = np.asarray(ds[selection] if selection else ds[()])
-    if text_elements(ds.dtype):  # an array type of variable-length strings: text, as strings are
-        return as_text(values)
-    return declared_order(values, ds.dtype) if ds.dtype.kind == "O" or ds.dtype.names else values
+    if not ds.shape and h5py.check_vlen_dtype(ds.dtype) is not None:  # a scalar's sequence: h5py gives it itself
+        values = np.empty((), dtype=object)
+        values[()] = ds[()]
+    return typed_values(values, ds.dtype)  # (strings in sequences and array types as text)
 
 
 def _address(obj: Any) -> Any:

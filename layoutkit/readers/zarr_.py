@@ -33,12 +33,14 @@ from layoutkit.formats import (
     SEQUENCE_ATTR,
     SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
+    TEXT_SEQUENCE_ATTR,
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
     joined_sequences,
     scale_by_name,
     sequences,
+    text_sequences,
 )
 from layoutkit.options import ZarrFormat
 from layoutkit.readers.base import (
@@ -320,6 +322,8 @@ class ZarrArchive(Archive):
             return joined_sequences(values, seqs) if seqs else values
         if values.dtype == np.dtype(object) and (kind := self._attrs_of(path).get(SEQUENCE_ATTR)):
             return sequences(values, str(kind))
+        if values.dtype.kind in "OTU" and self._attrs_of(path).get(TEXT_SEQUENCE_ATTR):
+            return text_sequences(values)
         return values
 
     def blocks(self) -> list[tuple[str, Selection]]:

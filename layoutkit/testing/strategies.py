@@ -44,8 +44,9 @@ TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", 
          # an array type of compounds, a compound with an array-of-text member (jhdf's), text inside a
          # nested member, sequences of fixed-length bytes, a compound of sequence members (jhdf's),
          # sequences of a big-endian type (h5py labels their arrays native), an array type of text,
-         # array members (of numbers, of text) inside a nested member
-         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray")
+         # array members (of numbers, of text) inside a nested member, sequences of strings
+         "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray",
+         "sstr")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -92,7 +93,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray") and space != "null":
+                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray", "sstr") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -102,7 +103,7 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
 
 def _filter_fits(name: str, kind: str) -> bool:
     if kind in ("vstr", "vbytes", "ref", "regionref", "cref", "ctext", "ragged", "ctextarr", "ntext", "bseq", "cseq",
-                "rbe", "atext", "narray"):
+                "rbe", "atext", "narray", "sstr"):
         return False  # HDF5 filters variable-length data as heap references: h5py refuses most
     if name in ("scaleoffset", "nbit"):
         # (not floats: HDF5 cannot read back the chunks its scaleoffset filter wrote of the
@@ -225,6 +226,7 @@ def dtype_of(kind: str) -> np.dtype:
         "ragged": h5py.vlen_dtype(np.dtype("<f8")),
         "rbe": h5py.vlen_dtype(np.dtype(">i4")),
         "atext": np.dtype((h5py.string_dtype(), (2,))),
+        "sstr": h5py.vlen_dtype(h5py.string_dtype()),
         "narray": np.dtype([("id", "<i2"), ("n", [("v", "<f4", (2,)), ("s", h5py.string_dtype(), (2,)), ("d", ">i4")])]),
         "acomp": np.dtype((np.dtype([("a", "<i4"), ("b", ">f4")]), (2,))),
         "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
@@ -329,6 +331,11 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         out["id"], out["n"]["v"], out["n"]["d"] = np.arange(n), rng.normal(size=(n, 2)), rng.integers(-99, 99, size=n)
         out["n"]["s"] = np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object).reshape(n, 2)
         return out.reshape(shape)
+    if kind == "sstr":  # empty ones, an empty string, a quote, text not ASCII
+        out = np.empty(n, dtype=object)
+        for i in range(n):
+            out[i] = np.array(["", 'q"', "üñî 𝜋", "plain"][: i % 5], dtype=object)
+        return out.reshape(shape)
     if kind == "atext":
         texts = ["", "µs", "üñî 𝜋", "plain"]
         return np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object).reshape((*shape, 2))
@@ -418,7 +425,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
     if written == "none" or 0 in shape:
         return
     data = values(kind, shape, rng, f)
-    if kind in ("ragged", "bseq", "rbe"):  # one sequence at a time: h5py takes equally long ones for one more axis
+    if kind in ("ragged", "bseq", "rbe", "sstr"):  # one sequence at a time: h5py takes equally long ones for one more axis
         count = max(1, shape[0] // 2) if written == "part" and shape else None
         for index in np.ndindex(*shape):
             if count is None or index[0] < count:

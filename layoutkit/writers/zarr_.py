@@ -46,12 +46,13 @@ from layoutkit.formats import (
     SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
+    TEXT_SEQUENCE_ATTR,
     json_attrs,
     member_field,
     sequence_length_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import sequence_members, text_members
+from layoutkit.hdf5.model import sequence_members, text_members, text_sequences
 from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
@@ -136,7 +137,10 @@ def sequence_bytes(data: Any) -> Any:
     out = np.empty(data.shape, dtype=object)
     flat = out.reshape(-1)
     for i, values in enumerate(data.reshape(-1)):
-        flat[i] = np.ascontiguousarray(values).tobytes()
+        if values.dtype.kind in "OUT":  # of strings: the JSON of its strings (TEXT_SEQUENCE_ATTR), the empty one ""
+            flat[i] = json.dumps([str(v) for v in values], ensure_ascii=False) if values.size else ""
+        else:
+            flat[i] = np.ascontiguousarray(values).tobytes()
     return out
 
 
@@ -451,6 +455,8 @@ class ZarrWriter:
             attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
         if dtype is bytes:
             attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
+        if text_sequences(info.dtype):
+            attrs[TEXT_SEQUENCE_ATTR] = "json"
         if members := array_members(info.dtype):
             attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
         element, element_dims = element_axes(info)

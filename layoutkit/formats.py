@@ -225,9 +225,34 @@ TEXT_MEMBERS_ATTR = "hdf5_text_members"
 fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's length;
 h5py reads the source's as those bytes."""
 
+REFERENCE_MEMBERS_ATTR = "hdf5_reference_members"
+"""A compound with object-reference members: their names. Each is stored as
+fixed-length bytes (``S<n>``), the UTF-8 of the path the reference points at (an unset
+reference the empty path), ``n`` the longest path's length; :func:`joined_references`."""
+
+
+def joined_references(values: Any, names: list[str]) -> Any:
+    """Values read from a store with their reference members (:data:`REFERENCE_MEMBERS_ATTR`,
+    stored as bytes) as text: the paths, as object fields."""
+    import numpy as np
+
+    if not values.dtype.names or not names:
+        return values
+    dtype = np.dtype([(n, object if n in names else values.dtype[n]) for n in values.dtype.names])
+    out = np.empty(values.shape, dtype)
+    for n in values.dtype.names:
+        if n in names:
+            held = values[n].reshape(-1)
+            out[n] = np.array([bytes(b).decode("utf-8", "surrogateescape") for b in held] + [None],
+                              dtype=object)[:-1].reshape(values.shape)
+        else:
+            out[n] = values[n]
+    return out
+
+
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
                              TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR,
-                             TEXT_SEQUENCE_ATTR})
+                             TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -282,6 +307,7 @@ __all__ = [
     "ARRAY_TYPE_ATTR",
     "element_dims",
     "joined_members",
+    "joined_references",
     "joined_sequences",
     "member_field",
     "sequence_length_field",
@@ -295,6 +321,7 @@ __all__ = [
     "NULL_SPACE_ATTR",
     "PROVENANCE_ATTR",
     "REFERENCE_ATTR",
+    "REFERENCE_MEMBERS_ATTR",
     "REGION_ATTR",
     "region_of_text",
     "region_text",

@@ -101,9 +101,20 @@ def compound_vlen_string_nested(f: h5py.File) -> None:  # a text member inside a
 
 
 def compound_reference_member(f: h5py.File) -> None:
+    """Object references in a compound member (issue 65): to a dataset, to a group with a
+    name not ASCII, unset; chunked, a row never written."""
     f.create_dataset("target", data=np.arange(3))
-    data = np.zeros(2, np.dtype([("a", "<i4"), ("r", h5py.ref_dtype)]))
-    data["r"][:] = f["target"].ref
+    f.create_group("grüppe/inner")
+    data = np.zeros(3, np.dtype([("a", "<i4"), ("r", h5py.ref_dtype)]))
+    data["a"] = [1, 2, 3]
+    data["r"][0], data["r"][1], data["r"][2] = f["target"].ref, f["grüppe/inner"].ref, h5py.Reference()
+    f.create_dataset("t", shape=(4,), dtype=data.dtype, chunks=(2,))[:3] = data
+
+
+def compound_nested_reference_member(f: h5py.File) -> None:  # a reference inside a nested member: still refused
+    f.create_dataset("x", data=np.arange(10))
+    data = np.zeros(2, np.dtype([("a", "<i4"), ("n", [("r", h5py.ref_dtype)])]))
+    data["n"]["r"][0], data["n"]["r"][1] = f["x"].ref, h5py.Reference()
     f.create_dataset("t", data=data)
 
 
@@ -377,7 +388,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_vlen_sequence_member: (EQUAL, EQUAL),  # its bytes and its length, two fields (issue 65)
     compound_sequence_beside_its_length_name: ("Dataset '/t' uses a compound type with a sequence member 's' beside "
                                                "a member named 's.length'", EQUAL),
-    compound_reference_member: ("Dataset '/t' uses object references inside a compound member ('r')",) * 2,
+    compound_reference_member: (EQUAL, EQUAL),  # the paths they point at (issue 65)
+    compound_nested_reference_member: ("Dataset '/t' uses object references inside a compound member ('n')",) * 2,
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
     virtual_dataset: (EQUAL, EQUAL),  # read through HDF5 from the files it maps (issue 65)
     virtual_dataset_unmapped: ("Dataset '/t' uses a virtual dataset (its mapped file gone.h5 is missing)",) * 2,
@@ -644,6 +656,37 @@ def test_sequences_of_strings_are_json_text_and_read_back_as_text_from_every_var
             assert list(archive.get("/one")[()]) == ["x", "yz"], where
         ds = xr.open_dataset(where, engine="layoutkit")
         assert [list(s) for s in ds["t"].values] == want and list(ds["one"].values[()]) == ["x", "yz"], where
+
+
+def test_reference_members_are_the_paths_they_point_at_in_every_variant(tmp_path: Path) -> None:
+    """Object references in a compound member are stored as the UTF-8 of the paths they
+    point at (an unset one, and a row never written, the empty path): zarr-python reads
+    the bytes, layoutkit.open and the engine give the paths from the source and every
+    variant, the paged file's references point at its own objects of those paths, and a
+    path changed in the store is found."""
+    import xarray as xr
+
+    import layoutkit
+
+    src = tmp_path / "refs.h5"
+    with h5py.File(src, "w") as f:
+        compound_reference_member(f)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    want = [(1, "/target"), (2, "/grüppe/inner"), (3, ""), (0, "")]
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert stored.attrs["hdf5_reference_members"] == ["r"]
+    assert [(int(a), bytes(r).decode()) for a, r in stored[...].tolist()] == want
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            assert archive.get("/t").tolist() == want, where
+        assert xr.open_dataset(where, engine="layoutkit")["t"].values.tolist() == want, where
+    with h5py.File(tmp_path / "paged.h5") as g:
+        assert [g[r].name if r else "" for r in g["t"]["r"]] == [p for _, p in want]
+    changed = stored[...]
+    changed["r"][0] = "/grüppe/inner".encode()[: changed.dtype["r"].itemsize]
+    stored[...] = changed
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
 
 
 def test_big_endian_sequences_keep_their_values_in_every_variant(tmp_path: Path) -> None:

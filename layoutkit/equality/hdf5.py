@@ -15,10 +15,11 @@ import numpy as np
 
 from layoutkit.equality.expected import ReferenceReader, proof_blocks
 from layoutkit.equality.zarr_ import without_provenance
+from layoutkit.hdf5.attrs import reference_path
 from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import attribute_problem, typed_values
+from layoutkit.hdf5.model import attribute_problem, typed_values, with_paths
 from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.storage import AnySource
 
@@ -204,7 +205,8 @@ def _variant_values(ds: Any, sel: tuple[slice, ...], info: ArrayInfo) -> np.ndar
         one = np.empty((), dtype=object)
         one[()] = ds[()]
         return typed_values(one, ds.dtype)
-    return typed_values(np.asarray(ds[sel]), ds.dtype)
+    values = typed_values(np.asarray(ds[sel]), ds.dtype)
+    return with_paths(values, ds.dtype, lambda r: reference_path(ds.file, r))  # a compound's references as paths
 
 
 def _expected_attrs(info: ArrayInfo, ds: Any) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from layoutkit.formats import (
     NODES_ATTR,
     NON_FINITE,
     PROVENANCE_ATTR,
+    REFERENCE_MEMBERS_ATTR,
     RENAMED_KEY,
     SEQUENCE_ATTR,
     SEQUENCE_MEMBERS_ATTR,
@@ -49,6 +50,7 @@ from layoutkit.formats import (
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
+    joined_references,
     joined_sequences,
     member_field,
     sequence_length_field,
@@ -165,6 +167,11 @@ def _array_members(dtype: np.dtype, prefix: str = "") -> dict[str, list[int]]:
         elif dtype[n].subdtype is not None:
             out[prefix + n] = list(dtype[n].shape)
     return out
+
+
+def _reference_members(dtype: np.dtype) -> list[str]:
+    """A compound's members (top level) that are object references, as h5py reports the type."""
+    return [n for n in dtype.names or () if h5py.check_ref_dtype(dtype[n]) is h5py.Reference]
 
 
 def _of_strings(dtype: np.dtype) -> bool:
@@ -307,8 +314,11 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
         miss(path, "attribute", f"{ARRAY_TYPE_ATTR!r} is {z.attrs.get(ARRAY_TYPE_ATTR)!r}, expected {len(element)}")
     want = expected_dtype(info)
     text, members, seqs = text_members(info.dtype), _array_members(info.dtype), _sequence_members(info.dtype)
-    if text or members or seqs:  # the type rules: text members as fixed-length UTF-8, array members a field an element
-        want = _stored_compound(np.dtype(want), text, members, np.dtype(z.dtype), seqs)
+    refs = _reference_members(info.dtype)
+    if text or members or seqs or refs:  # the type rules: text (and paths) as fixed-length UTF-8, arrays a field an element
+        want = _stored_compound(np.dtype(want), text + refs, members, np.dtype(z.dtype), seqs)
+        if refs and z.attrs.get(REFERENCE_MEMBERS_ATTR) != refs:
+            miss(path, "attribute", f"{REFERENCE_MEMBERS_ATTR!r} is {z.attrs.get(REFERENCE_MEMBERS_ATTR)!r}, expected {refs}")
         if seqs and z.attrs.get(SEQUENCE_MEMBERS_ATTR) != seqs:
             miss(path, "attribute", f"{SEQUENCE_MEMBERS_ATTR!r} is {z.attrs.get(SEQUENCE_MEMBERS_ATTR)!r}, expected {seqs}")
         if text and z.attrs.get(TEXT_MEMBERS_ATTR) != text:
@@ -382,6 +392,8 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
             owner[leaf] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
         seqs = _sequence_members(info.dtype)
+        for name in _reference_members(info.dtype):  # a fill's reference: unset, the empty path
+            want_c[name] = np.array([b"" for _ in want_c[name]] + [None], dtype=object)[:-1]
         for name, kind in seqs.items():  # an unset sequence (None) is the empty one
             want_c[name] = np.array([np.zeros(0, kind) if v is None else v for v in want_c[name]] + [None],
                                     dtype=object)[:-1]
@@ -398,7 +410,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
 def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], reader: ReferenceReader,
                     miss: Any) -> None:
     path = info.path
-    members, seqs = _array_members(info.dtype), _sequence_members(info.dtype)
+    members, seqs, refs = _array_members(info.dtype), _sequence_members(info.dtype), _reference_members(info.dtype)
     block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))
@@ -410,6 +422,8 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
             got_v = joined_members(got_v, members)
         if seqs:  # sequence members their bytes and lengths: joined again so
             got_v = joined_sequences(got_v, seqs)
+        if refs:  # reference members the paths' bytes: as text, as the source's are read
+            got_v = joined_references(got_v, refs)
         if info.kind == "vlen" and _of_strings(info.dtype):  # a sequence of strings its JSON text
             got_v = text_sequences(got_v)
         elif info.kind == "vlen":  # a sequence its values' bytes

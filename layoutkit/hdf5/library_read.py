@@ -14,7 +14,7 @@ import numpy as np
 from layoutkit.errors import ChunkDecodeError
 from layoutkit.hdf5.attrs import reference_path, region_as_text
 from layoutkit.hdf5.files import external_values, first_line
-from layoutkit.hdf5.model import ArrayInfo, typed_values
+from layoutkit.hdf5.model import ArrayInfo, typed_values, with_paths
 from layoutkit.plan import Region
 
 
@@ -48,7 +48,8 @@ def _values(f: h5py.File, ds: h5py.Dataset, info: ArrayInfo, region: Region) -> 
             one = np.empty((), dtype=object)
             one[()] = ds[()]
             return typed_values(one, ds.dtype)
-        return typed_values(np.asarray(ds[sel]), ds.dtype)  # (strings in sequences and array types as text)
+        values = typed_values(np.asarray(ds[sel]), ds.dtype)  # (strings in sequences and array types as text)
+        return with_paths(values, ds.dtype, lambda r: reference_path(f, r))  # a compound's references as paths
     except (OSError, RuntimeError) as exc:
         raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None
 

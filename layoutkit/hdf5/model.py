@@ -190,8 +190,9 @@ def sequence_members(dtype: np.dtype) -> dict[str, np.dtype]:
 
 def measured_members(dtype: np.dtype) -> list[str]:
     """A compound's members stored at their longest value's length (text members, by
-    path, and sequence members): what the walk measures (:attr:`ArrayInfo.text_widths`)."""
-    return text_members(dtype) + list(sequence_members(dtype))
+    path, sequence members and reference members, whose paths are measured): what the
+    walk measures (:attr:`ArrayInfo.text_widths`)."""
+    return text_members(dtype) + list(sequence_members(dtype)) + reference_members(dtype)
 
 
 def member_values(values: Any, path: str) -> Any:
@@ -209,14 +210,37 @@ def element_shape(dtype: np.dtype) -> tuple[int, ...]:
 
 def carried_nowhere(info: ArrayInfo) -> str | None:
     """What in ``info``'s type no layout carries over (the feature, as an error names it),
-    or None."""
+    or None. A member that is an object reference itself is carried (as the path it
+    points at: :func:`reference_members`); references deeper in a member are not."""
     dtype = info.dtype
     if dtype.names:
+        plain = set(reference_members(dtype))
         for name in dtype.names:
             sub = dtype[name]
-            if sub.hasobject and _holds_reference(sub):
+            if name not in plain and sub.hasobject and _holds_reference(sub):
                 return f"object references inside a compound member ({name!r})"
     return None
+
+
+def reference_members(dtype: np.dtype) -> list[str]:
+    """A compound's members (top level) that are object references: stored as the paths
+    they point at (:data:`~layoutkit.formats.REFERENCE_MEMBERS_ATTR`)."""
+    import h5py
+
+    return [n for n in dtype.names or () if h5py.check_ref_dtype(dtype[n]) is h5py.Reference]
+
+
+def with_paths(values: np.ndarray, dtype: np.dtype, path_of: Any) -> np.ndarray:
+    """A compound's values with its reference members (:func:`reference_members`) as the
+    paths they point at (``path_of(ref)``; an unset reference the empty string)."""
+    names = reference_members(dtype)
+    if not names or not values.dtype.names:
+        return values
+    out = np.array(values, copy=True)
+    for name in names:
+        held = np.asarray(values[name], dtype=object)
+        out[name] = np.array([path_of(r) for r in held.reshape(-1)] + [None], dtype=object)[:-1].reshape(held.shape)
+    return out
 
 
 def _holds_reference(dtype: np.dtype) -> bool:
@@ -287,9 +311,9 @@ class ArrayInfo:
     # "spacepad"): HDF5 converts such strings as it reads them (cut at the first NUL,
     # trailing spaces dropped), so their stored bytes are not their values
     strpad: str | None = None
-    # a compound's variable-length string and sequence members: (name, the longest value's
-    # bytes) of each, measured over the data by the walk (:func:`measured_members`); None:
-    # it has none
+    # a compound's variable-length string, sequence and reference members: (name, the
+    # longest value's bytes, a reference's path's) of each, measured over the data by the
+    # walk (:func:`measured_members`); None: it has none
     text_widths: tuple[tuple[str, int], ...] | None = None
     # a dataset declared far larger than it is written (:func:`~layoutkit.hdf5.chunk_index.sparse_storage`):
     # the regions its stored data lie in, clipped to its extent; everywhere else it reads

@@ -21,7 +21,7 @@ from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, external_values, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
-from layoutkit.hdf5.model import typed_values
+from layoutkit.hdf5.model import typed_values, with_paths
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.readers.base import (
     Archive,
@@ -462,7 +462,8 @@ def _values(ds: h5py.Dataset, selection: Selection) -> np.ndarray:
     if not ds.shape and h5py.check_vlen_dtype(ds.dtype) is not None:  # a scalar's sequence: h5py gives it itself
         values = np.empty((), dtype=object)
         values[()] = ds[()]
-    return typed_values(values, ds.dtype)  # (strings in sequences and array types as text)
+    values = typed_values(values, ds.dtype)  # (strings in sequences and array types as text)
+    return with_paths(values, ds.dtype, lambda r: reference_path(ds.file, r))  # a compound's references as paths
 
 
 def _address(obj: Any) -> Any:

@@ -30,6 +30,7 @@ from layoutkit.formats import (
     LAYOUT_ATTR,
     NODES_ATTR,
     PROVENANCE_ATTR,
+    REFERENCE_MEMBERS_ATTR,
     SEQUENCE_ATTR,
     SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
@@ -37,6 +38,7 @@ from layoutkit.formats import (
     TYPE_RULE_ATTRS,
     element_dims,
     joined_members,
+    joined_references,
     joined_sequences,
     scale_by_name,
     sequences,
@@ -319,6 +321,8 @@ class ZarrArchive(Archive):
             attrs = self._attrs_of(path)
             members, seqs = attrs.get(ARRAY_MEMBERS_ATTR), attrs.get(SEQUENCE_MEMBERS_ATTR)
             values = joined_members(values, members) if members else values
+            if refs := attrs.get(REFERENCE_MEMBERS_ATTR):  # the paths references point at, as text
+                values = joined_references(values, refs)
             return joined_sequences(values, seqs) if seqs else values
         if values.dtype == np.dtype(object) and (kind := self._attrs_of(path).get(SEQUENCE_ATTR)):
             return sequences(values, str(kind))

@@ -41,6 +41,7 @@ from layoutkit.formats import (
     NODES_ATTR,
     NULL_SPACE_ATTR,
     REFERENCE_ATTR,
+    REFERENCE_MEMBERS_ATTR,
     REGION_ATTR,
     SEQUENCE_ATTR,
     SEQUENCE_MEMBERS_ATTR,
@@ -52,7 +53,7 @@ from layoutkit.formats import (
     sequence_length_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import sequence_members, text_members, text_sequences
+from layoutkit.hdf5.model import reference_members, sequence_members, text_members, text_sequences
 from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
@@ -155,6 +156,21 @@ def _is_sequence_field(data: Any, name: str) -> bool:
     return bool(data.size) and isinstance(data[name].reshape(-1)[0], np.ndarray)
 
 
+def _is_text_field(data: Any, name: str) -> bool:
+    """Whether a compound's object member holds text (str), as a reference member's paths are read."""
+    return data.dtype[name].kind == "O" and bool(data.size) and isinstance(data[name].reshape(-1)[0], str)
+
+
+def _utf8_fields(data: Any, names: set[str]) -> Any:
+    """``data`` with the text of its fields ``names`` as UTF-8 bytes."""
+    out = np.array(data, copy=True)
+    for name in names:
+        held = out[name].reshape(-1)
+        out[name] = np.array([v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in held] + [None],
+                             dtype=object)[:-1].reshape(out[name].shape)
+    return out
+
+
 def _has_array_member(dtype: np.dtype) -> bool:
     """Whether a compound has an array member, at any depth."""
     return any(dtype[n].subdtype is not None or (dtype[n].names and _has_array_member(dtype[n]))
@@ -176,6 +192,9 @@ def flat_members(data: Any) -> Any:
     if dtype is None or not dtype.names:
         return data
     seqs = {n for n in dtype.names if _is_sequence_field(data, n)}
+    texts = {n for n in dtype.names if n not in seqs and _is_text_field(data, n)}
+    if texts:  # text in a field (a reference member's path): its UTF-8 bytes, as h5py gives a text member's
+        data = _utf8_fields(data, texts)
     if not seqs and not _has_array_member(dtype):
         return data
     nested = {n: flat_members(data[n]) for n in dtype.names if dtype[n].names and _has_array_member(dtype[n])}
@@ -218,8 +237,8 @@ def _text_fill(fv: Any, dtype: np.dtype) -> Any:
         value = source[name][()] if source.dtype.names and name in source.dtype.names else None
         if dtype[name].names:  # a nested member: its own text members so too
             out[name] = _text_fill(value if value is not None else np.zeros((), dtype[name]), dtype[name])
-        elif dtype[name].kind == "S":
-            out[name] = value.encode("utf-8") if isinstance(value, str) else (value or b"")
+        elif dtype[name].kind == "S":  # (a reference member's: an unset reference, the empty path)
+            out[name] = value.encode("utf-8") if isinstance(value, str) else value if isinstance(value, bytes) else b""
         elif value is not None:
             out[name] = value
     return out[()]
@@ -451,6 +470,8 @@ class ZarrWriter:
             attrs[REGION_ATTR] = "region references, stored as their datasets' paths and selections (JSON)"
         if text := text_members(info.dtype):
             attrs[TEXT_MEMBERS_ATTR] = text
+        if refs := reference_members(info.dtype):
+            attrs[REFERENCE_MEMBERS_ATTR] = refs
         if seqs := sequence_members(info.dtype):
             attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
         if dtype is bytes:

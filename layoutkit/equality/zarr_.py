@@ -302,6 +302,23 @@ def compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], miss
             miss(path, "attribute", f"{key!r} is not in the source")
 
 
+def _stored_members(info: ArrayInfo, z: zarr.Array, want: Any, miss: Any) -> Any:
+    """The type a compound with text, array, sequence or reference members is stored as
+    (the type rules: text and paths as fixed-length UTF-8, arrays a field an element,
+    sequences their bytes and lengths), its attributes naming those members checked;
+    ``want`` for any other type."""
+    path = info.path
+    text, members, seqs = text_members(info.dtype), _array_members(info.dtype), _sequence_members(info.dtype)
+    refs = _reference_members(info.dtype)
+    if not (text or members or seqs or refs):
+        return want
+    for attr, expected in ((REFERENCE_MEMBERS_ATTR, refs), (SEQUENCE_MEMBERS_ATTR, seqs), (TEXT_MEMBERS_ATTR, text),
+                           (ARRAY_MEMBERS_ATTR, members)):
+        if expected and z.attrs.get(attr) != expected:
+            miss(path, "attribute", f"{attr!r} is {z.attrs.get(attr)!r}, expected {expected}")
+    return _stored_compound(np.dtype(want), text + refs, members, np.dtype(z.dtype), seqs)
+
+
 def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceReader, miss: Any) -> None:
     path = info.path
     # an HDF5 array type: its elements are the last axes, named <name>_element[_i], their
@@ -312,19 +329,7 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
         return
     if element and z.attrs.get(ARRAY_TYPE_ATTR) != len(element):
         miss(path, "attribute", f"{ARRAY_TYPE_ATTR!r} is {z.attrs.get(ARRAY_TYPE_ATTR)!r}, expected {len(element)}")
-    want = expected_dtype(info)
-    text, members, seqs = text_members(info.dtype), _array_members(info.dtype), _sequence_members(info.dtype)
-    refs = _reference_members(info.dtype)
-    if text or members or seqs or refs:  # the type rules: text (and paths) as fixed-length UTF-8, arrays a field an element
-        want = _stored_compound(np.dtype(want), text + refs, members, np.dtype(z.dtype), seqs)
-        if refs and z.attrs.get(REFERENCE_MEMBERS_ATTR) != refs:
-            miss(path, "attribute", f"{REFERENCE_MEMBERS_ATTR!r} is {z.attrs.get(REFERENCE_MEMBERS_ATTR)!r}, expected {refs}")
-        if seqs and z.attrs.get(SEQUENCE_MEMBERS_ATTR) != seqs:
-            miss(path, "attribute", f"{SEQUENCE_MEMBERS_ATTR!r} is {z.attrs.get(SEQUENCE_MEMBERS_ATTR)!r}, expected {seqs}")
-        if text and z.attrs.get(TEXT_MEMBERS_ATTR) != text:
-            miss(path, "attribute", f"{TEXT_MEMBERS_ATTR!r} is {z.attrs.get(TEXT_MEMBERS_ATTR)!r}, expected {text}")
-        if members and z.attrs.get(ARRAY_MEMBERS_ATTR) != members:
-            miss(path, "attribute", f"{ARRAY_MEMBERS_ATTR!r} is {z.attrs.get(ARRAY_MEMBERS_ATTR)!r}, expected {members}")
+    want = _stored_members(info, z, expected_dtype(info), miss)
     if info.kind == "vlen" and _of_strings(info.dtype):  # the type rules: each sequence the JSON of its strings
         if z.attrs.get(TEXT_SEQUENCE_ATTR) != "json":
             miss(path, "attribute", f"{TEXT_SEQUENCE_ATTR!r} is {z.attrs.get(TEXT_SEQUENCE_ATTR)!r}, expected 'json'")

@@ -274,6 +274,25 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4
     return None if (fv == np.zeros((), dtype)[()]) else fv
 
 
+def _member_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
+    """The attributes that name how the type rules store a dataset's members and
+    sequences: text, reference, sequence and array members, sequences' value types."""
+    attrs: dict[str, Any] = {}
+    if text := text_members(info.dtype):
+        attrs[TEXT_MEMBERS_ATTR] = text
+    if refs := reference_members(info.dtype):
+        attrs[REFERENCE_MEMBERS_ATTR] = refs
+    if seqs := sequence_members(info.dtype):
+        attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
+    if dtype is bytes:
+        attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
+    if text_sequences(info.dtype):
+        attrs[TEXT_SEQUENCE_ATTR] = "json"
+    if members := array_members(info.dtype):
+        attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
+    return attrs
+
+
 class ZarrWriter:
     """Creates the Zarr hierarchy for a plan and writes blocks into it.
 
@@ -468,18 +487,7 @@ class ZarrWriter:
             attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
         if info.kind == "region-reference":
             attrs[REGION_ATTR] = "region references, stored as their datasets' paths and selections (JSON)"
-        if text := text_members(info.dtype):
-            attrs[TEXT_MEMBERS_ATTR] = text
-        if refs := reference_members(info.dtype):
-            attrs[REFERENCE_MEMBERS_ATTR] = refs
-        if seqs := sequence_members(info.dtype):
-            attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
-        if dtype is bytes:
-            attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
-        if text_sequences(info.dtype):
-            attrs[TEXT_SEQUENCE_ATTR] = "json"
-        if members := array_members(info.dtype):
-            attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
+        attrs.update(_member_attrs(info, dtype))
         element, element_dims = element_axes(info)
         if element:
             attrs[ARRAY_TYPE_ATTR] = len(element)

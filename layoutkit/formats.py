@@ -225,6 +225,39 @@ TEXT_MEMBERS_ATTR = "hdf5_text_members"
 fixed-length bytes (``S<n>``), the UTF-8 of its text, ``n`` the longest value's length;
 h5py reads the source's as those bytes."""
 
+LONG_DOUBLE_ATTR = "hdf5_long_double"
+"""A dataset of long doubles (floats wider than 64 bits, which Zarr has not): each value
+stored as text, the shortest decimal that reads back as the same long double (NumPy's
+``format_float_scientific(v, unique=True)``: ``"3.3333333333333333334e-01"``; ``"nan"``,
+``"inf"``, ``"-inf"``), the fill value so too; this attribute is the NumPy type the text
+reads back as (``"<f16"``): :func:`long_doubles`."""
+
+
+def long_double_text(values: Any) -> Any:
+    """Long doubles as the text :data:`LONG_DOUBLE_ATTR` stores (an object array of str)."""
+    import numpy as np
+
+    values = np.asarray(values)
+    out = np.empty(values.shape, dtype=object)
+    flat, held = out.reshape(-1), values.reshape(-1)
+    for i, v in enumerate(held):
+        flat[i] = np.format_float_scientific(v, unique=True)
+    return out
+
+
+def long_doubles(values: Any, dtype: str) -> Any:
+    """Text stored by :data:`LONG_DOUBLE_ATTR` as the long doubles it writes (the empty
+    text, never written, as 0)."""
+    import warnings
+
+    import numpy as np
+
+    held = np.asarray(values, dtype=object)
+    with warnings.catch_warnings():  # ("overflow encountered in conversion from string": infinities read back exactly)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.array([t or "0" for t in held.reshape(-1)], dtype=object).astype(np.dtype(dtype)).reshape(held.shape)
+
+
 REFERENCE_MEMBERS_ATTR = "hdf5_reference_members"
 """A compound with object-reference members: their names. Each is stored as
 fixed-length bytes (``S<n>``), the UTF-8 of the path the reference points at (an unset
@@ -252,7 +285,7 @@ def joined_references(values: Any, names: list[str]) -> Any:
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
                              TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR,
-                             TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR})
+                             TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR, LONG_DOUBLE_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -316,6 +349,9 @@ __all__ = [
     "DIMENSIONS_ATTR",
     "ENUM_ATTR",
     "LAYOUT_ATTR",
+    "LONG_DOUBLE_ATTR",
+    "long_double_text",
+    "long_doubles",
     "NODES_ATTR",
     "NON_FINITE",
     "NULL_SPACE_ATTR",

@@ -27,6 +27,7 @@ from layoutkit.hdf5.model import (
     Inventory,
     carried_nowhere,
     element_shape,
+    long_double,
     sequence_members,
     sequence_type,
     text_elements,
@@ -69,8 +70,11 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         return str
     if text_sequences(info.dtype):  # sequences of strings: each the JSON text of its strings
         return str
-    if info.dtype.kind in "fc" and info.dtype.itemsize > (8 if info.dtype.kind == "f" else 16):
-        raise UnsupportedFeatureError(info.path, f"long double ({info.dtype}; Zarr's widest float is 64 bits)")
+    if long_double(info.dtype):  # each value the text that reads back as it (LONG_DOUBLE_ATTR)
+        return str
+    if info.dtype.kind == "c" and info.dtype.itemsize > 16:
+        raise UnsupportedFeatureError(info.path, f"complex long double ({info.dtype}; Zarr's widest complex is "
+                                                 "two 64-bit floats)")
     if info.kind == "enum":
         return np.dtype(info.dtype.str)  # the base integer, without h5py's enum metadata
     if info.kind == "vlen":
@@ -321,7 +325,7 @@ def plan_arrays(
 
 
 def packable(info: ArrayInfo) -> bool:
-    """Datasets of fixed-size numbers (or booleans) with at least one axis, stored
+    """Datasets of fixed-size numbers (or booleans; not long doubles) with at least one axis, stored
     where they are declared: a dataset declared far larger than it is written
     (:attr:`~layoutkit.hdf5.model.ArrayInfo.stored_regions`) is mirrored, which writes
     its stored chunks alone, where packing would write every element of it."""
@@ -329,6 +333,7 @@ def packable(info: ArrayInfo) -> bool:
         info.stored_regions is None
         and info.kind in ("numeric", "bool")
         and info.dtype.kind in "biufc"
+        and not long_double(info.dtype)  # (stored as text: mirrored)
         and len(info.shape) >= 1
         and not info.null_space
         and not info.dim_only

@@ -173,7 +173,12 @@ def array_of_text(f: h5py.File) -> None:
 
 
 def long_double(f: h5py.File) -> None:
-    f.create_dataset("t", data=np.arange(4, dtype=np.longdouble) / 3)
+    """Long doubles: thirds (more digits than a float64 holds), NaN, an infinity, a
+    subnormal beyond float64's range; chunked with a fill value, a chunk never written."""
+    values = np.arange(6, dtype=np.longdouble) / 3
+    values[1], values[2], values[3] = np.longdouble("nan"), -np.longdouble("inf"), np.finfo(np.longdouble).tiny / 7
+    f.create_dataset("t", data=values)
+    f.create_dataset("c", shape=(5,), dtype=np.longdouble, chunks=(2,), fillvalue=np.longdouble(1) / 3)[:2] = [1.5, 2.5]
 
 
 def region_references(f: h5py.File) -> None:
@@ -399,7 +404,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     array_of_compounds: (EQUAL, EQUAL),
     array_of_strings: (EQUAL, EQUAL),
     array_of_text: (EQUAL, EQUAL),  # text, the elements a last axis (issue 65)
-    long_double: ("Dataset '/t' uses long double", EQUAL),
+    long_double: (EQUAL, EQUAL),  # each value its text, which reads back as it (issue 65)
     region_references: (EQUAL, EQUAL),  # as their dataset's path and selection, JSON text (issue 65)
     region_reference_attribute: (EQUAL, EQUAL),
     compound_reference_attribute: ("Attribute 'c' of '/target' uses object references inside a compound",) * 2,
@@ -687,6 +692,38 @@ def test_reference_members_are_the_paths_they_point_at_in_every_variant(tmp_path
     stored[...] = changed
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
+
+
+def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path: Path) -> None:
+    """Long doubles (64-bit mantissas: a third has digits a float64 drops) are stored as
+    the text that reads back as each value: NumPy alone reads them back exactly from the
+    store, layoutkit.open and the engine give the source's values (and type) from every
+    variant, the fill value too; a value changed in the last digit is found."""
+    import xarray as xr
+
+    import layoutkit
+
+    src = tmp_path / "ld.h5"
+    with h5py.File(src, "w") as f:
+        long_double(f)
+        want, want_c = f["t"][()], f["c"][()]
+    assert want[4] != np.longdouble(float(want[4]))  # more than a float64 holds
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert stored.attrs["hdf5_long_double"] == want.dtype.str
+    text = stored[...].tolist()
+    assert np.array_equal(np.array(text, dtype=object).astype(want.dtype), want, equal_nan=True)
+    assert np.longdouble(zarr.open_array(tmp_path / "v3.zarr", path="c").fill_value) == want_c[-1]
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            got = archive.get("/t")
+            assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), where
+            assert np.array_equal(archive.get("/c"), want_c), where
+        assert np.array_equal(xr.open_dataset(where, engine="layoutkit")["t"].values, want, equal_nan=True), where
+    text[4] = text[4][:-5] + ("5" if text[4][-5] != "5" else "6") + text[4][-4:]  # the last digit of 4/3
+    stored[...] = np.array(text, dtype=object)
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (4,)" in " ".join(check.output.split())
 
 
 def test_big_endian_sequences_keep_their_values_in_every_variant(tmp_path: Path) -> None:

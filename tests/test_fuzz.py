@@ -172,6 +172,11 @@ def as_documented(z: Any) -> Any:
     members = z.attrs.get("hdf5_array_members")
     if members:
         return _joined(values, members)
+    if kind := z.attrs.get("hdf5_long_double"):  # each value the text that reads back as it
+        with np.errstate(all="ignore"), __import__("warnings").catch_warnings():
+            __import__("warnings").simplefilter("ignore", RuntimeWarning)
+            return np.array([t or "0" for t in np.asarray(values, dtype=object).reshape(-1)],
+                            dtype=object).astype(np.dtype(kind)).reshape(values.shape)
     if z.attrs.get("hdf5_text_sequence") == "json":  # each element the JSON of its strings
         out = np.empty(values.shape, dtype=object)
         for index in np.ndindex(*values.shape):

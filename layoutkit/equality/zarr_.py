@@ -37,6 +37,7 @@ from layoutkit.formats import (
     ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     LAYOUT_ATTR,
+    LONG_DOUBLE_ATTR,
     NODES_ATTR,
     NON_FINITE,
     PROVENANCE_ATTR,
@@ -52,6 +53,7 @@ from layoutkit.formats import (
     joined_members,
     joined_references,
     joined_sequences,
+    long_doubles,
     member_field,
     sequence_length_field,
     sequences,
@@ -342,6 +344,9 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
     elif want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
             miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
+        if info.dtype.kind == "f" and z.attrs.get(LONG_DOUBLE_ATTR) != info.dtype.str:  # long doubles as text
+            miss(path, "attribute", f"{LONG_DOUBLE_ATTR!r} is {z.attrs.get(LONG_DOUBLE_ATTR)!r}, expected {info.dtype.str!r}")
+            return
     elif not same_dtype(np.dtype(want), np.dtype(z.dtype)):
         miss(path, "dtype", f"{z.dtype}, expected {np.dtype(want)}")
         return
@@ -380,6 +385,10 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
     if info.kind == "vlen":
         if z.fill_value not in (b"", "", None):
             miss(path, "fill_value", f"{z.fill_value!r}, expected the empty sequence")
+    elif want is str and info.dtype.kind == "f":  # a long double's: its text, in either format
+        fv = np.asarray(info.fill_value if info.fill_value is not None else 0, dtype=info.dtype)
+        if not equal_values(fv.reshape(1), long_doubles(np.asarray([z.fill_value], dtype=object), info.dtype.str)).all():
+            miss(path, "fill_value", f"{z.fill_value!r}, expected {fv[()]!r}")
     elif zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.names:
         fv = np.asarray(info.fill_value).astype(z.dtype).reshape(-1)  # an array type's: each element's
         got_fill = np.broadcast_to(np.asarray(z.fill_value).astype(z.dtype).reshape(1), fv.shape)
@@ -429,6 +438,8 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
             got_v = joined_sequences(got_v, seqs)
         if refs:  # reference members the paths' bytes: as text, as the source's are read
             got_v = joined_references(got_v, refs)
+        if info.dtype.kind == "f" and (kind := z.attrs.get(LONG_DOUBLE_ATTR)):  # long doubles their text
+            got_v = long_doubles(got_v, str(kind))
         if info.kind == "vlen" and _of_strings(info.dtype):  # a sequence of strings its JSON text
             got_v = text_sequences(got_v)
         elif info.kind == "vlen":  # a sequence its values' bytes

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layoutkit.hdf5.filters import Filter
-from layoutkit.hdf5.model import ArrayInfo
+from layoutkit.hdf5.model import ArrayInfo, long_double
 
 # what has no Zarr codec, said the way the summary says it
 _UNMAPPED: dict[int, str] = {
@@ -64,6 +64,8 @@ def source_encoding(info: ArrayInfo) -> SourceEncoding | str:
         return f"has {info.layout} storage, not chunks"
     if info.kind not in RAW_COPY_KINDS or info.dtype.hasobject:
         return f"holds {info.kind} values (only numbers are copied as stored)"
+    if long_double(info.dtype):
+        return "holds long doubles (stored as text)"
     if info.raw_fallback:
         return f"is read through HDF5 ({info.raw_fallback})"
     stages = []

@@ -182,6 +182,12 @@ def typed_values(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return declared_order(values, dtype) if dtype.kind == "O" or dtype.names else values
 
 
+def long_double(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a float wider than 64 bits (C's long double, as h5py reads it):
+    stored as text (:data:`~layoutkit.formats.LONG_DOUBLE_ATTR`)."""
+    return dtype.kind == "f" and dtype.itemsize > 8 and not dtype.names and dtype.subdtype is None
+
+
 def sequence_members(dtype: np.dtype) -> dict[str, np.dtype]:
     """A compound's members (top level) that are variable-length sequences of numbers or
     fixed-length bytes, with the type of their values."""

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from layoutkit.formats import NON_FINITE
-from layoutkit.hdf5.model import ArrayInfo, text_elements
+from layoutkit.hdf5.model import ArrayInfo, long_double, text_elements
 
 
 def same_dtype(a: np.dtype, b: np.dtype) -> bool:
@@ -34,7 +34,7 @@ def same_dtype(a: np.dtype, b: np.dtype) -> bool:
 def expected_dtype(info: ArrayInfo) -> np.dtype | type:
     """The dtype the type rules promise in Zarr for a source dataset: text for strings and
     references, the base integer for enums, the same numbers (any byte order) otherwise."""
-    if info.kind in ("string", "reference", "region-reference") or text_elements(info.dtype):
+    if info.kind in ("string", "reference", "region-reference") or text_elements(info.dtype) or long_double(info.dtype):
         return str
     if info.dtype.subdtype is not None:  # an array type: its numbers (or compounds), the element as trailing axes
         return info.dtype.base if info.dtype.base.names else np.dtype(info.dtype.base.str)

@@ -28,6 +28,7 @@ from layoutkit.formats import (
     ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     LAYOUT_ATTR,
+    LONG_DOUBLE_ATTR,
     NODES_ATTR,
     PROVENANCE_ATTR,
     REFERENCE_MEMBERS_ATTR,
@@ -40,6 +41,7 @@ from layoutkit.formats import (
     joined_members,
     joined_references,
     joined_sequences,
+    long_doubles,
     scale_by_name,
     sequences,
     text_sequences,
@@ -328,6 +330,8 @@ class ZarrArchive(Archive):
             return sequences(values, str(kind))
         if values.dtype.kind in "OTU" and self._attrs_of(path).get(TEXT_SEQUENCE_ATTR):
             return text_sequences(values)
+        if values.dtype.kind in "OTU" and (kind := self._attrs_of(path).get(LONG_DOUBLE_ATTR)):
+            return long_doubles(values, str(kind))
         return values
 
     def blocks(self) -> list[tuple[str, Selection]]:

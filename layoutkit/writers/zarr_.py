@@ -38,6 +38,7 @@ from layoutkit.formats import (
     ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
     ENUM_ATTR,
+    LONG_DOUBLE_ATTR,
     NODES_ATTR,
     NULL_SPACE_ATTR,
     REFERENCE_ATTR,
@@ -49,11 +50,12 @@ from layoutkit.formats import (
     TEXT_MEMBERS_ATTR,
     TEXT_SEQUENCE_ATTR,
     json_attrs,
+    long_double_text,
     member_field,
     sequence_length_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import reference_members, sequence_members, text_members, text_sequences
+from layoutkit.hdf5.model import long_double, reference_members, sequence_members, text_members, text_sequences
 from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
@@ -245,6 +247,8 @@ def _text_fill(fv: Any, dtype: np.dtype) -> Any:
 
 
 def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4: bool) -> Any:
+    if long_double(info.dtype):  # the text of HDF5's (LONG_DOUBLE_ATTR)
+        return long_double_text(info.fill_value if info.fill_value is not None else 0)[()]
     if dtype is str:
         return ""
     if dtype is bytes:  # a sequence's: the empty one
@@ -288,6 +292,8 @@ def _member_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
         attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
     if text_sequences(info.dtype):
         attrs[TEXT_SEQUENCE_ATTR] = "json"
+    if long_double(info.dtype):
+        attrs[LONG_DOUBLE_ATTR] = info.dtype.str
     if members := array_members(info.dtype):
         attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
     return attrs
@@ -540,6 +546,8 @@ class ZarrWriter:
         rest = []
         for path, region, data in blocks:
             data = sequence_bytes(flat_members(data))
+            if long_double(getattr(data, "dtype", np.dtype(object))):  # as text (LONG_DOUBLE_ATTR)
+                data = long_double_text(data)
             encoder = self._encoder(path)
             if encoder is None or not region:
                 rest.append((path, region, data))

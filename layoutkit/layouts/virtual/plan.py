@@ -16,7 +16,7 @@ from typing import Any
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
 from layoutkit.hdf5.encoding import RAW_COPY_KINDS, SourceEncoding
-from layoutkit.hdf5.model import ArrayInfo, Inventory
+from layoutkit.hdf5.model import ArrayInfo, Inventory, long_double
 from layoutkit.options import parse_chunks, parse_compressor, parse_shards
 from layoutkit.plan import ArrayPlan, plan_tasks, task_budget
 from layoutkit.zarr_options import ConvertOptions
@@ -41,6 +41,8 @@ def reference_plan(info: ArrayInfo, options: ConvertOptions, budget: int) -> Arr
     """The plan of ``info`` referenced where it lies, or why it cannot be."""
     if info.segments is not None:
         return "is joined from several files along a record dimension"
+    if long_double(info.dtype):
+        return "holds long doubles (stored as text: Zarr has no float wider than 64 bits)"
     if info.external:
         return "keeps its raw data in other files (external raw storage, read through HDF5)"
     if info.layout == "virtual":

@@ -726,6 +726,23 @@ def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path
     assert check.exit_code == 1 and "/t: values: first difference at index (4,)" in " ".join(check.output.split())
 
 
+def test_verify_follows_each_reference_of_a_paged_file(tmp_path: Path) -> None:
+    """The HDF5 proof read a dataset of object references in a paged file and compared
+    none of them: a reference pointing at another dataset than the source's was equal.
+    It compares the paths they point at now."""
+    src, out = tmp_path / "refs.h5", tmp_path / "paged.h5"
+    with h5py.File(src, "w") as f:
+        refs = f.create_dataset("r", shape=(3,), dtype=h5py.ref_dtype)
+        refs[0], refs[1] = f.create_dataset("a", data=np.arange(3)).ref, f.create_dataset("b", data=np.arange(4)).ref
+    assert CliRunner().invoke(app, ["reorder", str(src), str(out), "--by", "group"]).exit_code == 0
+    verify = ["verify", str(src), str(out), "--patterns", "open", "--repeat", "1"]
+    assert CliRunner().invoke(app, verify).exit_code == 0
+    with h5py.File(out, "r+") as g:
+        g["r"][0] = g["b"].ref
+    check = CliRunner().invoke(app, verify)
+    assert check.exit_code == 1 and "/r: values: first difference at index (0,)" in " ".join(check.output.split())
+
+
 def test_big_endian_sequences_keep_their_values_in_every_variant(tmp_path: Path) -> None:
     """h5py labels the arrays of a big-endian sequence type native-endian, holding the
     big-endian bytes: read so, [2.5, -1.0] looked like [5.4e-321, ...]. ``reorder`` wrote

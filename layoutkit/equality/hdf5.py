@@ -180,8 +180,6 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
                         except (OSError, ValueError, RuntimeError) as exc:  # a chunk that does not decode
                             miss(path, "values", f"cannot be read at {region}: {first_line(exc)}")
                             break
-                        if info.kind == "reference":
-                            break
                         if info.kind == "region-reference":
                             if _regions(ds_s.file, ds_s[sel] if sel else ds_s[()]) != _regions(fv, got_v):
                                 miss(path, "values", f"the region references in {region} select other regions")
@@ -197,10 +195,14 @@ of files as their combined ``inventory`` has it: :mod:`layoutkit.hdf5.combined`)
 
 def _variant_values(ds: Any, sel: tuple[slice, ...], info: ArrayInfo) -> np.ndarray:
     """A variant's values in ``sel`` as h5py reads them, as the source's are read
-    (:func:`~layoutkit.hdf5.library_read.read_block`): text as text, a scalar's sequence
-    in an object array, sequences labelled with their type's byte order."""
+    (:func:`~layoutkit.hdf5.library_read.read_block`): text as text, object references as
+    the paths they point at, a scalar's sequence in an object array, sequences labelled
+    with their type's byte order."""
     if info.kind == "string":
         return np.asarray(ds.asstr()[sel])
+    if info.kind == "reference":  # the paths they point at in the variant, as the source's are read
+        refs = np.asarray(ds[sel] if sel else ds[()], dtype=object)
+        return np.vectorize(lambda r: reference_path(ds.file, r), otypes=[object])(refs) if refs.size else refs
     if info.kind == "vlen" and not info.shape:
         one = np.empty((), dtype=object)
         one[()] = ds[()]

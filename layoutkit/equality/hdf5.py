@@ -19,7 +19,8 @@ from layoutkit.hdf5.attrs import reference_path
 from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import attribute_problem, typed_values, with_paths
+from layoutkit.hdf5.library_read import dataset_values
+from layoutkit.hdf5.model import attribute_problem
 from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.storage import AnySource
 
@@ -203,12 +204,7 @@ def _variant_values(ds: Any, sel: tuple[slice, ...], info: ArrayInfo) -> np.ndar
     if info.kind == "reference":  # the paths they point at in the variant, as the source's are read
         refs = np.asarray(ds[sel] if sel else ds[()], dtype=object)
         return np.vectorize(lambda r: reference_path(ds.file, r), otypes=[object])(refs) if refs.size else refs
-    if info.kind == "vlen" and not info.shape:
-        one = np.empty((), dtype=object)
-        one[()] = ds[()]
-        return typed_values(one, ds.dtype)
-    values = typed_values(np.asarray(ds[sel]), ds.dtype)
-    return with_paths(values, ds.dtype, lambda r: reference_path(ds.file, r))  # a compound's references as paths
+    return dataset_values(ds, sel)
 
 
 def _expected_attrs(info: ArrayInfo, ds: Any) -> dict[str, Any]:

@@ -44,14 +44,22 @@ def _values(f: h5py.File, ds: h5py.Dataset, info: ArrayInfo, region: Region) -> 
         if info.kind == "region-reference":
             refs = np.asarray(ds[sel], dtype=object)
             return np.vectorize(lambda r: region_as_text(f, r), otypes=[object])(refs) if refs.size else refs
-        if info.kind == "vlen" and not info.shape:  # h5py gives a scalar's sequence as the array itself
-            one = np.empty((), dtype=object)
-            one[()] = ds[()]
-            return typed_values(one, ds.dtype)
-        values = typed_values(np.asarray(ds[sel]), ds.dtype)  # (strings in sequences and array types as text)
-        return with_paths(values, ds.dtype, lambda r: reference_path(f, r))  # a compound's references as paths
+        return dataset_values(ds, sel)
     except (OSError, RuntimeError) as exc:
         raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None
+
+
+def dataset_values(ds: h5py.Dataset, sel: tuple[slice, ...]) -> np.ndarray:
+    """``ds``'s values in ``sel`` as h5py reads them, as the type rules read them
+    (:func:`~layoutkit.hdf5.model.typed_values`: strings in sequences and array types as
+    text, sequences in their type's byte order; a scalar's sequence in a 0-d object array,
+    where h5py gives the sequence itself), a compound's references as the paths they point at."""
+    if not ds.shape and h5py.check_vlen_dtype(ds.dtype) is not None:
+        values = np.empty((), dtype=object)
+        values[()] = ds[()]
+    else:
+        values = np.asarray(ds[sel])
+    return with_paths(typed_values(values, ds.dtype), ds.dtype, lambda r: reference_path(ds.file, r))
 
 
 def _joined(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:
@@ -76,4 +84,4 @@ def read_all(files: Callable[[int], h5py.File], info: ArrayInfo) -> np.ndarray:
     return read_block(files, info, tuple((0, n) for n in info.shape))
 
 
-__all__ = ["read_all", "read_block"]
+__all__ = ["dataset_values", "read_all", "read_block"]

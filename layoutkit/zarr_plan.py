@@ -82,9 +82,6 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         if base is None:
             raise UnsupportedFeatureError(info.path, "variable-length sequences of other than numbers, fixed-length "
                                                      "bytes or strings (vlen arrays)")
-        if not info.shape:  # zarr-python 3.4 fails on it ("Expected bytes, got numpy.ndarray")
-            raise UnsupportedFeatureError(info.path, "a variable-length sequence as a scalar (zarr-python writes "
-                                                     "no variable-length bytes array without dimensions)")
         return bytes  # each sequence its values' bytes (:data:`~layoutkit.formats.SEQUENCE_ATTR`)
     if info.kind == "other":
         raise UnsupportedFeatureError(info.path, f"the HDF5 type {info.dtype}")

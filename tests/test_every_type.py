@@ -274,8 +274,10 @@ def vlen_sequences_of_strings(f: h5py.File) -> None:
     f.create_dataset("one", shape=(), dtype=h5py.vlen_dtype(h5py.string_dtype()))[()] = np.array(["x", "yz"], dtype=object)
 
 
-def vlen_sequence_scalar(f: h5py.File) -> None:  # reorder writes it; zarr-python cannot
+def vlen_sequence_scalar(f: h5py.File) -> None:  # its one chunk encoded by layoutkit (zarr-python fails on it)
     f.create_dataset("t", shape=(), dtype=h5py.vlen_dtype("<f8"))[()] = np.array([1.5, 2.5])
+    f.create_dataset("e", shape=(), dtype=h5py.vlen_dtype("<i2"))[()] = np.array([], "<i2")  # the empty one
+    f.create_dataset("unset", shape=(), dtype=h5py.vlen_dtype("u1"))
 
 
 def vlen_sequences_of_text(f: h5py.File) -> None:  # of fixed-length bytes: each value its bytes (issue 65)
@@ -418,7 +420,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     vlen_sequences_of_text: (EQUAL, EQUAL),
     vlen_sequences_big_endian: (EQUAL, EQUAL),
     vlen_sequences_of_strings: (EQUAL, EQUAL),  # each the JSON text of its strings (issue 65)
-    vlen_sequence_scalar: ("Dataset '/t' uses a variable-length sequence as a scalar", EQUAL),
+    vlen_sequence_scalar: (EQUAL, EQUAL),  # as a sequence of one dimension: its values' bytes (issue 65)
     attributes_of_every_kind: (EQUAL, EQUAL),
     committed_datatype: (EQUAL, EQUAL),
     compound_fill_value: (EQUAL, EQUAL),
@@ -608,6 +610,41 @@ def test_a_sequence_member_is_stored_as_its_bytes_and_length_and_verify_holds_bo
     z[...] = stored
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 0, check.output
+
+
+def test_a_scalar_sequence_is_its_values_bytes_in_every_variant(tmp_path: Path) -> None:
+    """A sequence as a scalar dataset, which zarr-python cannot encode (numcodecs'
+    ``VLenBytes`` fails on a 0-d array): layoutkit stores its one chunk itself, the bytes
+    zarr-python reads back as the values' bytes in both formats and in the virtual layout;
+    ``layoutkit.open`` and the engine give the values; a value changed in a store is found."""
+    import numcodecs
+    import xarray as xr
+
+    import layoutkit
+
+    src = tmp_path / "scalar.h5"
+    with h5py.File(src, "w") as f:
+        vlen_sequence_scalar(f)
+    runs = {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
+            "virtual.icechunk": ["convert", "--layout", "virtual"]}
+    write_and_prove(src, tmp_path, runs)
+    for name in ("v3.zarr", "v2.zarr"):
+        stored = zarr.open_array(tmp_path / name, path="t", mode="r")
+        assert stored.shape == () and stored.attrs["hdf5_sequence"] == "<f8"
+        raw = np.asarray(stored[()]).item()  # zarr-python gives a 0-d array of the object
+        assert np.frombuffer(raw, "<f8").tolist() == [1.5, 2.5]  # the type rules, read by numpy alone
+        assert np.asarray(zarr.open_array(tmp_path / name, path="e", mode="r")[()]).item() == b""
+    for where in (src, *(tmp_path / n for n in runs)):
+        with layoutkit.open(where) as archive:
+            t, e, unset = (archive.get(p)[()] for p in ("/t", "/e", "/unset"))  # a 0-d array of the sequence
+        assert t.tolist() == [1.5, 2.5] and e.dtype == np.dtype("<i2") and e.size == 0 and unset.size == 0, where
+    with xr.open_dataset(tmp_path / "v3.zarr", engine="layoutkit") as ds:
+        assert ds["t"].shape == () and ds["t"].values[()].tolist() == [1.5, 2.5]
+    changed = numcodecs.VLenBytes().encode(np.array([np.array([1.5, 3.5]).tobytes()], dtype=object))
+    (tmp_path / "v2.zarr" / "t" / "0").write_bytes(numcodecs.Zstd(level=3).encode(changed))
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v2.zarr"), "--patterns", "open",
+                                     "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values" in " ".join(check.output.split()), check.output
 
 
 def test_an_array_type_of_text_reads_back_as_text_from_every_variant(tmp_path: Path) -> None:

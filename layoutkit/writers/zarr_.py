@@ -548,6 +548,9 @@ class ZarrWriter:
             data = sequence_bytes(flat_members(data))
             if long_double(getattr(data, "dtype", np.dtype(object))):  # as text (LONG_DOUBLE_ATTR)
                 data = long_double_text(data)
+            if not region and np.ndim(data) == 0 and isinstance(held := np.asarray(data)[()], bytes):
+                if self._scalar_bytes(path, held):  # a scalar sequence: zarr-python cannot encode it itself
+                    continue
             encoder = self._encoder(path)
             if encoder is None or not region:
                 rest.append((path, region, data))
@@ -576,6 +579,33 @@ class ZarrWriter:
 
         with timed("zarr"):
             sync(write_all())
+
+    def _scalar_bytes(self, path: str, value: bytes) -> bool:
+        """Store the one chunk of a variable-length bytes array without dimensions (a
+        scalar sequence, :data:`~layoutkit.formats.SEQUENCE_ATTR`), encoded here with the
+        codecs its metadata names: numcodecs' ``VLenBytes`` fails on a 0-d array ("Expected
+        bytes, got numpy.ndarray", zarr-python 3.4.2), while the bytes of one item are
+        the same for one dimension or none, and zarr-python reads them back. False when
+        the metadata is not the plain one the writer makes (zarr then writes it, or fails)."""
+        node = path.strip("/")
+        doc = self._array_files(node).get("zarr.json" if self.zarr_format == 3 else ".zarray") or {}
+        if self.zarr_format == 3:
+            codecs = [c["name"] for c in doc.get("codecs", [])]
+            if codecs[:1] != ["vlen-bytes"] or not set(codecs[1:]) <= set(_BYTES_CODECS):
+                return False
+            chain = [_BYTES_CODECS[c["name"]](c.get("configuration") or {}) for c in doc["codecs"][1:]]
+            key = "c"
+        else:
+            filters, compressor = doc.get("filters") or [], doc.get("compressor")
+            if [f["id"] for f in filters] != ["vlen-bytes"] or compressor and compressor["id"] not in _V2_CODECS:
+                return False
+            chain = [numcodecs.get_codec(compressor)] if compressor else []
+            key = "0"
+        buf: Any = numcodecs.VLenBytes().encode(np.array([value], dtype=object))
+        for codec in chain:
+            buf = codec.encode(buf)
+        self.kv.put(f"{node}/{key}" if node else key, bytes(buf))
+        return True
 
     def _array_files(self, node: str) -> dict[str, Any]:
         """An array's metadata documents: the driver's own, or (in a worker process) read

@@ -615,26 +615,22 @@ def test_a_sequence_member_is_stored_as_its_bytes_and_length_and_verify_holds_bo
 def test_a_scalar_sequence_is_its_values_bytes_in_every_variant(tmp_path: Path) -> None:
     """A sequence as a scalar dataset, which zarr-python cannot encode (numcodecs'
     ``VLenBytes`` fails on a 0-d array): layoutkit stores its one chunk itself, the bytes
-    zarr-python reads back as the values' bytes in both formats and in the virtual layout;
-    ``layoutkit.open`` and the engine give the values; a value changed in a store is found."""
+    zarr-python reads back as the values' bytes in both formats and in the virtual layout
+    (and reorder's HDF5 file); ``layoutkit.open`` and the engine give the values; a value changed in a store is found."""
     import numcodecs
     import xarray as xr
 
     import layoutkit
 
-    src = tmp_path / "scalar.h5"
-    with h5py.File(src, "w") as f:
-        vlen_sequence_scalar(f)
-    runs = {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"],
-            "virtual.icechunk": ["convert", "--layout", "virtual"]}
-    write_and_prove(src, tmp_path, runs)
+    src = build(tmp_path, vlen_sequence_scalar)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
     for name in ("v3.zarr", "v2.zarr"):
         stored = zarr.open_array(tmp_path / name, path="t", mode="r")
         assert stored.shape == () and stored.attrs["hdf5_sequence"] == "<f8"
         raw = np.asarray(stored[()]).item()  # zarr-python gives a 0-d array of the object
         assert np.frombuffer(raw, "<f8").tolist() == [1.5, 2.5]  # the type rules, read by numpy alone
         assert np.asarray(zarr.open_array(tmp_path / name, path="e", mode="r")[()]).item() == b""
-    for where in (src, *(tmp_path / n for n in runs)):
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
         with layoutkit.open(where) as archive:
             t, e, unset = (archive.get(p)[()] for p in ("/t", "/e", "/unset"))  # a 0-d array of the sequence
         assert t.tolist() == [1.5, 2.5] and e.dtype == np.dtype("<i2") and e.size == 0 and unset.size == 0, where

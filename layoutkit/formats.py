@@ -166,28 +166,43 @@ holding how many values it has (``uint64``); this attribute maps each such membe
 values' type (a NumPy type string, ``"|u1"``)."""
 
 
-def sequence_length_field(name: str) -> str:
-    """The field holding how many values a sequence member's sequence has (:data:`SEQUENCE_MEMBERS_ATTR`)."""
-    return f"{name}.length"
+SEQUENCE_LENGTHS_ATTR = "hdf5_sequence_lengths"
+"""Where the compound has a member named as a sequence member's lengths field
+(``<name>.length``), that sequence member mapped to the field its lengths are in
+instead: the first of ``<name>.length.1``, ``<name>.length.2``, ... no member is named
+(:func:`sequence_length_field`); absent when every sequence member's is ``<name>.length``."""
 
 
-def joined_sequences(values: Any, members: dict[str, str]) -> Any:
+def sequence_length_field(name: str, names: Iterable[str] = ()) -> str:
+    """The field holding how many values a sequence member's sequence has
+    (:data:`SEQUENCE_MEMBERS_ATTR`): ``<name>.length``, or where the compound has a member
+    of that name (``names``, its members'), the first of ``<name>.length.1``, ... it has none of."""
+    taken, field, k = set(names), f"{name}.length", 0
+    while field in taken:
+        k += 1
+        field = f"{name}.length.{k}"
+    return field
+
+
+def joined_sequences(values: Any, members: dict[str, str], lengths: dict[str, str] | None = None) -> Any:
     """Values read from a store, their sequence members two fields each
     (:data:`SEQUENCE_MEMBERS_ATTR`), in the compound type they were written from: each
     member an object field again, each element an array of its values, as h5py reads
     the source. A sequence's bytes are cut at its last non-NUL byte when read as ``S<n>``
-    (NumPy's fixed-length bytes): its length gives them back."""
+    (NumPy's fixed-length bytes): its length gives them back. ``lengths``: the
+    :data:`SEQUENCE_LENGTHS_ATTR` of the store, where it has one."""
     import numpy as np
 
-    lengths = {sequence_length_field(m) for m in members}
-    fields = [(n, object if n in members else values.dtype[n]) for n in values.dtype.names or () if n not in lengths]
+    length_of = {m: (lengths or {}).get(m) or sequence_length_field(m) for m in members}
+    fields = [(n, object if n in members else values.dtype[n]) for n in values.dtype.names or ()
+              if n not in length_of.values()]
     out = np.empty(values.shape, np.dtype(fields))
     for name, _ in fields:
         if name not in members:
             out[name] = values[name]
             continue
         kind = np.dtype(members[name])
-        held, counts, flat = values[name].reshape(-1), values[sequence_length_field(name)].reshape(-1), out[name].reshape(-1)
+        held, counts, flat = values[name].reshape(-1), values[length_of[name]].reshape(-1), out[name].reshape(-1)
         for i, (raw, count) in enumerate(zip(held, counts)):
             size = int(count) * kind.itemsize
             flat[i] = np.frombuffer(bytes(raw).ljust(size, b"\0")[:size], dtype=kind).copy()
@@ -284,7 +299,7 @@ def joined_references(values: Any, names: list[str]) -> Any:
 
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
-                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR,
+                             TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR, SEQUENCE_LENGTHS_ATTR,
                              TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR, LONG_DOUBLE_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
@@ -363,6 +378,7 @@ __all__ = [
     "region_text",
     "SIDECAR",
     "SEQUENCE_ATTR",
+    "SEQUENCE_LENGTHS_ATTR",
     "SEQUENCE_MEMBERS_ATTR",
     "TEXT_MEMBERS_ATTR",
     "TEXT_SEQUENCE_ATTR",

@@ -114,7 +114,7 @@ def _stored_compound(dtype: np.dtype, widths: dict[str, int], arrays: dict[str, 
     for n in dtype.names or ():
         path = prefix + n
         if not prefix and n in seqs:  # its values' bytes at the longest's length, and how many values
-            fields += [(n, np.dtype(f"S{widths[n]}")), (sequence_length_field(n), np.dtype("<u8"))]
+            fields += [(n, np.dtype(f"S{widths[n]}")), (sequence_length_field(n, dtype.names or ()), np.dtype("<u8"))]
         elif path in arrays:
             element = np.dtype(f"S{widths[path]}") if path in widths else dtype[n].base
             fields.extend((member_field(n, index), element) for index in np.ndindex(*arrays[path]))
@@ -150,9 +150,6 @@ def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None
         if name not in (text or {}):
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r} "
                                                      "that HDF5 cannot read")
-        if (taken := sequence_length_field(name)) in (dtype.names or ()):
-            raise UnsupportedFeatureError(info.path, f"a compound type with a sequence member {name!r} beside a "
-                                                     f"member named {taken!r}, the field its lengths are stored in")
     for name in dtype.names or ():
         sub = dtype[name]
         if text and name in text or arrays and name in arrays:

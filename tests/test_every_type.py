@@ -88,8 +88,10 @@ def compound_vlen_sequence_member(f: h5py.File) -> None:
 
 
 def compound_sequence_beside_its_length_name(f: h5py.File) -> None:  # the field of its lengths is taken
-    dt = np.dtype([("s", h5py.vlen_dtype("i4")), ("s.length", "<i4")])
-    f.create_dataset("t", data=np.array([(np.arange(2, dtype="i4"), 5)], dt))
+    dt = np.dtype([("s", h5py.vlen_dtype("i4")), ("s.length", "<i4"), ("s.length.1", "<f4"),
+                   ("s.length.length", h5py.vlen_dtype("u1"))])
+    f.create_dataset("t", data=np.array([(np.arange(2, dtype="i4"), 5, 0.5, np.array([1, 0], "u1")),
+                                         (np.array([], "i4"), 6, 1.5, np.array([], "u1"))], dt))
 
 
 def compound_vlen_string_nested(f: h5py.File) -> None:  # a text member inside a member, two deep, one unset
@@ -393,8 +395,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_text_array_member: (EQUAL, EQUAL),  # a field an element, each text (issue 65)
     compound_vlen_string_nested: (EQUAL, EQUAL),  # a nested text member at its longest too (issue 65)
     compound_vlen_sequence_member: (EQUAL, EQUAL),  # its bytes and its length, two fields (issue 65)
-    compound_sequence_beside_its_length_name: ("Dataset '/t' uses a compound type with a sequence member 's' beside "
-                                               "a member named 's.length'", EQUAL),
+    compound_sequence_beside_its_length_name: (EQUAL, EQUAL),  # its lengths' field named apart, recorded (issue 65)
     compound_reference_member: (EQUAL, EQUAL),  # the paths they point at (issue 65)
     compound_nested_reference_member: ("Dataset '/t' uses object references inside a compound member ('n')",) * 2,
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
@@ -610,6 +611,23 @@ def test_a_sequence_member_is_stored_as_its_bytes_and_length_and_verify_holds_bo
     z[...] = stored
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 0, check.output
+
+
+def test_a_sequence_members_lengths_field_is_named_apart_from_the_members(tmp_path: Path) -> None:
+    """A compound with members named ``s.length`` and ``s.length.1`` beside the sequence
+    member ``s``: its lengths are in ``s.length.2``, which ``hdf5_sequence_lengths``
+    records; a length changed there is found, a member's value kept in its own field."""
+    src = build(tmp_path, compound_sequence_beside_its_length_name)
+    write_and_prove(src, tmp_path, {"v3.zarr": ["convert"], "v2.zarr": ["convert", "--zarr-format", "2"]})
+    z = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert z.attrs["hdf5_sequence_lengths"] == {"s": "s.length.2"}
+    stored = z[...]
+    assert stored["s.length.2"].tolist() == [2, 0] and stored["s.length"].tolist() == [5, 6]
+    changed = stored.copy()
+    changed["s.length.2"][0] = 1
+    z[...] = changed
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
 
 
 def test_a_scalar_sequence_is_its_values_bytes_in_every_variant(tmp_path: Path) -> None:

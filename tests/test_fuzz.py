@@ -157,7 +157,9 @@ def as_documented(z: Any) -> Any:
         values = text
     seqs = z.attrs.get("hdf5_sequence_members")
     if seqs:
-        kept = [n for n in values.dtype.names if not (n.endswith(".length") and n[:-len(".length")] in seqs)]
+        moved = z.attrs.get("hdf5_sequence_lengths", {})  # where a member has the name <name>.length
+        length = {s: moved.get(s, f"{s}.length") for s in seqs}
+        kept = [n for n in values.dtype.names if n not in length.values()]
         out = np.empty(values.shape, np.dtype([(n, object if n in seqs else values.dtype[n]) for n in kept]))
         for name in kept:
             if name not in seqs:
@@ -165,7 +167,7 @@ def as_documented(z: Any) -> Any:
                 continue
             size = np.dtype(seqs[name]).itemsize
             for index in np.ndindex(*values.shape):
-                count = int(values[f"{name}.length"][index])
+                count = int(values[length[name]][index])
                 raw = bytes(values[name][index]) + bytes(count * size)  # NumPy cut the trailing NULs
                 out[name][index] = np.frombuffer(raw[: count * size], dtype=seqs[name])
         return out

@@ -44,6 +44,7 @@ from layoutkit.formats import (
     REFERENCE_MEMBERS_ATTR,
     RENAMED_KEY,
     SEQUENCE_ATTR,
+    SEQUENCE_LENGTHS_ATTR,
     SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
@@ -183,6 +184,12 @@ def _of_strings(dtype: np.dtype) -> bool:
     return info is not None and info.length is None
 
 
+def _moved_lengths(dtype: np.dtype, seqs: dict[str, str]) -> dict[str, str]:
+    """The sequence members whose lengths' field is not ``<name>.length`` (another member
+    has that name), with the field it is (the type rules' :data:`SEQUENCE_LENGTHS_ATTR`)."""
+    return {n: f for n in seqs if (f := sequence_length_field(n, dtype.names or ())) != f"{n}.length"}
+
+
 def _sequence_members(dtype: np.dtype) -> dict[str, str]:
     """A compound's members (top level) that are variable-length sequences of numbers or
     fixed-length bytes, with their values' type strings, as h5py reports the type."""
@@ -206,7 +213,7 @@ def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[in
         if seqs and name in seqs:
             held = got[name] if got.names and name in got.names else None
             fields += [(name, held if held is not None and held.kind == "S" else want[name]),
-                       (sequence_length_field(name), np.dtype("<u8"))]
+                       (sequence_length_field(name, want.names or ()), np.dtype("<u8"))]
             continue
         if name in members:  # (a text member's elements: the bytes the store holds, as below)
             for index in np.ndindex(*members[name]):
@@ -315,7 +322,7 @@ def _stored_members(info: ArrayInfo, z: zarr.Array, want: Any, miss: Any) -> Any
     if not (text or members or seqs or refs):
         return want
     for attr, expected in ((REFERENCE_MEMBERS_ATTR, refs), (SEQUENCE_MEMBERS_ATTR, seqs), (TEXT_MEMBERS_ATTR, text),
-                           (ARRAY_MEMBERS_ATTR, members)):
+                           (ARRAY_MEMBERS_ATTR, members), (SEQUENCE_LENGTHS_ATTR, _moved_lengths(info.dtype, seqs))):
         if expected and z.attrs.get(attr) != expected:
             miss(path, "attribute", f"{attr!r} is {z.attrs.get(attr)!r}, expected {expected}")
     return _stored_compound(np.dtype(want), text + refs, members, np.dtype(z.dtype), seqs)
@@ -414,7 +421,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
         try:
             got_c = np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1)
             got_c = joined_members(got_c, members) if members else got_c
-            got_c = joined_sequences(got_c, seqs) if seqs else got_c.astype(want_c.dtype)
+            got_c = joined_sequences(got_c, seqs, _moved_lengths(info.dtype, seqs)) if seqs else got_c.astype(want_c.dtype)
         except (TypeError, ValueError):
             got_c = None
         if got_c is None or not equal_values(want_c, got_c).all():
@@ -435,7 +442,7 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
         if members:  # array members a field an element: joined again by the type rules
             got_v = joined_members(got_v, members)
         if seqs:  # sequence members their bytes and lengths: joined again so
-            got_v = joined_sequences(got_v, seqs)
+            got_v = joined_sequences(got_v, seqs, _moved_lengths(info.dtype, seqs))
         if refs:  # reference members the paths' bytes: as text, as the source's are read
             got_v = joined_references(got_v, refs)
         if info.dtype.kind == "f" and (kind := z.attrs.get(LONG_DOUBLE_ATTR)):  # long doubles their text

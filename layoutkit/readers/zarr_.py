@@ -33,6 +33,7 @@ from layoutkit.formats import (
     PROVENANCE_ATTR,
     REFERENCE_MEMBERS_ATTR,
     SEQUENCE_ATTR,
+    SEQUENCE_LENGTHS_ATTR,
     SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TEXT_SEQUENCE_ATTR,
@@ -325,7 +326,7 @@ class ZarrArchive(Archive):
             values = joined_members(values, members) if members else values
             if refs := attrs.get(REFERENCE_MEMBERS_ATTR):  # the paths references point at, as text
                 values = joined_references(values, refs)
-            return joined_sequences(values, seqs) if seqs else values
+            return joined_sequences(values, seqs, attrs.get(SEQUENCE_LENGTHS_ATTR)) if seqs else values
         if values.dtype == np.dtype(object) and (kind := self._attrs_of(path).get(SEQUENCE_ATTR)):
             return sequences(values, str(kind))
         if values.dtype.kind in "OTU" and self._attrs_of(path).get(TEXT_SEQUENCE_ATTR):

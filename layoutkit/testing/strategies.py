@@ -232,7 +232,8 @@ def dtype_of(kind: str) -> np.dtype:
         "ctextarr": np.dtype([("id", "<i2"), ("name", h5py.string_dtype(), (2,))]),
         "ntext": np.dtype([("a", "<i4"), ("n", [("s", h5py.string_dtype()), ("d", "<f4")])]),
         "bseq": h5py.vlen_dtype(np.dtype("S3")),
-        "cseq": np.dtype([("id", "<i2"), ("v", h5py.vlen_dtype("<i4")), ("b", h5py.vlen_dtype(np.dtype("S2")))]),
+        "cseq": np.dtype([("id", "<i2"), ("v", h5py.vlen_dtype("<i4")), ("b", h5py.vlen_dtype(np.dtype("S2"))),
+                          ("v.length", "<u2")]),  # a member named as v's lengths' field
     }[kind]
 
 
@@ -320,7 +321,7 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         return out.reshape(shape)
     if kind == "cseq":  # sequences ending in zeros, empty ones
         out = np.zeros(n, dtype=dt)
-        out["id"] = np.arange(n)
+        out["id"], out["v.length"] = np.arange(n), np.arange(n)[::-1]
         for i in range(n):
             out["v"][i] = np.array([i - 2, 0, 0], "<i4")[: i % 4]
             out["b"][i] = np.array([b"a\x00", b"", b"xy"], "S2")[: (i + 1) % 4]

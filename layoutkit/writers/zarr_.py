@@ -45,6 +45,7 @@ from layoutkit.formats import (
     REFERENCE_MEMBERS_ATTR,
     REGION_ATTR,
     SEQUENCE_ATTR,
+    SEQUENCE_LENGTHS_ATTR,
     SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
     TEXT_MEMBERS_ATTR,
@@ -207,7 +208,7 @@ def flat_members(data: Any) -> Any:
             fields.append((name, nested[name].dtype))
         elif name in seqs:
             raw = [_sequence_raw(v) for v in data[name].reshape(-1)]
-            fields += [(name, f"S{max(map(len, raw), default=1) or 1}"), (sequence_length_field(name), "<u8")]
+            fields += [(name, f"S{max(map(len, raw), default=1) or 1}"), (sequence_length_field(name, dtype.names), "<u8")]
         elif sub.subdtype is None:
             fields.append((name, sub))
         else:
@@ -220,7 +221,7 @@ def flat_members(data: Any) -> Any:
             values = data[name]
             out[name] = np.array([_sequence_raw(v) for v in values.reshape(-1)],
                                  dtype=out.dtype[name]).reshape(values.shape)
-            out[sequence_length_field(name)] = np.array([0 if v is None else np.size(v) for v in values.reshape(-1)],
+            out[sequence_length_field(name, dtype.names)] = np.array([0 if v is None else np.size(v) for v in values.reshape(-1)],
                                                         dtype="<u8").reshape(values.shape)
         elif dtype[name].subdtype is None:
             out[name] = data[name]
@@ -288,6 +289,9 @@ def _member_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
         attrs[REFERENCE_MEMBERS_ATTR] = refs
     if seqs := sequence_members(info.dtype):
         attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
+        moved = {n: f for n in seqs if (f := sequence_length_field(n, info.dtype.names or ())) != sequence_length_field(n)}
+        if moved:  # a member holds the name its lengths' field would have
+            attrs[SEQUENCE_LENGTHS_ATTR] = moved
     if dtype is bytes:
         attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
     if text_sequences(info.dtype):

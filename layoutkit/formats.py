@@ -248,6 +248,13 @@ stored as text, the shortest decimal that reads back as the same long double (Nu
 reads back as (``"<f16"``): :func:`long_doubles`."""
 
 
+LONG_DOUBLE_ATTRS_ATTR = "hdf5_long_double_attributes"
+"""A node's attributes of long doubles (JSON numbers are 64-bit floats): each such
+attribute holds the text of its values as :data:`LONG_DOUBLE_ATTR` writes them (a list of
+texts for an array), and this attribute maps its name to the NumPy type the text reads
+back as (``{"third": "<f16"}``)."""
+
+
 def long_double_text(values: Any) -> Any:
     """Long doubles as the text :data:`LONG_DOUBLE_ATTR` stores (an object array of str)."""
     import numpy as np
@@ -300,7 +307,8 @@ def joined_references(values: Any, names: list[str]) -> Any:
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
                              TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR, SEQUENCE_LENGTHS_ATTR,
-                             TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR, LONG_DOUBLE_ATTR})
+                             TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR, LONG_DOUBLE_ATTR,
+                             LONG_DOUBLE_ATTRS_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".he5", ".hdf", ".nc", ".nc4", ".h5ad")
@@ -365,6 +373,7 @@ __all__ = [
     "ENUM_ATTR",
     "LAYOUT_ATTR",
     "LONG_DOUBLE_ATTR",
+    "LONG_DOUBLE_ATTRS_ATTR",
     "long_double_text",
     "long_doubles",
     "NODES_ATTR",

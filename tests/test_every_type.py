@@ -176,11 +176,19 @@ def array_of_text(f: h5py.File) -> None:
 
 def long_double(f: h5py.File) -> None:
     """Long doubles: thirds (more digits than a float64 holds), NaN, an infinity, a
-    subnormal beyond float64's range; chunked with a fill value, a chunk never written."""
+    subnormal beyond float64's range; chunked with a fill value, a chunk never written;
+    attributes of them, one value and several, of a dataset and of the root."""
     values = np.arange(6, dtype=np.longdouble) / 3
     values[1], values[2], values[3] = np.longdouble("nan"), -np.longdouble("inf"), np.finfo(np.longdouble).tiny / 7
-    f.create_dataset("t", data=values)
+    ds = f.create_dataset("t", data=values)
     f.create_dataset("c", shape=(5,), dtype=np.longdouble, chunks=(2,), fillvalue=np.longdouble(1) / 3)[:2] = [1.5, 2.5]
+    ds.attrs.create("third", np.longdouble(1) / 3, dtype=np.longdouble)
+    ds.attrs.create("some", values[:4], dtype=np.longdouble)
+    f.attrs.create("seventh", np.longdouble(1) / 7, dtype=np.longdouble)
+
+
+def complex_long_double_attribute(f: h5py.File) -> None:  # Zarr's JSON: no complex wider than two float64
+    f.create_dataset("t", data=np.arange(3)).attrs.create("z", np.clongdouble(1 + 1j) / 3, dtype=np.clongdouble)
 
 
 def region_references(f: h5py.File) -> None:
@@ -407,7 +415,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     array_of_compounds: (EQUAL, EQUAL),
     array_of_strings: (EQUAL, EQUAL),
     array_of_text: (EQUAL, EQUAL),  # text, the elements a last axis (issue 65)
-    long_double: (EQUAL, EQUAL),  # each value its text, which reads back as it (issue 65)
+    long_double: (EQUAL, EQUAL),  # each value its text, which reads back as it (issue 65); attributes too
+    complex_long_double_attribute: ("Attribute 'z' of '/t' uses complex long double", EQUAL),
     region_references: (EQUAL, EQUAL),  # as their dataset's path and selection, JSON text (issue 65)
     region_reference_attribute: (EQUAL, EQUAL),
     compound_reference_attribute: ("Attribute 'c' of '/target' uses object references inside a compound",) * 2,
@@ -749,7 +758,9 @@ def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path
     """Long doubles (64-bit mantissas: a third has digits a float64 drops) are stored as
     the text that reads back as each value: NumPy alone reads them back exactly from the
     store, layoutkit.open and the engine give the source's values (and type) from every
-    variant, the fill value too; a value changed in the last digit is found."""
+    variant, the fill value too; a value changed in the last digit is found. Attributes
+    of them so too: their text in the store, ``hdf5_long_double_attributes`` naming them,
+    the source's long doubles from every variant, a changed one found."""
     import xarray as xr
 
     import layoutkit
@@ -758,6 +769,7 @@ def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path
     with h5py.File(src, "w") as f:
         long_double(f)
         want, want_c = f["t"][()], f["c"][()]
+        want_attrs, want_root = dict(f["t"].attrs), f.attrs["seventh"]
     assert want[4] != np.longdouble(float(want[4]))  # more than a float64 holds
     write_and_prove(src, tmp_path, EVERY_VARIANT)
     stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
@@ -765,16 +777,26 @@ def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path
     text = stored[...].tolist()
     assert np.array_equal(np.array(text, dtype=object).astype(want.dtype), want, equal_nan=True)
     assert np.longdouble(zarr.open_array(tmp_path / "v3.zarr", path="c").fill_value) == want_c[-1]
+    assert stored.attrs["hdf5_long_double_attributes"] == {"third": want.dtype.str, "some": want.dtype.str}
+    assert np.longdouble(stored.attrs["third"]) == want_attrs["third"]  # NumPy alone reads the text back
     for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
         with layoutkit.open(where) as archive:
             got = archive.get("/t")
             assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), where
             assert np.array_equal(archive.get("/c"), want_c), where
+            attrs, root = archive.variable("/t").attrs, archive.group_attrs("/")
+        assert attrs["third"].dtype == want.dtype and attrs["third"] == want_attrs["third"], where
+        assert np.array_equal(attrs["some"], want_attrs["some"], equal_nan=True), where
+        assert root["seventh"] == want_root and "hdf5_long_double_attributes" not in attrs, where
         assert np.array_equal(xr.open_dataset(where, engine="layoutkit")["t"].values, want, equal_nan=True), where
     text[4] = text[4][:-5] + ("5" if text[4][-5] != "5" else "6") + text[4][-4:]  # the last digit of 4/3
     stored[...] = np.array(text, dtype=object)
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: values: first difference at index (4,)" in " ".join(check.output.split())
+    third = stored.attrs["third"]
+    stored.attrs["third"] = third[:-5] + ("5" if third[-5] != "5" else "6") + third[-4:]
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: attribute: 'third' is" in " ".join(check.output.split()), check.output
 
 
 def test_verify_follows_each_reference_of_a_paged_file(tmp_path: Path) -> None:

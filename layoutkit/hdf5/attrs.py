@@ -10,9 +10,9 @@ from typing import Any
 import h5py
 import numpy as np
 
-from layoutkit.formats import region_text
+from layoutkit.formats import LONG_DOUBLE_ATTRS_ATTR, long_double_text, region_text
 from layoutkit.hdf5.files import first_line
-from layoutkit.hdf5.model import Unsupported, attribute_problem, declared_order, zarr_attribute_problem
+from layoutkit.hdf5.model import Unsupported, attribute_problem, declared_order, long_double, zarr_attribute_problem
 
 # Attributes that HDF5 and netCDF-4 use for their own bookkeeping. Their meaning is
 # carried by structure (dimension names, coordinate arrays, fill values), not copied.
@@ -73,6 +73,9 @@ def attr_to_json(value: Any, file: h5py.File | None = None) -> Any:
             return file[value].name
         except (KeyError, ValueError, OSError):
             return None
+    if isinstance(value, (np.ndarray, np.generic)) and long_double(value.dtype):  # text (LONG_DOUBLE_ATTRS_ATTR)
+        text = long_double_text(value)
+        return text.tolist() if text.ndim else text[()]
     if isinstance(value, bytes):
         try:
             return value.decode("utf-8")
@@ -227,6 +230,9 @@ def _is_scale_bookkeeping(obj: h5py.HLObject, name: str, is_scale: bool | None =
 
 def convert_attrs(raw: dict[str, Any], f: h5py.File, is_netcdf4: bool) -> dict[str, Any]:
     out = {k: attr_to_json(v, f) for k, v in raw.items()}
+    wide = {k: v.dtype.str for k, v in raw.items() if isinstance(v, (np.ndarray, np.generic)) and long_double(v.dtype)}
+    if wide:  # long doubles are their text: which ones, and their type (the type rules)
+        out[LONG_DOUBLE_ATTRS_ATTR] = wide
     if is_netcdf4:
         # netCDF attributes are 1-D arrays and a 1-element one is a scalar in its data
         # model (ncdump, netCDF4-python and h5netcdf all show it so)

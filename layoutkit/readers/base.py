@@ -18,7 +18,7 @@ import xarray as xr
 from xarray.backends.common import BackendArray
 
 from layoutkit.errors import InvalidOptionError, LayoutkitError
-from layoutkit.formats import stored_path
+from layoutkit.formats import LONG_DOUBLE_ATTRS_ATTR, long_doubles, stored_path
 from layoutkit.plan import iter_blocks
 from layoutkit.storage.counting import Counter
 from layoutkit.templates import DEFAULT_TEMPLATE, natural_key
@@ -517,7 +517,13 @@ def _adopt(parent: xr.DataTree, children: dict[str, xr.DataTree]) -> bool:
 
 
 def plain_attrs(attrs: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
-    return {k: v for k, v in attrs.items() if k not in hidden}
+    """A store's attributes without those that carry structure (``hidden``), its long
+    doubles' text back as long doubles (:data:`~layoutkit.formats.LONG_DOUBLE_ATTRS_ATTR`)."""
+    out = {k: v for k, v in attrs.items() if k not in hidden}
+    for name, kind in (attrs.get(LONG_DOUBLE_ATTRS_ATTR) or {}).items():
+        if name in out:
+            out[name] = long_doubles(out[name], kind)[()]
+    return out
 
 
 def bytes_back(attrs: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, external_values, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
-from layoutkit.hdf5.model import typed_values, with_paths
+from layoutkit.hdf5.model import long_double, typed_values, with_paths
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.readers.base import (
     Archive,
@@ -424,7 +424,8 @@ class HDF5Archive(Archive):
 
     def _attrs(self, obj: Any, is_scale: bool) -> dict[str, Any]:
         hidden = _HIDDEN_ATTRS | (_HIDDEN_SCALE_ATTRS if is_scale else frozenset())
-        return bytes_back({k: attr_to_json(obj.attrs[k], self.f) for k in obj.attrs if k not in hidden})
+        held = {k: obj.attrs[k] for k in obj.attrs if k not in hidden}
+        return bytes_back({k: v if _long_doubles(v) else attr_to_json(v, self.f) for k, v in held.items()})
 
     def page_buffer_stats(self) -> dict[str, float] | None:
         if not self.page_buffer:
@@ -494,6 +495,12 @@ def _text(ds: h5py.Dataset) -> Any:
     # variable-length strings as text, as Zarr stores give them (h5py gives bytes)
     info = h5py.check_string_dtype(ds.dtype)
     return ds.asstr() if info is not None and ds.dtype.kind == "O" else ds
+
+
+def _long_doubles(value: Any) -> bool:
+    """Whether an attribute's value is of long doubles: given as h5py reads them (JSON
+    would take their text, :data:`~layoutkit.formats.LONG_DOUBLE_ATTRS_ATTR`)."""
+    return isinstance(value, (np.ndarray, np.generic)) and long_double(value.dtype)
 
 
 def is_paged(path: str | os.PathLike) -> bool:

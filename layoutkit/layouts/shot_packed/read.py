@@ -16,7 +16,7 @@ from layoutkit.formats import LAYOUT_ATTR
 from layoutkit.layouts.shot_packed.spec import INDEX_ATTR as SHOT_INDEX_ATTR
 from layoutkit.layouts.shot_packed.spec import LAYOUT_NAME, PACKED_ARRAY, SHOTS_ARRAY, index_names, index_rows
 from layoutkit.layouts.shot_packed.spec import LAYOUT_VERSION as SHOT_PACKED_VERSION
-from layoutkit.readers.base import NotAnArchiveError, Selection, bytes_back, selections
+from layoutkit.readers.base import NotAnArchiveError, Selection, bytes_back, plain_attrs, selections
 from layoutkit.readers.packed import PackedArchive
 from layoutkit.readers.zarr_ import AHEAD_SHOTS, tree_of
 from layoutkit.templates import compile_template, match_template, natural_key
@@ -191,7 +191,7 @@ class ShotPackedArchive(PackedArchive):
         if m is not None and self._meta.get("version", 0) >= 3:  # a shot's groups: in its index
             doc = self._segments.doc(m.group("shot"))
             rel = path.rstrip("/")[len(self.shot_path(m.group("shot"))) + 1:]
-            return bytes_back(dict((doc or {}).get("groups", {}).get(rel, {})))
+            return bytes_back(plain_attrs(dict((doc or {}).get("groups", {}).get(rel, {})), self.hidden_attrs))
         return super().group_attrs(path)
 
     def virtual_tree(self) -> dict[str, set[str]]:

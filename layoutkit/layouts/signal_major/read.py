@@ -400,7 +400,7 @@ class SignalMajorArchive(PackedArchive):
         found = iter(values[len(rows):])
         times = [next(found) if r is not None else None for r in scale_rows]
         bases = [ref.rsplit("/", 1)[-1] if ref else "" for ref in refs]
-        attrs = bytes_back(dict(rows[0].attrs)) if rows else {}
+        attrs = bytes_back(plain_attrs(dict(rows[0].attrs), self.hidden_attrs)) if rows else {}
         return packed_dataset(signal, shots, values[: len(rows)], times, bases, attrs)
 
 

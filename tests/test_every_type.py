@@ -203,11 +203,22 @@ def region_reference_attribute(f: h5py.File) -> None:
 
 
 def compound_reference_attribute(f: h5py.File) -> None:
-    target = f.create_dataset("target", data=np.arange(3))
+    """References inside attributes: a compound's member (one unset), a region reference
+    member, one in a nested member, array members and array types of them."""
+    target = f.create_dataset("target", data=np.arange(10))
     dt = np.dtype([("a", "<i4"), ("r", h5py.ref_dtype)])
-    value = np.zeros(1, dt)
-    value["r"][0] = target.ref
+    value = np.zeros(2, dt)
+    value["a"], value["r"][0], value["r"][1] = [1, 2], target.ref, h5py.Reference()
     target.attrs.create("c", value, dtype=dt)
+    region = np.zeros((), np.dtype([("a", "<i4"), ("r", h5py.regionref_dtype)]))
+    region["r"] = target.regionref[2:5]
+    target.attrs.create("region", region, dtype=region.dtype)
+    nested = np.zeros((), np.dtype([("n", [("r", h5py.ref_dtype), ("d", "<f4")]), ("v", h5py.ref_dtype, (2,))]))
+    nested["n"]["r"], nested["v"][0], nested["v"][1] = f.ref, target.ref, f.ref
+    f.attrs.create("nested", nested, dtype=nested.dtype)
+    refs = np.empty((2, 2), object)
+    refs[...] = target.ref
+    f.attrs.create("array", refs, dtype=np.dtype((h5py.ref_dtype, (2,))))
 
 
 def _fixed_string(f: h5py.File, pad: int, values: list[bytes]) -> None:
@@ -419,7 +430,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     complex_long_double_attribute: ("Attribute 'z' of '/t' uses complex long double", EQUAL),
     region_references: (EQUAL, EQUAL),  # as their dataset's path and selection, JSON text (issue 65)
     region_reference_attribute: (EQUAL, EQUAL),
-    compound_reference_attribute: ("Attribute 'c' of '/target' uses object references inside a compound",) * 2,
+    compound_reference_attribute: (EQUAL, EQUAL),  # the paths in Zarr's JSON, made again by reorder (issue 65)
     strings_space_padded: (EQUAL, EQUAL),
     strings_nul_terminated: (EQUAL, EQUAL),
     null_scalar_and_empty: (EQUAL, EQUAL),
@@ -637,6 +648,34 @@ def test_a_sequence_members_lengths_field_is_named_apart_from_the_members(tmp_pa
     z[...] = changed
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
+
+
+def test_references_inside_attributes_are_what_they_point_at_in_every_variant(tmp_path: Path) -> None:
+    """References inside an attribute's compound or array type: in Zarr's JSON the paths
+    (a region's selection as text), an array type's a list per axis; in reorder's file
+    made again to its own objects. ``layoutkit.open`` gives the paths from each, and a
+    reference pointing elsewhere is found in either."""
+    import layoutkit
+
+    src = build(tmp_path, compound_reference_attribute)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    root = zarr.open_group(tmp_path / "v3.zarr", mode="r+")
+    assert root["target"].attrs["c"] == [{"a": 1, "r": "/target"}, {"a": 2, "r": None}]
+    assert root.attrs["nested"] == {"n": {"r": "/", "d": 0.0}, "v": ["/target", "/"]}
+    assert root.attrs["array"] == [["/target", "/target"], ["/target", "/target"]]
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            assert archive.variable("/target").attrs["c"][0]["r"] == "/target", where
+            assert archive.group_attrs("/")["nested"]["v"] == ["/target", "/"], where
+    with h5py.File(tmp_path / "paged.h5", "r+") as f:  # the paged file's own objects
+        c = f["target"].attrs["c"]
+        assert f[c["r"][0]].name == "/target" and f[c["r"][0]] == f["target"]
+        c["r"][0] = f.ref  # now pointing at the root
+        f["target"].attrs.create("c", c, dtype=c.dtype)
+    root["target"].attrs["c"] = [{"a": 1, "r": "/"}, {"a": 2, "r": None}]
+    for name in ("paged.h5", "v3.zarr"):
+        check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / name), "--patterns", "open", "--repeat", "1"])
+        assert check.exit_code == 1 and "/target: attribute: 'c' is" in " ".join(check.output.split()), check.output
 
 
 def test_a_scalar_sequence_is_its_values_bytes_in_every_variant(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.library_read import dataset_values
-from layoutkit.hdf5.model import attribute_problem
+from layoutkit.hdf5.model import attribute_problem, holds_reference
 from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.storage import AnySource
 
@@ -38,12 +38,34 @@ def _raw_attrs(obj: Any) -> dict[str, Any]:
             out[name] = (dtype, np.asarray(json.dumps(_regions(obj.file, obj.attrs[name]))))
             continue
         # references (compared as what they point at, elsewhere), and the types no layout
-        # carries (left out under --skip-unsupported, else refused), which h5py reading
-        # them can corrupt the heap for: never read
+        # carries (left out under --skip-unsupported, else refused): never read
         if h5py.check_ref_dtype(dtype) is not None or attribute_problem(dtype) is not None:
+            continue
+        if holds_reference(dtype):  # inside a compound or an array type: as what each points at
+            out[name] = (dtype, np.asarray(json.dumps(_pointed(obj.attrs[name], obj.file), default=repr)))
             continue
         out[name] = (dtype, obj.attrs[name])
     return out
+
+
+def _pointed(value: Any, f: Any) -> Any:
+    """An attribute's value holding references inside compounds or array elements, as
+    JSON-ready data with each reference what it points at (read by HDF5 here): an
+    object's path, a region's selection (:func:`_regions`), None for an unset one."""
+    import h5py
+
+    if isinstance(value, h5py.RegionReference):
+        return _regions(f, [value])[0]
+    if isinstance(value, h5py.Reference):
+        try:
+            return f[value].name if value else None
+        except (KeyError, ValueError, OSError):
+            return None
+    if isinstance(value, np.void) and value.dtype.names:
+        return {n: _pointed(value[n], f) for n in value.dtype.names}
+    if isinstance(value, np.ndarray):
+        return _pointed(value[()], f) if value.ndim == 0 else [_pointed(v, f) for v in value]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _regions(f: Any, refs: Any) -> list[Any]:

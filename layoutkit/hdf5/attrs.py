@@ -86,8 +86,8 @@ def attr_to_json(value: Any, file: h5py.File | None = None) -> Any:
             if value.ndim == 0:
                 return attr_to_json(value[()], file)
             return [attr_to_json(v, file) for v in value]
-        if value.dtype.kind in "SOUV":
-            return [attr_to_json(v, file) for v in value.reshape(-1)] if value.ndim else attr_to_json(value[()], file)
+        if value.dtype.kind in "SOUV":  # a list per axis, as numbers' are (tolist)
+            return [attr_to_json(v, file) for v in value] if value.ndim else attr_to_json(value[()], file)
         return _json_numbers(value.tolist())
     if isinstance(value, np.void) and value.dtype.names:
         return {k: attr_to_json(value[k], file) for k in value.dtype.names}

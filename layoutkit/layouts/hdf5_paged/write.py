@@ -28,7 +28,7 @@ from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.libhdf5 import to_btree_index
-from layoutkit.hdf5.model import reference_members
+from layoutkit.hdf5.model import holds_reference, reference_members
 from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
@@ -225,20 +225,34 @@ class PagedHDF5Writer:
         objects at the same paths in the output (null or dangling ones stay null); region
         references at the same selections of the datasets at the same paths."""
         for path, name, dtype, value, member in self._deferred_refs:
-            refs = np.asarray(value, dtype=object)
-            out = np.empty(refs.shape, dtype=dtype)
-            if h5py.check_ref_dtype(dtype) is h5py.RegionReference:
-                for i, ref in np.ndenumerate(refs):
-                    out[i] = self.region_reference(region_as_text(files(member), ref))
-                self.file[path].attrs.create(name, out if refs.shape else out[()], dtype=dtype)
-                continue
-            for i, ref in np.ndenumerate(refs):
+            held = np.asarray(value)
+            out = self._references_here(held, files(member))
+            self.file[path].attrs.create(name, out if held.shape else out[()], dtype=dtype)
+
+    def _references_here(self, values: np.ndarray, source: h5py.File) -> np.ndarray:
+        """``values`` (as h5py read them from ``source``) with each reference in them, in
+        any member of a compound and any element, made again to this file's object at
+        the same path (a region reference: the same selection of it)."""
+        if values.dtype.names:
+            out = values.copy()
+            for n in values.dtype.names:
+                out[n] = self._references_here(values[n], source)
+            return out
+        if values.dtype.kind != "O":
+            return values
+        out = np.empty(values.shape, dtype=object)
+        for i, ref in np.ndenumerate(values):
+            if isinstance(ref, h5py.RegionReference):
+                out[i] = self.region_reference(region_as_text(source, ref))
+            elif isinstance(ref, h5py.Reference):
                 try:
-                    target = files(member)[ref].name if ref else None
+                    target = source[ref].name if ref else None
                 except (KeyError, ValueError, OSError):
                     target = None
                 out[i] = self.file[target].ref if target and target in self.file else h5py.Reference()
-            self.file[path].attrs.create(name, out if refs.shape else out[()], dtype=dtype)
+            else:  # (text, in a compound beside the references)
+                out[i] = ref
+        return out
 
     def _create_dataset(self, info: ArrayInfo, src: h5py.Dataset, plan: StoragePlan) -> None:
         # a set's variable joined from files that pack it differently is stored decoded
@@ -382,7 +396,7 @@ class PagedHDF5Writer:
                 if not refused.only:
                     continue  # carried by no layout: left out (--skip-unsupported), and said
                 value, dtype = attribute(src.id, name)  # what Zarr alone cannot hold
-            if h5py.check_ref_dtype(dtype) is not None:  # made once every object exists
+            if holds_reference(dtype):  # made once every object exists (inside a compound too)
                 self._deferred_refs.append((dst.name, name, dtype, value, member))
                 continue
             if self._type_paths:  # an attribute of a committed type keeps it by reference

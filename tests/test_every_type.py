@@ -219,6 +219,9 @@ def compound_reference_attribute(f: h5py.File) -> None:
     refs = np.empty((2, 2), object)
     refs[...] = target.ref
     f.attrs.create("array", refs, dtype=np.dtype((h5py.ref_dtype, (2,))))
+    seqs = np.empty(2, object)
+    seqs[0], seqs[1] = np.array([target.ref, f.ref], dtype=h5py.ref_dtype), np.array([], dtype=h5py.ref_dtype)
+    f.attrs.create("sequences", seqs, dtype=h5py.vlen_dtype(h5py.ref_dtype))
 
 
 def _fixed_string(f: h5py.File, pad: int, values: list[bytes]) -> None:
@@ -663,6 +666,7 @@ def test_references_inside_attributes_are_what_they_point_at_in_every_variant(tm
     assert root["target"].attrs["c"] == [{"a": 1, "r": "/target"}, {"a": 2, "r": None}]
     assert root.attrs["nested"] == {"n": {"r": "/", "d": 0.0}, "v": ["/target", "/"]}
     assert root.attrs["array"] == [["/target", "/target"], ["/target", "/target"]]
+    assert root.attrs["sequences"] == [["/target", "/"], []]
     for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
         with layoutkit.open(where) as archive:
             assert archive.variable("/target").attrs["c"][0]["r"] == "/target", where

@@ -20,7 +20,7 @@ from layoutkit.hdf5.chunk_index import sparse_storage
 from layoutkit.hdf5.files import Members, external_values, first_line, open_h5
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.library_read import dataset_values
-from layoutkit.hdf5.model import attribute_problem, holds_reference
+from layoutkit.hdf5.model import holds_reference
 from layoutkit.hdf5.values import Mismatch, equal_values
 from layoutkit.storage import AnySource
 
@@ -37,9 +37,7 @@ def _raw_attrs(obj: Any) -> dict[str, Any]:
         if h5py.check_ref_dtype(dtype) is h5py.RegionReference:  # as the selections they describe
             out[name] = (dtype, np.asarray(json.dumps(_regions(obj.file, obj.attrs[name]))))
             continue
-        # references (compared as what they point at, elsewhere), and the types no layout
-        # carries (left out under --skip-unsupported, else refused): never read
-        if h5py.check_ref_dtype(dtype) is not None or attribute_problem(dtype) is not None:
+        if h5py.check_ref_dtype(dtype) is not None:  # compared as what they point at, elsewhere
             continue
         if holds_reference(dtype):  # inside a compound or an array type: as what each points at
             out[name] = (dtype, np.asarray(json.dumps(_pointed(obj.attrs[name], obj.file), default=repr)))

@@ -12,7 +12,7 @@ import numpy as np
 
 from layoutkit.formats import LONG_DOUBLE_ATTRS_ATTR, long_double_text, region_text
 from layoutkit.hdf5.files import first_line
-from layoutkit.hdf5.model import Unsupported, attribute_problem, declared_order, long_double, zarr_attribute_problem
+from layoutkit.hdf5.model import Unsupported, declared_order, long_double, zarr_attribute_problem
 
 # Attributes that HDF5 and netCDF-4 use for their own bookkeeping. Their meaning is
 # carried by structure (dimension names, coordinate arrays, fill values), not copied.
@@ -115,8 +115,8 @@ _ATTR_TYPES: dict[bytes, tuple[np.dtype, Any, Any, tuple[str, str] | None]] = {}
 
 
 class RefusedAttribute(Exception):
-    """An attribute whose type a layout cannot carry: left unread (h5py reading some of
-    them, references inside compounds, corrupts the heap)."""
+    """An attribute whose type a layout cannot carry (``only``: the format that cannot,
+    Zarr's JSON for a complex long double), read by none of its paths."""
 
     def __init__(self, feature: str, only: str) -> None:
         super().__init__(feature)
@@ -124,8 +124,6 @@ class RefusedAttribute(Exception):
 
 
 def _refused(dtype: np.dtype) -> tuple[str, str] | None:
-    if (problem := attribute_problem(dtype)) is not None:
-        return problem, ""
     if (problem := zarr_attribute_problem(dtype)) is not None:
         return problem, "zarr"
     return None

@@ -55,20 +55,6 @@ class Unsupported(str):
         return (Unsupported, (self.where, self.feature, self.only))
 
 
-def attribute_problem(dtype: np.dtype) -> str | None:
-    """What in an attribute's type no layout carries over, or None, read from the type
-    alone: references inside a variable-length type. (References inside a compound or
-    an array type are carried: as the paths they point at in Zarr's JSON, made again in
-    reorder's file. They were refused for a note that h5py reading them can corrupt the
-    heap, which 3,000 reads of each such type under glibc's malloc checks, h5py 3.16 with
-    HDF5 2.0, did not show.)"""
-    import h5py
-
-    if h5py.check_vlen_dtype(dtype) is not None and holds_reference(dtype):
-        return "object references inside a variable-length type"
-    return None
-
-
 def zarr_attribute_problem(dtype: np.dtype) -> str | None:
     """What in an attribute's type Zarr's JSON attributes cannot hold exactly, or None."""
     if dtype.kind == "c" and dtype.itemsize > 16:  # (real long doubles are text: LONG_DOUBLE_ATTRS_ATTR)

@@ -250,6 +250,8 @@ class PagedHDF5Writer:
                 except (KeyError, ValueError, OSError):
                     target = None
                 out[i] = self.file[target].ref if target and target in self.file else h5py.Reference()
+            elif isinstance(ref, np.ndarray):  # a sequence of them
+                out[i] = self._references_here(ref, source)
             else:  # (text, in a compound beside the references)
                 out[i] = ref
         return out

@@ -288,15 +288,21 @@ reference the empty path), ``n`` the longest path's length; :func:`joined_refere
 
 def joined_references(values: Any, names: list[str]) -> Any:
     """Values read from a store with their reference members (:data:`REFERENCE_MEMBERS_ATTR`,
-    stored as bytes) as text: the paths, as object fields."""
+    stored as bytes; a nested member's by its path, ``n/r``) as text: the paths, as
+    object fields."""
     import numpy as np
 
     if not values.dtype.names or not names:
         return values
-    dtype = np.dtype([(n, object if n in names else values.dtype[n]) for n in values.dtype.names])
+    inner = {n: joined_references(values[n], [p[len(n) + 1:] for p in names if p.startswith(n + "/")])
+             for n in values.dtype.names if values.dtype[n].names and any(p.startswith(n + "/") for p in names)}
+    dtype = np.dtype([(n, object if n in names else inner[n].dtype if n in inner else values.dtype[n])
+                      for n in values.dtype.names])
     out = np.empty(values.shape, dtype)
     for n in values.dtype.names:
-        if n in names:
+        if n in inner:
+            out[n] = inner[n]
+        elif n in names:
             held = values[n].reshape(-1)
             out[n] = np.array([bytes(b).decode("utf-8", "surrogateescape") for b in held] + [None],
                               dtype=object)[:-1].reshape(values.shape)

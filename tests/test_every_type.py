@@ -113,11 +113,12 @@ def compound_reference_member(f: h5py.File) -> None:
     f.create_dataset("t", shape=(4,), dtype=data.dtype, chunks=(2,))[:3] = data
 
 
-def compound_nested_reference_member(f: h5py.File) -> None:  # a reference inside a nested member: still refused
+def compound_nested_reference_member(f: h5py.File) -> None:  # references inside nested members, two deep
     f.create_dataset("x", data=np.arange(10))
-    data = np.zeros(2, np.dtype([("a", "<i4"), ("n", [("r", h5py.ref_dtype)])]))
+    data = np.zeros(2, np.dtype([("a", "<i4"), ("n", [("r", h5py.ref_dtype), ("m", [("q", h5py.ref_dtype)])])]))
     data["n"]["r"][0], data["n"]["r"][1] = f["x"].ref, h5py.Reference()
-    f.create_dataset("t", data=data)
+    data["n"]["m"]["q"][0], data["n"]["m"]["q"][1] = f.ref, f["x"].ref
+    f.create_dataset("t", data=data, chunks=(1,))
 
 
 def array_of_ints(f: h5py.File) -> None:
@@ -419,7 +420,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_vlen_sequence_member: (EQUAL, EQUAL),  # its bytes and its length, two fields (issue 65)
     compound_sequence_beside_its_length_name: (EQUAL, EQUAL),  # its lengths' field named apart, recorded (issue 65)
     compound_reference_member: (EQUAL, EQUAL),  # the paths they point at (issue 65)
-    compound_nested_reference_member: ("Dataset '/t' uses object references inside a compound member ('n')",) * 2,
+    compound_nested_reference_member: (EQUAL, EQUAL),  # by their paths, n/r (issue 65)
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
     virtual_dataset: (EQUAL, EQUAL),  # read through HDF5 from the files it maps (issue 65)
     virtual_dataset_unmapped: ("Dataset '/t' uses a virtual dataset (its mapped file gone.h5 is missing)",) * 2,
@@ -795,6 +796,30 @@ def test_reference_members_are_the_paths_they_point_at_in_every_variant(tmp_path
     stored[...] = changed
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
+
+
+def test_nested_reference_members_are_paths_at_their_depth_in_every_variant(tmp_path: Path) -> None:
+    """References inside nested members (``n/r``, ``n/m/q``) are stored as the paths
+    they point at in their place, listed by path; read back as the paths from every
+    variant, the paged file's pointing at its own objects, a changed one found."""
+    import layoutkit
+
+    src = build(tmp_path, compound_nested_reference_member)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert stored.attrs["hdf5_reference_members"] == ["n/r", "n/m/q"]
+    values = stored[...]
+    assert [bytes(v).decode() for v in values["n"]["m"]["q"]] == ["/", "/x"]  # zarr-python and numpy alone
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            got = archive.get("/t")
+        assert got["n"]["r"].tolist() == ["/x", ""] and got["n"]["m"]["q"].tolist() == ["/", "/x"], where
+    with h5py.File(tmp_path / "paged.h5") as g:
+        assert g[g["t"][0]["n"]["r"]] == g["x"] and g[g["t"][1]["n"]["m"]["q"]] == g["x"]
+    values["n"]["m"]["q"][1] = b"/"
+    stored[...] = values
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (1,)" in " ".join(check.output.split())
 
 
 def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path: Path) -> None:

@@ -96,15 +96,31 @@ def _paths_of_references(f: h5py.File, value: Any) -> Any:
     """A compound's object-reference members as the paths they point at (unset: ""), as
     the type rules keep them."""
     dtype = np.asarray(value).dtype
-    refs = [n for n in dtype.names or () if h5py.check_ref_dtype(dtype[n]) is h5py.Reference]
-    if not refs:
+    if not dtype.names:
         return value
     value = np.array(value, copy=True)
-    for name in refs:
-        field = value[name]
-        for index in np.ndindex(*field.shape):
-            field[index] = f[field[index]].name if field[index] else ""
+    for name in dtype.names:
+        field = value[name]  # (a view: set in place)
+        if dtype[name].names:  # a nested member's too
+            field[...] = _paths_of_references(f, field)
+        elif h5py.check_ref_dtype(dtype[name]) is h5py.Reference:
+            for index in np.ndindex(*field.shape):
+                field[index] = f[field[index]].name if field[index] else ""
     return value
+
+
+def _paths_as_text(values: Any, refs: list[str]) -> Any:
+    """A compound's reference members, stored as the UTF-8 of their paths, as text."""
+    def stored(name: str, dtype: np.dtype) -> Any:
+        inner = [r[len(name) + 1:] for r in refs if r.startswith(name + "/")]
+        return object if name in refs else _paths_as_text(np.zeros(0, dtype), inner).dtype if inner else dtype
+
+    text = np.empty(values.shape, np.dtype([(n, stored(n, values.dtype[n])) for n in values.dtype.names]))
+    for name in values.dtype.names:
+        inner = [r[len(name) + 1:] for r in refs if r.startswith(name + "/")]
+        text[name] = (np.vectorize(lambda b: bytes(b).decode("utf-8"), otypes=[object])(values[name]) if name in refs
+                      else _paths_as_text(values[name], inner) if inner else values[name])
+    return text
 
 
 def _strings_as_text(value: Any, dtype: np.dtype, scalar: bool) -> Any:
@@ -149,12 +165,8 @@ def as_documented(z: Any) -> Any:
     as arrays."""
     values = np.asarray(z[...])  # (a scalar compound's: a 0-d array, not a numpy.void)
     refs = z.attrs.get("hdf5_reference_members")
-    if refs:  # the paths references point at, their UTF-8 bytes
-        text = np.empty(values.shape, np.dtype([(n, object if n in refs else values.dtype[n]) for n in values.dtype.names]))
-        for name in values.dtype.names:
-            text[name] = values[name] if name not in refs else np.vectorize(
-                lambda b: bytes(b).decode("utf-8"), otypes=[object])(values[name])
-        values = text
+    if refs:  # the paths references point at, their UTF-8 bytes (a nested member's by its path)
+        values = _paths_as_text(values, refs)
     seqs = z.attrs.get("hdf5_sequence_members")
     if seqs:
         moved = z.attrs.get("hdf5_sequence_lengths", {})  # where a member has the name <name>.length

@@ -64,7 +64,7 @@ from layoutkit.formats import (
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import element_shape, member_values, text_members
+from layoutkit.hdf5.model import element_shape, member_values, reference_members, text_members
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
@@ -170,11 +170,6 @@ def _array_members(dtype: np.dtype, prefix: str = "") -> dict[str, list[int]]:
         elif dtype[n].subdtype is not None:
             out[prefix + n] = list(dtype[n].shape)
     return out
-
-
-def _reference_members(dtype: np.dtype) -> list[str]:
-    """A compound's members (top level) that are object references, as h5py reports the type."""
-    return [n for n in dtype.names or () if h5py.check_ref_dtype(dtype[n]) is h5py.Reference]
 
 
 def _of_strings(dtype: np.dtype) -> bool:
@@ -318,7 +313,7 @@ def _stored_members(info: ArrayInfo, z: zarr.Array, want: Any, miss: Any) -> Any
     ``want`` for any other type."""
     path = info.path
     text, members, seqs = text_members(info.dtype), _array_members(info.dtype), _sequence_members(info.dtype)
-    refs = _reference_members(info.dtype)
+    refs = reference_members(info.dtype)
     if not (text or members or seqs or refs):
         return want
     for attr, expected in ((REFERENCE_MEMBERS_ATTR, refs), (SEQUENCE_MEMBERS_ATTR, seqs), (TEXT_MEMBERS_ATTR, text),
@@ -413,8 +408,8 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
             owner[leaf] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
         seqs = _sequence_members(info.dtype)
-        for name in _reference_members(info.dtype):  # a fill's reference: unset, the empty path
-            want_c[name] = np.array([b"" for _ in want_c[name]] + [None], dtype=object)[:-1]
+        for name in reference_members(info.dtype):  # a fill's reference: unset, the empty path
+            member_values(want_c, name)[...] = np.array([b""] + [None], dtype=object)[:-1]
         for name, kind in seqs.items():  # an unset sequence (None) is the empty one
             want_c[name] = np.array([np.zeros(0, kind) if v is None else v for v in want_c[name]] + [None],
                                     dtype=object)[:-1]
@@ -431,7 +426,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
 def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], reader: ReferenceReader,
                     miss: Any) -> None:
     path = info.path
-    members, seqs, refs = _array_members(info.dtype), _sequence_members(info.dtype), _reference_members(info.dtype)
+    members, seqs, refs = _array_members(info.dtype), _sequence_members(info.dtype), reference_members(info.dtype)
     block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))

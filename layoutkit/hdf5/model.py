@@ -205,36 +205,51 @@ def element_shape(dtype: np.dtype) -> tuple[int, ...]:
 
 def carried_nowhere(info: ArrayInfo) -> str | None:
     """What in ``info``'s type no layout carries over (the feature, as an error names it),
-    or None. A member that is an object reference itself is carried (as the path it
-    points at: :func:`reference_members`); references deeper in a member are not."""
-    dtype = info.dtype
-    if dtype.names:
-        plain = set(reference_members(dtype))
-        for name in dtype.names:
-            sub = dtype[name]
-            if name not in plain and sub.hasobject and holds_reference(sub):
-                return f"object references inside a compound member ({name!r})"
+    or None. A member that is an object reference itself, at any depth of nested
+    members, is carried (as the path it points at: :func:`reference_members`);
+    references in an array member, region references and sequences of them are not."""
+    return _stray_reference(info.dtype, set(reference_members(info.dtype))) if info.dtype.names else None
+
+
+def _stray_reference(dtype: np.dtype, plain: set[str], prefix: str = "") -> str | None:
+    for name in dtype.names or ():
+        sub, path = dtype[name], prefix + name
+        if path in plain or not sub.hasobject or not holds_reference(sub):
+            continue
+        if sub.names:
+            if (found := _stray_reference(sub, plain, path + "/")) is not None:
+                return found
+            continue
+        return f"object references inside a compound member ({path!r})"
     return None
 
 
-def reference_members(dtype: np.dtype) -> list[str]:
-    """A compound's members (top level) that are object references: stored as the paths
-    they point at (:data:`~layoutkit.formats.REFERENCE_MEMBERS_ATTR`)."""
+def reference_members(dtype: np.dtype, prefix: str = "") -> list[str]:
+    """A compound's members that are object references, a nested member's by its path
+    (``n/r``): stored as the paths they point at (:data:`~layoutkit.formats.REFERENCE_MEMBERS_ATTR`)."""
     import h5py
 
-    return [n for n in dtype.names or () if h5py.check_ref_dtype(dtype[n]) is h5py.Reference]
+    out = []
+    for n in dtype.names or ():
+        if dtype[n].names:
+            out += reference_members(dtype[n], f"{prefix}{n}/")
+        elif h5py.check_ref_dtype(dtype[n]) is h5py.Reference:
+            out.append(prefix + n)
+    return out
 
 
 def with_paths(values: np.ndarray, dtype: np.dtype, path_of: Any) -> np.ndarray:
-    """A compound's values with its reference members (:func:`reference_members`) as the
-    paths they point at (``path_of(ref)``; an unset reference the empty string)."""
+    """A compound's values with its reference members (:func:`reference_members`, at
+    any depth) as the paths they point at (``path_of(ref)``; an unset reference the
+    empty string)."""
     names = reference_members(dtype)
     if not names or not values.dtype.names:
         return values
     out = np.array(values, copy=True)
     for name in names:
-        held = np.asarray(values[name], dtype=object)
-        out[name] = np.array([path_of(r) for r in held.reshape(-1)] + [None], dtype=object)[:-1].reshape(held.shape)
+        held = np.asarray(member_values(values, name), dtype=object)
+        member_values(out, name)[...] = np.array([path_of(r) for r in held.reshape(-1)] + [None],
+                                                 dtype=object)[:-1].reshape(held.shape)
     return out
 
 

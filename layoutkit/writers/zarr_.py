@@ -198,9 +198,17 @@ def flat_members(data: Any) -> Any:
     texts = {n for n in dtype.names if n not in seqs and _is_text_field(data, n)}
     if texts:  # text in a field (a reference member's path): its UTF-8 bytes, as h5py gives a text member's
         data = _utf8_fields(data, texts)
+    nested = {}  # nested members holding arrays or text (paths), as they are stored
+    for n in dtype.names:
+        if dtype[n].names and (dtype[n].hasobject or _has_array_member(dtype[n])):
+            if (stored := flat_members(held := data[n])) is not held:
+                nested[n] = stored
     if not seqs and not _has_array_member(dtype):
+        if nested:  # (their text as bytes: the same type)
+            data = np.array(data, copy=True)
+            for n, stored in nested.items():
+                data[n] = stored
         return data
-    nested = {n: flat_members(data[n]) for n in dtype.names if dtype[n].names and _has_array_member(dtype[n])}
     fields: list[tuple[str, Any]] = []
     for name in dtype.names:
         sub = dtype[name]

@@ -28,7 +28,7 @@ from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.libhdf5 import to_btree_index
-from layoutkit.hdf5.model import holds_reference, reference_members
+from layoutkit.hdf5.model import holds_reference, member_values, reference_members
 from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
@@ -317,7 +317,7 @@ class PagedHDF5Writer:
         if ds.dtype.names and (refs := reference_members(ds.dtype)):  # paths, as the reader gives them: this file's references
             data = np.array(data, dtype=ds.dtype)
             for name in refs:
-                field = data[name]  # (a view: set in place)
+                field = member_values(data, name)  # (a view: set in place; a nested member's by its path)
                 for index in np.ndindex(*field.shape):
                     p = field[index]
                     field[index] = self.file[p].ref if isinstance(p, str) and p and p in self.file else h5py.Reference()

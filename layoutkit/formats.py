@@ -286,6 +286,13 @@ fixed-length bytes (``S<n>``), the UTF-8 of the path the reference points at (an
 reference the empty path), ``n`` the longest path's length; :func:`joined_references`."""
 
 
+REGION_MEMBERS_ATTR = "hdf5_region_members"
+"""A compound with region-reference members: their names (by path, as
+:data:`REFERENCE_MEMBERS_ATTR`). Each is stored as fixed-length bytes (``S<n>``), the
+UTF-8 of the region's text (:func:`region_text`; an unset one the empty text), ``n`` the
+longest; :func:`joined_references` reads them back as that text."""
+
+
 def joined_references(values: Any, names: list[str]) -> Any:
     """Values read from a store with their reference members (:data:`REFERENCE_MEMBERS_ATTR`,
     stored as bytes; a nested member's by its path, ``n/r``) as text: the paths, as
@@ -313,7 +320,7 @@ def joined_references(values: Any, names: list[str]) -> Any:
 
 TYPE_RULE_ATTRS = frozenset({DIMENSIONS_ATTR, ENUM_ATTR, REFERENCE_ATTR, REGION_ATTR, NULL_SPACE_ATTR, ARRAY_TYPE_ATTR,
                              TEXT_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR, SEQUENCE_ATTR, SEQUENCE_MEMBERS_ATTR, SEQUENCE_LENGTHS_ATTR,
-                             TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR, LONG_DOUBLE_ATTR,
+                             TEXT_SEQUENCE_ATTR, REFERENCE_MEMBERS_ATTR, REGION_MEMBERS_ATTR, LONG_DOUBLE_ATTR,
                              LONG_DOUBLE_ATTRS_ATTR})
 """Attributes that carry structure in Zarr, not source attributes."""
 
@@ -388,6 +395,7 @@ __all__ = [
     "PROVENANCE_ATTR",
     "REFERENCE_ATTR",
     "REFERENCE_MEMBERS_ATTR",
+    "REGION_MEMBERS_ATTR",
     "REGION_ATTR",
     "region_of_text",
     "region_text",

@@ -121,6 +121,21 @@ def compound_nested_reference_member(f: h5py.File) -> None:  # references inside
     f.create_dataset("t", data=data, chunks=(1,))
 
 
+def compound_region_member(f: h5py.File) -> None:
+    """Region references as a compound's member and in a nested one: boxes, points, the
+    whole dataset, one unset."""
+    x = f.create_dataset("x", data=np.arange(20).reshape(4, 5))
+    dt = np.dtype([("a", "<i4"), ("r", h5py.regionref_dtype), ("n", [("q", h5py.regionref_dtype)])])
+    data = np.zeros(3, dt)
+    data["a"] = [1, 2, 3]
+    data["r"][0], data["r"][1], data["r"][2] = x.regionref[1:3, 2:4], x.regionref[...], h5py.RegionReference()
+    points = x.id.get_space()
+    points.select_elements(np.array([[0, 1], [3, 4]], dtype=np.uint64))
+    data["n"]["q"][0] = h5py.h5r.create(f.id, b"x", h5py.h5r.DATASET_REGION, points)
+    data["n"]["q"][1], data["n"]["q"][2] = x.regionref[0:1, :], h5py.RegionReference()
+    f.create_dataset("t", data=data)
+
+
 def array_of_ints(f: h5py.File) -> None:
     f.create_dataset("t", shape=(4,), dtype=np.dtype(("<i2", (3,))))[...] = np.arange(12).reshape(4, 3)
 
@@ -421,6 +436,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_sequence_beside_its_length_name: (EQUAL, EQUAL),  # its lengths' field named apart, recorded (issue 65)
     compound_reference_member: (EQUAL, EQUAL),  # the paths they point at (issue 65)
     compound_nested_reference_member: (EQUAL, EQUAL),  # by their paths, n/r (issue 65)
+    compound_region_member: (EQUAL, EQUAL),  # the regions' text, as a dataset of them (issue 65)
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
     virtual_dataset: (EQUAL, EQUAL),  # read through HDF5 from the files it maps (issue 65)
     virtual_dataset_unmapped: ("Dataset '/t' uses a virtual dataset (its mapped file gone.h5 is missing)",) * 2,
@@ -820,6 +836,37 @@ def test_nested_reference_members_are_paths_at_their_depth_in_every_variant(tmp_
     stored[...] = values
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: values: first difference at index (1,)" in " ".join(check.output.split())
+
+
+def test_region_members_are_their_text_in_every_variant(tmp_path: Path) -> None:
+    """Region references in a compound's members are stored as the UTF-8 of their text
+    (the dataset's path and the selection, JSON), listed in ``hdf5_region_members``;
+    read back as that text from every variant, the paged file's selecting the same
+    elements of its own dataset; a changed selection is found."""
+    import json
+
+    import layoutkit
+
+    src = build(tmp_path, compound_region_member)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert stored.attrs["hdf5_region_members"] == ["r", "n/q"]
+    values = stored[...]
+    first = json.loads(bytes(values["r"][0]).decode())  # zarr-python and json alone
+    assert first == {"path": "/x", "blocks": [[[1, 2], [2, 3]]]} and bytes(values["r"][2]) == b""
+    assert json.loads(bytes(values["n"]["q"][0]).decode()) == {"path": "/x", "points": [[0, 1], [3, 4]]}
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            got = archive.get("/t")
+        assert json.loads(got["r"][0]) == first and got["r"][2] == "" and got["n"]["q"][2] == "", where
+    with h5py.File(tmp_path / "paged.h5") as g:
+        t = g["t"][()]
+        assert g[t["r"][0]] == g["x"] and g["x"][t["r"][0]].tolist() == [[7, 8], [12, 13]]
+        assert g["x"][t["n"]["q"][0]].tolist() == [1, 19]
+    values["r"][0] = json.dumps({"path": "/x", "blocks": [[[1, 2], [2, 4]]]}).encode()[: values.dtype["r"].itemsize]
+    stored[...] = values
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
 
 
 def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path: Path) -> None:

@@ -93,8 +93,8 @@ def leaf_arrays(path: Path) -> dict[str, tuple[tuple[str, ...], Any]]:
 
 
 def _paths_of_references(f: h5py.File, value: Any) -> Any:
-    """A compound's object-reference members as the paths they point at (unset: ""), as
-    the type rules keep them."""
+    """A compound's object-reference members as the paths they point at (unset: ""),
+    its region members as their JSON (:func:`_region_json`), as the type rules keep them."""
     dtype = np.asarray(value).dtype
     if not dtype.names:
         return value
@@ -106,20 +106,44 @@ def _paths_of_references(f: h5py.File, value: Any) -> Any:
         elif h5py.check_ref_dtype(dtype[name]) is h5py.Reference:
             for index in np.ndindex(*field.shape):
                 field[index] = f[field[index]].name if field[index] else ""
+        elif h5py.check_ref_dtype(dtype[name]) is h5py.RegionReference:
+            for index in np.ndindex(*field.shape):
+                field[index] = _region_json(f, field[index])
     return value
 
 
-def _paths_as_text(values: Any, refs: list[str]) -> Any:
-    """A compound's reference members, stored as the UTF-8 of their paths, as text."""
+def _region_json(f: h5py.File, ref: Any) -> str:
+    """A region reference as the JSON of its dataset's path and selection (sorted keys),
+    as the type rules describe it, read by h5py here; unset: ""."""
+    if not ref:
+        return ""
+    space = h5py.h5r.get_region(ref, f.id)
+    kind = space.get_select_type()
+    selection: dict[str, Any] = (
+        {"points": space.get_select_elem_pointlist().tolist()} if kind == h5py.h5s.SEL_POINTS
+        else {"blocks": space.get_select_hyper_blocklist().tolist()} if kind == h5py.h5s.SEL_HYPERSLABS
+        else {"all": True} if kind == h5py.h5s.SEL_ALL else {"none": True})
+    return json.dumps({"path": f[ref].name, **selection}, sort_keys=True)
+
+
+def _paths_as_text(values: Any, refs: list[str], regions: set[str]) -> Any:
+    """A compound's reference members, stored as the UTF-8 of their paths, as text; its
+    region members (``regions``) their JSON, with sorted keys."""
     def stored(name: str, dtype: np.dtype) -> Any:
         inner = [r[len(name) + 1:] for r in refs if r.startswith(name + "/")]
-        return object if name in refs else _paths_as_text(np.zeros(0, dtype), inner).dtype if inner else dtype
+        return object if name in refs else _paths_as_text(np.zeros(0, dtype), inner, set()).dtype if inner else dtype
+
+    def text_of(name: str) -> Callable[[bytes], str]:
+        if name not in regions:
+            return lambda b: bytes(b).decode("utf-8")
+        return lambda b: json.dumps(json.loads(bytes(b).decode("utf-8")), sort_keys=True) if bytes(b) else ""
 
     text = np.empty(values.shape, np.dtype([(n, stored(n, values.dtype[n])) for n in values.dtype.names]))
     for name in values.dtype.names:
         inner = [r[len(name) + 1:] for r in refs if r.startswith(name + "/")]
-        text[name] = (np.vectorize(lambda b: bytes(b).decode("utf-8"), otypes=[object])(values[name]) if name in refs
-                      else _paths_as_text(values[name], inner) if inner else values[name])
+        text[name] = (np.vectorize(text_of(name), otypes=[object])(values[name]) if name in refs
+                      else _paths_as_text(values[name], inner, {r[len(name) + 1:] for r in regions}) if inner
+                      else values[name])
     return text
 
 
@@ -164,9 +188,9 @@ def as_documented(z: Any) -> Any:
     (``hdf5_sequence_members``) as arrays, sequences stored as bytes (``hdf5_sequence``)
     as arrays."""
     values = np.asarray(z[...])  # (a scalar compound's: a 0-d array, not a numpy.void)
-    refs = z.attrs.get("hdf5_reference_members")
-    if refs:  # the paths references point at, their UTF-8 bytes (a nested member's by its path)
-        values = _paths_as_text(values, refs)
+    refs = [*z.attrs.get("hdf5_reference_members", ()), *z.attrs.get("hdf5_region_members", ())]
+    if refs:  # the paths references point at, regions' JSON text: UTF-8 bytes (a nested member's by its path)
+        values = _paths_as_text(values, refs, set(z.attrs.get("hdf5_region_members", ())))
     seqs = z.attrs.get("hdf5_sequence_members")
     if seqs:
         moved = z.attrs.get("hdf5_sequence_lengths", {})  # where a member has the name <name>.length

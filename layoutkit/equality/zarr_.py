@@ -42,6 +42,7 @@ from layoutkit.formats import (
     NON_FINITE,
     PROVENANCE_ATTR,
     REFERENCE_MEMBERS_ATTR,
+    REGION_MEMBERS_ATTR,
     RENAMED_KEY,
     SEQUENCE_ATTR,
     SEQUENCE_LENGTHS_ATTR,
@@ -64,7 +65,7 @@ from layoutkit.formats import (
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import element_shape, member_values, reference_members, text_members
+from layoutkit.hdf5.model import element_shape, member_values, reference_members, region_members, text_members
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
 from layoutkit.readers.base import scan_grid
@@ -313,14 +314,15 @@ def _stored_members(info: ArrayInfo, z: zarr.Array, want: Any, miss: Any) -> Any
     ``want`` for any other type."""
     path = info.path
     text, members, seqs = text_members(info.dtype), _array_members(info.dtype), _sequence_members(info.dtype)
-    refs = reference_members(info.dtype)
-    if not (text or members or seqs or refs):
+    refs, regions = reference_members(info.dtype), region_members(info.dtype)
+    if not (text or members or seqs or refs or regions):
         return want
-    for attr, expected in ((REFERENCE_MEMBERS_ATTR, refs), (SEQUENCE_MEMBERS_ATTR, seqs), (TEXT_MEMBERS_ATTR, text),
+    for attr, expected in ((REFERENCE_MEMBERS_ATTR, refs), (REGION_MEMBERS_ATTR, regions), (SEQUENCE_MEMBERS_ATTR, seqs),
+                           (TEXT_MEMBERS_ATTR, text),
                            (ARRAY_MEMBERS_ATTR, members), (SEQUENCE_LENGTHS_ATTR, _moved_lengths(info.dtype, seqs))):
         if expected and z.attrs.get(attr) != expected:
             miss(path, "attribute", f"{attr!r} is {z.attrs.get(attr)!r}, expected {expected}")
-    return _stored_compound(np.dtype(want), text + refs, members, np.dtype(z.dtype), seqs)
+    return _stored_compound(np.dtype(want), text + refs + regions, members, np.dtype(z.dtype), seqs)
 
 
 def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceReader, miss: Any) -> None:
@@ -408,7 +410,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
             owner[leaf] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
         seqs = _sequence_members(info.dtype)
-        for name in reference_members(info.dtype):  # a fill's reference: unset, the empty path
+        for name in reference_members(info.dtype) + region_members(info.dtype):  # a fill's: unset, the empty text
             member_values(want_c, name)[...] = np.array([b""] + [None], dtype=object)[:-1]
         for name, kind in seqs.items():  # an unset sequence (None) is the empty one
             want_c[name] = np.array([np.zeros(0, kind) if v is None else v for v in want_c[name]] + [None],
@@ -426,7 +428,8 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
 def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], reader: ReferenceReader,
                     miss: Any) -> None:
     path = info.path
-    members, seqs, refs = _array_members(info.dtype), _sequence_members(info.dtype), reference_members(info.dtype)
+    members, seqs = _array_members(info.dtype), _sequence_members(info.dtype)
+    refs = reference_members(info.dtype) + region_members(info.dtype)
     block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))

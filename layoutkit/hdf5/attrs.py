@@ -22,6 +22,13 @@ NETCDF4_INTERNAL_ATTRS = frozenset(
     {"_Netcdf4Dimid", "_Netcdf4Coordinates", "_nc3_strict", "_NCProperties", "_IsNetcdf4"}
 )
 
+def reference_text(f: Any, ref: Any) -> str:
+    """An object reference as its path (:func:`reference_path`), a region reference as
+    its text (:func:`region_as_text`): what the type rules store for a compound's
+    reference and region members."""
+    return region_as_text(f, ref) if isinstance(ref, h5py.RegionReference) else reference_path(f, ref)
+
+
 def reference_path(f: Any, ref: Any) -> str:
     """An object reference as the type rules write it: the path it points at; the empty
     string for an unset reference or one whose object is gone."""

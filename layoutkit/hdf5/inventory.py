@@ -22,7 +22,7 @@ import numpy as np
 from layoutkit.errors import (
     CorruptSourceError,
 )
-from layoutkit.hdf5.attrs import attr_text, convert_attrs, read_attrs, reference_path
+from layoutkit.hdf5.attrs import attr_text, convert_attrs, read_attrs, reference_text
 from layoutkit.hdf5.chunk_index import (
     MAX_CHUNKS_FOR_H5PY,
     chunk_count,
@@ -252,8 +252,8 @@ def _text_widths(ds: h5py.Dataset, members: list[str]) -> tuple[tuple[str, int],
                 wrapped = block.dtype.names and name.split("/")[0] in block.dtype.names
                 values = member_values(block, name) if wrapped else block
                 for v in np.asarray(values).reshape(-1):
-                    if isinstance(v, h5py.Reference):  # a reference member: the path it points at
-                        v = reference_path(ds.file, v)
+                    if isinstance(v, h5py.Reference):  # a reference member: the path it points at, a region's text
+                        v = reference_text(ds.file, v)
                     n = v.nbytes if isinstance(v, np.ndarray) else len(v.encode("utf-8") if isinstance(v, str) else v or b"")
                     widths[name] = max(widths[name], n)
     except (OSError, RuntimeError, ValueError, TypeError):

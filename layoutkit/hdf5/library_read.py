@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 
 from layoutkit.errors import ChunkDecodeError
-from layoutkit.hdf5.attrs import reference_path, region_as_text
+from layoutkit.hdf5.attrs import reference_path, reference_text, region_as_text
 from layoutkit.hdf5.files import external_values, first_line
 from layoutkit.hdf5.model import ArrayInfo, typed_values, with_paths
 from layoutkit.plan import Region
@@ -59,7 +59,7 @@ def dataset_values(ds: h5py.Dataset, sel: tuple[slice, ...]) -> np.ndarray:
         values[()] = ds[()]
     else:
         values = np.asarray(ds[sel])
-    return with_paths(typed_values(values, ds.dtype), ds.dtype, lambda r: reference_path(ds.file, r))
+    return with_paths(typed_values(values, ds.dtype), ds.dtype, lambda r: reference_text(ds.file, r))
 
 
 def _joined(files: Callable[[int], h5py.File], info: ArrayInfo, region: Region) -> np.ndarray:

@@ -187,7 +187,7 @@ def measured_members(dtype: np.dtype) -> list[str]:
     """A compound's members stored at their longest value's length (text members, by
     path, sequence members and reference members, whose paths are measured): what the
     walk measures (:attr:`ArrayInfo.text_widths`)."""
-    return text_members(dtype) + list(sequence_members(dtype)) + reference_members(dtype)
+    return text_members(dtype) + list(sequence_members(dtype)) + reference_members(dtype) + region_members(dtype)
 
 
 def member_values(values: Any, path: str) -> Any:
@@ -208,7 +208,8 @@ def carried_nowhere(info: ArrayInfo) -> str | None:
     or None. A member that is an object reference itself, at any depth of nested
     members, is carried (as the path it points at: :func:`reference_members`);
     references in an array member, region references and sequences of them are not."""
-    return _stray_reference(info.dtype, set(reference_members(info.dtype))) if info.dtype.names else None
+    plain = set(reference_members(info.dtype) + region_members(info.dtype))
+    return _stray_reference(info.dtype, plain) if info.dtype.names else None
 
 
 def _stray_reference(dtype: np.dtype, plain: set[str], prefix: str = "") -> str | None:
@@ -224,25 +225,35 @@ def _stray_reference(dtype: np.dtype, plain: set[str], prefix: str = "") -> str 
     return None
 
 
-def reference_members(dtype: np.dtype, prefix: str = "") -> list[str]:
-    """A compound's members that are object references, a nested member's by its path
-    (``n/r``): stored as the paths they point at (:data:`~layoutkit.formats.REFERENCE_MEMBERS_ATTR`)."""
+def reference_members(dtype: np.dtype, prefix: str = "", kind: Any = None) -> list[str]:
+    """A compound's members that are object references (``kind``: h5py's type of
+    reference, ``h5py.Reference`` by default), a nested member's by its path (``n/r``):
+    stored as the paths they point at (:data:`~layoutkit.formats.REFERENCE_MEMBERS_ATTR`)."""
     import h5py
 
+    kind = kind or h5py.Reference
     out = []
     for n in dtype.names or ():
         if dtype[n].names:
-            out += reference_members(dtype[n], f"{prefix}{n}/")
-        elif h5py.check_ref_dtype(dtype[n]) is h5py.Reference:
+            out += reference_members(dtype[n], f"{prefix}{n}/", kind)
+        elif h5py.check_ref_dtype(dtype[n]) is kind:
             out.append(prefix + n)
     return out
 
 
+def region_members(dtype: np.dtype) -> list[str]:
+    """A compound's members that are region references, by path as :func:`reference_members`:
+    stored as their text (:data:`~layoutkit.formats.REGION_MEMBERS_ATTR`)."""
+    import h5py
+
+    return reference_members(dtype, kind=h5py.RegionReference)
+
+
 def with_paths(values: np.ndarray, dtype: np.dtype, path_of: Any) -> np.ndarray:
     """A compound's values with its reference members (:func:`reference_members`, at
-    any depth) as the paths they point at (``path_of(ref)``; an unset reference the
-    empty string)."""
-    names = reference_members(dtype)
+    any depth) as the paths they point at, and its region members (:func:`region_members`)
+    as their text: ``path_of(ref)`` gives either (an unset reference the empty string)."""
+    names = reference_members(dtype) + region_members(dtype)
     if not names or not values.dtype.names:
         return values
     out = np.array(values, copy=True)

@@ -17,7 +17,7 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.formats import element_dims
-from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
+from layoutkit.hdf5.attrs import attr_to_json, reference_path, reference_text, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, external_values, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
@@ -464,7 +464,7 @@ def _values(ds: h5py.Dataset, selection: Selection) -> np.ndarray:
         values = np.empty((), dtype=object)
         values[()] = ds[()]
     values = typed_values(values, ds.dtype)  # (strings in sequences and array types as text)
-    return with_paths(values, ds.dtype, lambda r: reference_path(ds.file, r))  # a compound's references as paths
+    return with_paths(values, ds.dtype, lambda r: reference_text(ds.file, r))  # a compound's references as paths
 
 
 def _address(obj: Any) -> Any:

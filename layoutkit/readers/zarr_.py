@@ -32,6 +32,7 @@ from layoutkit.formats import (
     NODES_ATTR,
     PROVENANCE_ATTR,
     REFERENCE_MEMBERS_ATTR,
+    REGION_MEMBERS_ATTR,
     SEQUENCE_ATTR,
     SEQUENCE_LENGTHS_ATTR,
     SEQUENCE_MEMBERS_ATTR,
@@ -324,8 +325,8 @@ class ZarrArchive(Archive):
             attrs = self._attrs_of(path)
             members, seqs = attrs.get(ARRAY_MEMBERS_ATTR), attrs.get(SEQUENCE_MEMBERS_ATTR)
             values = joined_members(values, members) if members else values
-            if refs := attrs.get(REFERENCE_MEMBERS_ATTR):  # the paths references point at, as text
-                values = joined_references(values, refs)
+            if refs := [*attrs.get(REFERENCE_MEMBERS_ATTR, ()), *attrs.get(REGION_MEMBERS_ATTR, ())]:
+                values = joined_references(values, refs)  # the paths references point at, regions' text
             return joined_sequences(values, seqs, attrs.get(SEQUENCE_LENGTHS_ATTR)) if seqs else values
         if values.dtype == np.dtype(object) and (kind := self._attrs_of(path).get(SEQUENCE_ATTR)):
             return sequences(values, str(kind))

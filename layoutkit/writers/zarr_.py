@@ -44,6 +44,7 @@ from layoutkit.formats import (
     REFERENCE_ATTR,
     REFERENCE_MEMBERS_ATTR,
     REGION_ATTR,
+    REGION_MEMBERS_ATTR,
     SEQUENCE_ATTR,
     SEQUENCE_LENGTHS_ATTR,
     SEQUENCE_MEMBERS_ATTR,
@@ -56,7 +57,14 @@ from layoutkit.formats import (
     sequence_length_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import long_double, reference_members, sequence_members, text_members, text_sequences
+from layoutkit.hdf5.model import (
+    long_double,
+    reference_members,
+    region_members,
+    sequence_members,
+    text_members,
+    text_sequences,
+)
 from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
@@ -295,6 +303,8 @@ def _member_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
         attrs[TEXT_MEMBERS_ATTR] = text
     if refs := reference_members(info.dtype):
         attrs[REFERENCE_MEMBERS_ATTR] = refs
+    if regions := region_members(info.dtype):
+        attrs[REGION_MEMBERS_ATTR] = regions
     if seqs := sequence_members(info.dtype):
         attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
         moved = {n: f for n in seqs if (f := sequence_length_field(n, info.dtype.names or ())) != sequence_length_field(n)}

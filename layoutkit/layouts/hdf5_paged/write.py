@@ -28,7 +28,7 @@ from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.libhdf5 import to_btree_index
-from layoutkit.hdf5.model import holds_reference, member_values, reference_members
+from layoutkit.hdf5.model import holds_reference, member_values, reference_members, region_members
 from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
@@ -314,13 +314,15 @@ class PagedHDF5Writer:
                     data[i] = self.region_reference(p)
                 else:
                     data[i] = self.file[p].ref if p and p in self.file else h5py.Reference()
-        if ds.dtype.names and (refs := reference_members(ds.dtype)):  # paths, as the reader gives them: this file's references
-            data = np.array(data, dtype=ds.dtype)
+        if ds.dtype.names and (refs := reference_members(ds.dtype) + region_members(ds.dtype)):
+            data = np.array(data, dtype=ds.dtype)  # paths and regions' text, as the reader gives them: this file's references
+            regions = set(region_members(ds.dtype))
             for name in refs:
                 field = member_values(data, name)  # (a view: set in place; a nested member's by its path)
                 for index in np.ndindex(*field.shape):
                     p = field[index]
-                    field[index] = self.file[p].ref if isinstance(p, str) and p and p in self.file else h5py.Reference()
+                    field[index] = (self.region_reference(p if isinstance(p, str) else "") if name in regions else
+                                    self.file[p].ref if isinstance(p, str) and p and p in self.file else h5py.Reference())
         with timed("h5py"):
             if ds.dtype.kind == "O" and isinstance(h5py.check_vlen_dtype(ds.dtype), np.dtype):
                 # sequences as h5py read them, one object each: ds[...] = would take a block

@@ -303,8 +303,8 @@ def joined_references(values: Any, names: list[str]) -> Any:
         return values
     inner = {n: joined_references(values[n], [p[len(n) + 1:] for p in names if p.startswith(n + "/")])
              for n in values.dtype.names if values.dtype[n].names and any(p.startswith(n + "/") for p in names)}
-    dtype = np.dtype([(n, object if n in names else inner[n].dtype if n in inner else values.dtype[n])
-                      for n in values.dtype.names])
+    dtype = np.dtype([(n, (object, values.dtype[n].shape) if n in names  # (an array member's: each element)
+                       else inner[n].dtype if n in inner else values.dtype[n]) for n in values.dtype.names])
     out = np.empty(values.shape, dtype)
     for n in values.dtype.names:
         if n in inner:
@@ -312,7 +312,7 @@ def joined_references(values: Any, names: list[str]) -> Any:
         elif n in names:
             held = values[n].reshape(-1)
             out[n] = np.array([bytes(b).decode("utf-8", "surrogateescape") for b in held] + [None],
-                              dtype=object)[:-1].reshape(values.shape)
+                              dtype=object)[:-1].reshape(values[n].shape)
         else:
             out[n] = values[n]
     return out

@@ -28,6 +28,8 @@ from layoutkit.hdf5.model import (
     carried_nowhere,
     element_shape,
     long_double,
+    reference_members,
+    region_members,
     sequence_members,
     sequence_type,
     text_elements,
@@ -126,11 +128,12 @@ def _stored_compound(dtype: np.dtype, widths: dict[str, int], arrays: dict[str, 
 
 
 def array_members(dtype: np.dtype, prefix: str = "") -> dict[str, tuple[int, ...]]:
-    """A compound's members of an array type of numbers or of variable-length strings, by
-    path (a nested member's ``n/v``), with their element shapes: each stored as a field
-    per element (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`; a string one at its
-    longest value's length)."""
+    """A compound's members of an array type of numbers, variable-length strings or
+    references, by path (a nested member's ``n/v``), with their element shapes: each
+    stored as a field per element (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`; a
+    string one, or a reference's text, at its longest value's length)."""
     out, texts = {}, set(text_members(dtype, prefix))
+    texts |= {prefix + r for r in reference_members(dtype) + region_members(dtype)}  # references: their text
     for name in dtype.names or ():
         sub = dtype[name]
         if sub.names:

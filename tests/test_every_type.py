@@ -136,6 +136,20 @@ def compound_region_member(f: h5py.File) -> None:
     f.create_dataset("t", data=data)
 
 
+def compound_reference_array_member(f: h5py.File) -> None:
+    """Array members of object and of region references, one element unset, and one in a
+    nested member."""
+    x = f.create_dataset("x", data=np.arange(10))
+    dt = np.dtype([("a", "<i4"), ("r", h5py.ref_dtype, (2,)), ("g", h5py.regionref_dtype, (2,)),
+                   ("n", [("q", h5py.ref_dtype, (3,))])])
+    data = np.zeros(2, dt)
+    for i in range(2):
+        data["r"][i] = [x.ref, h5py.Reference() if i else f.ref]
+        data["g"][i] = [x.regionref[i:i + 3], h5py.RegionReference()]
+        data["n"]["q"][i] = [f.ref, x.ref, f.ref]
+    f.create_dataset("t", data=data)
+
+
 def array_of_ints(f: h5py.File) -> None:
     f.create_dataset("t", shape=(4,), dtype=np.dtype(("<i2", (3,))))[...] = np.arange(12).reshape(4, 3)
 
@@ -437,6 +451,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_reference_member: (EQUAL, EQUAL),  # the paths they point at (issue 65)
     compound_nested_reference_member: (EQUAL, EQUAL),  # by their paths, n/r (issue 65)
     compound_region_member: (EQUAL, EQUAL),  # the regions' text, as a dataset of them (issue 65)
+    compound_reference_array_member: (EQUAL, EQUAL),  # a field an element, each a path or a region's text
     array_of_ints: (EQUAL, EQUAL),  # the elements as a last axis (issue 65)
     virtual_dataset: (EQUAL, EQUAL),  # read through HDF5 from the files it maps (issue 65)
     virtual_dataset_unmapped: ("Dataset '/t' uses a virtual dataset (its mapped file gone.h5 is missing)",) * 2,
@@ -867,6 +882,34 @@ def test_region_members_are_their_text_in_every_variant(tmp_path: Path) -> None:
     stored[...] = values
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
+
+
+def test_array_members_of_references_are_a_path_an_element_in_every_variant(tmp_path: Path) -> None:
+    """An array member of references is a field an element (``r[0]``, ``r[1]``), each the
+    UTF-8 of its path (of a region: its text); read back as arrays of paths from every
+    variant, the paged file's pointing at its own objects; a changed element is found."""
+    import layoutkit
+
+    src = build(tmp_path, compound_reference_array_member)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    attrs = stored.attrs
+    assert attrs["hdf5_reference_members"] == ["r", "n/q"] and attrs["hdf5_region_members"] == ["g"]
+    assert attrs["hdf5_array_members"] == {"r": [2], "g": [2], "n/q": [3]}
+    values = stored[...]
+    assert [bytes(values[f"r[{i}]"][0]).decode() for i in range(2)] == ["/x", "/"]  # zarr-python alone
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            got = archive.get("/t")
+        assert got["r"].tolist() == [["/x", "/"], ["/x", ""]] and got["n"]["q"][1].tolist() == ["/", "/x", "/"], where
+        assert got["g"][1][0].startswith('{"path":"/x"') and got["g"][0][1] == "", where
+    with h5py.File(tmp_path / "paged.h5") as g:
+        row = g["t"][1]
+        assert g[row["r"][0]] == g["x"] and g["x"][row["g"][0]].tolist() == [1, 2, 3]
+    values["r[1]"][1] = b"/x"
+    stored[...] = values
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (1,)" in " ".join(check.output.split())
 
 
 def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path: Path) -> None:

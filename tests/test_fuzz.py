@@ -103,10 +103,10 @@ def _paths_of_references(f: h5py.File, value: Any) -> Any:
         field = value[name]  # (a view: set in place)
         if dtype[name].names:  # a nested member's too
             field[...] = _paths_of_references(f, field)
-        elif h5py.check_ref_dtype(dtype[name]) is h5py.Reference:
+        elif h5py.check_ref_dtype(dtype[name].base) is h5py.Reference:  # (an array member's: each element)
             for index in np.ndindex(*field.shape):
                 field[index] = f[field[index]].name if field[index] else ""
-        elif h5py.check_ref_dtype(dtype[name]) is h5py.RegionReference:
+        elif h5py.check_ref_dtype(dtype[name].base) is h5py.RegionReference:
             for index in np.ndindex(*field.shape):
                 field[index] = _region_json(f, field[index])
     return value
@@ -131,7 +131,9 @@ def _paths_as_text(values: Any, refs: list[str], regions: set[str]) -> Any:
     region members (``regions``) their JSON, with sorted keys."""
     def stored(name: str, dtype: np.dtype) -> Any:
         inner = [r[len(name) + 1:] for r in refs if r.startswith(name + "/")]
-        return object if name in refs else _paths_as_text(np.zeros(0, dtype), inner, set()).dtype if inner else dtype
+        if name in refs:  # (an array member's: each element)
+            return (object, dtype.shape)
+        return _paths_as_text(np.zeros(0, dtype), inner, set()).dtype if inner else dtype
 
     def text_of(name: str) -> Callable[[bytes], str]:
         if name not in regions:
@@ -188,6 +190,9 @@ def as_documented(z: Any) -> Any:
     (``hdf5_sequence_members``) as arrays, sequences stored as bytes (``hdf5_sequence``)
     as arrays."""
     values = np.asarray(z[...])  # (a scalar compound's: a 0-d array, not a numpy.void)
+    members = z.attrs.get("hdf5_array_members")
+    if members:
+        values = _joined(values, members)
     refs = [*z.attrs.get("hdf5_reference_members", ()), *z.attrs.get("hdf5_region_members", ())]
     if refs:  # the paths references point at, regions' JSON text: UTF-8 bytes (a nested member's by its path)
         values = _paths_as_text(values, refs, set(z.attrs.get("hdf5_region_members", ())))
@@ -207,9 +212,8 @@ def as_documented(z: Any) -> Any:
                 raw = bytes(values[name][index]) + bytes(count * size)  # NumPy cut the trailing NULs
                 out[name][index] = np.frombuffer(raw[: count * size], dtype=seqs[name])
         return out
-    members = z.attrs.get("hdf5_array_members")
-    if members:
-        return _joined(values, members)
+    if members or refs:
+        return values
     if kind := z.attrs.get("hdf5_long_double"):  # each value the text that reads back as it
         with np.errstate(all="ignore"), __import__("warnings").catch_warnings():
             __import__("warnings").simplefilter("ignore", RuntimeWarning)

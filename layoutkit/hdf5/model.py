@@ -226,9 +226,10 @@ def _stray_reference(dtype: np.dtype, plain: set[str], prefix: str = "") -> str 
 
 
 def reference_members(dtype: np.dtype, prefix: str = "", kind: Any = None) -> list[str]:
-    """A compound's members that are object references (``kind``: h5py's type of
-    reference, ``h5py.Reference`` by default), a nested member's by its path (``n/r``):
-    stored as the paths they point at (:data:`~layoutkit.formats.REFERENCE_MEMBERS_ATTR`)."""
+    """A compound's members that are object references, or array members of them
+    (``kind``: h5py's type of reference, ``h5py.Reference`` by default), a nested
+    member's by its path (``n/r``): stored as the paths they point at
+    (:data:`~layoutkit.formats.REFERENCE_MEMBERS_ATTR`; an array member's a field an element)."""
     import h5py
 
     kind = kind or h5py.Reference
@@ -236,7 +237,7 @@ def reference_members(dtype: np.dtype, prefix: str = "", kind: Any = None) -> li
     for n in dtype.names or ():
         if dtype[n].names:
             out += reference_members(dtype[n], f"{prefix}{n}/", kind)
-        elif h5py.check_ref_dtype(dtype[n]) is kind:
+        elif h5py.check_ref_dtype(dtype[n].base) is kind:  # (of an array member: each element)
             out.append(prefix + n)
     return out
 

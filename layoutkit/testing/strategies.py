@@ -221,7 +221,7 @@ def dtype_of(kind: str) -> np.dtype:
         "longdouble": np.dtype(np.longdouble),
         "regionref": h5py.regionref_dtype,
         "cref": np.dtype([("a", "<i4"), ("r", h5py.ref_dtype), ("n", [("q", h5py.ref_dtype), ("d", "<f4")]),
-                          ("g", h5py.regionref_dtype)]),
+                          ("g", h5py.regionref_dtype), ("v", h5py.ref_dtype, (2,))]),
         "ctext": np.dtype([("id", "<i4"), ("name", h5py.string_dtype())]),
         "carray": np.dtype([("id", "<i2"), ("v", "<f4", (3,)), ("m", ">i4", (2, 2))]),
         "ragged": h5py.vlen_dtype(np.dtype("<f8")),
@@ -278,8 +278,11 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         out["a"] = np.arange(n)
         for i in range(n):
             out["r"][i], out["n"]["q"][i], out["g"][i] = h5py.Reference(), h5py.Reference(), h5py.RegionReference()
+            out["v"][i] = [h5py.Reference(), h5py.Reference()]
         if f is not None:
             out["r"][::2], out["n"]["q"][1::2], out["g"][:] = f.ref, f.ref, _regions(f, n)
+            for i in range(n):
+                out["v"][i] = [f.ref, h5py.Reference() if i % 2 else f.ref]
         return out.reshape(shape)
     if kind in ("vstr", "vbytes"):
         words = ["", "µs", "üñî 𝜋", "plain"] if kind == "vstr" else ["", "abc", "a b", "long " * 20]
@@ -565,6 +568,7 @@ def _attribute(f: h5py.File, obj: Any, name: str, kind: str, rng: np.random.Gene
         dt = dtype_of("cref")
         value = np.zeros((), dt)
         value["r"], value["n"]["q"], value["g"] = f.ref, h5py.Reference(), _regions(f, 1)[0]
+        value["v"] = [f.ref, h5py.Reference()]
         a.create(name, value, dtype=dt)
     elif kind == "longdouble":
         a.create(name, np.longdouble(1) / 3, dtype=np.longdouble)

@@ -244,8 +244,9 @@ LONG_DOUBLE_ATTR = "hdf5_long_double"
 """A dataset of long doubles (floats wider than 64 bits, which Zarr has not): each value
 stored as text, the shortest decimal that reads back as the same long double (NumPy's
 ``format_float_scientific(v, unique=True)``: ``"3.3333333333333333334e-01"``; ``"nan"``,
-``"inf"``, ``"-inf"``), the fill value so too; this attribute is the NumPy type the text
-reads back as (``"<f16"``): :func:`long_doubles`."""
+``"inf"``, ``"-inf"``), the fill value so too; a complex long double's value its real and
+imaginary parts so, a space between (``"3.3333333333333333334e-01 -1e+00"``); this attribute
+is the NumPy type the text reads back as (``"<f16"``, ``"<c32"``): :func:`long_doubles`."""
 
 
 LONG_DOUBLE_ATTRS_ATTR = "hdf5_long_double_attributes"
@@ -256,14 +257,17 @@ back as (``{"third": "<f16"}``)."""
 
 
 def long_double_text(values: Any) -> Any:
-    """Long doubles as the text :data:`LONG_DOUBLE_ATTR` stores (an object array of str)."""
+    """Long doubles as the text :data:`LONG_DOUBLE_ATTR` stores (an object array of str);
+    a complex one's real and imaginary parts so, a space between."""
     import numpy as np
 
     values = np.asarray(values)
     out = np.empty(values.shape, dtype=object)
     flat, held = out.reshape(-1), values.reshape(-1)
+    text = np.format_float_scientific
     for i, v in enumerate(held):
-        flat[i] = np.format_float_scientific(v, unique=True)
+        flat[i] = f"{text(v.real, unique=True)} {text(v.imag, unique=True)}" if held.dtype.kind == "c" \
+            else text(v, unique=True)
     return out
 
 
@@ -274,10 +278,15 @@ def long_doubles(values: Any, dtype: str) -> Any:
 
     import numpy as np
 
-    held = np.asarray(values, dtype=object)
+    held, kind = np.asarray(values, dtype=object), np.dtype(dtype)
     with warnings.catch_warnings():  # ("overflow encountered in conversion from string": infinities read back exactly)
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.array([t or "0" for t in held.reshape(-1)], dtype=object).astype(np.dtype(dtype)).reshape(held.shape)
+        if kind.kind != "c":
+            return np.array([t or "0" for t in held.reshape(-1)], dtype=object).astype(kind).reshape(held.shape)
+        parts = np.array([(t or "0 0").split(" ") for t in held.reshape(-1)] + [["0", "0"]], dtype=object)[:-1]
+        out = np.empty(len(parts), kind)
+        out.real, out.imag = parts[:, 0].astype(out.real.dtype), parts[:, 1].astype(out.real.dtype)
+        return out.reshape(held.shape)
 
 
 REFERENCE_MEMBERS_ATTR = "hdf5_reference_members"

@@ -74,9 +74,6 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
         return str
     if long_double(info.dtype):  # each value the text that reads back as it (LONG_DOUBLE_ATTR)
         return str
-    if info.dtype.kind == "c" and info.dtype.itemsize > 16:
-        raise UnsupportedFeatureError(info.path, f"complex long double ({info.dtype}; Zarr's widest complex is "
-                                                 "two 64-bit floats)")
     if info.kind == "enum":
         return np.dtype(info.dtype.str)  # the base integer, without h5py's enum metadata
     if info.kind == "vlen":

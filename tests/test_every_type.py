@@ -217,8 +217,15 @@ def long_double(f: h5py.File) -> None:
     f.attrs.create("seventh", np.longdouble(1) / 7, dtype=np.longdouble)
 
 
-def complex_long_double_attribute(f: h5py.File) -> None:  # Zarr's JSON: no complex wider than two float64
-    f.create_dataset("t", data=np.arange(3)).attrs.create("z", np.clongdouble(1 + 1j) / 3, dtype=np.clongdouble)
+def complex_long_double(f: h5py.File) -> None:
+    """Complex long doubles: thirds in both parts, NaN and an infinity in one; as a
+    dataset with a fill value, and as attributes."""
+    values = (np.arange(4, dtype=np.clongdouble) + 1j) / 3
+    values[2] = np.clongdouble(complex(np.nan, -np.inf))
+    ds = f.create_dataset("t", data=values, chunks=(2,), fillvalue=np.clongdouble(1j) / 7)
+    ds.attrs.create("z", np.clongdouble(1 + 1j) / 3, dtype=np.clongdouble)
+    ds.attrs.create("zs", values[:2], dtype=np.clongdouble)
+    f.create_dataset("unset", shape=(3,), dtype=np.clongdouble, chunks=(2,), fillvalue=np.clongdouble(2 + 1j) / 3)[:1] = 1
 
 
 def region_references(f: h5py.File) -> None:
@@ -462,7 +469,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     array_of_strings: (EQUAL, EQUAL),
     array_of_text: (EQUAL, EQUAL),  # text, the elements a last axis (issue 65)
     long_double: (EQUAL, EQUAL),  # each value its text, which reads back as it (issue 65); attributes too
-    complex_long_double_attribute: ("Attribute 'z' of '/t' uses complex long double", EQUAL),
+    complex_long_double: (EQUAL, EQUAL),  # each value the text of its two parts (issue 65)
     region_references: (EQUAL, EQUAL),  # as their dataset's path and selection, JSON text (issue 65)
     region_reference_attribute: (EQUAL, EQUAL),
     compound_reference_attribute: (EQUAL, EQUAL),  # the paths in Zarr's JSON, made again by reorder (issue 65)
@@ -955,6 +962,33 @@ def test_long_doubles_are_text_that_reads_back_exactly_in_every_variant(tmp_path
     stored.attrs["third"] = third[:-5] + ("5" if third[-5] != "5" else "6") + third[-4:]
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: attribute: 'third' is" in " ".join(check.output.split()), check.output
+
+
+def test_complex_long_doubles_are_the_text_of_their_parts_in_every_variant(tmp_path: Path) -> None:
+    """Complex long doubles are stored as text, each value its real and imaginary parts'
+    text with a space between (``hdf5_long_double: "<c32"``), attributes so too; NumPy
+    alone reads them back exactly, layoutkit.open gives the source's values, fill value
+    and attributes from every variant; a changed digit of an imaginary part is found."""
+    import layoutkit
+
+    src = build(tmp_path, complex_long_double)
+    with h5py.File(src) as f:
+        want, want_unset, want_z = f["t"][()], f["unset"][()], f["t"].attrs["z"]
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    stored = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert stored.attrs["hdf5_long_double"] == "<c32" and stored.attrs["hdf5_long_double_attributes"]["z"] == "<c32"
+    text = stored[...].tolist()
+    real, imag = (np.array([t.split(" ")[k] for t in text], dtype=object).astype(np.longdouble) for k in (0, 1))
+    assert np.array_equal(real, want.real, equal_nan=True) and np.array_equal(imag, want.imag, equal_nan=True)
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            got, unset, z = archive.get("/t"), archive.get("/unset"), archive.variable("/t").attrs["z"]
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), where
+        assert np.array_equal(unset, want_unset) and z == want_z, where
+    text[1] = text[1][:-1] + ("5" if text[1][-1] != "5" else "6")  # the last digit of the imaginary part's exponent
+    stored[...] = np.array(text, dtype=object)
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (1,)" in " ".join(check.output.split())
 
 
 def test_verify_follows_each_reference_of_a_paged_file(tmp_path: Path) -> None:

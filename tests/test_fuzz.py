@@ -214,11 +214,16 @@ def as_documented(z: Any) -> Any:
         return out
     if members or refs:
         return values
-    if kind := z.attrs.get("hdf5_long_double"):  # each value the text that reads back as it
+    if kind := z.attrs.get("hdf5_long_double"):  # each value the text that reads back as it (a complex's two)
+        held = [t or "0 0" for t in np.asarray(values, dtype=object).reshape(-1)]
         with np.errstate(all="ignore"), __import__("warnings").catch_warnings():
             __import__("warnings").simplefilter("ignore", RuntimeWarning)
-            return np.array([t or "0" for t in np.asarray(values, dtype=object).reshape(-1)],
-                            dtype=object).astype(np.dtype(kind)).reshape(values.shape)
+            if np.dtype(kind).kind != "c":
+                return np.array([t.split(" ")[0] for t in held], dtype=object).astype(np.dtype(kind)).reshape(values.shape)
+            out = np.empty(len(held), np.dtype(kind))
+            out.real = np.array([t.split(" ")[0] for t in held], dtype=object).astype(out.real.dtype)
+            out.imag = np.array([t.split(" ")[1] for t in held], dtype=object).astype(out.real.dtype)
+            return out.reshape(values.shape)
     if z.attrs.get("hdf5_text_sequence") == "json":  # each element the JSON of its strings
         out = np.empty(values.shape, dtype=object)
         for index in np.ndindex(*values.shape):

@@ -55,6 +55,7 @@ from layoutkit.formats import (
     joined_members,
     joined_references,
     joined_sequences,
+    long_double_text,
     long_doubles,
     member_field,
     sequence_length_field,
@@ -65,10 +66,17 @@ from layoutkit.formats import (
 from layoutkit.hdf5.combined import walk_sources
 from layoutkit.hdf5.files import first_line
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
-from layoutkit.hdf5.model import element_shape, member_values, reference_members, region_members, text_members
+from layoutkit.hdf5.model import (
+    element_shape,
+    long_double,
+    member_values,
+    reference_members,
+    region_members,
+    text_members,
+)
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
-from layoutkit.readers.base import scan_grid
+from layoutkit.readers.base import plain_attrs, scan_grid
 from layoutkit.storage import AnySource
 
 
@@ -348,7 +356,7 @@ def compare_array(info: ArrayInfo, z: zarr.Array, zfmt: int, reader: ReferenceRe
     elif want is str:
         if z.dtype.kind not in "OUT" and "String" not in type(z.dtype).__name__:
             miss(path, "dtype", f"{z.dtype}, expected variable-length strings")
-        if info.dtype.kind == "f" and z.attrs.get(LONG_DOUBLE_ATTR) != info.dtype.str:  # long doubles as text
+        if info.dtype.kind in "fc" and z.attrs.get(LONG_DOUBLE_ATTR) != info.dtype.str:  # long doubles as text
             miss(path, "attribute", f"{LONG_DOUBLE_ATTR!r} is {z.attrs.get(LONG_DOUBLE_ATTR)!r}, expected {info.dtype.str!r}")
             return
     elif not same_dtype(np.dtype(want), np.dtype(z.dtype)):
@@ -389,7 +397,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
     if info.kind == "vlen":
         if z.fill_value not in (b"", "", None):
             miss(path, "fill_value", f"{z.fill_value!r}, expected the empty sequence")
-    elif want is str and info.dtype.kind == "f":  # a long double's: its text, in either format
+    elif want is str and info.dtype.kind in "fc":  # a long double's: its text, in either format
         fv = np.asarray(info.fill_value if info.fill_value is not None else 0, dtype=info.dtype)
         if not equal_values(fv.reshape(1), long_doubles(np.asarray([z.fill_value], dtype=object), info.dtype.str)).all():
             miss(path, "fill_value", f"{z.fill_value!r}, expected {fv[()]!r}")
@@ -443,7 +451,7 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
             got_v = joined_sequences(got_v, seqs, _moved_lengths(info.dtype, seqs))
         if refs:  # reference members the paths' bytes: as text, as the source's are read
             got_v = joined_references(got_v, refs)
-        if info.dtype.kind == "f" and (kind := z.attrs.get(LONG_DOUBLE_ATTR)):  # long doubles their text
+        if info.dtype.kind in "fc" and (kind := z.attrs.get(LONG_DOUBLE_ATTR)):  # long doubles their text
             got_v = long_doubles(got_v, str(kind))
         if info.kind == "vlen" and _of_strings(info.dtype):  # a sequence of strings its JSON text
             got_v = text_sequences(got_v)
@@ -556,7 +564,10 @@ def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo,
     if not same_dtype(dtype, info.dtype):
         return [Mismatch(name, info.path, "dtype", f"{dtype}, expected {info.dtype}")]
     _check_packed_fill(archive, row, z, dtype, info, report)
-    compare_attrs(info.path, dict(info.attrs), row.attrs, report)
+    # the row's attributes as the layout's reader gives them (long doubles read back as
+    # the store's record says); the source's so, by the source's own types
+    compare_attrs(info.path, _typed(plain_attrs(dict(info.attrs), TYPE_RULE_ATTRS)),
+                  _typed(plain_attrs(dict(row.attrs), TYPE_RULE_ATTRS)), report)
     shot = archive.shot_of(at)
     got_dims = [[archive.scale_source(shot, r) for r in axis] for axis in row.dims]
     want_dims = [[stored_path(s) for s in axis] for axis in info.dim_scales]
@@ -564,6 +575,13 @@ def compare_packed_array(archive: Any, reader: ReferenceReader, info: ArrayInfo,
         report(info.path, "dims", f"dimension scales {got_dims}, expected {want_dims}")
     _check_packed_values(archive, reader, info, report)
     return own
+
+
+def _typed(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Attributes with their long doubles as their type and text, comparable as JSON is:
+    text stored where a long double is expected compares unequal."""
+    return {k: {np.dtype(v.dtype).str: long_double_text(v).tolist()}
+            if isinstance(v, (np.ndarray, np.generic)) and long_double(v.dtype) else v for k, v in attrs.items()}
 
 
 def _check_packed_values(archive: Any, reader: ReferenceReader, info: ArrayInfo, report: Any) -> None:

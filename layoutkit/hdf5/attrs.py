@@ -12,7 +12,7 @@ import numpy as np
 
 from layoutkit.formats import LONG_DOUBLE_ATTRS_ATTR, long_double_text, region_text
 from layoutkit.hdf5.files import first_line
-from layoutkit.hdf5.model import Unsupported, declared_order, long_double, zarr_attribute_problem
+from layoutkit.hdf5.model import Unsupported, declared_order, long_double
 
 # Attributes that HDF5 and netCDF-4 use for their own bookkeeping. Their meaning is
 # carried by structure (dimension names, coordinate arrays, fill values), not copied.
@@ -117,23 +117,9 @@ def _json_numbers(v: Any) -> Any:
 
 # An attribute's type in the file (H5Tencode) -> its NumPy dtype, the memory type h5py
 # reads it as, whether it is a string, and what no layout (or Zarr) carries of it (the
-# feature and the format, or None): h5py works the first three out again for every attribute.
-_ATTR_TYPES: dict[bytes, tuple[np.dtype, Any, Any, tuple[str, str] | None]] = {}
+# h5py works these out again for every attribute.
+_ATTR_TYPES: dict[bytes, tuple[np.dtype, Any, Any]] = {}
 
-
-class RefusedAttribute(Exception):
-    """An attribute whose type a layout cannot carry (``only``: the format that cannot,
-    Zarr's JSON for a complex long double), read by none of its paths."""
-
-    def __init__(self, feature: str, only: str) -> None:
-        super().__init__(feature)
-        self.feature, self.only = feature, only
-
-
-def _refused(dtype: np.dtype) -> tuple[str, str] | None:
-    if (problem := zarr_attribute_problem(dtype)) is not None:
-        return problem, "zarr"
-    return None
 
 _ATTR_TYPES_MAX = 4096
 
@@ -145,10 +131,9 @@ def attribute_value(oid: Any, name: str | bytes) -> Any:
     handful of types."""
     return attribute(oid, name)[0]
 
-def attribute(oid: Any, name: str | bytes, checked: bool = False) -> tuple[Any, np.dtype]:
+def attribute(oid: Any, name: str | bytes) -> tuple[Any, np.dtype]:
     """``(obj.attrs[name], obj.attrs.get_id(name).dtype)``, the attribute opened once:
-    see :func:`attribute_value`. ``checked``: raise :class:`RefusedAttribute` for a type
-    a layout cannot carry, before reading it."""
+    see :func:`attribute_value`."""
     attr = h5py.h5a.open(oid, name.encode("utf8") if isinstance(name, str) else name)
     shape = attr.shape
     if shape is None:  # an empty dataspace
@@ -162,17 +147,12 @@ def attribute(oid: Any, name: str | bytes, checked: bool = False) -> tuple[Any, 
     known = _ATTR_TYPES.get(key) if key is not None else None
     if known is None:
         dtype = tid.dtype
-        refused = _refused(dtype)
-        known = (dtype, None if refused else h5py.h5t.py_create(dtype), h5py.h5t.check_string_dtype(dtype), refused)
+        known = (dtype, h5py.h5t.py_create(dtype), h5py.h5t.check_string_dtype(dtype))
         if key is not None:
             if len(_ATTR_TYPES) >= _ATTR_TYPES_MAX:
                 _ATTR_TYPES.clear()
             _ATTR_TYPES[key] = known
-    attr_dtype, htype, string_info, refused = known
-    if refused is not None:
-        if checked:
-            raise RefusedAttribute(*refused)
-        htype = h5py.h5t.py_create(attr_dtype)
+    attr_dtype, htype, string_info = known
     dtype = attr_dtype
     if dtype.subdtype is not None:  # NumPy has no top-level array type: h5py's shape
         subdtype, subshape = dtype.subdtype
@@ -215,10 +195,7 @@ def read_attrs(obj: h5py.HLObject, file: h5py.File, notes: list[str], is_scale: 
         if name in DIMENSION_SCALE_ATTRS and _is_scale_bookkeeping(obj, name, is_scale):
             continue
         try:
-            raw = attribute(obj.id, name, checked=True)[0]
-        except RefusedAttribute as refused:
-            notes.append(Unsupported(f"Attribute {name!r} of {obj.name!r}", refused.feature, refused.only))
-            continue
+            raw = attribute(obj.id, name)[0]
         except (OSError, TypeError, ValueError) as exc:
             notes.append(Unsupported(f"Attribute {name!r} of {obj.name!r}",
                                      f"a value HDF5 cannot read ({first_line(exc)})"))

@@ -55,13 +55,6 @@ class Unsupported(str):
         return (Unsupported, (self.where, self.feature, self.only))
 
 
-def zarr_attribute_problem(dtype: np.dtype) -> str | None:
-    """What in an attribute's type Zarr's JSON attributes cannot hold exactly, or None."""
-    if dtype.kind == "c" and dtype.itemsize > 16:  # (real long doubles are text: LONG_DOUBLE_ATTRS_ATTR)
-        return f"complex long double ({dtype}; Zarr's attributes hold 64-bit floats at most)"
-    return None
-
-
 def text_members(dtype: np.dtype, prefix: str = "") -> list[str]:
     """A compound's members that are variable-length strings, or arrays of them: the top
     level's by name, a nested member's by its path (``n/s``)."""
@@ -172,9 +165,10 @@ def typed_values(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def long_double(dtype: np.dtype) -> bool:
-    """Whether ``dtype`` is a float wider than 64 bits (C's long double, as h5py reads it):
-    stored as text (:data:`~layoutkit.formats.LONG_DOUBLE_ATTR`)."""
-    return dtype.kind == "f" and dtype.itemsize > 8 and not dtype.names and dtype.subdtype is None
+    """Whether ``dtype`` is a float wider than 64 bits (C's long double, as h5py reads
+    it), or a complex of two: stored as text (:data:`~layoutkit.formats.LONG_DOUBLE_ATTR`)."""
+    return (dtype.kind == "f" and dtype.itemsize > 8 or dtype.kind == "c" and dtype.itemsize > 16) \
+        and not dtype.names and dtype.subdtype is None
 
 
 def sequence_members(dtype: np.dtype) -> dict[str, np.dtype]:

@@ -521,7 +521,7 @@ def plain_attrs(attrs: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]
     doubles' text back as long doubles (:data:`~layoutkit.formats.LONG_DOUBLE_ATTRS_ATTR`)."""
     out = {k: v for k, v in attrs.items() if k not in hidden}
     for name, kind in (attrs.get(LONG_DOUBLE_ATTRS_ATTR) or {}).items():
-        if name in out:
+        if isinstance(out.get(name), (str, list)):  # (not yet read back)
             out[name] = long_doubles(out[name], kind)[()]
     return out
 

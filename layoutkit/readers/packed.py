@@ -137,7 +137,8 @@ class PackedArchive(ZarrArchive):
         datas = dict(zip(packed, values)) if not lazy else {
             p: lazy_data(self, p, (located[p].length, *tuple(self._nodes[located[p].data].shape)[1:]),
                          zarr_dtype(self._nodes[located[p].data])) for p in packed}
-        coords = {s: (v, dict(row.attrs)) for (s, row), v in zip(scale_rows.items(), values[len(rows):])}
+        coords = {s: (v, plain_attrs(dict(row.attrs), self.hidden_attrs))
+                  for (s, row), v in zip(scale_rows.items(), values[len(rows):])}
         for s in scales:  # a scale stored at its own path, as a shot-major store holds it
             if s not in coords:
                 coords[s] = (super().get(s), plain_attrs(dict(self._nodes[s].attributes), self.hidden_attrs))
@@ -150,7 +151,7 @@ class PackedArchive(ZarrArchive):
                 attrs = plain_attrs(dict(self._nodes[p].attributes), self.hidden_attrs)
                 axes = [axis[:1] for axis in self._scale_paths(p)]
             else:
-                data, attrs = datas[p], row.attrs
+                data, attrs = datas[p], plain_attrs(dict(row.attrs), self.hidden_attrs)
                 shot = self.shot_of(p)
                 axes = [[self.scale_source(shot, axis[0])] if axis else [] for axis in row.dims]
             dims, coord = [], {}

@@ -46,11 +46,11 @@ TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", 
          # sequences of a big-endian type (h5py labels their arrays native), an array type of text,
          # array members (of numbers, of text) inside a nested member, sequences of strings
          "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray",
-         "sstr")
+         "sstr", "clongdouble")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
-         "ref", "f16", "regionref", "compound_ref", "longdouble", "opaque")
+         "ref", "f16", "regionref", "compound_ref", "longdouble", "clongdouble", "opaque")
 # the chunk index HDF5 picks: a v1 B-tree (earliest); with the latest format a single chunk,
 # an implicit index, a fixed array (fixed or finite maximum), an extensible array (one
 # unlimited axis: the first, or the last, where HDF5's chunk queries misplace chunks)
@@ -219,6 +219,7 @@ def dtype_of(kind: str) -> np.dtype:
         "spacepad": np.dtype("S6"),
         "nullterm": np.dtype("S6"),
         "longdouble": np.dtype(np.longdouble),
+        "clongdouble": np.dtype(np.clongdouble),
         "regionref": h5py.regionref_dtype,
         "cref": np.dtype([("a", "<i4"), ("r", h5py.ref_dtype), ("n", [("q", h5py.ref_dtype), ("d", "<f4")]),
                           ("g", h5py.regionref_dtype), ("v", h5py.ref_dtype, (2,))]),
@@ -262,6 +263,8 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
         return np.array([b"", b"ab", b"x\x00y", b"123456", b"a  b  "] * n, dtype="S6")[:n].reshape(shape)
     if kind == "longdouble":
         return (rng.normal(size=n).astype(np.longdouble) / 3).reshape(shape)
+    if kind == "clongdouble":
+        return ((rng.normal(size=n) + 1j * rng.normal(size=n)).astype(np.clongdouble) / 3).reshape(shape)
     if kind in ("table", "nested"):
         out = np.zeros(n, dtype=dt)
         out[(dt.names or ())[0]] = rng.integers(-99, 99, size=n)
@@ -572,6 +575,8 @@ def _attribute(f: h5py.File, obj: Any, name: str, kind: str, rng: np.random.Gene
         a.create(name, value, dtype=dt)
     elif kind == "longdouble":
         a.create(name, np.longdouble(1) / 3, dtype=np.longdouble)
+    elif kind == "clongdouble":
+        a.create(name, np.array([1 + 2j, -1j]) / np.clongdouble(3), dtype=np.clongdouble)
     elif kind == "opaque":
         a.create(name, np.void(b"\x01\x02\x03"))
     else:  # "ref"

@@ -23,7 +23,7 @@ import numpy as np
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.formats import PROVENANCE_ATTR, region_of_text
-from layoutkit.hdf5.attrs import RefusedAttribute, attribute, attribute_value, region_as_text
+from layoutkit.hdf5.attrs import attribute, attribute_value, region_as_text
 from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
@@ -395,11 +395,9 @@ class PagedHDF5Writer:
             if keep is not None and (name not in keep or name == "_FillValue"):
                 continue
             try:  # as src.attrs[name], and its dtype
-                value, dtype = attribute(src.id, name, checked=True)
-            except RefusedAttribute as refused:
-                if not refused.only:
-                    continue  # carried by no layout: left out (--skip-unsupported), and said
-                value, dtype = attribute(src.id, name)  # what Zarr alone cannot hold
+                value, dtype = attribute(src.id, name)
+            except (OSError, TypeError, ValueError):
+                continue  # unreadable: left out (--skip-unsupported), and said
             if holds_reference(dtype):  # made once every object exists (inside a compound too)
                 self._deferred_refs.append((dst.name, name, dtype, value, member))
                 continue

@@ -613,7 +613,8 @@ class ZarrWriter:
         doc = self._array_files(node).get("zarr.json" if self.zarr_format == 3 else ".zarray") or {}
         if self.zarr_format == 3:
             codecs = [c["name"] for c in doc.get("codecs", [])]
-            if codecs[:1] != ["vlen-bytes"] or not set(codecs[1:]) <= set(_BYTES_CODECS):
+            if codecs[:1] != ["vlen-bytes"] or not set(codecs[1:]) <= set(_BYTES_CODECS) \
+                    or doc.get("chunk_key_encoding", {}).get("name") != "default":  # (its key: "c")
                 return False
             chain = [_BYTES_CODECS[c["name"]](c.get("configuration") or {}) for c in doc["codecs"][1:]]
             key = "c"

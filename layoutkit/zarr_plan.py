@@ -28,12 +28,11 @@ from layoutkit.hdf5.model import (
     carried_nowhere,
     element_shape,
     long_double,
-    reference_members,
-    region_members,
     sequence_members,
     sequence_type,
     text_elements,
     text_members,
+    text_reference_members,
     text_sequences,
 )
 from layoutkit.options import ShardSpec, parse_compressor
@@ -130,7 +129,7 @@ def array_members(dtype: np.dtype, prefix: str = "") -> dict[str, tuple[int, ...
     stored as a field per element (:data:`~layoutkit.formats.ARRAY_MEMBERS_ATTR`; a
     string one, or a reference's text, at its longest value's length)."""
     out, texts = {}, set(text_members(dtype, prefix))
-    texts |= {prefix + r for r in reference_members(dtype) + region_members(dtype)}  # references: their text
+    texts |= {prefix + r for r in text_reference_members(dtype)}  # references: their text
     for name in dtype.names or ():
         sub = dtype[name]
         if sub.names:

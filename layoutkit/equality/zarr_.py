@@ -73,6 +73,7 @@ from layoutkit.hdf5.model import (
     reference_members,
     region_members,
     text_members,
+    text_reference_members,
 )
 from layoutkit.hdf5.values import Mismatch, as_py, decode_fill, equal_values, expected_dtype, same_attr, same_dtype
 from layoutkit.plan import iter_blocks
@@ -418,7 +419,7 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
             owner[leaf] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
         seqs = _sequence_members(info.dtype)
-        for name in reference_members(info.dtype) + region_members(info.dtype):  # a fill's: unset, the empty text
+        for name in text_reference_members(info.dtype):  # a fill's: unset, the empty text
             member_values(want_c, name)[...] = np.array([b""] + [None], dtype=object)[:-1]
         for name, kind in seqs.items():  # an unset sequence (None) is the empty one
             want_c[name] = np.array([np.zeros(0, kind) if v is None else v for v in want_c[name]] + [None],
@@ -437,7 +438,7 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
                     miss: Any) -> None:
     path = info.path
     members, seqs = _array_members(info.dtype), _sequence_members(info.dtype)
-    refs = reference_members(info.dtype) + region_members(info.dtype)
+    refs = text_reference_members(info.dtype)
     block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))

@@ -181,7 +181,7 @@ def measured_members(dtype: np.dtype) -> list[str]:
     """A compound's members stored at their longest value's length (text members, by
     path, sequence members and reference members, whose paths are measured): what the
     walk measures (:attr:`ArrayInfo.text_widths`)."""
-    return text_members(dtype) + list(sequence_members(dtype)) + reference_members(dtype) + region_members(dtype)
+    return text_members(dtype) + list(sequence_members(dtype)) + text_reference_members(dtype)
 
 
 def member_values(values: Any, path: str) -> Any:
@@ -199,10 +199,10 @@ def element_shape(dtype: np.dtype) -> tuple[int, ...]:
 
 def carried_nowhere(info: ArrayInfo) -> str | None:
     """What in ``info``'s type no layout carries over (the feature, as an error names it),
-    or None. A member that is an object reference itself, at any depth of nested
-    members, is carried (as the path it points at: :func:`reference_members`);
-    references in an array member, region references and sequences of them are not."""
-    plain = set(reference_members(info.dtype) + region_members(info.dtype))
+    or None. A member that is an object or region reference, or an array of them, at
+    any depth of nested members, is carried (as its text: :func:`text_reference_members`);
+    references inside a sequence member are not."""
+    plain = set(text_reference_members(info.dtype))
     return _stray_reference(info.dtype, plain) if info.dtype.names else None
 
 
@@ -236,6 +236,12 @@ def reference_members(dtype: np.dtype, prefix: str = "", kind: Any = None) -> li
     return out
 
 
+def text_reference_members(dtype: np.dtype) -> list[str]:
+    """Every member stored as a reference's text: :func:`reference_members` (paths) and
+    :func:`region_members` (regions' text), by path."""
+    return reference_members(dtype) + region_members(dtype)
+
+
 def region_members(dtype: np.dtype) -> list[str]:
     """A compound's members that are region references, by path as :func:`reference_members`:
     stored as their text (:data:`~layoutkit.formats.REGION_MEMBERS_ATTR`)."""
@@ -248,7 +254,7 @@ def with_paths(values: np.ndarray, dtype: np.dtype, path_of: Any) -> np.ndarray:
     """A compound's values with its reference members (:func:`reference_members`, at
     any depth) as the paths they point at, and its region members (:func:`region_members`)
     as their text: ``path_of(ref)`` gives either (an unset reference the empty string)."""
-    names = reference_members(dtype) + region_members(dtype)
+    names = text_reference_members(dtype)
     if not names or not values.dtype.names:
         return values
     out = np.array(values, copy=True)

@@ -23,12 +23,12 @@ import numpy as np
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.formats import PROVENANCE_ATTR, region_of_text
-from layoutkit.hdf5.attrs import attribute, attribute_value, region_as_text
+from layoutkit.hdf5.attrs import attribute, attribute_value, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import chunk_count
 from layoutkit.hdf5.files import Members
 from layoutkit.hdf5.inventory import ArrayInfo, GroupInfo, Inventory
 from layoutkit.hdf5.libhdf5 import to_btree_index
-from layoutkit.hdf5.model import holds_reference, member_values, reference_members, region_members
+from layoutkit.hdf5.model import holds_reference, member_values, region_members, text_reference_members
 from layoutkit.hdf5.raw import RawReader, SetReader, open_reader
 from layoutkit.layout import Work
 from layoutkit.layouts.hdf5_paged.plan import ReorderPlan, ReorderSummary, StoragePlan, without_arrays
@@ -245,11 +245,7 @@ class PagedHDF5Writer:
             if isinstance(ref, h5py.RegionReference):
                 out[i] = self.region_reference(region_as_text(source, ref))
             elif isinstance(ref, h5py.Reference):
-                try:
-                    target = source[ref].name if ref else None
-                except (KeyError, ValueError, OSError):
-                    target = None
-                out[i] = self.file[target].ref if target and target in self.file else h5py.Reference()
+                out[i] = self.object_reference(reference_path(source, ref))
             elif isinstance(ref, np.ndarray):  # a sequence of them
                 out[i] = self._references_here(ref, source)
             else:  # (text, in a compound beside the references)
@@ -310,19 +306,15 @@ class PagedHDF5Writer:
             texts = np.asarray(data, dtype=object)
             data = np.empty(texts.shape, dtype=ds.dtype)
             for i, p in np.ndenumerate(texts):
-                if ref is h5py.RegionReference:
-                    data[i] = self.region_reference(p)
-                else:
-                    data[i] = self.file[p].ref if p and p in self.file else h5py.Reference()
-        if ds.dtype.names and (refs := reference_members(ds.dtype) + region_members(ds.dtype)):
+                data[i] = self.region_reference(p) if ref is h5py.RegionReference else self.object_reference(p)
+        if ds.dtype.names and (refs := text_reference_members(ds.dtype)):
             data = np.array(data, dtype=ds.dtype)  # paths and regions' text, as the reader gives them: this file's references
             regions = set(region_members(ds.dtype))
             for name in refs:
                 field = member_values(data, name)  # (a view: set in place; a nested member's by its path)
                 for index in np.ndindex(*field.shape):
-                    p = field[index]
-                    field[index] = (self.region_reference(p if isinstance(p, str) else "") if name in regions else
-                                    self.file[p].ref if isinstance(p, str) and p and p in self.file else h5py.Reference())
+                    p = field[index] if isinstance(field[index], str) else ""
+                    field[index] = self.region_reference(p) if name in regions else self.object_reference(p)
         with timed("h5py"):
             if ds.dtype.kind == "O" and isinstance(h5py.check_vlen_dtype(ds.dtype), np.dtype):
                 # sequences as h5py read them, one object each: ds[...] = would take a block
@@ -332,6 +324,11 @@ class PagedHDF5Writer:
                 ds[()] = data
             else:
                 ds[tuple(slice(a, b) for a, b in region)] = data
+
+    def object_reference(self, path: str) -> h5py.Reference:
+        """A reference to this file's object at ``path``: a null one where the path is
+        empty or names no object of the file."""
+        return self.file[path].ref if path and path in self.file else h5py.Reference()
 
     def region_reference(self, text: str) -> h5py.RegionReference:
         """The region reference a region's text (:func:`~layoutkit.formats.region_text`)

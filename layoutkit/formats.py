@@ -184,22 +184,44 @@ def sequence_length_field(name: str, names: Iterable[str] = ()) -> str:
     return field
 
 
+def moved_sequence_lengths(dtype: Any, members: Iterable[str]) -> dict[str, str]:
+    """The :data:`SEQUENCE_LENGTHS_ATTR` of a compound ``dtype`` (the source's, or as
+    stored) whose sequence members are ``members`` (by path): each whose lengths' field
+    is not ``<name>.length``, with the field it is (named among its own compound's members)."""
+    out = {}
+    for path in members:
+        *parents, leaf = path.split("/")
+        owner = dtype
+        for part in parents:
+            owner = owner[part]
+        if (field := sequence_length_field(leaf, owner.names or ())) != f"{leaf}.length":
+            out[path] = field
+    return out
+
+
 def joined_sequences(values: Any, members: dict[str, str], lengths: dict[str, str] | None = None) -> Any:
     """Values read from a store, their sequence members two fields each
-    (:data:`SEQUENCE_MEMBERS_ATTR`), in the compound type they were written from: each
-    member an object field again, each element an array of its values, as h5py reads
-    the source. A sequence's bytes are cut at its last non-NUL byte when read as ``S<n>``
-    (NumPy's fixed-length bytes): its length gives them back. ``lengths``: the
-    :data:`SEQUENCE_LENGTHS_ATTR` of the store, where it has one."""
+    (:data:`SEQUENCE_MEMBERS_ATTR`, by path: a nested member's ``n/v``), in the compound
+    type they were written from: each member an object field again, each element an array
+    of its values, as h5py reads the source. A sequence's bytes are cut at its last
+    non-NUL byte when read as ``S<n>`` (NumPy's fixed-length bytes): its length gives them
+    back. ``lengths``: the :data:`SEQUENCE_LENGTHS_ATTR` of the store, where it has one."""
     import numpy as np
 
+    nested = {}  # a nested member holding sequence members: joined in its own compound
+    for name in values.dtype.names or ():
+        inner = {m[len(name) + 1:]: k for m, k in members.items() if m.startswith(name + "/")}
+        if inner and values.dtype[name].names:
+            nested[name] = joined_sequences(values[name], inner, {m[len(name) + 1:]: f for m, f in (lengths or {}).items()
+                                                                  if m.startswith(name + "/")})
+    members = {m: k for m, k in members.items() if "/" not in m}
     length_of = {m: (lengths or {}).get(m) or sequence_length_field(m) for m in members}
-    fields = [(n, object if n in members else values.dtype[n]) for n in values.dtype.names or ()
-              if n not in length_of.values()]
+    fields = [(n, object if n in members else nested[n].dtype if n in nested else values.dtype[n])
+              for n in values.dtype.names or () if n not in length_of.values()]
     out = np.empty(values.shape, np.dtype(fields))
     for name, _ in fields:
         if name not in members:
-            out[name] = values[name]
+            out[name] = nested[name] if name in nested else values[name]
             continue
         kind = np.dtype(members[name])
         held, counts, flat = values[name].reshape(-1), values[length_of[name]].reshape(-1), out[name].reshape(-1)
@@ -387,6 +409,7 @@ __all__ = [
     "joined_members",
     "joined_references",
     "joined_sequences",
+    "moved_sequence_lengths",
     "member_field",
     "sequence_length_field",
     "sequences",

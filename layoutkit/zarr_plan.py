@@ -86,33 +86,42 @@ def target_dtype(info: ArrayInfo) -> np.dtype | type:
     if info.dtype.subdtype is not None:  # found by the generated files of tests/test_fuzz.py
         base, shape = info.dtype.subdtype
         plain = base.kind in "biuf" and base.itemsize <= 8 or base.kind == "S" or _plain_compound(base)
+        if base.names and not plain and _one_fill(info):  # a compound's elements: as the rules store the compound
+            return _compound_dtype(info, base)
         if not plain or not _one_fill(info):
             raise UnsupportedFeatureError(
                 info.path, f"the HDF5 array type ({base} x {'x'.join(map(str, shape))}; Zarr has no array element "
-                           "type: elements of numbers, fixed-length bytes or compounds of those become trailing "
-                           "axes, of other types they cannot)")
+                           "type: elements of numbers, fixed-length bytes or compounds become trailing axes, of "
+                           "other types they cannot)")
         # its elements as trailing axes (:func:`element_axes`)
         return np.dtype(base.str) if not base.names else base
     if info.dtype.names:
-        widths = dict(info.text_widths or ())
-        arrays, seqs = array_members(info.dtype), sequence_members(info.dtype)
-        _check_members(info, info.dtype, widths, arrays, seqs)
-        if widths or arrays:  # text members at their longest value's length (UTF-8); array members a field an element
-            return _stored_compound(info.dtype, widths, arrays, seqs)
-    return np.dtype(info.dtype.str) if not info.dtype.names else info.dtype
+        return _compound_dtype(info, info.dtype)
+    return np.dtype(info.dtype.str)
+
+
+def _compound_dtype(info: ArrayInfo, dtype: np.dtype) -> np.dtype:
+    """The stored type of a compound ``dtype`` (a dataset's, or an array type's element):
+    its text members at their longest value's length (UTF-8), array members a field an
+    element, sequence members their bytes and lengths; refused where a member is none of
+    those and Zarr cannot hold it."""
+    widths = dict(info.text_widths or ())
+    arrays, seqs = array_members(dtype), sequence_members(dtype)
+    _check_members(info, dtype, widths, arrays, seqs)
+    return _stored_compound(dtype, widths, arrays, seqs) if widths or arrays else dtype
 
 
 def _stored_compound(dtype: np.dtype, widths: dict[str, int], arrays: dict[str, tuple[int, ...]],
                      seqs: dict[str, np.dtype], prefix: str = "") -> np.dtype:
     """A compound as the type rules store it: its text members (``widths``, by path) as
     the fixed-length bytes of their longest value, its array members (``arrays``, by
-    path: nested ones too) a field an element, its sequence members (``seqs``, top level)
+    path: nested ones too) a field an element, its sequence members (``seqs``, by path too)
     their bytes and lengths; a nested member holding none of those as it is."""
     fields: list[tuple[str, Any]] = []
     for n in dtype.names or ():
         path = prefix + n
-        if not prefix and n in seqs:  # its values' bytes at the longest's length, and how many values
-            fields += [(n, np.dtype(f"S{widths[n]}")), (sequence_length_field(n, dtype.names or ()), np.dtype("<u8"))]
+        if path in seqs:  # its values' bytes at the longest's length, and how many values
+            fields += [(n, np.dtype(f"S{widths[path]}")), (sequence_length_field(n, dtype.names or ()), np.dtype("<u8"))]
         elif path in arrays:
             element = np.dtype(f"S{widths[path]}") if path in widths else dtype[n].base
             fields.extend((member_field(n, index), element) for index in np.ndindex(*arrays[path]))
@@ -144,24 +153,28 @@ def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None
     """A compound's members, nested ones included (zarr-python writes nested structured
     types): refused where one is an array or variable-length, but for the text members
     measured (``text``, by path: nested ones too), the array members of numbers or text
-    (``arrays``, by path too) and the sequence members measured (``seqs``, top level)."""
+    (``arrays``, by path too) and the sequence members measured (``seqs``, by path too)."""
     for name in seqs or ():
-        if name not in (text or {}):
+        if "/" not in name and name not in (text or {}):
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r} "
                                                      "that HDF5 cannot read")
     for name in dtype.names or ():
         sub = dtype[name]
-        if text and name in text or arrays and name in arrays:
+        if text and name in text or arrays and name in arrays or seqs and name in seqs:
             continue
         if sub.names:
-            inner = {k[len(name) + 1:]: w for k, w in (text or {}).items() if k.startswith(name + "/")}
-            inner_arrays = {k[len(name) + 1:]: s for k, s in (arrays or {}).items() if k.startswith(name + "/")}
-            _check_members(info, sub, inner, inner_arrays)
+            _check_members(info, sub, _under(text, name), _under(arrays, name), _under(seqs, name))
             continue
         if sub.hasobject:
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r}")
         if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
             raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
+
+
+def _under(by_path: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    """The entries of a dict by member path (``n/v``) inside the member ``name``, by their
+    paths in it."""
+    return {k[len(name) + 1:]: v for k, v in (by_path or {}).items() if k.startswith(name + "/")}
 
 
 def _plain_compound(dtype: np.dtype) -> bool:
@@ -177,7 +190,20 @@ def _plain_compound(dtype: np.dtype) -> bool:
 def _one_fill(info: ArrayInfo) -> bool:
     """Whether an array type's fill value is one number (Zarr has one fill value an array)."""
     fill = np.asarray(info.fill_value) if info.fill_value is not None else None
+    if fill is not None and fill.dtype.hasobject:  # a compound holding text: its elements compared member by member
+        keys = [_fill_key(v, fill.dtype) for v in fill.reshape(-1)]
+        return all(k == keys[0] for k in keys)
     return fill is None or fill.size == 0 or bool((fill == fill.reshape(-1)[0]).all())
+
+
+def _fill_key(value: Any, dtype: np.dtype) -> Any:
+    """A compound fill value's element as something to compare: its numbers' bytes, its
+    text as text (unset, as h5py reads an array type's fill, ``None`` or ``0``: empty)."""
+    if dtype.names:
+        return tuple(_fill_key(value[n], dtype[n]) for n in dtype.names)
+    if dtype.kind == "O":
+        return "" if value is None or isinstance(value, int | np.integer) and value == 0 else str(value)
+    return np.asarray(value, dtype).tobytes()
 
 
 def element_axes(info: ArrayInfo) -> tuple[tuple[int, ...], tuple[str, ...]]:

@@ -94,6 +94,17 @@ def compound_sequence_beside_its_length_name(f: h5py.File) -> None:  # the field
                                          (np.array([], "i4"), 6, 1.5, np.array([], "u1"))], dt))
 
 
+def compound_nested_sequence_member(f: h5py.File) -> None:
+    """A sequence member inside a nested member, two deep (issue 65): its bytes and its
+    lengths in the nested member; beside a member named as its lengths' field, an empty
+    sequence, one ending in zeros, a row never written."""
+    deeper = np.dtype([("q", h5py.vlen_dtype("<i2")), ("k", "<i2")])
+    inner = np.dtype([("v", h5py.vlen_dtype("<f8")), ("v.length", "<i4"), ("m", deeper)])
+    ds = f.create_dataset("t", shape=(3,), dtype=np.dtype([("a", "<i4"), ("n", inner)]), chunks=(2,))
+    ds[0] = (1, (np.array([0.5, 0.0]), 7, (np.array([3, 0, 0], "<i2"), 4)))
+    ds[1] = (2, (np.array([], "<f8"), 8, (np.array([-1], "<i2"), 5)))
+
+
 def compound_vlen_string_nested(f: h5py.File) -> None:  # a text member inside a member, two deep, one unset
     deeper = np.dtype([("u", h5py.string_dtype()), ("k", "<i2")])
     inner = np.dtype([("s", h5py.string_dtype()), ("d", "<f4"), ("m", deeper)])
@@ -190,6 +201,17 @@ def array_of_compounds(f: h5py.File) -> None:  # the elements as a last axis, of
     values = np.zeros((3, 2), element)
     values["a"], values["b"] = np.arange(6).reshape(3, 2), np.linspace(-1, 1, 6).reshape(3, 2)
     f.create_dataset("t", shape=(3,), dtype=np.dtype((element, (2,))))[...] = values
+
+
+def array_of_compounds_of_text(f: h5py.File) -> None:
+    """An HDF5 array type of compounds holding text, an array member and text in a nested
+    member (issue 65): the elements a last axis, each compound as the type rules store
+    one; a row never written, one text not ASCII."""
+    element = np.dtype([("a", "<i4"), ("s", h5py.string_dtype()), ("v", "<f4", (2,)),
+                        ("n", np.dtype([("u", h5py.string_dtype()), ("k", "<i2")]))])
+    ds = f.create_dataset("t", shape=(3,), dtype=np.dtype((element, (2,))), chunks=(2,))
+    ds[0] = np.array([(1, "x", [0.5, 1.5], ("ü", 3)), (2, "", [2.5, 3.5], ("", 4))], element)
+    ds[1] = np.array([(5, "Zoë's", [4.5, 5.5], ("deep", 6)), (6, "y", [6.5, 7.5], ("z", 7))], element)
 
 
 def array_of_strings(f: h5py.File) -> None:  # fixed-length bytes x 2: the elements a last axis (issue 65)
@@ -452,7 +474,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     compound_array_members_deep: (EQUAL, EQUAL),
     compound_vlen_string_member: (EQUAL, EQUAL),  # fixed-length UTF-8 at the longest value (issue 65)
     compound_text_array_member: (EQUAL, EQUAL),  # a field an element, each text (issue 65)
-    compound_vlen_string_nested: (EQUAL, EQUAL),  # a nested text member at its longest too (issue 65)
+    compound_vlen_string_nested: (EQUAL, EQUAL),
+    compound_nested_sequence_member: (EQUAL, EQUAL),  # its bytes and lengths in the nested member, n/v (issue 65)  # a nested text member at its longest too (issue 65)
     compound_vlen_sequence_member: (EQUAL, EQUAL),  # its bytes and its length, two fields (issue 65)
     compound_sequence_beside_its_length_name: (EQUAL, EQUAL),  # its lengths' field named apart, recorded (issue 65)
     compound_reference_member: (EQUAL, EQUAL),  # the paths they point at (issue 65)
@@ -467,6 +490,7 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     array_scalar: (EQUAL, EQUAL),
     array_of_compounds: (EQUAL, EQUAL),
     array_of_strings: (EQUAL, EQUAL),
+    array_of_compounds_of_text: (EQUAL, EQUAL),  # the elements a last axis, each compound as the rules store one
     array_of_text: (EQUAL, EQUAL),  # text, the elements a last axis (issue 65)
     long_double: (EQUAL, EQUAL),  # each value its text, which reads back as it (issue 65); attributes too
     complex_long_double: (EQUAL, EQUAL),  # each value the text of its two parts (issue 65)
@@ -690,6 +714,83 @@ def test_a_sequence_members_lengths_field_is_named_apart_from_the_members(tmp_pa
     z[...] = changed
     check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
     assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
+
+
+def test_a_sequence_member_inside_a_nested_member_is_stored_there_and_read_back_from_every_variant(
+        tmp_path: Path) -> None:
+    """A sequence member two members deep (``n/m/q``), one beside a member named as its
+    lengths' field (``n/v``): each stored in its own compound as its bytes and lengths,
+    ``hdf5_sequence_members`` and ``hdf5_sequence_lengths`` naming them by path (what
+    zarr-python alone shows); every variant proven equal and read back by
+    ``layoutkit.open`` as h5py reads the source; a nested length changed is found."""
+    import layoutkit
+
+    src = build(tmp_path, compound_nested_sequence_member)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    z = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert z.attrs["hdf5_sequence_members"] == {"n/v": "<f8", "n/m/q": "<i2"}
+    assert z.attrs["hdf5_sequence_lengths"] == {"n/v": "v.length.1"}
+    stored = z[...]
+    assert stored.dtype["n"].names == ("v", "v.length.1", "v.length", "m")
+    assert stored.dtype["n"]["m"].names == ("q", "q.length", "k")
+    assert stored["n"]["m"]["q.length"].tolist() == [3, 1, 0] and stored["n"]["v.length"].tolist() == [7, 8, 0]
+    with h5py.File(src) as f:
+        want = f["t"][...]
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            got = archive.get("/t")
+        for row in range(3):
+            for path in ("n/v", "n/m/q"):
+                *parents, leaf = path.split("/")
+                held, expected = got[row], want[row]
+                for part in parents:
+                    held, expected = held[part], expected[part]
+                np.testing.assert_array_equal(held[leaf], expected[leaf] if expected[leaf] is not None else [],
+                                              err_msg=f"{where.name} {path} {row}")
+            assert got[row]["n"]["m"]["k"] == want[row]["n"]["m"]["k"] and got[row]["a"] == want[row]["a"]
+    changed = stored.copy()
+    changed["n"]["m"]["q.length"][0] = 2
+    z[...] = changed
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (0,)" in " ".join(check.output.split())
+
+
+def test_an_array_type_of_compounds_holding_text_is_stored_as_the_rules_store_the_compound(tmp_path: Path) -> None:
+    """An HDF5 array type of compounds with a text member, an array member and text in a
+    nested member: the elements a last axis (``t_element``), each compound as the type
+    rules store one (text at its longest UTF-8, the array a field an element), what
+    zarr-python alone shows; every variant proven equal and read back by
+    ``layoutkit.open`` and the engine as h5py reads the source; an element changed is found."""
+    import xarray as xr
+
+    import layoutkit
+
+    src = build(tmp_path, array_of_compounds_of_text)
+    write_and_prove(src, tmp_path, EVERY_VARIANT)
+    z = zarr.open_array(tmp_path / "v3.zarr", path="t", mode="r+")
+    assert z.shape == (3, 2) and z.metadata.dimension_names == ("phony_dim_0", "t_element")
+    assert z.dtype.names == ("a", "s", "v[0]", "v[1]", "n") and z.dtype["s"] == np.dtype("S6")
+    assert z.attrs["hdf5_text_members"] == ["s", "n/u"] and z.attrs["hdf5_array_members"] == {"v": [2]}
+    stored = z[...]
+    assert stored[1, 0]["s"].decode() == "Zoë's" and stored[0, 1]["v[1]"] == 3.5
+    with h5py.File(src) as f:
+        want = f["t"][...]
+    for where in (src, *(tmp_path / n for n in EVERY_VARIANT)):
+        with layoutkit.open(where) as archive:
+            got = archive.get("/t")
+        assert got.shape == want.shape, where
+        for field in ("a", "s", "v"):
+            np.testing.assert_array_equal(got[field].astype(want[field].dtype if field != "s" else "S6"),
+                                          want[field].astype("S6") if field == "s" else want[field], err_msg=str(where))
+        assert [bytes(v) for v in got["n"]["u"].reshape(-1)] == [bytes(v) for v in want["n"]["u"].reshape(-1)], where
+    engine = xr.open_dataset(tmp_path / "v3.zarr", engine="layoutkit")["t"]
+    assert engine.dims == ("dim_0", "t_element") and engine.values[1, 0]["n"]["u"] == b"deep"
+    changed = stored.copy()
+    changed[1, 1]["n"]["k"] = 99
+    z[...] = changed
+    check = CliRunner().invoke(app, ["verify", str(src), str(tmp_path / "v3.zarr"), "--patterns", "open", "--repeat", "1"])
+    assert check.exit_code == 1 and "/t: values: first difference at index (1, 1)" in " ".join(check.output.split()), \
+        check.output
 
 
 def test_references_inside_attributes_are_what_they_point_at_in_every_variant(tmp_path: Path) -> None:

@@ -171,7 +171,12 @@ def _strings_as_text(value: Any, dtype: np.dtype, scalar: bool) -> Any:
 def _big_endian_sequences(value: Any, dtype: np.dtype) -> Any:
     """h5py gives the sequences of a big-endian type as arrays labelled native that hold
     the big-endian bytes (h5dump reads those bytes as big-endian): labelled here as the
-    type says."""
+    type says (a compound's members too, nested ones)."""
+    if dtype.names and isinstance(value, np.ndarray) and value.dtype.names:
+        out = np.array(value, copy=True)
+        for name in dtype.names:
+            out[name] = _big_endian_sequences(value[name], dtype[name])
+        return out
     base = h5py.check_vlen_dtype(dtype)
     if not isinstance(base, np.dtype) or base.isnative:
         return value
@@ -197,21 +202,8 @@ def as_documented(z: Any) -> Any:
     if refs:  # the paths references point at, regions' JSON text: UTF-8 bytes (a nested member's by its path)
         values = _paths_as_text(values, refs, set(z.attrs.get("hdf5_region_members", ())))
     seqs = z.attrs.get("hdf5_sequence_members")
-    if seqs:
-        moved = z.attrs.get("hdf5_sequence_lengths", {})  # where a member has the name <name>.length
-        length = {s: moved.get(s, f"{s}.length") for s in seqs}
-        kept = [n for n in values.dtype.names if n not in length.values()]
-        out = np.empty(values.shape, np.dtype([(n, object if n in seqs else values.dtype[n]) for n in kept]))
-        for name in kept:
-            if name not in seqs:
-                out[name] = values[name]
-                continue
-            size = np.dtype(seqs[name]).itemsize
-            for index in np.ndindex(*values.shape):
-                count = int(values[length[name]][index])
-                raw = bytes(values[name][index]) + bytes(count * size)  # NumPy cut the trailing NULs
-                out[name][index] = np.frombuffer(raw[: count * size], dtype=seqs[name])
-        return out
+    if seqs:  # (where a member has the name <name>.length: hdf5_sequence_lengths)
+        return _sequences(values, seqs, z.attrs.get("hdf5_sequence_lengths", {}))
     if members or refs:
         return values
     if kind := z.attrs.get("hdf5_long_double"):  # each value the text that reads back as it (a complex's two)
@@ -237,6 +229,31 @@ def as_documented(z: Any) -> Any:
             out[index] = np.frombuffer(np.asarray(values, dtype=object)[index] or b"", dtype=kind)
         return out
     return values
+
+
+def _sequences(values: Any, seqs: dict[str, str], moved: dict[str, str]) -> Any:
+    """Sequence members stored as their bytes beside their lengths' field, by path (a
+    nested member's ``n/v``, in its own compound), as arrays of their values."""
+    nested = {}
+    for name in values.dtype.names:
+        inner = {s[len(name) + 1:]: k for s, k in seqs.items() if s.startswith(name + "/")}
+        if inner:
+            nested[name] = _sequences(values[name], inner, {s[len(name) + 1:]: f for s, f in moved.items()
+                                                            if s.startswith(name + "/")})
+    length = {s: moved.get(s, f"{s}.length") for s in seqs if "/" not in s}
+    kept = [n for n in values.dtype.names if n not in length.values()]
+    out = np.empty(values.shape, np.dtype([(n, object if n in length else nested[n].dtype if n in nested
+                                            else values.dtype[n]) for n in kept]))
+    for name in kept:
+        if name not in length:
+            out[name] = nested.get(name, values[name])
+            continue
+        size = np.dtype(seqs[name]).itemsize
+        for index in np.ndindex(*values.shape):
+            count = int(values[length[name]][index])
+            raw = bytes(values[name][index]) + bytes(count * size)  # NumPy cut the trailing NULs
+            out[name][index] = np.frombuffer(raw[: count * size], dtype=seqs[name])
+    return out
 
 
 def _joined(values: Any, members: dict[str, list[int]]) -> Any:

@@ -58,6 +58,7 @@ from layoutkit.formats import (
     long_double_text,
     long_doubles,
     member_field,
+    moved_sequence_lengths,
     sequence_length_field,
     sequences,
     stored_path,
@@ -189,20 +190,18 @@ def _of_strings(dtype: np.dtype) -> bool:
     return info is not None and info.length is None
 
 
-def _moved_lengths(dtype: np.dtype, seqs: dict[str, str]) -> dict[str, str]:
-    """The sequence members whose lengths' field is not ``<name>.length`` (another member
-    has that name), with the field it is (the type rules' :data:`SEQUENCE_LENGTHS_ATTR`)."""
-    return {n: f for n in seqs if (f := sequence_length_field(n, dtype.names or ())) != f"{n}.length"}
-
-
-def _sequence_members(dtype: np.dtype) -> dict[str, str]:
-    """A compound's members (top level) that are variable-length sequences of numbers or
-    fixed-length bytes, with their values' type strings, as h5py reports the type."""
+def _sequence_members(dtype: np.dtype, prefix: str = "") -> dict[str, str]:
+    """A compound's members that are variable-length sequences of numbers or fixed-length
+    bytes, by path (``n/v`` in a nested member), with their values' type strings, as h5py
+    reports the type."""
     out = {}
     for name in dtype.names or ():
+        if dtype[name].names:
+            out.update(_sequence_members(dtype[name], f"{prefix}{name}/"))
+            continue
         base = h5py.check_vlen_dtype(dtype[name])
         if base is not None and base not in (str, bytes):
-            out[name] = np.dtype(base).str
+            out[prefix + name] = np.dtype(base).str
     return out
 
 
@@ -229,8 +228,9 @@ def _stored_compound(want: np.dtype, text: list[str], members: dict[str, list[in
         held = got[name] if got.names and name in got.names else None
         inner = [t[len(name) + 1:] for t in text if t.startswith(name + "/")]  # a nested member's, by path
         inner_m = {m[len(name) + 1:]: s for m, s in members.items() if m.startswith(name + "/")}
-        if (inner or inner_m) and held is not None and held.names and want[name].names:
-            fields.append((name, _stored_compound(want[name], inner, inner_m, held)))
+        inner_s = {m[len(name) + 1:]: s for m, s in (seqs or {}).items() if m.startswith(name + "/")}
+        if (inner or inner_m or inner_s) and held is not None and held.names and want[name].names:
+            fields.append((name, _stored_compound(want[name], inner, inner_m, held, inner_s)))
             continue
         fields.append((name, held if name in text and held is not None and held.kind == "S" else want[name]))
     return np.dtype(fields)
@@ -319,16 +319,16 @@ def compare_attrs(path: str, expected: dict[str, Any], got: dict[str, Any], miss
 def _stored_members(info: ArrayInfo, z: zarr.Array, want: Any, miss: Any) -> Any:
     """The type a compound with text, array, sequence or reference members is stored as
     (the type rules: text and paths as fixed-length UTF-8, arrays a field an element,
-    sequences their bytes and lengths), its attributes naming those members checked;
-    ``want`` for any other type."""
-    path = info.path
-    text, members, seqs = text_members(info.dtype), _array_members(info.dtype), _sequence_members(info.dtype)
-    refs, regions = reference_members(info.dtype), region_members(info.dtype)
+    sequences their bytes and lengths), its attributes naming those members checked (an
+    array type of such compounds: its elements so); ``want`` for any other type."""
+    path, compound = info.path, info.dtype.base
+    text, members, seqs = text_members(compound), _array_members(compound), _sequence_members(compound)
+    refs, regions = reference_members(compound), region_members(compound)
     if not (text or members or seqs or refs or regions):
         return want
     for attr, expected in ((REFERENCE_MEMBERS_ATTR, refs), (REGION_MEMBERS_ATTR, regions), (SEQUENCE_MEMBERS_ATTR, seqs),
                            (TEXT_MEMBERS_ATTR, text),
-                           (ARRAY_MEMBERS_ATTR, members), (SEQUENCE_LENGTHS_ATTR, _moved_lengths(info.dtype, seqs))):
+                           (ARRAY_MEMBERS_ATTR, members), (SEQUENCE_LENGTHS_ATTR, moved_sequence_lengths(compound, seqs))):
         if expected and z.attrs.get(attr) != expected:
             miss(path, "attribute", f"{attr!r} is {z.attrs.get(attr)!r}, expected {expected}")
     return _stored_compound(np.dtype(want), text + refs + regions, members, np.dtype(z.dtype), seqs)
@@ -402,32 +402,34 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
         fv = np.asarray(info.fill_value if info.fill_value is not None else 0, dtype=info.dtype)
         if not equal_values(fv.reshape(1), long_doubles(np.asarray([z.fill_value], dtype=object), info.dtype.str)).all():
             miss(path, "fill_value", f"{z.fill_value!r}, expected {fv[()]!r}")
-    elif zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.names:
+    elif zfmt == 3 and want is not str and info.fill_value is not None and not info.dtype.base.names:
         fv = np.asarray(info.fill_value).astype(z.dtype).reshape(-1)  # an array type's: each element's
         got_fill = np.broadcast_to(np.asarray(z.fill_value).astype(z.dtype).reshape(1), fv.shape)
         if not equal_values(fv, got_fill).all():
             miss(path, "fill_value", f"{z.fill_value!r}, expected {info.fill_value!r}")
     # a compound's fill value: HDF5's, in either format (xarray masks no compound); an
-    # unset text member (None) is the empty string
-    if info.dtype.names and info.fill_value is not None:
-        want_c = np.asarray(info.fill_value).astype(info.dtype).reshape(1)
-        members = _array_members(info.dtype)
-        for name in text_members(info.dtype):  # (of an array member: each element; of a nested one: by path)
+    # unset text member (None) is the empty string; an array type of compounds': each element's
+    if (compound := info.dtype.base).names and info.fill_value is not None:
+        want_c = np.asarray(info.fill_value).astype(compound).reshape(-1)
+        members = _array_members(compound)
+        for name in text_members(compound):  # (of an array member: each element; of a nested one: by path)
             *parents, leaf = name.split("/")
             owner = member_values(want_c, "/".join(parents)) if parents else want_c
-            held = owner[leaf]
-            owner[leaf] = np.array([b"" if v is None else v.encode() if isinstance(v, str) else v
+            held = owner[leaf]  # (unset: None; in an array type's fill h5py gives 0)
+            owner[leaf] = np.array([b"" if v is None or isinstance(v, int) else v.encode() if isinstance(v, str) else v
                                     for v in held.reshape(-1)], dtype=object).reshape(held.shape)
-        seqs = _sequence_members(info.dtype)
-        for name in text_reference_members(info.dtype):  # a fill's: unset, the empty text
+        seqs = _sequence_members(compound)
+        for name in text_reference_members(compound):  # a fill's: unset, the empty text
             member_values(want_c, name)[...] = np.array([b""] + [None], dtype=object)[:-1]
         for name, kind in seqs.items():  # an unset sequence (None) is the empty one
-            want_c[name] = np.array([np.zeros(0, kind) if v is None else v for v in want_c[name]] + [None],
-                                    dtype=object)[:-1]
+            *parents, leaf = name.split("/")
+            owner = member_values(want_c, "/".join(parents)) if parents else want_c
+            owner[leaf] = np.array([np.zeros(0, kind) if v is None else v for v in owner[leaf]] + [None],
+                                   dtype=object)[:-1]
         try:
-            got_c = np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1)
+            got_c = np.broadcast_to(np.asarray(z.fill_value, dtype=np.dtype(z.dtype)).reshape(1), want_c.shape).copy()
             got_c = joined_members(got_c, members) if members else got_c
-            got_c = joined_sequences(got_c, seqs, _moved_lengths(info.dtype, seqs)) if seqs else got_c.astype(want_c.dtype)
+            got_c = joined_sequences(got_c, seqs, moved_sequence_lengths(compound, seqs)) if seqs else got_c.astype(want_c.dtype)
         except (TypeError, ValueError):
             got_c = None
         if got_c is None or not equal_values(want_c, got_c).all():
@@ -436,9 +438,9 @@ def _compare_fill(info: ArrayInfo, z: zarr.Array, zfmt: int, want: Any, miss: An
 
 def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], reader: ReferenceReader,
                     miss: Any) -> None:
-    path = info.path
-    members, seqs = _array_members(info.dtype), _sequence_members(info.dtype)
-    refs = text_reference_members(info.dtype)
+    path, compound = info.path, info.dtype.base  # (an array type of compounds: its elements')
+    members, seqs = _array_members(compound), _sequence_members(compound)
+    refs = text_reference_members(compound)
     block = (z.shards or z.chunks)[: len(info.shape)] if info.shape else ()  # the source's axes
     where = reader.stored_regions(path)
     blocks = proof_blocks(path, info.shape, block, where, None if where is None else zarr_stored_regions(z))
@@ -449,7 +451,7 @@ def _compare_values(info: ArrayInfo, z: zarr.Array, element: tuple[int, ...], re
         if members:  # array members a field an element: joined again by the type rules
             got_v = joined_members(got_v, members)
         if seqs:  # sequence members their bytes and lengths: joined again so
-            got_v = joined_sequences(got_v, seqs, _moved_lengths(info.dtype, seqs))
+            got_v = joined_sequences(got_v, seqs, moved_sequence_lengths(compound, seqs))
         if refs:  # reference members the paths' bytes: as text, as the source's are read
             got_v = joined_references(got_v, refs)
         if info.dtype.kind in "fc" and (kind := z.attrs.get(LONG_DOUBLE_ATTR)):  # long doubles their text

@@ -217,8 +217,9 @@ def _record(ds: h5py.Dataset, path: str, f: h5py.File, notes: list[str], is_netc
         info["mapped"] = _mapped_blocks(ds, f) if info["unmapped"] is None else None
     elif info["external"]:
         info["unmapped"] = _external_missing(plist, f)
-    if dtype.names and (members := measured_members(dtype)) and ds_shape is not None:
-        info["text_widths"] = _text_widths(ds, members)
+    if dtype.base.names and (members := measured_members(dtype.base)):  # (an array type's elements')
+        # (a null dataspace holds no value to measure: each at its least)
+        info["text_widths"] = _text_widths(ds, members) if ds_shape is not None else tuple((m, 1) for m in members)
     if tid.committed():  # resolved to a path once the walk is done (:func:`_inventory`)
         info["type_path"] = h5py.h5o.get_info(tid).addr
     if layout == h5py.h5d.CHUNKED and info["filters"] and chunk_opts(plist) & DONT_FILTER_PARTIAL_CHUNKS:
@@ -241,11 +242,12 @@ def _text_widths(ds: h5py.Dataset, members: list[str]) -> tuple[tuple[str, int],
     read it (its planning refuses it then)."""
     widths = dict.fromkeys(members, 1)
     tops = list(dict.fromkeys(m.split("/")[0] for m in members))  # the top-level members that hold them
+    rows = ds if ds.dtype.subdtype is not None else ds.fields(tops)  # an array type of compounds: read whole
     try:
         if not ds.shape:
-            blocks: Any = [ds.fields(tops)[()]]
+            blocks: Any = [rows[()]]
         else:
-            blocks = (ds.fields(tops)[i:i + TEXT_WIDTH_ROWS] for i in range(0, ds.shape[0], TEXT_WIDTH_ROWS))
+            blocks = (rows[i:i + TEXT_WIDTH_ROWS] for i in range(0, ds.shape[0], TEXT_WIDTH_ROWS))
         for block in blocks:
             block = np.asarray(block)
             for name in members:

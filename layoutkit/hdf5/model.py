@@ -92,9 +92,10 @@ def declared_order(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     kept, their label mended. Sequences already labelled so are left as they are."""
     import h5py
 
-    if dtype.names:
+    if dtype.names:  # (a nested member's too)
         for name in dtype.names:
-            if h5py.check_vlen_dtype(dtype[name]) is not None and values.dtype.names and name in values.dtype.names:
+            held = values.dtype.names and name in values.dtype.names
+            if held and (h5py.check_vlen_dtype(dtype[name]) is not None or dtype[name].names and dtype[name].hasobject):
                 values[name] = declared_order(values[name], dtype[name])
         return values
     base = h5py.check_vlen_dtype(dtype)
@@ -171,10 +172,16 @@ def long_double(dtype: np.dtype) -> bool:
         and not dtype.names and dtype.subdtype is None
 
 
-def sequence_members(dtype: np.dtype) -> dict[str, np.dtype]:
-    """A compound's members (top level) that are variable-length sequences of numbers or
-    fixed-length bytes, with the type of their values."""
-    return {n: base for n in dtype.names or () if (base := sequence_type(dtype[n])) is not None}
+def sequence_members(dtype: np.dtype, prefix: str = "") -> dict[str, np.dtype]:
+    """A compound's members that are variable-length sequences of numbers or fixed-length
+    bytes, by path (a nested member's ``n/v``), with the type of their values."""
+    out = {}
+    for n in dtype.names or ():
+        if dtype[n].names:
+            out.update(sequence_members(dtype[n], f"{prefix}{n}/"))
+        elif (base := sequence_type(dtype[n])) is not None:
+            out[prefix + n] = base
+    return out
 
 
 def measured_members(dtype: np.dtype) -> list[str]:

@@ -46,7 +46,9 @@ TYPES = (*NUMERIC, "bool", "enum", "S6", "vstr", "vbytes", "compound", "array", 
          # sequences of a big-endian type (h5py labels their arrays native), an array type of text,
          # array members (of numbers, of text) inside a nested member, sequences of strings
          "ctext", "carray", "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray",
-         "sstr", "clongdouble")
+         "sstr", "clongdouble",
+         # a sequence member inside a nested member, an array type of compounds holding text and arrays
+         "nseq", "acompt")
 STRPAD = {"spacepad": h5py.h5t.STR_SPACEPAD, "nullterm": h5py.h5t.STR_NULLTERM}
 FILTERS = ("gzip", "shuffle", "fletcher32", "scaleoffset", "nbit", "lzf", "zstd", "blosc", "lz4", "bitshuffle")
 ATTRS = ("int", "float_be", "floats", "bytes", "str", "str_ascii", "strs", "empty", "not_utf8", "bool", "compound",
@@ -93,7 +95,8 @@ def datasets(draw: Any, path: str) -> dict[str, Any]:
         spec["filters"] = tuple(draw(st.lists(st.sampled_from(fits), max_size=2, unique=True))) if fits else ()
         spec["written"] = draw(st.sampled_from(("all", "all", "part", "none")))
     if kind not in ("ref", "vstr", "vbytes", "regionref", "cref", "nested", "spacepad", "nullterm", "ctext", "carray",
-                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray", "sstr") and space != "null":
+                    "ragged", "acomp", "ctextarr", "ntext", "bseq", "cseq", "rbe", "atext", "narray", "sstr", "nseq",
+                    "acompt") and space != "null":
         spec["fill"] = draw(st.sampled_from((None, "set")))
     if kind in (*NUMERIC, "enum", "compound", "table") and space != "null" and storage not in ("virtual", "external"):
         # of a committed (named) datatype, as netCDF-4 keeps its enums (issue 48)
@@ -236,6 +239,8 @@ def dtype_of(kind: str) -> np.dtype:
         "bseq": h5py.vlen_dtype(np.dtype("S3")),
         "cseq": np.dtype([("id", "<i2"), ("v", h5py.vlen_dtype("<i4")), ("b", h5py.vlen_dtype(np.dtype("S2"))),
                           ("v.length", "<u2")]),  # a member named as v's lengths' field
+        "nseq": np.dtype([("id", "<i2"), ("n", [("q", h5py.vlen_dtype(">i2")), ("k", "<f4")])]),
+        "acompt": np.dtype((np.dtype([("a", "<i4"), ("s", h5py.string_dtype()), ("v", "<f4", (2,))]), (2,))),
     }[kind]
 
 
@@ -333,6 +338,18 @@ def values(kind: str, shape: tuple[int, ...], rng: np.random.Generator, f: h5py.
             out["v"][i] = np.array([i - 2, 0, 0], "<i4")[: i % 4]
             out["b"][i] = np.array([b"a\x00", b"", b"xy"], "S2")[: (i + 1) % 4]
         return out.reshape(shape)
+    if kind == "nseq":  # a nested member's sequences: of a big-endian type, empty ones, ending in zeros
+        out = np.zeros(n, dtype=dt)
+        out["id"], out["n"]["k"] = np.arange(n), rng.normal(size=n)
+        for i in range(n):
+            out["n"]["q"][i] = np.array([i, -3, 0], ">i2")[: i % 4]
+        return out.reshape(shape)
+    if kind == "acompt":  # the elements a last axis
+        out = np.zeros((n, 2), dtype=dt.base)
+        texts = ["", "µs", "üñî 𝜋", "plain"]
+        out["a"], out["v"] = rng.integers(-99, 99, size=(n, 2)), rng.normal(size=(n, 2, 2))
+        out["s"] = np.array([[texts[i % 4], texts[(i + 1) % 4]] for i in range(n)], dtype=object)
+        return out.reshape((*shape, 2))
     if kind == "narray":
         out = np.zeros(n, dtype=dt)
         texts = ["", "µs", "üñî 𝜋", "plain"]
@@ -401,7 +418,7 @@ def _dataset(f: h5py.File, d: dict[str, Any], rng: np.random.Generator) -> None:
         return
     if d["space"] == "null":
         f.create_dataset(d["path"], data=h5py.Empty(dt if kind not in ("ref", "array", "regionref", "cref", "acomp", "ctextarr",
-                                                                       "ntext", "bseq", "cseq", "atext", "narray")
+                                                                       "bseq", "atext", "narray", "acompt")
                                                     else np.dtype("f4")))
         return
     if kind in STRPAD:

@@ -54,6 +54,7 @@ from layoutkit.formats import (
     json_attrs,
     long_double_text,
     member_field,
+    moved_sequence_lengths,
     sequence_length_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
@@ -211,7 +212,7 @@ def flat_members(data: Any) -> Any:
         if dtype[n].names and (dtype[n].hasobject or _has_array_member(dtype[n])):
             if (stored := flat_members(held := data[n])) is not held:
                 nested[n] = stored
-    if not seqs and not _has_array_member(dtype):
+    if not seqs and not _has_array_member(dtype) and all(s.dtype == dtype[n] for n, s in nested.items()):
         if nested:  # (their text as bytes: the same type)
             data = np.array(data, copy=True)
             for n, stored in nested.items():
@@ -271,21 +272,21 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4
     if dtype is bytes:  # a sequence's: the empty one
         return b""
     fv = info.fill_value
-    if fv is not None and info.dtype.names:
+    if info.dtype.subdtype is not None and fv is not None:  # an array type's: one element (target_dtype)
+        fv = np.asarray(fv).reshape(-1)[0] if np.asarray(fv).size else None
+    if fv is not None and info.dtype.base.names:
         fv = flat_members(np.asarray(fv))[()]
     if info.text_widths and fv is not None:  # a compound's text members: HDF5's empty string, as bytes
         fv = _text_fill(fv, np.dtype(dtype))
-    if info.dtype.subdtype is not None and fv is not None:  # an array type's: one number (target_dtype)
-        fv = np.asarray(fv).reshape(-1)[0] if np.asarray(fv).size else None
     if zarr_format == 3:
         if fv is None:
             return None
-        return fv if info.dtype.names else np.asarray(fv).astype(dtype)[()]
+        return fv if info.dtype.base.names else np.asarray(fv).astype(dtype)[()]
     # v2: xarray reads fill_value as the netCDF _FillValue (a mask), so only a real
     # _FillValue, or a deliberate non-default fill of a plain HDF5 file, goes there. A
     # compound's is HDF5's own (xarray masks no compound; its _FillValue attribute stays
     # an attribute)
-    if info.dtype.names:
+    if info.dtype.base.names:
         return fv
     if "_FillValue" in info.attrs:
         return np.asarray(info.attrs["_FillValue"]).astype(dtype).reshape(-1)[0]
@@ -297,18 +298,19 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4
 
 def _member_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
     """The attributes that name how the type rules store a dataset's members and
-    sequences: text, reference, sequence and array members, sequences' value types."""
+    sequences: text, reference, sequence and array members, sequences' value types (of a
+    compound, or of the compound an array type's elements are)."""
     attrs: dict[str, Any] = {}
-    if text := text_members(info.dtype):
+    compound = info.dtype.base
+    if text := text_members(compound):
         attrs[TEXT_MEMBERS_ATTR] = text
-    if refs := reference_members(info.dtype):
+    if refs := reference_members(compound):
         attrs[REFERENCE_MEMBERS_ATTR] = refs
-    if regions := region_members(info.dtype):
+    if regions := region_members(compound):
         attrs[REGION_MEMBERS_ATTR] = regions
-    if seqs := sequence_members(info.dtype):
+    if seqs := sequence_members(compound):
         attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
-        moved = {n: f for n in seqs if (f := sequence_length_field(n, info.dtype.names or ())) != sequence_length_field(n)}
-        if moved:  # a member holds the name its lengths' field would have
+        if moved := moved_sequence_lengths(compound, seqs):  # a member holds the name its lengths' field would have
             attrs[SEQUENCE_LENGTHS_ATTR] = moved
     if dtype is bytes:
         attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
@@ -316,7 +318,7 @@ def _member_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
         attrs[TEXT_SEQUENCE_ATTR] = "json"
     if long_double(info.dtype):
         attrs[LONG_DOUBLE_ATTR] = info.dtype.str
-    if members := array_members(info.dtype):
+    if members := array_members(compound):
         attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
     return attrs
 

@@ -1366,6 +1366,31 @@ def backslash_archive(path: Path) -> dict[str, np.ndarray]:
         return {p: f[p][()] for p in ("/shots/1/signals/coil\\B", "/shots/2/signals/t\\ime", "/calib\\2026/gain")}
 
 
+def test_a_shot_named_with_a_backslash_is_listed_and_read_by_its_name_in_every_zarr_layout(tmp_path: Path) -> None:
+    """A shot whose name holds a backslash: every layout lists it by the source's name
+    (``shots``, a signal's shots, a packed signal's ``shot``) and reads it by that name
+    (``shot``, ``read``, ``signals_of``), as ``layoutkit.open`` does the source."""
+    import layoutkit
+
+    src = tmp_path / "shots.h5"
+    with h5py.File(src, "w") as f:
+        for shot in ("s\\1", "2"):
+            g = f.create_group(f"shots/{shot}/signals")
+            t = g.create_dataset("time", data=np.arange(4.0))
+            t.make_scale("time")
+            g.create_dataset("ip", data=np.arange(4.0) * len(shot)).dims[0].attach_scale(t)
+    runs = {"v3.zarr": ["convert"], "signal.zarr": ["convert", "--layout", "signal-major"],
+            "packed.zarr": ["convert", "--layout", "shot-packed"], "virtual.icechunk": ["convert", "--layout", "virtual"]}
+    write_and_prove(src, tmp_path, runs)
+    for store in [src, *(tmp_path / n for n in runs)]:
+        with layoutkit.open(store) as archive:
+            assert archive.shots == ["2", "s\\1"] and sorted(archive.signal("ip")) == ["2", "s\\1"], store.name
+            assert archive.shot("s\\1").name == "s\\1" and sorted(archive.shot("s\\1").children) == ["ip", "time"]
+            np.testing.assert_array_equal(archive.read("s\\1", "ip").values, np.arange(4.0) * 3)
+            assert [s for s, _ in archive.signals_of("s\\1")] == ["ip", "time"], store.name
+            assert list(archive.signal_packed("ip")["shot"].values) == ["2", "s\\1"], store.name
+
+
 def test_a_name_with_a_backslash_is_stored_at_its_stored_path_and_read_by_its_own(tmp_path: Path) -> None:
     """A backslash in a name, which zarr-python takes for a ``/``, refused by every Zarr
     layout: every Zarr layout stores the node with its ``%`` and ``\\`` percent-encoded and
@@ -1402,8 +1427,15 @@ def test_a_name_with_a_backslash_is_stored_at_its_stored_path_and_read_by_its_ow
             np.testing.assert_array_equal(signal.values, np.arange(6.0) * 2)
             np.testing.assert_array_equal(signal[signal.dims[0]].values, np.linspace(0, 1, 6) + 2)
             assert sorted(archive.signal("coil\\B")) == ["1", "2"]
-        tree = xr.open_datatree(store, engine="layoutkit")  # the engine: the names as the store has them
-        node = tree["2"]["coil\\B" if store.suffix == ".h5" else "coil%5CB"]
+            # listed by the source's names, as the HDF5 reader lists them (not coil%5CB)
+            assert archive.signals == ["100%", "coil\\B", "t\\ime"] and signal.dims == ("t\\ime",), store.name
+            assert "/calib\\2026/gain" in archive.arrays() and "calib\\2026" in archive.children("/"), store.name
+            assert any(p == "/calib\\2026/gain" for p, _ in archive.blocks()), store.name
+            assert sorted(archive.shot(2).children) == ["100%", "coil\\B", "t\\ime"], store.name
+            assert ("coil\\B", "/shots/1/signals/coil\\B") in archive.signals_of(1), store.name
+            assert list(archive.signal_packed("coil\\B").data_vars) == ["coil\\B", "t\\ime"], store.name
+        tree = xr.open_datatree(store, engine="layoutkit")  # the engine: the source's names too
+        node = tree["2"]["coil\\B"]
         np.testing.assert_array_equal(node.dataset[node.name].values, np.arange(6.0) * 2)
     more = tmp_path / "more.h5"
     backslash_archive(more)

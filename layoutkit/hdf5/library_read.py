@@ -49,7 +49,7 @@ def _values(f: h5py.File, ds: h5py.Dataset, info: ArrayInfo, region: Region) -> 
         raise ChunkDecodeError(info.path, tuple(a for a, _ in region), first_line(exc)) from None
 
 
-def dataset_values(ds: h5py.Dataset, sel: tuple[slice, ...]) -> np.ndarray:
+def dataset_values(ds: h5py.Dataset, sel: tuple[slice | int, ...]) -> np.ndarray:
     """``ds``'s values in ``sel`` as h5py reads them, as the type rules read them
     (:func:`~layoutkit.hdf5.model.typed_values`: strings in sequences and array types as
     text, sequences in their type's byte order; a scalar's sequence in a 0-d object array,

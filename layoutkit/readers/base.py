@@ -6,7 +6,9 @@ stores (dimension scales as coordinates, a shot as a DataTree)."""
 from __future__ import annotations
 
 import base64
+import inspect
 import math
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
@@ -50,9 +52,20 @@ class Archive:
             if name in cls.__dict__:  # every layout's own reads say so when the name is unknown
                 setattr(cls, name, _refusing_unknown(cls.__dict__[name], kind))
         if cls.names_stored:  # a source's path (a name with a backslash) read at its stored path
-            for name in ("exists", "get", "read_block", "variable"):
+            for name in AT_PATH:
                 if name in cls.__dict__:
                     setattr(cls, name, _at_stored_path(cls.__dict__[name]))
+            for name in AT_PATHS:
+                if name in cls.__dict__:
+                    setattr(cls, name, _at_stored_paths(cls.__dict__[name]))
+            members = dict(cls.__dict__)
+            if not any(getattr(b, "names_stored", False) for b in cls.__bases__):  # the first: Archive's own too
+                members = {**{k: v for k, v in Archive.__dict__.items() if k not in members}, **members}
+            for name, member in members.items():  # listed by the source's names (source_name)
+                if isinstance(member, property) and not name.startswith("_") and member.fget is not None:
+                    setattr(cls, name, property(_by_source_names(member.fget, name)))
+                elif inspect.isfunction(member) and not name.startswith("_"):
+                    setattr(cls, name, _by_source_names(member, name))
 
     def __init__(self, path: Path, template: str) -> None:
         self.path = path
@@ -141,7 +154,7 @@ class Archive:
     def signals_of(self, shot: str | int) -> list[tuple[str, str]]:
         """The signals of one shot, ``(signal, path)``, in natural order; [] when the shot
         has none. Costs what finding one shot's signals costs, not a listing of the shots."""
-        return [(signal, path) for _, signal, path in self._expand({"shot": str(shot)})]
+        return [(signal, path) for _, signal, path in self._expand({"shot": self.stored_name(str(shot))})]
 
     def fill_attribute(self, path: str) -> Any:
         """The ``_FillValue`` xarray's engine for this format would add to the array at
@@ -203,6 +216,13 @@ class Archive:
     def signals(self) -> list[str]:
         """Every signal name found in any shot, in natural order."""
         return sorted({sig for _, sig, _ in self._expand({})}, key=natural_key)
+
+    def source_name(self, name: str) -> str:
+        """A name or path as this archive stores it, as the source names it: in a Zarr
+        store, a stored name with a backslash (``coil%5CB``, the type rules, "Names") as
+        the source's (``coil\\B``); else as it is. What the archive lists (``shots``,
+        ``signals``, ``arrays()``, ``children()``, a shot's tree, ...) is given so."""
+        return name
 
     def stored_name(self, name: str) -> str:
         """A shot's or signal's name as this archive holds it: in a Zarr store, one with a
@@ -381,6 +401,107 @@ def packed_dataset(signal: str, shots: list[str], values: list[np.ndarray], time
         if len(names) > 1:
             ds.coords["time_base"] = ("shot", np.asarray(bases, dtype=str))
     return ds
+
+
+AT_PATH = ("exists", "get", "read_block", "variable", "group_attrs", "stored_chunks", "fill_attribute",
+           "dimension_only", "zarr_array", "node")
+"""A Zarr store's archive methods that take a source's path first (:func:`_at_stored_path`)."""
+AT_PATHS = ("_variables", "lazy_variables", "read_blocks")
+"""... and those that take several (paths, or ``(path, selection)`` units)."""
+_INSIDE = threading.local()  # per thread: the archives running one of their own public methods
+
+
+def _by_source_names(method: Any, name: str) -> Any:
+    """A public method of an archive whose store keeps names apart from the source's
+    (``names_stored``): called from outside the archive, what it lists or names comes back
+    by the source's names (:meth:`Archive.source_name`); called from the archive's own
+    methods, as stored (they look nodes up by it)."""
+    import functools
+
+    @functools.wraps(method)
+    def named(self: Archive, *args: Any, **kwargs: Any) -> Any:
+        inside = getattr(_INSIDE, "archives", None)
+        if inside is None:
+            inside = _INSIDE.archives = set()
+        if id(self) in inside:
+            return method(self, *args, **kwargs)
+        inside.add(id(self))
+        try:
+            out = method(self, *args, **kwargs)
+        finally:
+            inside.discard(id(self))
+        return _source_named(self, name, out)
+
+    return named
+
+
+def _source_named(archive: Archive, method: str, out: Any) -> Any:
+    """What an archive's public method gave, by the source's names (only where a name was
+    stored apart: its stored form holds ``%5C``)."""
+    name = archive.source_name
+    if method in ("children", "shots", "signals"):
+        return [name(n) for n in out] if any("%5C" in n for n in out) else out
+    if method == "arrays":
+        return {name(p): v for p, v in out.items()} if any("%5C" in p for p in out) else out
+    if method == "blocks":
+        return [(name(p), s) for p, s in out] if any("%5C" in p for p, _ in out) else out
+    if method == "signals_of":
+        return [(name(s), name(p)) for s, p in out]
+    if method in ("variable", "read"):
+        return _renamed_array(archive, out)
+    if method == "lazy_variables":
+        return [_renamed_array(archive, a) for a in out]
+    if method == "signal":
+        return {name(k): _renamed_array(archive, a) for k, a in out.items()}
+    if method == "shot" and isinstance(out, xr.DataTree):
+        return _renamed_tree(archive, out)
+    if method == "signal_packed" and isinstance(out, xr.Dataset):
+        names = {str(k): name(str(k)) for k in (*out.variables, *out.dims) if "%5C" in str(k)}
+        out = out.rename({k: v for k, v in names.items() if k != v}) if names else out
+        shots = [str(s) for s in out["shot"].values]
+        return out.assign_coords(shot=("shot", np.asarray([name(s) for s in shots], dtype=str))) \
+            if any("%5C" in s for s in shots) else out
+    return out
+
+
+def _renamed_array(archive: Archive, a: Any) -> Any:
+    """A DataArray with its dimensions and coordinates by the source's names."""
+    if not isinstance(a, xr.DataArray):
+        return a
+    names = {str(k): archive.source_name(str(k)) for k in (*a.dims, *a.coords) if "%5C" in str(k)}
+    out = a.rename({k: v for k, v in names.items() if k != v}) if names else a
+    return out.rename(archive.source_name(str(a.name))) if a.name is not None and "%5C" in str(a.name) else out
+
+
+def _renamed_tree(archive: Archive, tree: xr.DataTree) -> xr.DataTree:
+    """A shot's tree (one node per signal) by the source's names."""
+    if "%5C" not in str(tree.name) and not any("%5C" in str(k) for sig, node in tree.children.items()
+                                               for k in (sig, *node.dims)):  # (0.2 ms for 70 signals)
+        return tree
+    signals = []
+    for sig, node in tree.children.items():
+        ds = node.to_dataset()
+        names = {str(k): archive.source_name(str(k)) for k in (*ds.variables, *ds.dims) if "%5C" in str(k)}
+        var = ds.rename({k: v for k, v in names.items() if k != v})[archive.source_name(str(sig))]
+        signals.append((archive.source_name(str(sig)), var))
+    return shot_tree(archive.source_name(str(tree.name)), signals, {str(k): v for k, v in tree.attrs.items()})
+
+
+def _at_stored_paths(read: Any) -> Any:
+    """``read`` (an archive's method taking paths, or ``(path, selection)`` units, first)
+    given the paths a Zarr store names a source's paths by."""
+    import functools
+
+    def stored(item: Any) -> Any:
+        if isinstance(item, tuple):
+            return (stored_path(item[0]), *item[1:]) if "\\" in item[0] else item
+        return stored_path(item) if "\\" in item else item
+
+    @functools.wraps(read)
+    def at(self: Archive, items: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        return read(self, map(stored, items), *args, **kwargs)
+
+    return at
 
 
 def _at_stored_path(read: Any) -> Any:

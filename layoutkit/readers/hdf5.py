@@ -17,11 +17,12 @@ import xarray as xr
 
 from layoutkit.errors import InvalidOptionError, UnsupportedFeatureError
 from layoutkit.formats import element_dims
-from layoutkit.hdf5.attrs import attr_to_json, reference_path, reference_text, region_as_text
+from layoutkit.hdf5.attrs import attr_to_json, reference_path, region_as_text
 from layoutkit.hdf5.chunk_index import index_problem
 from layoutkit.hdf5.files import close_at_exit, external_values, open_checked
 from layoutkit.hdf5.inventory import NETCDF_DIM_ONLY_PREFIX
-from layoutkit.hdf5.model import long_double, typed_values, with_paths
+from layoutkit.hdf5.library_read import dataset_values
+from layoutkit.hdf5.model import long_double, typed_values
 from layoutkit.hdf5.raw import chunk_entries, decode_chunked, raw_decoders, stored_ranges
 from layoutkit.readers.base import (
     Archive,
@@ -459,12 +460,8 @@ def _values(ds: h5py.Dataset, selection: Selection) -> np.ndarray:
         outer = tuple(selection[: ds.ndim])
         values = np.asarray(ds[outer] if outer else ds[()])[(..., *selection[ds.ndim:])]
         return typed_values(values, ds.dtype)
-    values = np.asarray(ds[selection] if selection else ds[()])
-    if not ds.shape and h5py.check_vlen_dtype(ds.dtype) is not None:  # a scalar's sequence: h5py gives it itself
-        values = np.empty((), dtype=object)
-        values[()] = ds[()]
-    values = typed_values(values, ds.dtype)  # (strings in sequences and array types as text)
-    return with_paths(values, ds.dtype, lambda r: reference_text(ds.file, r))  # a compound's references as paths
+    # (strings in sequences and array types as text, a scalar's sequence in a 0-d array, a compound's references as paths)
+    return dataset_values(ds, selection)
 
 
 def _address(obj: Any) -> Any:

@@ -185,7 +185,7 @@ class PackedArchive(ZarrArchive):
         return []
 
     def signals_of(self, shot: str | int) -> list[tuple[str, str]]:
-        names, paths = self._shot_paths(str(shot))  # the shot's rows, not the archive's shot list
+        names, paths = self._shot_paths(self.stored_name(str(shot)))  # the shot's rows, not the archive's shot list
         return list(zip(names, paths))
 
     def _shot_paths(self, shot: str) -> tuple[list[str], list[str]]:

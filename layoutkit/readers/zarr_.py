@@ -33,6 +33,7 @@ from layoutkit.formats import (
     PROVENANCE_ATTR,
     REFERENCE_MEMBERS_ATTR,
     REGION_MEMBERS_ATTR,
+    RENAMED_KEY,
     SEQUENCE_ATTR,
     SEQUENCE_LENGTHS_ATTR,
     SEQUENCE_MEMBERS_ATTR,
@@ -128,6 +129,8 @@ class ZarrArchive(Archive):
         self._nodes = self._list_nodes()
         self._listed: dict[str, set[str]] = {}  # node by node: a shot group -> the nodes below it
         self._scales: dict[str, list[list[str]]] | None = None
+        self._sidecar_doc: dict[str, Any] | None = None
+        self._source_names: dict[str, str] | None = None  # stored name -> the source's (source_name)
         self._chunk_plans: dict[str, DirectRead | None] = {}  # of any number of chunks (_direct)
         self._local = threading.local()  # per thread: the objects fetched ahead for its next read
         self._kept_objects: dict[str, Any] = {}  # objects fetched for a later read (_fetch_with_next_read)
@@ -349,14 +352,7 @@ class ZarrArchive(Archive):
         """The dimension scales of each axis, as ``convert`` recorded them in its sidecar;
         else found by dimension name in the array's group or an ancestor's subgroups."""
         if self._scales is None:
-            from layoutkit.storage.counting import is_icechunk_store
-            from layoutkit.storage.icechunk_repo import sidecar_in
-
-            if not is_icechunk_store(self.store):  # in Icechunk the sidecar rides in the provenance (and asking loads its snapshot)
-                with contextlib.suppress(OSError, ValueError, TypeError):
-                    self._scales = json.loads(_store_text(self.store, SIDECAR)).get("dimension_scales", {})
-            if self._scales is None:
-                self._scales = sidecar_in(self.root.attrs.get(PROVENANCE_ATTR)).get("dimension_scales", {})
+            self._scales = self._sidecar().get("dimension_scales", {})
         if path in self._scales:
             return self._scales[path]
         node = self._nodes.get(path)
@@ -366,6 +362,28 @@ class ZarrArchive(Archive):
             a = self.zarr_array(path)
             names = a.metadata.dimension_names if a.metadata.zarr_format == 3 else a.attrs.get(DIMENSIONS_ATTR)
         return [self._find_scale(path, n) if n and not n.startswith("phony_dim_") else [] for n in names or ()]
+
+    def _sidecar(self) -> dict[str, Any]:
+        """The store's :data:`~layoutkit.formats.SIDECAR` document, read once ({} when none)."""
+        if self._sidecar_doc is None:
+            from layoutkit.storage.counting import is_icechunk_store
+            from layoutkit.storage.icechunk_repo import sidecar_in
+
+            if not is_icechunk_store(self.store):  # in Icechunk the sidecar rides in the provenance (and asking loads its snapshot)
+                with contextlib.suppress(OSError, ValueError, TypeError):
+                    self._sidecar_doc = json.loads(_store_text(self.store, SIDECAR))
+            if not isinstance(self._sidecar_doc, dict):
+                self._sidecar_doc = sidecar_in(self.root.attrs.get(PROVENANCE_ATTR))
+        return self._sidecar_doc
+
+    def source_name(self, name: str) -> str:
+        if "%5C" not in name:
+            return name
+        if self._source_names is None:  # each stored name apart from the source's, from the record of renamed nodes
+            self._source_names = {}
+            for stored, source in (self._sidecar().get(RENAMED_KEY) or {}).items():
+                self._source_names.update(zip(stored.split("/"), source.split("/")))
+        return "/".join(self._source_names.get(part, part) for part in name.split("/"))
 
     def _find_scale(self, path: str, name: str) -> list[str]:
         """The scale the rule :func:`~layoutkit.formats.scale_by_name` finds (node by node:

@@ -28,6 +28,7 @@ from layoutkit.hdf5.model import (
     carried_nowhere,
     element_shape,
     long_double,
+    measured_members,
     sequence_members,
     sequence_type,
     text_elements,
@@ -105,6 +106,11 @@ def _compound_dtype(info: ArrayInfo, dtype: np.dtype) -> np.dtype:
     its text members at their longest value's length (UTF-8), array members a field an
     element, sequence members their bytes and lengths; refused where a member is none of
     those and Zarr cannot hold it."""
+    if info.text_widths is None and (measured := measured_members(dtype)):  # the walk could not read its values
+        import h5py
+
+        raise UnsupportedFeatureError(info.path, f"a compound type with variable-length members ({', '.join(measured)}) "
+                                                 f"whose values HDF5 {h5py.version.hdf5_version} cannot read")
     widths = dict(info.text_widths or ())
     arrays, seqs = array_members(dtype), sequence_members(dtype)
     _check_members(info, dtype, widths, arrays, seqs)

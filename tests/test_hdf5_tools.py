@@ -138,7 +138,10 @@ def test_datasets_made_by_h5import(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The types issue 65 made convertible, written by h5py: an array type, a compound
-    with an array member, one with a text member, ragged sequences, region references."""
+    with an array member, one with a text member, ragged sequences, region references, a
+    sequence member inside a nested member. (Not an array type of compounds holding text:
+    Debian's h5repack 1.10 writes one that the HDF5 2.0 h5py carries cannot read, "bad
+    heap pointer", where h5dump 1.10 reads it; convert refuses it, naming HDF5.)"""
     path = tmp_path_factory.mktemp("typed") / "typed.h5"
     with h5py.File(path, "w") as f:
         f.create_dataset("array_type", shape=(8,), dtype=np.dtype(("<i2", (3,))))[...] = np.arange(24).reshape(8, 3)
@@ -150,6 +153,10 @@ def typed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for i in range(4):
             ragged[i] = np.arange(i, dtype="<f8") / 3
         f.create_dataset("ragged", data=ragged, dtype=h5py.vlen_dtype("<f8"))
+        nested = np.zeros(3, np.dtype([("a", "<i4"), ("n", [("v", h5py.vlen_dtype("<i2")), ("k", "<f4")])]))
+        for i in range(3):
+            nested["n"]["v"][i] = np.arange(i, dtype="<i2")
+        f.create_dataset("nested_sequence", data=nested)
         x = f["array_type"]
         refs = f.create_dataset("regions", (2,), dtype=h5py.regionref_dtype)
         refs[0], refs[1] = x.regionref[1:3], x.regionref[5:8]
@@ -170,3 +177,34 @@ def test_issue_65_types_rewritten_by_h5repack_convert_and_reorder_equal(typed: P
     check = CliRunner().invoke(app, ["verify", str(src), *(str(tmp_path / o) for o in outs), "--patterns", "open",
                                      "--repeat", "1"])
     assert check.exit_code == 0 and "all 3 variants hold" in " ".join(check.output.split()), check.output
+
+
+def test_an_array_type_of_compounds_holding_text_that_hdf5_cannot_read_is_refused_naming_hdf5(tmp_path: Path) -> None:
+    """Debian's h5repack (HDF5 1.10) rewrites an array type of compounds holding text so
+    that the HDF5 h5py carries (2.0) cannot read its values ("bad heap pointer"; h5dump
+    1.10 reads them): convert refuses the dataset in one sentence naming HDF5 and its
+    members, writes nothing, leaves the source as it was; --skip-unsupported converts the rest."""
+    src = tmp_path / "src.h5"
+    element = np.dtype([("a", "<i4"), ("s", h5py.string_dtype()), ("v", "<f4", (2,))])
+    with h5py.File(src, "w") as f:
+        elements = np.zeros((4, 2), element)
+        elements["a"], elements["s"] = np.arange(8).reshape(4, 2), [["x", "é"], ["", "yz"]] * 2
+        f.create_dataset("t", shape=(4,), dtype=np.dtype((element, (2,))))[...] = elements
+        f.create_dataset("plain", data=np.arange(3))
+    repacked = tmp_path / "repacked.h5"
+    subprocess.run(["h5repack", str(src), str(repacked)], check=True, capture_output=True)
+    with h5py.File(repacked) as f:
+        try:
+            f["t"][...]
+        except OSError:
+            pass
+        else:
+            pytest.fail("this HDF5 reads h5repack's array type of compounds now: the refusal below is no longer needed")
+    before = repacked.read_bytes()
+    result = CliRunner().invoke(app, ["convert", str(repacked), str(tmp_path / "out.zarr")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Dataset '/t' uses a compound type with variable-length members (s) whose values " \
+        f"HDF5 {h5py.version.hdf5_version} cannot read" in said, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "out.zarr").exists() and repacked.read_bytes() == before
+    rest = CliRunner().invoke(app, ["convert", str(repacked), str(tmp_path / "rest.zarr"), "--skip-unsupported"])
+    assert rest.exit_code == 0 and (tmp_path / "rest.zarr" / "plain").exists(), rest.output

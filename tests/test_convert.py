@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -71,18 +72,18 @@ def test_links_are_recorded_not_dropped(hard_cases: dict[str, Path], tmp_path: P
 
 
 def test_skip_unsupported_lists_what_was_left_out(tmp_path: Path) -> None:
-    src = tmp_path / "vlen.h5"
-    with h5py.File(src, "w") as f:  # a ragged member inside a nested one: still refused (at the top level it converts)
-        inner = np.dtype([("v", h5py.vlen_dtype(np.dtype("<f8")))])
-        f.create_dataset("ragged", shape=(2,), dtype=np.dtype([("a", "<i4"), ("n", inner)]))
+    src = tmp_path / "external.h5"
+    with contextlib.chdir(tmp_path), h5py.File(src, "w") as f:  # external raw storage whose file is gone: refused
+        f.create_dataset("gone", shape=(3,), dtype="<f8", external=[("gone.bin", 0, h5py.h5f.UNLIMITED)])[...] = 1
         f["ok"] = np.arange(3)
-    with pytest.raises(Exception, match="'/ragged' uses a compound type with a variable-length member 'v'"):
+    (tmp_path / "gone.bin").unlink()
+    with pytest.raises(Exception, match=r"'/gone' uses external raw storage \(its file gone.bin is missing\)"):
         convert(src, tmp_path / "a.zarr")
     summary = convert(src, tmp_path / "b.zarr", ConvertOptions(skip_unsupported=True))
-    assert [p for p, _ in summary.skipped] == ["/ragged"]
-    assert compare_zarr(src, tmp_path / "b.zarr", skipped=frozenset({"/ragged"})) == []
+    assert [p for p, _ in summary.skipped] == ["/gone"]
+    assert compare_zarr(src, tmp_path / "b.zarr", skipped=frozenset({"/gone"})) == []
     sidecar = json.loads((tmp_path / "b.zarr" / "layoutkit.json").read_text())
-    assert sidecar["skipped"][0]["path"] == "/ragged"
+    assert sidecar["skipped"][0]["path"] == "/gone"
 
 
 def test_sparse_regions_are_not_written(tmp_path: Path) -> None:

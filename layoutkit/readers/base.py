@@ -224,6 +224,12 @@ class Archive:
         ``signals``, ``arrays()``, ``children()``, a shot's tree, ...) is given so."""
         return name
 
+    def _may_rename(self) -> bool:
+        """Whether :meth:`source_name` may give another name than it is given: False where
+        the archive knows no name of it was stored apart (what it lists is then given as
+        it is, unchecked)."""
+        return self.names_stored
+
     def stored_name(self, name: str) -> str:
         """A shot's or signal's name as this archive holds it: in a Zarr store, one with a
         backslash at its stored name (the type rules, "Names"); else as given."""
@@ -420,6 +426,8 @@ def _by_source_names(method: Any, name: str) -> Any:
 
     @functools.wraps(method)
     def named(self: Archive, *args: Any, **kwargs: Any) -> Any:
+        if not self._may_rename():  # (no name stored apart: nothing to give otherwise)
+            return method(self, *args, **kwargs)
         inside = getattr(_INSIDE, "archives", None)
         if inside is None:
             inside = _INSIDE.archives = set()

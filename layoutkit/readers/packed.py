@@ -86,6 +86,9 @@ class PackedArchive(ZarrArchive):
     def scale_source(self, shot: str, ref: str) -> str:
         return ref if ref.startswith("/") else f"{self.shot_path(shot)}/{ref}"
 
+    def _may_rename(self) -> bool:
+        return True  # its shots' and signals' names are in its index, not among its nodes: each listing checked
+
     def _is_stored_array(self, path: str) -> bool:
         return hasattr(self._nodes.get(path), "shape")
 

@@ -131,6 +131,7 @@ class ZarrArchive(Archive):
         self._scales: dict[str, list[list[str]]] | None = None
         self._sidecar_doc: dict[str, Any] | None = None
         self._source_names: dict[str, str] | None = None  # stored name -> the source's (source_name)
+        self._renamed_of, self._any_renamed = -1, True  # _may_rename: of how many nodes, and its answer
         self._chunk_plans: dict[str, DirectRead | None] = {}  # of any number of chunks (_direct)
         self._local = threading.local()  # per thread: the objects fetched ahead for its next read
         self._kept_objects: dict[str, Any] = {}  # objects fetched for a later read (_fetch_with_next_read)
@@ -375,6 +376,13 @@ class ZarrArchive(Archive):
             if not isinstance(self._sidecar_doc, dict):
                 self._sidecar_doc = sidecar_in(self.root.attrs.get(PROVENANCE_ATTR))
         return self._sidecar_doc
+
+    def _may_rename(self) -> bool:
+        if self._shallow:  # node by node: not every name is known
+            return True
+        if self._renamed_of != len(self._nodes):  # (again when nodes were added)
+            self._renamed_of, self._any_renamed = len(self._nodes), any("%5C" in p for p in self._nodes)
+        return self._any_renamed
 
     def source_name(self, name: str) -> str:
         if "%5C" not in name:

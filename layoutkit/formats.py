@@ -184,6 +184,12 @@ def sequence_length_field(name: str, names: Iterable[str] = ()) -> str:
     return field
 
 
+def members_under(by_path: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    """The entries of a dict keyed by member path (``n/v``: member ``v`` of member ``n``)
+    that are inside the member ``name``, keyed by their paths in it."""
+    return {k[len(name) + 1:]: v for k, v in (by_path or {}).items() if k.startswith(name + "/")}
+
+
 def moved_sequence_lengths(dtype: Any, members: Iterable[str]) -> dict[str, str]:
     """The :data:`SEQUENCE_LENGTHS_ATTR` of a compound ``dtype`` (the source's, or as
     stored) whose sequence members are ``members`` (by path): each whose lengths' field
@@ -210,10 +216,8 @@ def joined_sequences(values: Any, members: dict[str, str], lengths: dict[str, st
 
     nested = {}  # a nested member holding sequence members: joined in its own compound
     for name in values.dtype.names or ():
-        inner = {m[len(name) + 1:]: k for m, k in members.items() if m.startswith(name + "/")}
-        if inner and values.dtype[name].names:
-            nested[name] = joined_sequences(values[name], inner, {m[len(name) + 1:]: f for m, f in (lengths or {}).items()
-                                                                  if m.startswith(name + "/")})
+        if (inner := members_under(members, name)) and values.dtype[name].names:
+            nested[name] = joined_sequences(values[name], inner, members_under(lengths, name))
     members = {m: k for m, k in members.items() if "/" not in m}
     length_of = {m: (lengths or {}).get(m) or sequence_length_field(m) for m in members}
     fields = [(n, object if n in members else nested[n].dtype if n in nested else values.dtype[n])
@@ -409,6 +413,7 @@ __all__ = [
     "joined_members",
     "joined_references",
     "joined_sequences",
+    "members_under",
     "moved_sequence_lengths",
     "member_field",
     "sequence_length_field",

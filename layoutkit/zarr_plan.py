@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.formats import element_dims, member_field, sequence_length_field, stored_path
+from layoutkit.formats import element_dims, member_field, members_under, sequence_length_field, stored_path
 from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
 from layoutkit.hdf5.filters import can_read_raw
 from layoutkit.hdf5.model import (
@@ -159,28 +159,19 @@ def _check_members(info: ArrayInfo, dtype: np.dtype, text: dict[str, int] | None
     """A compound's members, nested ones included (zarr-python writes nested structured
     types): refused where one is an array or variable-length, but for the text members
     measured (``text``, by path: nested ones too), the array members of numbers or text
-    (``arrays``, by path too) and the sequence members measured (``seqs``, by path too)."""
-    for name in seqs or ():
-        if "/" not in name and name not in (text or {}):
-            raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r} "
-                                                     "that HDF5 cannot read")
+    (``arrays``, by path too) and the sequence members (``seqs``, by path too; measured,
+    as :func:`_compound_dtype` makes sure)."""
     for name in dtype.names or ():
         sub = dtype[name]
         if text and name in text or arrays and name in arrays or seqs and name in seqs:
             continue
         if sub.names:
-            _check_members(info, sub, _under(text, name), _under(arrays, name), _under(seqs, name))
+            _check_members(info, sub, members_under(text, name), members_under(arrays, name), members_under(seqs, name))
             continue
         if sub.hasobject:
             raise UnsupportedFeatureError(info.path, f"a compound type with a variable-length member {name!r}")
         if sub.subdtype is not None:  # zarr-python has no structured type with a subarray field
             raise UnsupportedFeatureError(info.path, f"a compound type with an array member {name!r}")
-
-
-def _under(by_path: dict[str, Any] | None, name: str) -> dict[str, Any]:
-    """The entries of a dict by member path (``n/v``) inside the member ``name``, by their
-    paths in it."""
-    return {k[len(name) + 1:]: v for k, v in (by_path or {}).items() if k.startswith(name + "/")}
 
 
 def _plain_compound(dtype: np.dtype) -> bool:

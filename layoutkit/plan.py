@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from layoutkit.options import ChunkSpec, CompressorSpec, ShardSpec
@@ -181,6 +181,22 @@ class ArrayPlan:
     # (:attr:`~layoutkit.hdf5.model.ArrayInfo.stored_regions`): only the write blocks
     # that meet them are written, the rest is left to the fill value; None: every block
     regions: tuple[Region, ...] | None = None
+    # the attributes by which the type rules say how the source's type is stored (a
+    # sequence's value type, a compound's text members...: zarr_plan.type_attrs); empty
+    # for a type stored as it is
+    type_attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def numpy_dtype(self) -> Any:
+        """:attr:`dtype` as a NumPy dtype (a structured one too); None for variable-length
+        text or bytes (``"str"``, ``"bytes"``)."""
+        import ast
+
+        import numpy as np
+
+        if self.dtype in ("str", "bytes"):
+            return None
+        return np.dtype(ast.literal_eval(self.dtype) if self.dtype[:1] in "[{" else self.dtype)
 
     @property
     def write_block(self) -> tuple[int, ...]:

@@ -18,7 +18,28 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import InvalidOptionError, MissingFilterError, UnsupportedFeatureError
-from layoutkit.formats import element_dims, member_field, members_under, sequence_length_field, stored_path
+from layoutkit.formats import (
+    ARRAY_MEMBERS_ATTR,
+    ARRAY_TYPE_ATTR,
+    ENUM_ATTR,
+    LONG_DOUBLE_ATTR,
+    NULL_SPACE_ATTR,
+    REFERENCE_ATTR,
+    REFERENCE_MEMBERS_ATTR,
+    REGION_ATTR,
+    REGION_MEMBERS_ATTR,
+    SEQUENCE_ATTR,
+    SEQUENCE_LENGTHS_ATTR,
+    SEQUENCE_MEMBERS_ATTR,
+    TEXT_MEMBERS_ATTR,
+    TEXT_SEQUENCE_ATTR,
+    element_dims,
+    member_field,
+    members_under,
+    moved_sequence_lengths,
+    sequence_length_field,
+    stored_path,
+)
 from layoutkit.hdf5.encoding import SourceEncoding, source_encoding
 from layoutkit.hdf5.filters import can_read_raw
 from layoutkit.hdf5.model import (
@@ -29,6 +50,8 @@ from layoutkit.hdf5.model import (
     element_shape,
     long_double,
     measured_members,
+    reference_members,
+    region_members,
     sequence_members,
     sequence_type,
     text_elements,
@@ -212,6 +235,47 @@ def element_axes(info: ArrayInfo) -> tuple[tuple[int, ...], tuple[str, ...]]:
     return shape, element_dims(info.path.rsplit("/", 1)[-1], len(shape))
 
 
+def type_attrs(info: ArrayInfo) -> dict[str, Any]:
+    """The attributes by which the type rules (docs/formats/index.md) say how a dataset's
+    type is stored, for an independent reader to decode it: an enum's mapping, a null
+    dataspace, references, sequences and their value types, long doubles, an array
+    type's element axes, and a compound's text, reference, sequence and array members
+    (of the compound an array type's elements are, too). Empty for a type stored as it
+    is. A dataset the rules cannot carry raises as :func:`target_dtype` does."""
+    dtype = target_dtype(info)
+    attrs: dict[str, Any] = {}
+    if info.kind == "enum" and info.enum_mapping:
+        attrs[ENUM_ATTR] = {k: int(v) for k, v in info.enum_mapping.items()}
+    if info.null_space:
+        attrs[NULL_SPACE_ATTR] = True
+    if info.kind == "reference":
+        attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
+    if info.kind == "region-reference":
+        attrs[REGION_ATTR] = "region references, stored as their datasets' paths and selections (JSON)"
+    compound = info.dtype.base
+    if text := text_members(compound):
+        attrs[TEXT_MEMBERS_ATTR] = text
+    if refs := reference_members(compound):
+        attrs[REFERENCE_MEMBERS_ATTR] = refs
+    if regions := region_members(compound):
+        attrs[REGION_MEMBERS_ATTR] = regions
+    if seqs := sequence_members(compound):
+        attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
+        if moved := moved_sequence_lengths(compound, seqs):  # a member holds the name its lengths' field would have
+            attrs[SEQUENCE_LENGTHS_ATTR] = moved
+    if dtype is bytes:
+        attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
+    if text_sequences(info.dtype):
+        attrs[TEXT_SEQUENCE_ATTR] = "json"
+    if long_double(info.dtype):
+        attrs[LONG_DOUBLE_ATTR] = info.dtype.str
+    if members := array_members(compound):
+        attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
+    if element := element_shape(info.dtype):
+        attrs[ARRAY_TYPE_ATTR] = len(element)
+    return attrs
+
+
 def _check_filters(info: ArrayInfo) -> None:
     for f in info.filters:
         if not f.available:
@@ -259,7 +323,7 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
     return ArrayPlan(
         path=info.path,
         shape=shape,
-        dtype=str(np.dtype(dtype) if element else info.dtype) if not text else "str" if dtype is str else "bytes",
+        dtype=str(_unpadded(np.dtype(dtype))) if not text else "str" if dtype is str else "bytes",
         itemsize=itemsize,
         chunks=chunks,
         shards=shards,
@@ -268,7 +332,16 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         nbytes=size * itemsize,
         source_encoding=encoding,
         regions=regions,
+        type_attrs=type_attrs(info),
     )
+
+
+def _unpadded(dtype: np.dtype) -> np.dtype:
+    """A compound type as a Zarr store holds it, its members packed without the padding
+    between them (PyTables' and pandas' tables; zarr-python keeps the fields alone)."""
+    if not dtype.names:
+        return dtype
+    return np.dtype([(n, _unpadded(dtype[n])) for n in dtype.names])
 
 
 def reencode_reason(info: ArrayInfo) -> str:

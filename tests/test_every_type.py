@@ -560,6 +560,42 @@ def test_equal_or_refused_by_name(tmp_path: Path, builder: Callable[[h5py.File],
     assert src.read_bytes() == before  # never a touched source
 
 
+TYPE_RULE_ATTRS = ("hdf5_enum", "hdf5_null_dataspace", "hdf5_reference", "hdf5_region_reference", "hdf5_text_members",
+                   "hdf5_reference_members", "hdf5_region_members", "hdf5_sequence_members", "hdf5_sequence_lengths",
+                   "hdf5_sequence", "hdf5_text_sequence", "hdf5_long_double", "hdf5_array_members", "hdf5_array_type")
+
+
+@pytest.mark.parametrize("builder", [pytest.param(b, id=b.__name__) for b, (z, _) in CASES.items() if z == EQUAL])
+def test_a_dry_run_says_each_array_s_stored_type_and_the_type_rules_it_is_written_with(
+        tmp_path: Path, builder: Callable[[h5py.File], None], monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a dry run plans is what the store holds: each array's Zarr data type (a
+    compound's stored type, its text members at their longest, its array members a field
+    an element), and every attribute by which the type rules say how a type is stored
+    (``hdf5_sequence=<f8``...), no more, no fewer; the CLI's table names them."""
+    import layoutkit
+
+    src = build(tmp_path, builder)
+    out = tmp_path / "out.zarr"
+    planned = layoutkit.convert(src, out, dry_run=True)
+    assert not out.exists()
+    layoutkit.convert(src, out)
+    store = zarr.open_group(out, mode="r")
+    for a in planned.plan.arrays:
+        stored = store[a.path.lstrip("/")]
+        if a.numpy_dtype is not None:
+            assert a.numpy_dtype.newbyteorder("<") == stored.dtype.newbyteorder("<"), (a.path, a.dtype, stored.dtype)
+        written = {k: v for k, v in stored.attrs.items() if k in TYPE_RULE_ATTRS}
+        assert {k: v for k, v in a.type_attrs.items()} == written, a.path
+    from layoutkit.cli.core import out as printed
+
+    monkeypatch.setattr(printed, "width", 250)  # a row a line, as a wide terminal shows it
+    dry = CliRunner().invoke(app, ["convert", str(src), str(tmp_path / "again.zarr"), "--dry-run", "--detail"])
+    assert dry.exit_code == 0, dry.output
+    for a in planned.plan.arrays:
+        assert all(name in dry.output for name in a.type_attrs), (a.path, dry.output)
+    assert ("type rules" in dry.output) == any(a.type_attrs for a in planned.plan.arrays)
+
+
 SKIPPABLE = [pytest.param(b, c, id=f"{b.__name__}-{c}") for b in CASES for c in ("convert", "reorder")
              if CASES[b][c == "reorder"] != EQUAL]
 

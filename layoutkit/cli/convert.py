@@ -62,7 +62,7 @@ def convert(
     batch_files: Annotated[int, typer.Option(help="Many sources: write them this many files at a time, the first batch converted and each next appended, so the driver holds one batch's metadata (0: as many files as hold ~100,000 datasets).")] = 0,
     overwrite: Annotated[bool, typer.Option(help="Replace DST if it exists: locally once the new store is complete; in a bucket the old store goes first; in Icechunk within the run's commit.")] = False,
     skip_unsupported: Annotated[bool, typer.Option(help="Leave out datasets that cannot be represented, and list them.")] = False,
-    dry_run: Annotated[bool, typer.Option(help="Print the plan (chunks, shards, codec, sizes) and write nothing: the arrays by kind, a row each with --detail.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan (each array's stored type, chunks, shards, codec, size, and the type rules it is written with) and write nothing: the arrays by kind, a row each with --detail.")] = False,
     detail: Annotated[bool, typer.Option("--detail", help="With --dry-run: a row for every array.")] = False,
     storage_option: Annotated[list[str] | None, typer.Option("--storage-option", help=STORAGE_HELP)] = None,
     tmpdir: Annotated[Path | None, typer.Option("--tmpdir", help=TMPDIR_HELP)] = None,
@@ -133,36 +133,77 @@ def _print_plan(plan, detail: bool = False) -> None:  # noqa: ANN001 - ConvertPl
             out.print(line, highlight=False)
         return
     each = detail or len(plan.arrays) <= DETAIL_ROWS
+    rules = any(getattr(a, "type_attrs", None) for a in plan.arrays)  # a column only where a type needs them
     table = Table(title=f"convert plan: {plan.source} -> {plan.dest}" + ("" if each else ", the arrays by kind"))
     if each:
-        for col in ("array", "shape", "dtype", "chunks", "shards", "codec", "read", "size"):
+        for col in ("array", "shape", "dtype", "chunks", "shards", "codec", "read", "size", *(["type rules"] if rules else [])):
             table.add_column(col, overflow="fold")
         for a in plan.arrays:
             table.add_row(
-                a.path, str(a.shape), a.dtype, str(a.chunks), str(a.shards or "-"),
+                a.path, str(a.shape), short_dtype(a), str(a.chunks), str(a.shards or "-"),
                 str(a.source_encoding or a.compressor), a.read_mode, format_size(a.nbytes),
+                *([type_rules(getattr(a, "type_attrs", {}))] if rules else []),
             )
     else:
-        kinds: dict[tuple[str, str, str, bool], list[Any]] = {}
+        kinds: dict[tuple[str, str, str, bool, str], list[Any]] = {}
         for a in plan.arrays:
-            kinds.setdefault((a.dtype, str(a.source_encoding or a.compressor), a.read_mode, bool(a.shards)), []).append(a)
-        for col in ("arrays", "dtype", "codec", "read", "sharded", "size", "for example"):
+            key = (short_dtype(a), str(a.source_encoding or a.compressor), a.read_mode, bool(a.shards),
+                   " ".join(getattr(a, "type_attrs", ())))
+            kinds.setdefault(key, []).append(a)
+        for col in ("arrays", "dtype", "codec", "read", "sharded", "size", *(["type rules"] if rules else []), "for example"):
             table.add_column(col, overflow="fold")
-        for (dtype, codec, read, sharded), arrays in sorted(kinds.items(), key=lambda kv: -sum(a.nbytes for a in kv[1])):
+        for (dtype, codec, read, sharded, names), arrays in sorted(kinds.items(), key=lambda kv: -sum(a.nbytes for a in kv[1])):
             example = max(arrays, key=lambda a: a.nbytes)
             table.add_row(f"{len(arrays):,}", dtype, codec, read, "yes" if sharded else "-",
-                          format_size(sum(a.nbytes for a in arrays)), f"{example.path} {example.shape} chunks {example.chunks}")
+                          format_size(sum(a.nbytes for a in arrays)), *([names.replace(" ", "\n")] if rules else []),
+                          f"{example.path} {example.shape} chunks {example.chunks}")
     out.print(table)
     out.print(
         f"{plural(len(plan.arrays), 'array')}, {format_size(plan.nbytes)} of data, {plural(len(plan.tasks), 'task')} "
         f"of at most {format_size(plan.task_bytes)}, Zarr v{plan.options.zarr_format}"
         + ("" if each else "; a row for every array: add --detail")
     )
+    if rules:
+        out.print("type rules: the attributes that say how a type Zarr has no spelling for is stored "
+                  "(docs/formats/index.md, the type rules)")
     skipped = plan.skipped if detail else plan.skipped[:DETAIL_ROWS]
     for path, reason in skipped:
         out.print(f"skipped {path}: {reason}")
     if len(plan.skipped) > len(skipped):
         out.print(f"and {len(plan.skipped) - len(skipped):,} more skipped (--detail lists them)")
+
+
+RULE_TEXT = 12
+"""A type rule's value is printed in a dry run when it is this short (a sequence's value
+type, an array type's axes); a longer one (an enum's mapping, a compound's members, which
+the dtype shows) is left to the store."""
+
+
+def type_rules(attrs: Any) -> str:
+    """A plan's type-rule attributes as a dry run prints them, one a line: the name, and
+    its value where it is short (``hdf5_sequence=<f4``)."""
+    lines = []
+    for name, value in attrs.items():
+        text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else ""
+        lines.append(f"{name}={text}" if text and len(text) <= RULE_TEXT else name)
+    return "\n".join(lines)
+
+
+def short_dtype(plan: Any) -> str:
+    """An array plan's dtype as a dry run prints it: a structured one as ``{name: type,
+    ...}`` (nested ones so too), a subarray member as ``<f4 x 3``; any other as the plan
+    names it."""
+    import numpy as np
+
+    def spell(dtype: np.dtype) -> str:
+        if dtype.names:
+            return "{" + ", ".join(f"{n}: {spell(dtype[n])}" for n in dtype.names) + "}"
+        if dtype.subdtype is not None:
+            return f"{spell(dtype.base)} x {'x'.join(map(str, dtype.shape))}"
+        return dtype.str if dtype.kind not in "bO" else str(dtype)
+
+    dtype = plan.numpy_dtype if hasattr(plan, "numpy_dtype") else None
+    return spell(dtype) if dtype is not None and dtype.names else plan.dtype
 
 
 def _print_summary(summary: Any) -> None:

@@ -34,44 +34,24 @@ from zarr.storage import StorePath
 
 from layoutkit.errors import InvalidOptionError
 from layoutkit.formats import (
-    ARRAY_MEMBERS_ATTR,
-    ARRAY_TYPE_ATTR,
     DIMENSIONS_ATTR,
-    ENUM_ATTR,
-    LONG_DOUBLE_ATTR,
     NODES_ATTR,
-    NULL_SPACE_ATTR,
-    REFERENCE_ATTR,
-    REFERENCE_MEMBERS_ATTR,
-    REGION_ATTR,
-    REGION_MEMBERS_ATTR,
-    SEQUENCE_ATTR,
-    SEQUENCE_LENGTHS_ATTR,
-    SEQUENCE_MEMBERS_ATTR,
     SIDECAR,
-    TEXT_MEMBERS_ATTR,
-    TEXT_SEQUENCE_ATTR,
     json_attrs,
     long_double_text,
     member_field,
-    moved_sequence_lengths,
     sequence_length_field,
 )
 from layoutkit.hdf5.inventory import ArrayInfo, Inventory
 from layoutkit.hdf5.model import (
     long_double,
-    reference_members,
-    region_members,
-    sequence_members,
-    text_members,
-    text_sequences,
 )
 from layoutkit.options import CompressorSpec, ZarrFormat
 from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
 from layoutkit.timings import timed
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
-from layoutkit.zarr_plan import array_members, element_axes, sequence_type, target_dtype
+from layoutkit.zarr_plan import element_axes, target_dtype, type_attrs
 
 
 def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
@@ -296,33 +276,6 @@ def _fill_value(info: ArrayInfo, dtype: Any, zarr_format: ZarrFormat, is_netcdf4
     return None if (fv == np.zeros((), dtype)[()]) else fv
 
 
-def _member_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
-    """The attributes that name how the type rules store a dataset's members and
-    sequences: text, reference, sequence and array members, sequences' value types (of a
-    compound, or of the compound an array type's elements are)."""
-    attrs: dict[str, Any] = {}
-    compound = info.dtype.base
-    if text := text_members(compound):
-        attrs[TEXT_MEMBERS_ATTR] = text
-    if refs := reference_members(compound):
-        attrs[REFERENCE_MEMBERS_ATTR] = refs
-    if regions := region_members(compound):
-        attrs[REGION_MEMBERS_ATTR] = regions
-    if seqs := sequence_members(compound):
-        attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
-        if moved := moved_sequence_lengths(compound, seqs):  # a member holds the name its lengths' field would have
-            attrs[SEQUENCE_LENGTHS_ATTR] = moved
-    if dtype is bytes:
-        attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
-    if text_sequences(info.dtype):
-        attrs[TEXT_SEQUENCE_ATTR] = "json"
-    if long_double(info.dtype):
-        attrs[LONG_DOUBLE_ATTR] = info.dtype.str
-    if members := array_members(compound):
-        attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
-    return attrs
-
-
 class ZarrWriter:
     """Creates the Zarr hierarchy for a plan and writes blocks into it.
 
@@ -508,19 +461,8 @@ class ZarrWriter:
         dtype = target_dtype(info)
         np_dtype = np.dtype(dtype) if dtype is not str and dtype is not bytes else np.dtype(object)
         element_size = 0 if dtype is str or dtype is bytes or np_dtype.names else np_dtype.itemsize
-        attrs = dict(info.attrs)
-        if info.kind == "enum" and info.enum_mapping:
-            attrs[ENUM_ATTR] = {k: int(v) for k, v in info.enum_mapping.items()}
-        if info.null_space:
-            attrs[NULL_SPACE_ATTR] = True
-        if info.kind == "reference":
-            attrs[REFERENCE_ATTR] = "object references, stored as the referenced paths"
-        if info.kind == "region-reference":
-            attrs[REGION_ATTR] = "region references, stored as their datasets' paths and selections (JSON)"
-        attrs.update(_member_attrs(info, dtype))
-        element, element_dims = element_axes(info)
-        if element:
-            attrs[ARRAY_TYPE_ATTR] = len(element)
+        attrs = {**info.attrs, **type_attrs(info)}
+        _, element_dims = element_axes(info)
         dims = [*info.dims, *element_dims]
         kwargs: dict[str, Any] = dict(
             shape=plan.shape,

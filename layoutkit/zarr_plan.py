@@ -235,14 +235,15 @@ def element_axes(info: ArrayInfo) -> tuple[tuple[int, ...], tuple[str, ...]]:
     return shape, element_dims(info.path.rsplit("/", 1)[-1], len(shape))
 
 
-def type_attrs(info: ArrayInfo) -> dict[str, Any]:
+def type_attrs(info: ArrayInfo, dtype: Any = None) -> dict[str, Any]:
     """The attributes by which the type rules (docs/formats/index.md) say how a dataset's
     type is stored, for an independent reader to decode it: an enum's mapping, a null
     dataspace, references, sequences and their value types, long doubles, an array
     type's element axes, and a compound's text, reference, sequence and array members
     (of the compound an array type's elements are, too). Empty for a type stored as it
-    is. A dataset the rules cannot carry raises as :func:`target_dtype` does."""
-    dtype = target_dtype(info)
+    is. ``dtype``: :func:`target_dtype`'s answer, when known; a dataset the rules cannot
+    carry raises as it does."""
+    dtype = target_dtype(info) if dtype is None else dtype
     attrs: dict[str, Any] = {}
     if info.kind == "enum" and info.enum_mapping:
         attrs[ENUM_ATTR] = {k: int(v) for k, v in info.enum_mapping.items()}
@@ -253,6 +254,24 @@ def type_attrs(info: ArrayInfo) -> dict[str, Any]:
     if info.kind == "region-reference":
         attrs[REGION_ATTR] = "region references, stored as their datasets' paths and selections (JSON)"
     compound = info.dtype.base
+    if compound.names:
+        attrs.update(_member_attrs(compound))
+    if dtype is bytes:
+        attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
+    if dtype is str and text_sequences(info.dtype):  # (both stored as text)
+        attrs[TEXT_SEQUENCE_ATTR] = "json"
+    if dtype is str and long_double(info.dtype):
+        attrs[LONG_DOUBLE_ATTR] = info.dtype.str
+    if compound.names and (members := array_members(compound)):
+        attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
+    if element := element_shape(info.dtype):
+        attrs[ARRAY_TYPE_ATTR] = len(element)
+    return attrs
+
+
+def _member_attrs(compound: np.dtype) -> dict[str, Any]:
+    """A compound's text, reference, region and sequence members (:func:`type_attrs`)."""
+    attrs: dict[str, Any] = {}
     if text := text_members(compound):
         attrs[TEXT_MEMBERS_ATTR] = text
     if refs := reference_members(compound):
@@ -263,16 +282,6 @@ def type_attrs(info: ArrayInfo) -> dict[str, Any]:
         attrs[SEQUENCE_MEMBERS_ATTR] = {name: kind.str for name, kind in seqs.items()}
         if moved := moved_sequence_lengths(compound, seqs):  # a member holds the name its lengths' field would have
             attrs[SEQUENCE_LENGTHS_ATTR] = moved
-    if dtype is bytes:
-        attrs[SEQUENCE_ATTR] = np.dtype(sequence_type(info.dtype)).str
-    if text_sequences(info.dtype):
-        attrs[TEXT_SEQUENCE_ATTR] = "json"
-    if long_double(info.dtype):
-        attrs[LONG_DOUBLE_ATTR] = info.dtype.str
-    if members := array_members(compound):
-        attrs[ARRAY_MEMBERS_ATTR] = {name: list(shape) for name, shape in members.items()}
-    if element := element_shape(info.dtype):
-        attrs[ARRAY_TYPE_ATTR] = len(element)
     return attrs
 
 
@@ -332,7 +341,7 @@ def plan_array(info: ArrayInfo, options: ConvertOptions, block_limit: int) -> Ar
         nbytes=size * itemsize,
         source_encoding=encoding,
         regions=regions,
-        type_attrs=type_attrs(info),
+        type_attrs=type_attrs(info, dtype),
     )
 
 

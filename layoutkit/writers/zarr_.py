@@ -461,7 +461,7 @@ class ZarrWriter:
         dtype = target_dtype(info)
         np_dtype = np.dtype(dtype) if dtype is not str and dtype is not bytes else np.dtype(object)
         element_size = 0 if dtype is str or dtype is bytes or np_dtype.names else np_dtype.itemsize
-        attrs = {**info.attrs, **type_attrs(info)}
+        attrs = {**info.attrs, **type_attrs(info, dtype)}
         _, element_dims = element_axes(info)
         dims = [*info.dims, *element_dims]
         kwargs: dict[str, Any] = dict(

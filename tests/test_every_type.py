@@ -594,6 +594,14 @@ def test_a_dry_run_says_each_array_s_stored_type_and_the_type_rules_it_is_writte
     for a in planned.plan.arrays:
         assert all(name in dry.output for name in a.type_attrs), (a.path, dry.output)
     assert ("type rules" in dry.output) == any(a.type_attrs for a in planned.plan.arrays)
+    # inspect counts the same arrays, by their rule, and says where to see them
+    from layoutkit.inspect import inspect_path
+
+    ruled = [a for a in planned.plan.arrays if set(a.type_attrs) - {"hdf5_null_dataspace"}]  # (a dataspace: no type)
+    report = inspect_path(src)
+    assert sum(report.type_rules.values()) == len(ruled), (report.type_rules, [a.path for a in ruled])
+    said = " ".join(CliRunner().invoke(app, ["inspect", str(src)]).output.split())
+    assert ("--dry-run --detail` shows each array's stored type" in said) == bool(ruled), said
 
 
 SKIPPABLE = [pytest.param(b, c, id=f"{b.__name__}-{c}") for b in CASES for c in ("convert", "reorder")

@@ -103,6 +103,9 @@ def _print_inspect(r) -> None:  # noqa: ANN001 - InspectReport, imported lazily
         out.print(f"dimension scales: {r.scales:,}, of which {r.duplicate_scales:,} repeat another by content"
                   + (f" ({r.shot_duplicate_scales:,} within the same shot)" if r.template_matches else ""),
                   highlight=False)
+    if r.type_rules:
+        out.print("types Zarr has no spelling for: " + ", ".join(f"{kind} {n:,}" for kind, n in r.type_rules.items()),
+                  highlight=False)
     if r.template_matches:  # a file that is no shot archive gets no line about it
         out.print(f"template {r.template}: {r.template_matches:,} arrays match, {r.shots:,} shots x {r.signals:,} signals",
                   highlight=False)

@@ -257,6 +257,34 @@ def region_members(dtype: np.dtype) -> list[str]:
     return reference_members(dtype, kind=h5py.RegionReference)
 
 
+def type_rule(dtype: np.dtype) -> str | None:
+    """Which of the type rules (docs/formats/index.md) a dataset of ``dtype`` is stored
+    by in Zarr, as ``inspect`` counts them: a type Zarr has no spelling for. None for a
+    type Zarr holds as it is (numbers, bool, fixed-length bytes, strings, opaque, a
+    compound of those)."""
+    import h5py
+
+    if dtype.subdtype is not None:
+        return "HDF5 array types"
+    ref = h5py.check_ref_dtype(dtype)
+    if ref is not None:
+        return "region references" if ref is h5py.RegionReference else "object references"
+    if h5py.check_enum_dtype(dtype) is not None:
+        return "enums"
+    if long_double(dtype):
+        return "long doubles"
+    if dtype.kind == "O" and h5py.check_string_dtype(dtype) is None:
+        return "variable-length sequences"
+    if dtype.names and (text_members(dtype) or sequence_members(dtype) or text_reference_members(dtype)
+                        or _has_array_member(dtype)):
+        return "compounds with text, sequence, array or reference members"
+    return None
+
+
+def _has_array_member(dtype: np.dtype) -> bool:
+    return any(dtype[n].subdtype is not None or dtype[n].names and _has_array_member(dtype[n]) for n in dtype.names or ())
+
+
 def with_paths(values: np.ndarray, dtype: np.dtype, path_of: Any) -> np.ndarray:
     """A compound's values with its reference members (:func:`reference_members`, at
     any depth) as the paths they point at, and its region members (:func:`region_members`)

@@ -19,6 +19,7 @@ from layoutkit.hdf5.files import open_source
 from layoutkit.hdf5.filters import filter_name, level_of
 from layoutkit.hdf5.inventory import STORAGE_LAYOUTS
 from layoutkit.hdf5.libhdf5 import file_info
+from layoutkit.hdf5.model import type_rule
 from layoutkit.hdf5.scales import scale_digest
 from layoutkit.hdf5.walk import NETCDF4_HINT_DATASETS, PARALLEL_MIN_DATASETS, netcdf4_hint, walk_objects
 from layoutkit.hdf5.walkers import Walkers
@@ -199,6 +200,7 @@ class _DatasetFacts(NamedTuple):
     piece: tuple[int, tuple[int, ...], bool] | None  # logical bytes, stored sizes, counted as chunks
     netcdf_hint: bool
     scale: tuple[tuple[Any, ...] | None] | None  # a scale: (its content key, or None)
+    rule: str | None = None  # the type rule Zarr stores its type by (hdf5.model.type_rule)
 
 def _facts_of(source: str, datasets: list[tuple[int, bytes]]) -> list[_DatasetFacts]:
     """A walker's job: the facts of ``datasets``, (the walk's index, name) each."""
@@ -215,7 +217,8 @@ def _dataset_facts(f: h5py.File, name: bytes, index: int) -> _DatasetFacts:
     space = dsid.get_space()
     null = space.get_simple_extent_type() == h5py.h5s.NULL
     shape = None if null else tuple(int(n) for n in space.shape)
-    itemsize = dsid.get_type().get_size()
+    tid = dsid.get_type()
+    itemsize = tid.get_size()
     logical = 0 if shape is None else math.prod(shape) * itemsize
     filters, missing = [], []
     for i in range(dcpl.get_nfilters()):
@@ -237,7 +240,23 @@ def _dataset_facts(f: h5py.File, name: bytes, index: int) -> _DatasetFacts:
     hint = index < NETCDF4_HINT_DATASETS and netcdf4_hint(dsid)
     scale = (_scale_content(f, dsid, shape, logical),) if h5py.h5ds.is_scale(dsid) else None
     return _DatasetFacts(path, logical, "external" if external else layout, pipeline, tuple(names), tuple(missing),
-                         storage, piece, hint, scale)
+                         storage, piece, hint, scale, _rule(dsid, tid))
+
+PLAIN_CLASSES = (h5py.h5t.INTEGER, h5py.h5t.STRING, h5py.h5t.BITFIELD, h5py.h5t.OPAQUE)
+"""Type classes Zarr holds as they are (floats too, up to 64 bits): no NumPy type is made for them."""
+
+
+def _rule(dsid: h5py.h5d.DatasetID, tid: h5py.h5t.TypeID) -> str | None:
+    """The type rule a dataset's type is stored by in Zarr; None for a type Zarr holds as
+    it is, or one h5py cannot give as a NumPy type (convert names it, refusing)."""
+    kind = tid.get_class()
+    if kind in PLAIN_CLASSES or kind == h5py.h5t.FLOAT and tid.get_size() <= 8:
+        return None
+    try:
+        return type_rule(dsid.dtype)
+    except (TypeError, ValueError):
+        return None
+
 
 def _tally_dataset(facts: _DatasetFacts, tally: Tally, scales: _Scales) -> int:
     """Record one dataset; return the bytes of compact data its object header holds
@@ -249,6 +268,8 @@ def _tally_dataset(facts: _DatasetFacts, tally: Tally, scales: _Scales) -> int:
         logical, sizes, as_chunks = facts.piece
         tally.stored_piece(facts.pipeline, logical, list(sizes), count_as_chunks=as_chunks)
     tally.netcdf_hints += facts.netcdf_hint
+    if facts.rule is not None:
+        tally.type_rules[facts.rule] += 1
     if facts.scale is not None:
         scales.add(facts.path, facts.scale[0])
     return facts.storage if facts.layout == "compact" else 0

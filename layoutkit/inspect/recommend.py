@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from layoutkit.inspect.report import InspectReport, Recommendation
 from layoutkit.layouts import find_layout
-from layoutkit.options import format_size
+from layoutkit.options import format_size, plural
 
 
 def pct(part: int, whole: int) -> str:
@@ -77,6 +77,12 @@ def recommend(r: InspectReport) -> list[Recommendation]:
             "Order the bytes for how they are read: `layoutkit reorder --recipe cmod-shot` (a shot at a time) or "
             "`--recipe cmod-signal` (a signal across shots); as Zarr, `layoutkit convert --recipe signal-major` or "
             "`--recipe shot-packed`.")
+    if r.type_rules and not zarr_store:
+        held = sum(r.type_rules.values())
+        add(f"{plural(held, 'array')} {'holds' if held == 1 else 'hold'} a type Zarr has no spelling for ("
+            + ", ".join(f"{kind} {n:,}" for kind, n in r.type_rules.items()) + ").",
+            "`layoutkit convert` stores each by the type rules (docs/formats/index.md), read back as HDF5 reads them; "
+            f"`layoutkit convert {r.path} DST --dry-run --detail` shows each array's stored type and rule attributes.")
     none = next((c for c in r.codecs if c.pipeline == "none"), None)
     if none and none.stored_bytes >= 16 * 1024**2 and none.stored_bytes * 2 >= r.stored_bytes:
         add(f"{format_size(none.stored_bytes)} ({pct(none.stored_bytes, r.stored_bytes)} of the data) is stored uncompressed.",

@@ -95,6 +95,8 @@ class InspectReport:
     written_by: dict[str, Any] | None  # the recipe layoutkit recorded, when it wrote this variant
     recommendations: tuple[Recommendation, ...] = field(default=())
     seconds: float = 0.0
+    # HDF5: arrays of a type Zarr has no spelling for, by the type rule convert stores it by
+    type_rules: dict[str, int] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -138,6 +140,7 @@ class Tally:
         self.paths: list[str] = []
         self.missing: list[str] = []
         self.netcdf_hints = 0  # HDF5: datasets with netCDF-4's own attributes
+        self.type_rules: Counter[str] = Counter()  # HDF5: arrays by the type rule Zarr stores them by
 
     def array(self, path: str, logical: int, layout: str, pipeline: str, filters: Iterable[str]) -> None:
         self.arrays += 1
@@ -190,6 +193,7 @@ class Tally:
             shots=len({s for s, _ in matches.values()}),
             signals=len({g for _, g in matches.values()}),
             missing_filters=tuple(self.missing),
+            type_rules=dict(self.type_rules.most_common()),
             **specific,
         )
 

@@ -389,6 +389,34 @@ def scale_by_name(path: str, name: str, is_array: Callable[[str], bool], childre
     return None
 
 
+RULES = {
+    "array": "HDF5 array types",
+    "region": "region references",
+    "reference": "object references",
+    "enum": "enums",
+    "long double": "long doubles",
+    "sequence": "variable-length sequences",
+    "compound": "compounds with text, sequence, array or reference members",
+}
+"""The type rules (the documentation's "Types") by which a dataset of a type Zarr has no
+spelling for is stored, as ``inspect`` names them, one rule a dataset (the first that
+applies, in this order: an array type of compounds is an array type)."""
+
+
+def rule_of_attrs(attrs: dict[str, Any]) -> str | None:
+    """The rule (:data:`RULES`) a stored Zarr array was written by, from the attributes
+    that name it; None for an array of a type Zarr holds as it is."""
+    if ARRAY_TYPE_ATTR in attrs:
+        return RULES["array"]
+    kinds = ((REGION_ATTR, "region"), (REFERENCE_ATTR, "reference"), (ENUM_ATTR, "enum"),
+             (LONG_DOUBLE_ATTR, "long double"), (SEQUENCE_ATTR, "sequence"), (TEXT_SEQUENCE_ATTR, "sequence"))
+    for name, kind in kinds:
+        if name in attrs:
+            return RULES[kind]
+    members = (TEXT_MEMBERS_ATTR, REFERENCE_MEMBERS_ATTR, REGION_MEMBERS_ATTR, SEQUENCE_MEMBERS_ATTR, ARRAY_MEMBERS_ATTR)
+    return RULES["compound"] if any(m in attrs for m in members) else None
+
+
 def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     """Attributes as strict JSON: NaN and infinities as the strings of :data:`NON_FINITE`
     (zarr writes strict JSON for v2, and uses these strings for fill values)."""
@@ -407,6 +435,8 @@ def json_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "HDF5_SUFFIXES",
+    "RULES",
+    "rule_of_attrs",
     "ARRAY_MEMBERS_ATTR",
     "ARRAY_TYPE_ATTR",
     "element_dims",

@@ -602,6 +602,12 @@ def test_a_dry_run_says_each_array_s_stored_type_and_the_type_rules_it_is_writte
     assert sum(report.type_rules.values()) == len(ruled), (report.type_rules, [a.path for a in ruled])
     said = " ".join(CliRunner().invoke(app, ["inspect", str(src)]).output.split())
     assert ("--dry-run --detail` shows each array's stored type" in said) == bool(ruled), said
+    # and of the stores, from the attributes that name each rule (v2: its consolidated metadata)
+    layoutkit.convert(src, tmp_path / "v2.zarr", zarr_format=2)
+    for store in (out, tmp_path / "v2.zarr"):
+        assert inspect_path(store).type_rules == report.type_rules, store.name
+        said = " ".join(CliRunner().invoke(app, ["inspect", str(store)]).output.split())
+        assert ("stored by the type rules" in said and "engine=\"layoutkit\"" in said) == bool(ruled), said
 
 
 SKIPPABLE = [pytest.param(b, c, id=f"{b.__name__}-{c}") for b in CASES for c in ("convert", "reorder")

@@ -264,21 +264,18 @@ def type_rule(dtype: np.dtype) -> str | None:
     compound of those)."""
     import h5py
 
-    if dtype.subdtype is not None:
-        return "HDF5 array types"
+    from layoutkit.formats import RULES
+
     ref = h5py.check_ref_dtype(dtype)
-    if ref is not None:
-        return "region references" if ref is h5py.RegionReference else "object references"
-    if h5py.check_enum_dtype(dtype) is not None:
-        return "enums"
-    if long_double(dtype):
-        return "long doubles"
-    if dtype.kind == "O" and h5py.check_string_dtype(dtype) is None:
-        return "variable-length sequences"
-    if dtype.names and (text_members(dtype) or sequence_members(dtype) or text_reference_members(dtype)
-                        or _has_array_member(dtype)):
-        return "compounds with text, sequence, array or reference members"
-    return None
+    kind = ("array" if dtype.subdtype is not None
+            else ("region" if ref is h5py.RegionReference else "reference") if ref is not None
+            else "enum" if h5py.check_enum_dtype(dtype) is not None
+            else "long double" if long_double(dtype)
+            else "sequence" if dtype.kind == "O" and h5py.check_string_dtype(dtype) is None
+            else "compound" if dtype.names and (text_members(dtype) or sequence_members(dtype)
+                                                or text_reference_members(dtype) or _has_array_member(dtype))
+            else None)
+    return RULES[kind] if kind else None
 
 
 def _has_array_member(dtype: np.dtype) -> bool:

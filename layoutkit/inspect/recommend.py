@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from layoutkit.formats import RULES
 from layoutkit.inspect.report import InspectReport, Recommendation
 from layoutkit.layouts import find_layout
 from layoutkit.options import format_size, plural
+
+STORED_AS = {
+    RULES["array"]: "an array type's elements as trailing axes",
+    RULES["region"]: "a region reference as the JSON text of its selection",
+    RULES["reference"]: "an object reference as the path it points at",
+    RULES["enum"]: "an enum as its integers",
+    RULES["long double"]: "a long double as its decimal text",
+    RULES["sequence"]: "a ragged array's values as bytes",
+    RULES["compound"]: "a compound's text as UTF-8 bytes, its array members a field an element",
+}
+"""What a reader of the Zarr store alone gets, by type rule (:data:`~layoutkit.formats.RULES`)."""
 
 
 def pct(part: int, whole: int) -> str:
@@ -77,12 +89,20 @@ def recommend(r: InspectReport) -> list[Recommendation]:
             "Order the bytes for how they are read: `layoutkit reorder --recipe cmod-shot` (a shot at a time) or "
             "`--recipe cmod-signal` (a signal across shots); as Zarr, `layoutkit convert --recipe signal-major` or "
             "`--recipe shot-packed`.")
-    if r.type_rules and not zarr_store:
+    if r.type_rules:
         held = sum(r.type_rules.values())
-        add(f"{plural(held, 'array')} {'holds' if held == 1 else 'hold'} a type Zarr has no spelling for ("
-            + ", ".join(f"{kind} {n:,}" for kind, n in r.type_rules.items()) + ").",
-            "`layoutkit convert` stores each by the type rules (docs/formats/index.md), read back as HDF5 reads them; "
-            f"`layoutkit convert {r.path} DST --dry-run --detail` shows each array's stored type and rule attributes.")
+        kinds = ", ".join(f"{kind} {n:,}" for kind, n in r.type_rules.items())
+        if zarr_store:
+            stored = "; ".join(STORED_AS[kind] for kind in r.type_rules if kind in STORED_AS)
+            add(f"{plural(held, 'array')} {'is' if held == 1 else 'are'} stored by the type rules ({kinds}): zarr "
+                f"alone reads what is stored ({stored}).",
+                f"Read them as HDF5 reads the source: `layoutkit.open({r.path!r})`, or "
+                f"`xr.open_dataset({r.path!r}, engine=\"layoutkit\")`; the rules are in docs/formats/index.md.")
+        else:
+            add(f"{plural(held, 'array')} {'holds' if held == 1 else 'hold'} a type Zarr has no spelling for ({kinds}).",
+                "`layoutkit convert` stores each by the type rules (docs/formats/index.md), read back as HDF5 reads "
+                f"them; `layoutkit convert {r.path} DST --dry-run --detail` shows each array's stored type and rule "
+                "attributes.")
     none = next((c for c in r.codecs if c.pipeline == "none"), None)
     if none and none.stored_bytes >= 16 * 1024**2 and none.stored_bytes * 2 >= r.stored_bytes:
         add(f"{format_size(none.stored_bytes)} ({pct(none.stored_bytes, r.stored_bytes)} of the data) is stored uncompressed.",

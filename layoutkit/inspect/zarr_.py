@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from layoutkit.errors import LayoutkitError
-from layoutkit.formats import PROVENANCE_ATTR
+from layoutkit.formats import PROVENANCE_ATTR, rule_of_attrs
 from layoutkit.inspect.report import InspectReport, Tally, present_part, recorded_provenance
 from layoutkit.options import ZarrFormat
 from layoutkit.storage.retry import retrying
@@ -188,6 +188,8 @@ def inspect_zarr_store(files: Any, name: str, template: str) -> InspectReport:
                 return None
             folder = _parent(folder)
 
+    # v2: the arrays' attributes from the consolidated metadata, read once
+    v2_meta = json.loads(files.text(".zmetadata")).get("metadata", {}) if zarr_format == 2 and consolidated else None
     docs = sorted((k for k in keys if k.rsplit("/", 1)[-1] in (doc_name, group_doc)), key=lambda k: k.count("/"))
     for key in docs:  # parents before children
         folder = _parent(key)
@@ -197,6 +199,9 @@ def inspect_zarr_store(files: Any, name: str, template: str) -> InspectReport:
             doc = json.loads(files.text(key))
             if zarr_format == 2 or doc.get("node_type") == "array":
                 arrays[folder] = _zarr_array(doc, zarr_format)
+                attrs = doc.get("attributes") if zarr_format == 3 else _v2_attrs(files, keys, folder, v2_meta)
+                if (rule := rule_of_attrs(attrs or {})) is not None:
+                    tally.type_rules[rule] += 1
                 continue
         if key.endswith(group_doc):
             tally.groups += 1
@@ -223,6 +228,15 @@ def inspect_zarr_store(files: Any, name: str, template: str) -> InspectReport:
         shot_duplicate_scales=None,
         written_by=recorded_provenance(root_attrs.get(PROVENANCE_ATTR)),
     )
+
+def _v2_attrs(files: Any, keys: set[str], folder: str, consolidated: dict[str, Any] | None) -> dict[str, Any]:
+    """A Zarr v2 array's attributes: from the ``consolidated`` metadata when the store has
+    it, else its own ``.zattrs`` (empty without one)."""
+    key = f"{folder}/.zattrs" if folder else ".zattrs"
+    if consolidated is not None:
+        return consolidated.get(key) or {}
+    return json.loads(files.text(key)) if key in keys else {}
+
 
 def _zarr_stats(files: Any, path: str, meta: dict[str, Any], chunk_files: list[tuple[str, int]], tally: Tally) -> None:
     itemsize = _itemsize(meta["dtype"])

@@ -256,6 +256,18 @@ def region_references(f: h5py.File) -> None:
     refs[0], refs[1] = target.regionref[2:5], target.regionref[7:9]
 
 
+def object_references(f: h5py.File) -> None:  # to a dataset, to a group, unset; chunked, a row never written
+    target = f.create_dataset("target", data=np.arange(4))
+    f.create_group("g")
+    refs = f.create_dataset("t", shape=(4,), dtype=h5py.ref_dtype, chunks=(2,))
+    refs[0], refs[1], refs[2] = target.ref, f["g"].ref, h5py.Reference()
+
+
+def enums(f: h5py.File) -> None:  # its base integer, the mapping in hdf5_enum
+    dt = h5py.enum_dtype({"OFF": 0, "ON": 1, "FAULT": 7}, basetype="u1")
+    f.create_dataset("t", data=np.array([0, 1, 7, 1], "u1"), dtype=dt, chunks=(2,))
+
+
 def region_reference_attribute(f: h5py.File) -> None:
     target = f.create_dataset("target", data=np.arange(10))
     target.attrs.create("r", target.regionref[1:3], dtype=h5py.regionref_dtype)
@@ -494,6 +506,8 @@ CASES: dict[Callable[[h5py.File], None], tuple[str, str]] = {
     array_of_text: (EQUAL, EQUAL),  # text, the elements a last axis (issue 65)
     long_double: (EQUAL, EQUAL),  # each value its text, which reads back as it (issue 65); attributes too
     complex_long_double: (EQUAL, EQUAL),  # each value the text of its two parts (issue 65)
+    object_references: (EQUAL, EQUAL),  # the paths they point at
+    enums: (EQUAL, EQUAL),
     region_references: (EQUAL, EQUAL),  # as their dataset's path and selection, JSON text (issue 65)
     region_reference_attribute: (EQUAL, EQUAL),
     compound_reference_attribute: (EQUAL, EQUAL),  # the paths in Zarr's JSON, made again by reorder (issue 65)

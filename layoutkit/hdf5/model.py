@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from layoutkit.formats import RULES
+
 
 @dataclass(frozen=True)
 class FilterInfo:
@@ -263,8 +265,6 @@ def type_rule(dtype: np.dtype) -> str | None:
     type Zarr holds as it is (numbers, bool, fixed-length bytes, strings, opaque, a
     compound of those)."""
     import h5py
-
-    from layoutkit.formats import RULES
 
     ref = h5py.check_ref_dtype(dtype)
     kind = ("array" if dtype.subdtype is not None

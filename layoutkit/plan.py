@@ -196,7 +196,8 @@ class ArrayPlan:
 
         if self.dtype in ("str", "bytes"):
             return None
-        return np.dtype(ast.literal_eval(self.dtype) if self.dtype[:1] in "[{" else self.dtype)
+        structured = self.dtype.startswith(("[", "{"))  # str() of a structured dtype: its fields' list, or dict
+        return np.dtype(ast.literal_eval(self.dtype) if structured else self.dtype)
 
     @property
     def write_block(self) -> tuple[int, ...]:

@@ -95,7 +95,8 @@ class InspectReport:
     written_by: dict[str, Any] | None  # the recipe layoutkit recorded, when it wrote this variant
     recommendations: tuple[Recommendation, ...] = field(default=())
     seconds: float = 0.0
-    # HDF5: arrays of a type Zarr has no spelling for, by the type rule convert stores it by
+    # arrays of a type Zarr has no spelling for, by the type rule convert stores it by (formats.RULES):
+    # in an HDF5 file by their types, in a Zarr store by the attributes that name the rule
     type_rules: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -140,7 +141,7 @@ class Tally:
         self.paths: list[str] = []
         self.missing: list[str] = []
         self.netcdf_hints = 0  # HDF5: datasets with netCDF-4's own attributes
-        self.type_rules: Counter[str] = Counter()  # HDF5: arrays by the type rule Zarr stores them by
+        self.type_rules: Counter[str] = Counter()  # arrays by the type rule Zarr stores them by
 
     def array(self, path: str, logical: int, layout: str, pipeline: str, filters: Iterable[str]) -> None:
         self.arrays += 1

@@ -235,15 +235,14 @@ def element_axes(info: ArrayInfo) -> tuple[tuple[int, ...], tuple[str, ...]]:
     return shape, element_dims(info.path.rsplit("/", 1)[-1], len(shape))
 
 
-def type_attrs(info: ArrayInfo, dtype: Any = None) -> dict[str, Any]:
+def type_attrs(info: ArrayInfo, dtype: Any) -> dict[str, Any]:
     """The attributes by which the type rules (docs/formats/index.md) say how a dataset's
     type is stored, for an independent reader to decode it: an enum's mapping, a null
     dataspace, references, sequences and their value types, long doubles, an array
     type's element axes, and a compound's text, reference, sequence and array members
     (of the compound an array type's elements are, too). Empty for a type stored as it
-    is. ``dtype``: :func:`target_dtype`'s answer, when known; a dataset the rules cannot
-    carry raises as it does."""
-    dtype = target_dtype(info) if dtype is None else dtype
+    is. ``dtype``: :func:`target_dtype`'s answer. Planned into
+    :attr:`~layoutkit.plan.ArrayPlan.type_attrs`, which the Zarr writer writes."""
     attrs: dict[str, Any] = {}
     if info.kind == "enum" and info.enum_mapping:
         attrs[ENUM_ATTR] = {k: int(v) for k, v in info.enum_mapping.items()}

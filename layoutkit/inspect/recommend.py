@@ -93,7 +93,7 @@ def recommend(r: InspectReport) -> list[Recommendation]:
         held = sum(r.type_rules.values())
         kinds = ", ".join(f"{kind} {n:,}" for kind, n in r.type_rules.items())
         if zarr_store:
-            stored = "; ".join(STORED_AS[kind] for kind in r.type_rules if kind in STORED_AS)
+            stored = "; ".join(STORED_AS[kind] for kind in r.type_rules)
             add(f"{plural(held, 'array')} {'is' if held == 1 else 'are'} stored by the type rules ({kinds}): zarr "
                 f"alone reads what is stored ({stored}).",
                 f"Read them as HDF5 reads the source: `layoutkit.open({r.path!r})`, or "

@@ -51,7 +51,7 @@ from layoutkit.plan import ArrayPlan, Region
 from layoutkit.storage.kv import as_kv
 from layoutkit.timings import timed
 from layoutkit.writers.zarr_raw import encode_shard, shard_index_supported, zarr2_codecs, zarr3_codecs
-from layoutkit.zarr_plan import element_axes, target_dtype, type_attrs
+from layoutkit.zarr_plan import element_axes, target_dtype
 
 
 def _zarr3_compressors(spec: CompressorSpec, itemsize: int) -> list[Any]:
@@ -461,7 +461,7 @@ class ZarrWriter:
         dtype = target_dtype(info)
         np_dtype = np.dtype(dtype) if dtype is not str and dtype is not bytes else np.dtype(object)
         element_size = 0 if dtype is str or dtype is bytes or np_dtype.names else np_dtype.itemsize
-        attrs = {**info.attrs, **type_attrs(info, dtype)}
+        attrs = {**info.attrs, **plan.type_attrs}  # the type rules' attributes, as planned (and dry-run printed)
         _, element_dims = element_axes(info)
         dims = [*info.dims, *element_dims]
         kwargs: dict[str, Any] = dict(

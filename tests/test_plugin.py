@@ -72,7 +72,11 @@ def test_the_conformance_suite_runs_over_an_installed_layout(installed, tmp_path
         "class TestNpy(LayoutTests):\n"
         "    layout = 'npy'  # by its registered name: found through the entry point\n"
         "    reads_like_source = False\n")
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_npy.py"],
+    # its own --basetemp: else that pytest, on its way out, deletes every older numbered
+    # folder under /tmp/pytest-of-<user> (gigabytes of earlier runs' stores, file by file;
+    # on CI that took past the timeout) beside the run it is part of
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--basetemp", str(tmp_path / "inner"), "test_npy.py"],
                          env=installed, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout[-3000:]
     assert " passed" in ran.stdout and "failed" not in ran.stdout

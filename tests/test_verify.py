@@ -263,6 +263,8 @@ def test_the_probe_counts_rounds_of_requests_and_the_estimate_charges_them(tmp_p
     _, one_by_one = probe(v, "scan", blocks, "/{shot}/{signal}")  # the root document, then a chunk per block
     _, together = probe(v, "subset", [("/x", (slice(0, 40),))], "/{shot}/{signal}")  # its 4 chunks in one round
     assert one_by_one >= 4 and together < one_by_one - 1.5
+    _, unwaited = probe(v, "scan", blocks, "/{shot}/{signal}", False)  # no row charges latency: no waits
+    assert unwaited == 0
     assert PROBE_LATENCY <= 0.002
     plan = ReadPlan("scan", tuple(blocks))
 

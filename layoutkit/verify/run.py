@@ -503,10 +503,12 @@ def _union(spans: list[tuple[float, float]]) -> float:
     return total
 
 
-def probe(variant: Variant, pattern: str, items: list[Any], template: str) -> tuple[float, float]:
+def probe(variant: Variant, pattern: str, items: list[Any], template: str,
+          count_rounds: bool = True) -> tuple[float, float]:
     """One read of ``items`` by one worker, in this process, every request waiting
     :data:`PROBE_LATENCY`: its seconds without the waits, and its rounds (the waits'
-    span over the probe latency: requests in flight together wait together)."""
+    span over the probe latency: requests in flight together wait together). Without
+    ``count_rounds`` (no row charges a latency), nothing waits and the rounds are 0."""
     import asyncio
 
     spans: list[tuple[float, float]] = []
@@ -533,7 +535,8 @@ def probe(variant: Variant, pattern: str, items: list[Any], template: str) -> tu
 
     path = variant.path if isinstance(variant.path, tuple) else str(variant.path)
     t0 = time.perf_counter()
-    with open_archive(path, template=template, model=LatencyModel(PROBE_LATENCY), sleep=either,
+    model = LatencyModel(PROBE_LATENCY) if count_rounds else None
+    with open_archive(path, template=template, model=model, sleep=either,
                       storage_options=dict(variant.storage)) as archive:
         try:
             run_reads(archive, pattern, items)
@@ -551,16 +554,19 @@ def expected_seconds(
     template: str,
 ) -> float:
     """About how long :func:`measure` will take: each pattern read once per variant by
-    one worker at :data:`PROBE_LATENCY` (:func:`probe`), its rounds charged at each
-    condition's latency, times the runs the row will make (``repeat``, fewer once they
-    add up to :data:`ROW_SECONDS`). Worker counts and engines are taken to cost what one
+    one worker at :data:`PROBE_LATENCY` (:func:`probe`; not delayed where no condition
+    has a latency), its rounds charged at each condition's latency, times the runs the
+    row will make (``repeat``, fewer once they add up to :data:`ROW_SECONDS`). Worker counts and engines are taken to cost what one
     worker does; bandwidth is left out."""
     total = 0.0
+    # rounds cost only where a row waits for each: else the probe need not wait (a
+    # millisecond a round, seconds over a scan of thousands of arrays)
+    charged = any(c.latency for v in variants for c in conditions(v))
     for v in variants:
         for plan, items in _plan_items(v, plans, template):
             if not items:
                 continue
-            own, rounds = probe(v, plan.pattern, list(items), template)
+            own, rounds = probe(v, plan.pattern, list(items), template, charged)
             for c in conditions(v):
                 seconds = own + rounds * c.latency
                 runs = min(repeat, max(1, math.ceil(ROW_SECONDS / seconds))) if seconds > 0 else repeat

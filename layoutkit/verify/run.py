@@ -556,8 +556,8 @@ def expected_seconds(
     """About how long :func:`measure` will take: each pattern read once per variant by
     one worker at :data:`PROBE_LATENCY` (:func:`probe`; not delayed where no condition
     has a latency), its rounds charged at each condition's latency, times the runs the
-    row will make (``repeat``, fewer once they add up to :data:`ROW_SECONDS`). Worker counts and engines are taken to cost what one
-    worker does; bandwidth is left out."""
+    row will make (``repeat``, fewer once they add up to :data:`ROW_SECONDS`). Worker
+    counts and engines are taken to cost what one worker does; bandwidth is left out."""
     total = 0.0
     # rounds cost only where a row waits for each: else the probe need not wait (a
     # millisecond a round, seconds over a scan of thousands of arrays)
